@@ -1,0 +1,79 @@
+"""A finished span, independent of where it came from.
+
+The extractor reads only :class:`SpanRecord`. The SDK's ``ReadableSpan``, OTLP protobuf, OTLP
+JSON, Jaeger and Tempo payloads are each converted to it once, so there is one extractor.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Union
+
+AttributeValue = Union[str, bool, int, float, tuple[Any, ...]]
+
+
+@dataclass(frozen=True, slots=True)
+class SpanEvent:
+    name: str
+    time_unix_nano: int
+    attributes: Mapping[str, AttributeValue] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class SpanRecord:
+    """One finished span. Ids are lowercase hex (32 chars for a trace, 16 for a span)."""
+
+    trace_id: str
+    span_id: str
+    parent_span_id: str | None
+    name: str
+    start_time_unix_nano: int
+    end_time_unix_nano: int
+    attributes: Mapping[str, AttributeValue] = field(default_factory=dict)
+    status_code: str = "UNSET"  # "UNSET" | "OK" | "ERROR"
+    status_message: str = ""
+    events: tuple[SpanEvent, ...] = ()
+    dropped_attributes_count: int = 0
+    resource: Mapping[str, AttributeValue] = field(default_factory=dict)
+    scope_name: str = ""
+    parent_is_remote: bool = False
+    kind: str = "INTERNAL"  # "INTERNAL" | "SERVER" | "CLIENT" | "PRODUCER" | "CONSUMER"
+
+    @property
+    def is_root(self) -> bool:
+        """True for the first span of a trace in this process (no parent, or a remote one)."""
+        return self.parent_span_id is None or self.parent_is_remote
+
+
+def _status_name(code: Any) -> str:
+    name = getattr(code, "name", None)
+    return str(name) if name else "UNSET"
+
+
+def record_from_readable(span: Any) -> SpanRecord:
+    """Convert an OpenTelemetry SDK ``ReadableSpan`` into a :class:`SpanRecord`."""
+    ctx = span.context
+    parent = span.parent
+    resource = getattr(span, "resource", None)
+    scope = getattr(span, "instrumentation_scope", None)
+    status = span.status
+    return SpanRecord(
+        trace_id=format(ctx.trace_id, "032x"),
+        span_id=format(ctx.span_id, "016x"),
+        parent_span_id=format(parent.span_id, "016x") if parent is not None else None,
+        name=span.name,
+        start_time_unix_nano=span.start_time or 0,
+        end_time_unix_nano=span.end_time or 0,
+        attributes=dict(span.attributes or {}),
+        status_code=_status_name(status.status_code),
+        status_message=status.description or "",
+        events=tuple(
+            SpanEvent(e.name, e.timestamp or 0, dict(e.attributes or {})) for e in span.events
+        ),
+        dropped_attributes_count=int(getattr(span, "dropped_attributes", 0) or 0),
+        resource=dict(resource.attributes) if resource is not None else {},
+        scope_name=scope.name if scope is not None else "",
+        parent_is_remote=bool(parent is not None and parent.is_remote),
+        kind=_status_name(span.kind) if span.kind is not None else "INTERNAL",
+    )
