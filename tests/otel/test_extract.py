@@ -1,0 +1,117 @@
+"""The extractor: trace order, nesting, integrity of recorded values."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from opentelemetry import trace
+from opentelemetry.sdk.trace import SpanLimits, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+import tracely_sdk as tracely
+from tracely_otel import (
+    FixtureSpanProcessor,
+    SpanRecord,
+    bundle_from_spans,
+    record_from_readable,
+    validate_bundle,
+)
+
+
+@pytest.fixture
+def limited(unset_global_provider: None) -> Iterator[Any]:
+    """A global provider with tight span limits, and the bundles it produced."""
+    exporter = InMemorySpanExporter()
+    bundles: list[dict[str, Any]] = []
+    provider = TracerProvider(span_limits=SpanLimits(max_attribute_length=60, max_span_attributes=128))
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    provider.add_span_processor(FixtureSpanProcessor(lambda t, b: bundles.append(b)))
+    trace.set_tracer_provider(provider)
+    yield bundles
+
+
+def test_calls_are_in_trace_order_with_seq(capture: Any) -> None:
+    with tracely.agent("a", input=1):
+        tracely.call_llm("m", lambda: "plan")
+        tracely.call_tool("t", lambda: 1)
+        tracely.call_llm("m", lambda: "answer")
+    bundle = capture.last_bundle
+    assert [e["seq"] for e in bundle["llm"]["m"]] == [1, 3]
+    assert bundle["tools"]["t"][0]["seq"] == 2
+    assert bundle["format"] == "tracely.bundle/1"
+    assert bundle["trace_id"] == next(iter(capture.bundles))
+    validate_bundle(bundle)
+
+
+def test_a_call_nested_in_a_recorded_call_is_not_its_own_entry(capture: Any) -> None:
+    def research() -> str:
+        return tracely.call_llm("m", lambda: "inner")
+
+    with tracely.agent("a", input=1):
+        tracely.call_tool("research", research)
+    bundle = capture.last_bundle
+    assert bundle["llm"] == {} and list(bundle["tools"]) == ["research"]
+
+
+def test_a_truncated_value_is_never_served(limited: list[dict[str, Any]]) -> None:
+    with tracely.agent("a", input=1):
+        tracely.call_tool("big", lambda: "x" * 100)
+        tracely.call_tool("small", lambda: "ok")
+    bundle = limited[-1]
+    assert "big" not in bundle["tools"] and bundle["tools"]["small"][0]["output"] == "ok"
+    (item,) = bundle["incomplete"]
+    assert item["label"] == "tools:big" and "truncated" in item["reason"]
+    assert "OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT" in item["reason"]
+    with tracely.fixtures(bundle), pytest.raises(tracely.ReplayError, match="could not be recorded: tracely.output"):
+        tracely.call_tool("big", lambda: "x" * 100)
+
+
+def test_an_evicted_value_is_never_served(unset_global_provider: None) -> None:
+    bundles: list[dict[str, Any]] = []
+    provider = TracerProvider(span_limits=SpanLimits(max_span_attributes=3))
+    provider.add_span_processor(FixtureSpanProcessor(lambda t, b: bundles.append(b)))
+    trace.set_tracer_provider(provider)
+    tracely.call_tool("t", lambda: "ok", args={"a": 1})
+    (item,) = bundles[-1]["incomplete"]
+    assert item["label"] == "tools:t"
+    assert "tracely.args" in item["reason"] and "OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT" in item["reason"]
+
+
+def test_spans_of_several_traces_are_refused(capture: Any) -> None:
+    tracely.call_tool("a", lambda: 1)
+    tracely.call_tool("b", lambda: 2)
+    with pytest.raises(ValueError, match="one trace"):
+        bundle_from_spans(capture.spans)
+
+
+def test_bundle_from_spans_takes_readable_spans_or_records(capture: Any) -> None:
+    with tracely.agent("a", input=1):
+        tracely.call_tool("t", lambda: 1)
+    from_readable = bundle_from_spans(capture.spans)
+    from_records = bundle_from_spans([record_from_readable(s) for s in capture.spans])
+    assert from_readable == from_records == capture.last_bundle
+
+
+def test_duplicate_spans_are_one_span(capture: Any) -> None:
+    tracely.call_tool("t", lambda: 1)
+    assert bundle_from_spans(capture.spans * 2) == bundle_from_spans(capture.spans)
+
+
+def test_a_trace_without_tracely_spans_has_no_bundle() -> None:
+    record = SpanRecord("0" * 31 + "1", "0" * 15 + "1", None, "GET /", 1, 2, {"http.method": "GET"})
+    assert bundle_from_spans([record]) is None
+    assert bundle_from_spans([]) is None
+
+
+def test_a_tampered_value_fails_the_digest(capture: Any) -> None:
+    tracely.call_tool("t", lambda: {"n": 1})
+    (span,) = capture.spans
+    record = record_from_readable(span)
+    forged = SpanRecord(**{**{f: getattr(record, f) for f in record.__slots__},
+                           "attributes": {**record.attributes, "tracely.output": '{"n": 2}'}})
+    bundle = bundle_from_spans([forged])
+    assert bundle is not None and bundle["tools"] == {}
+    assert "does not match" in bundle["incomplete"][0]["reason"]

@@ -1,0 +1,307 @@
+"""Spans → fixture bundle. The one extractor, used in-process and by the server.
+
+A bundle holds every tool and LLM call of one trace in trace order. A call nested inside
+another recorded call is not an entry of its own: on replay the outer call is served and the
+inner one never happens. Each recorded value carries its length and hash (``tracely.digest``);
+a value the SDK truncated or evicted fails that check, and the call is listed under
+``incomplete`` with the reason instead of being served wrong.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from tracely_otel import _attributes as A
+from tracely_otel._bundle import FORMAT, seal
+from tracely_otel._spans import SpanRecord, record_from_readable
+
+
+def value_digest(text: str) -> list[Any]:
+    """``[length, sha256 prefix]`` of an attribute value, as ``tracely.digest`` records it."""
+    return [len(text), hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]]
+
+
+@dataclass(slots=True)
+class ExtractedCall:
+    """A replayable call read from a span: ``entry`` is a bundle entry without ``seq``."""
+
+    kind: str  # "tools" | "llm"
+    name: str
+    entry: dict[str, Any]
+    foreign: bool = False  # read from another instrumentor's span
+
+
+@dataclass(slots=True)
+class NotReplayable:
+    """A span that is a call but cannot be served, with the reason a user can act on."""
+
+    kind: str
+    name: str
+    reason: str
+    foreign: bool = False
+
+
+SpanReader = Callable[[SpanRecord], "ExtractedCall | NotReplayable | None"]
+
+
+@dataclass(slots=True)
+class _Values:
+    """A tracely span's recorded JSON values, checked against its digest."""
+
+    span: SpanRecord
+    problems: list[str] = field(default_factory=list)
+
+    def get(self, key: str) -> Any:
+        raw = self.span.attributes.get(key)
+        if raw is None:
+            return _MISSING
+        if not isinstance(raw, str):
+            self.problems.append(f"{key} is not JSON text")
+            return _MISSING
+        try:
+            return orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            self.problems.append(f"{key} is not valid JSON (cut short?)")
+            return _MISSING
+
+
+_MISSING: Any = object()
+
+
+def _check_digest(span: SpanRecord) -> str | None:
+    """Why the span's recorded values cannot be trusted, or None when they check out."""
+    attrs = span.attributes
+    raw = attrs.get(A.DIGEST)
+    if not isinstance(raw, str):
+        if span.dropped_attributes_count:
+            return (
+                f"{span.dropped_attributes_count} attribute(s) were dropped by the span's "
+                "attribute count limit, including the integrity digest; raise "
+                "OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT"
+            )
+        return "the span has no integrity digest (tracely.digest); it was not recorded by tracely"
+    try:
+        digest = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return (
+            "the integrity digest is not valid JSON: it was truncated, most likely by "
+            "OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT or OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT; unset "
+            "or raise it and re-record"
+        )
+    if not isinstance(digest, dict):
+        return "the integrity digest is malformed"
+    for key, expected in digest.items():
+        value = attrs.get(key)
+        if value is None:
+            return (
+                f"{key} was recorded but is missing from the span (evicted by the attribute "
+                "count limit; raise OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT)"
+            )
+        if not isinstance(value, str) or value_digest(value) != expected:
+            length = len(value) if isinstance(value, str) else "?"
+            return (
+                f"{key} does not match its recorded length/hash ({length} chars, recorded "
+                f"{expected[0] if isinstance(expected, list) and expected else '?'}): the "
+                "value was truncated, most likely by OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT or "
+                "OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT; unset or raise it and re-record"
+            )
+    return None
+
+
+def _call_name(span: SpanRecord, kind: str) -> str:
+    attrs = span.attributes
+    fallback = {A.KIND_TOOL: A.GEN_AI_TOOL_NAME, A.KIND_LLM: A.GEN_AI_REQUEST_MODEL}
+    name = attrs.get(A.NAME) or attrs.get(fallback.get(kind, A.GEN_AI_AGENT_NAME))
+    if isinstance(name, str) and name:
+        return name
+    # Both evicted by the attribute count limit: the span name is "<operation> <name>".
+    prefix = A.OPERATION_FOR_KIND.get(kind, "") + " "
+    return span.name[len(prefix):] if span.name.startswith(prefix) else span.name
+
+
+def read_tracely_span(span: SpanRecord) -> ExtractedCall | NotReplayable | None:
+    """Read a tool or LLM call from a span tracely made."""
+    attrs = span.attributes
+    kind = attrs.get(A.KIND)
+    if kind not in (A.KIND_TOOL, A.KIND_LLM):
+        return None
+    section = "tools" if kind == A.KIND_TOOL else "llm"
+    name = _call_name(span, kind)
+    problem = _check_digest(span)
+    if problem is not None:
+        return NotReplayable(section, name, problem)
+    unserialisable = attrs.get(A.UNSERIALISABLE)
+    values = _Values(span)
+    entry: dict[str, Any] = {}
+    error = values.get(A.ERROR)
+    if error is not _MISSING:
+        entry["error"] = error
+    else:
+        if unserialisable and A.OUTPUT in str(unserialisable):
+            return NotReplayable(
+                section,
+                name,
+                "its output could not be serialised to JSON when recorded; return JSON data, "
+                "a pydantic model or a dataclass",
+            )
+        output = values.get(A.OUTPUT)
+        if output is _MISSING:
+            return NotReplayable(section, name, "the call ended without a recorded output")
+        entry["output"] = output
+        tag = attrs.get(A.OUTPUT_TYPE)
+        if isinstance(tag, str):
+            entry["output_type"] = tag
+    key = A.ARGS if section == "tools" else A.INPUT
+    recorded_in = values.get(key)
+    if recorded_in is not _MISSING:
+        entry["args" if section == "tools" else "input"] = recorded_in
+    if section == "llm":
+        usage = values.get(A.USAGE)
+        if usage is not _MISSING:
+            entry["usage"] = usage
+        provider = attrs.get(A.PROVIDER)
+        if isinstance(provider, str):
+            entry["provider"] = provider
+    if values.problems:
+        return NotReplayable(section, name, "; ".join(values.problems))
+    return ExtractedCall(section, name, entry)
+
+
+# Readers for spans of other instrumentors register here (tracely's own reader comes first).
+_READERS: list[SpanReader] = [read_tracely_span]
+
+
+def register_reader(reader: SpanReader) -> None:
+    """Add a reader for another instrumentor's LLM spans (idempotent)."""
+    if reader not in _READERS:
+        _READERS.append(reader)
+
+
+def _read(span: SpanRecord) -> ExtractedCall | NotReplayable | None:
+    for reader in _READERS:
+        result = reader(span)
+        if result is not None:
+            return result
+    return None
+
+
+def _agent_section(span: SpanRecord) -> dict[str, Any]:
+    attrs = span.attributes
+    agent: dict[str, Any] = {"name": _call_name(span, A.KIND_AGENT), "span_id": span.span_id}
+    values = _Values(span)
+    if _check_digest(span) is None:
+        for key, field_name in ((A.INPUT, "input"), (A.OUTPUT, "output"), (A.ERROR, "error")):
+            value = values.get(key)
+            if value is not _MISSING:
+                agent[field_name] = value
+        tag = attrs.get(A.OUTPUT_TYPE)
+        if isinstance(tag, str) and "output" in agent:
+            agent["output_type"] = tag
+    return agent
+
+
+def _as_records(spans: Iterable[Any]) -> list[SpanRecord]:
+    records: dict[str, SpanRecord] = {}
+    for span in spans:
+        record = span if isinstance(span, SpanRecord) else record_from_readable(span)
+        records[record.span_id] = record  # a duplicate delivery of a span is the same span
+    return list(records.values())
+
+
+def bundle_from_spans(spans: Iterable[Any]) -> dict[str, Any] | None:
+    """Extract the fixture bundle of one trace from its finished spans.
+
+    ``spans`` may be SDK ``ReadableSpan``s or :class:`SpanRecord`s. Returns None when the trace
+    holds no agent run and no tool/LLM call. Raises ``ValueError`` for spans of several traces.
+    """
+    records = _as_records(spans)
+    if not records:
+        return None
+    trace_ids = {r.trace_id for r in records}
+    if len(trace_ids) > 1:
+        raise ValueError(
+            f"bundle_from_spans() takes the spans of one trace; got {len(trace_ids)} traces"
+        )
+    by_id = {r.span_id: r for r in records}
+    order = sorted(records, key=lambda r: (r.start_time_unix_nano, r.end_time_unix_nano))
+
+    reads: dict[str, ExtractedCall | NotReplayable] = {}
+    agents: list[SpanRecord] = []
+    for record in order:
+        if record.attributes.get(A.KIND) == A.KIND_AGENT:
+            agents.append(record)
+            continue
+        result = _read(record)
+        if result is not None:
+            reads[record.span_id] = result
+
+    def ancestors(record: SpanRecord) -> Iterable[str]:
+        seen: set[str] = set()
+        parent = record.parent_span_id
+        while parent is not None and parent in by_id and parent not in seen:
+            seen.add(parent)
+            yield parent
+            parent = by_id[parent].parent_span_id
+
+    # Another instrumentor's span around tracely's own span of the same call is the same call.
+    shadowed = {
+        anc
+        for sid, res in reads.items()
+        if not res.foreign
+        for anc in ancestors(by_id[sid])
+        if anc in reads and reads[anc].foreign
+    }
+    top_agents = [a for a in agents if not any(p in {x.span_id for x in agents} for p in ancestors(a))]
+    agent = top_agents[0] if top_agents else None
+    if agent is None and not reads:
+        return None
+
+    bundle: dict[str, Any] = {"format": FORMAT, "trace_id": records[0].trace_id}
+    service = (agent or order[0]).resource.get("service.name")
+    if isinstance(service, str):
+        bundle["service"] = service
+    bundle["started_at"] = (agent or order[0]).start_time_unix_nano
+    if agent is not None:
+        bundle["agent"] = _agent_section(agent)
+        mode = agent.attributes.get(A.REPLAY_MODE)
+        if isinstance(mode, str):
+            replay: dict[str, Any] = {"mode": mode}
+            for key, name in ((A.CASE_ID, "case_id"), (A.CASE_VERSION, "case_version")):
+                if key in agent.attributes:
+                    replay[name] = agent.attributes[key]
+            bundle["replay"] = replay
+    tools: dict[str, list[dict[str, Any]]] = {}
+    llm: dict[str, list[dict[str, Any]]] = {}
+    incomplete: list[dict[str, Any]] = []
+    seq = 0
+    for record in order:
+        result = reads.get(record.span_id)
+        if result is None or record.span_id in shadowed:
+            continue
+        if any(anc in reads and anc not in shadowed for anc in ancestors(record)):
+            continue  # served as part of the enclosing call on replay
+        seq += 1
+        label = f"{result.kind}:{result.name}"
+        if isinstance(result, NotReplayable):
+            incomplete.append(
+                {"label": label, "seq": seq, "span_id": record.span_id, "reason": result.reason}
+            )
+            continue
+        entry = {"seq": seq, **result.entry}
+        (tools if result.kind == "tools" else llm).setdefault(result.name, []).append(entry)
+    bundle["tools"] = tools
+    bundle["llm"] = llm
+    if incomplete:
+        bundle["incomplete"] = incomplete
+    return seal(bundle)
+
+
+def agent_status(bundle: Mapping[str, Any]) -> str:
+    """``"error"`` when the recorded agent run raised, else ``"ok"``."""
+    agent = bundle.get("agent") or {}
+    return "error" if "error" in agent else "ok"
