@@ -1,0 +1,69 @@
+"""The canonical form used wherever two recorded values are compared.
+
+Two values are canonically equal when they are the same JSON after: JSON strings that hold an
+object or array are parsed, mapping key order is ignored, and tuples equal lists. Numbers keep
+their JSON type (``1`` and ``1.0`` differ, ``True`` and ``1`` differ), and a string that merely
+looks like a scalar (``"42"``) stays a string, so ``{"id": "42"}`` never matches ``{"id": 42}``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+import orjson
+
+from tracely_sdk._types import dumps
+
+_MAX_DEPTH = 64
+# In compact JSON text, a quote directly followed by (whitespace and) a bracket can only open a
+# string that itself holds JSON; without one, parsing the text is the canonical form already.
+_NESTED_JSON = re.compile(r'"\s*[\[{]')
+
+
+def _normalise(value: Any, depth: int) -> Any:
+    if depth > _MAX_DEPTH:
+        raise ValueError(f"value nested deeper than {_MAX_DEPTH} levels cannot be compared")
+    if isinstance(value, str):
+        stripped = value.strip()
+        # Tool-call arguments arrive as JSON text from providers and as objects from code.
+        if stripped[:1] in ("{", "[") and stripped[-1:] in ("}", "]"):
+            try:
+                return _normalise(orjson.loads(stripped), depth + 1)
+            except orjson.JSONDecodeError:
+                return value
+        return value
+    if isinstance(value, Mapping):
+        return {str(k): _normalise(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_normalise(v, depth + 1) for v in value]
+    return value
+
+
+def canonical(value: Any) -> Any:
+    """``value`` as a JSON-compatible structure in canonical form."""
+    if value is None or isinstance(value, (bool, int, float)):
+        return value
+    if not isinstance(value, str):
+        # Through the recording encoder, so a live value compares the way it was recorded.
+        value = orjson.loads(dumps(value))
+    return _normalise(value, 0)
+
+
+def canonical_json(value: Any) -> bytes:
+    """The canonical form serialised with sorted keys: equal bytes iff canonically equal."""
+    return orjson.dumps(canonical(value), option=orjson.OPT_SORT_KEYS)
+
+
+def canonical_equal(a: Any, b: Any) -> bool:
+    """True when ``a`` and ``b`` are canonically equal."""
+    return canonical_json(a) == canonical_json(b)
+
+
+def canonical_json_text(text: str) -> bytes:
+    """:func:`canonical_json` of the value that compact JSON ``text`` holds (one parse)."""
+    value = orjson.loads(text)
+    if _NESTED_JSON.search(text) is not None:
+        value = _normalise(value, 0)
+    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)

@@ -1,0 +1,245 @@
+"""The matcher: which recorded entry answers a call. One implementation for every path.
+
+Rules (from the recording's point of view):
+
+- A tool entry recorded without args matches by order: the next unused entry of that name.
+- Otherwise the call's args and the entry's args are canonicalised and compared for equality;
+  the first unused entry of that name that is args-less or equal answers the call.
+- An LLM call is looked up by model id, falling back to the next recorded LLM call of any name
+  (auto-instrumentor span names are not model ids). It is served in order even when its input
+  differs from the recording; the difference is reported as divergence, not hidden.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from tracely_sdk._canonical import canonical, canonical_json
+
+TOOLS = "tools"
+LLM = "llm"
+_MAX_DIFFERENCES = 5
+
+
+@dataclass(slots=True)
+class Entry:
+    """One recorded call, with what matching and serving need precomputed."""
+
+    kind: str
+    name: str
+    index: int  # position among the entries of this name
+    seq: int  # place in the trace's order of calls
+    raw: Mapping[str, Any]
+    key: bytes | None  # canonical JSON of args (tools) / input (llm); None when not recorded
+    output_json: bytes | None  # the recorded output, serialised once
+    used: bool = False
+
+    @property
+    def label(self) -> str:
+        return f"{self.kind}:{self.name}"
+
+    @property
+    def error(self) -> Mapping[str, Any] | None:
+        error = self.raw.get("error")
+        return error if isinstance(error, Mapping) else None
+
+    def describe(self) -> str:
+        return f"{self.label} #{self.index + 1} (seq {self.seq})"
+
+
+@dataclass(slots=True)
+class Match:
+    entry: Entry
+    diverged: bool = False  # served although the input differs (LLM) or args differ (lenient)
+    fallback: bool = False  # an LLM entry of another model id
+
+
+class _Queue:
+    """The entries of one name, with a cursor past the used prefix so lookups stay O(1)."""
+
+    __slots__ = ("cursor", "entries")
+
+    def __init__(self) -> None:
+        self.entries: list[Entry] = []
+        self.cursor = 0
+
+    def unused(self) -> Iterator[Entry]:
+        entries = self.entries
+        while self.cursor < len(entries) and entries[self.cursor].used:
+            self.cursor += 1
+        for i in range(self.cursor, len(entries)):
+            if not entries[i].used:
+                yield entries[i]
+
+    def first_unused(self) -> Entry | None:
+        return next(self.unused(), None)
+
+
+def call_key(value: Any) -> bytes:
+    """The canonical key of a call's args or input."""
+    return canonical_json(value)
+
+
+class Recording:
+    """The entries of one bundle and which of them have been served."""
+
+    def __init__(self, bundle: Mapping[str, Any]) -> None:
+        self._queues: dict[tuple[str, str], _Queue] = {}
+        self._llm_all = _Queue()
+        self.incomplete: dict[str, list[str]] = {}
+        entries: list[Entry] = []
+        order = 0
+        for kind, field in ((TOOLS, "args"), (LLM, "input")):
+            for name, raws in (bundle.get(kind) or {}).items():
+                queue = self._queues.setdefault((kind, name), _Queue())
+                for index, raw in enumerate(raws):
+                    order += 1
+                    entry = Entry(
+                        kind=kind,
+                        name=name,
+                        index=index,
+                        seq=int(raw.get("seq", order)),
+                        raw=raw,
+                        key=call_key(raw[field]) if field in raw else None,
+                        output_json=(
+                            orjson.dumps(raw["output"], option=orjson.OPT_NON_STR_KEYS)
+                            if "output" in raw
+                            else None
+                        ),
+                    )
+                    queue.entries.append(entry)
+                    entries.append(entry)
+        # Hand-written bundles have no seq: they keep the order they were written in.
+        self._entries = sorted(entries, key=lambda e: e.seq)
+        self._llm_all.entries = [e for e in self._entries if e.kind == LLM]
+        for item in bundle.get("incomplete") or ():
+            self.incomplete.setdefault(item["label"], []).append(item["reason"])
+
+    # -- lookups -------------------------------------------------------------------------
+
+    def match_tool(self, name: str, key: bytes | None, *, strict: bool) -> Match | None:
+        queue = self._queues.get((TOOLS, name))
+        if queue is None:
+            return None
+        for entry in queue.unused():
+            if entry.key is None or entry.key == key:
+                entry.used = True
+                return Match(entry)
+        if strict:
+            return None
+        first = queue.first_unused()  # lenient: ordered serve on an args mismatch
+        if first is None:
+            return None
+        first.used = True
+        return Match(first, diverged=True)
+
+    def match_llm(self, model: str, key: bytes | None) -> Match | None:
+        queue = self._queues.get((LLM, model))
+        entry = queue.first_unused() if queue is not None else None
+        fallback = False
+        if entry is None:
+            entry = self._llm_all.first_unused()
+            fallback = entry is not None
+        if entry is None:
+            return None
+        entry.used = True
+        diverged = key is not None and entry.key is not None and key != entry.key
+        return Match(entry, diverged=diverged, fallback=fallback)
+
+    def peek(self, kind: str, name: str) -> Entry | None:
+        queue = self._queues.get((kind, name))
+        entry = queue.first_unused() if queue is not None else None
+        if entry is None and kind == LLM:
+            entry = self._llm_all.first_unused()
+        return entry
+
+    def unused(self) -> list[Entry]:
+        return [e for e in self._entries if not e.used]
+
+    def labels(self) -> list[str]:
+        return sorted({f"{k}:{n}" for (k, n) in self._queues})
+
+    # -- explaining a miss ---------------------------------------------------------------
+
+    def explain_miss(
+        self, kind: str, name: str, key: bytes | None
+    ) -> tuple[str, list[dict[str, Any]]]:
+        """The message of a strict miss and the closest recorded entries with what differed."""
+        label = f"{kind}:{name}"
+        message = f"no recorded call for {label}"
+        details: list[str] = []
+        closest: list[dict[str, Any]] = []
+        queue = self._queues.get((kind, name))
+        if queue is not None and queue.entries:
+            candidates = list(queue.unused()) or queue.entries
+            used_up = not any(not e.used for e in queue.entries)
+            if used_up:
+                details.append(
+                    f"the recording has {len(queue.entries)} call(s) to {label}, all already "
+                    "served; this run makes more calls than the recorded one"
+                )
+            called = canonical(orjson.loads(key)) if key is not None else None
+            for entry in candidates[:3]:
+                recorded = canonical(entry.raw.get("args")) if entry.key is not None else None
+                diffs = differences(recorded, called, "args")
+                closest.append(
+                    {"entry": entry.describe(), "used": entry.used, "differences": diffs}
+                )
+                if diffs and not used_up:
+                    details.append(f"closest: {entry.describe()}: " + "; ".join(diffs))
+        else:
+            others = [lbl for lbl in self.labels() if lbl.startswith(kind + ":")]
+            near = difflib.get_close_matches(label, others, n=3, cutoff=0.6)
+            if near:
+                details.append(f"did you mean {', '.join(near)}?")
+                closest.extend({"entry": n, "used": None, "differences": ["name"]} for n in near)
+            elif others:
+                details.append(f"the recording has {', '.join(others)}")
+            else:
+                details.append(f"the recording has no {'tool' if kind == TOOLS else 'LLM'} calls")
+        for reason in self.incomplete.get(label, ()):
+            details.append(
+                f"{label} was called in the recorded run but could not be recorded: {reason}"
+            )
+        if details:
+            message += " (" + "; ".join(details) + ")"
+        message += (
+            ". Strict replay never runs the call live: if the code now makes this call on "
+            "purpose, re-record the case from a run of the fixed code"
+        )
+        return message, closest
+
+
+def differences(recorded: Any, called: Any, path: str) -> list[str]:
+    """Where two canonical values differ, as ``path: recorded X, called with Y`` lines."""
+    out: list[str] = []
+    _diff(recorded, called, path, out)
+    return out[:_MAX_DIFFERENCES]
+
+
+def _short(value: Any) -> str:
+    text = orjson.dumps(value).decode() if value is not _ABSENT else "(absent)"
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+_ABSENT: Any = object()
+
+
+def _diff(a: Any, b: Any, path: str, out: list[str]) -> None:
+    if len(out) > _MAX_DIFFERENCES:
+        return
+    if isinstance(a, dict) and isinstance(b, dict):
+        for k in sorted(set(a) | set(b)):
+            _diff(a.get(k, _ABSENT), b.get(k, _ABSENT), f"{path}.{k}", out)
+    elif isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            _diff(x, y, f"{path}[{i}]", out)
+    elif orjson.dumps(a if a is not _ABSENT else None) != orjson.dumps(
+        b if b is not _ABSENT else None
+    ) or (a is _ABSENT) != (b is _ABSENT):
+        out.append(f"{path}: recorded {_short(a)}, called with {_short(b)}")

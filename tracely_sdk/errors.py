@@ -1,0 +1,114 @@
+"""Tracely's exceptions.
+
+TracelyError
+ ├── ConfigError          a setting has a value tracely cannot use
+ ├── MissingDependency    an optional SDK or extra is not installed
+ ├── ReplayError          a recorded run cannot answer a call (raised on purpose, never masked)
+ │    └── BundleError     the bundle is not a loadable recording
+ ├── RecordedError        a failure that was recorded live, re-raised on replay
+ │    ├── ToolError       ... by a tool
+ │    └── LLMError        ... by an LLM call
+ └── StoreError           the case store cannot do what was asked
+      ├── NotFound        no such trace or case
+      └── Conflict        the request contradicts what is stored (e.g. recapture input differs)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+__all__ = [
+    "BundleError",
+    "ConfigError",
+    "Conflict",
+    "LLMError",
+    "MissingDependency",
+    "NotFound",
+    "RecordedError",
+    "ReplayError",
+    "StoreError",
+    "ToolError",
+    "TracelyError",
+]
+
+
+class TracelyError(Exception):
+    """Base class of every error tracely raises on purpose."""
+
+
+class ConfigError(TracelyError, ValueError):
+    """A setting (argument, environment variable or pyproject entry) has an unusable value."""
+
+
+class MissingDependency(TracelyError, ImportError):
+    """An optional dependency is missing; the message names the extra to install."""
+
+    def __init__(self, package: str, extra: str) -> None:
+        super().__init__(
+            f"{package} is not installed; install it with: pip install 'tracely[{extra}]'"
+        )
+        self.package = package
+        self.extra = extra
+
+
+class ReplayError(TracelyError):
+    """A call under recorded replay that the recording cannot answer.
+
+    ``label`` is the call (``tools:get_weather``); ``closest`` the recorded entries nearest to
+    it, each with the fields that differed.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        label: str | None = None,
+        closest: Sequence[dict[str, Any]] = (),
+    ) -> None:
+        super().__init__(message)
+        self.label = label
+        self.closest = list(closest)
+
+
+class BundleError(ReplayError):
+    """The bundle given to ``fixtures()`` is not a recording (bad shape or failed integrity)."""
+
+
+class RecordedError(TracelyError):
+    """A failure recorded in the live run, raised again on replay.
+
+    ``type`` is the recorded exception's type name and ``message`` its message; the original
+    class is never imported or constructed from the recording.
+    ``str(error)`` is the recorded message itself, so error-handling code that reads it
+    behaves on replay exactly as it did live.
+    """
+
+    def __init__(self, label: str, type: str, message: str) -> None:
+        super().__init__(message)
+        self.label = label
+        self.type = type
+        self.message = message
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(label={self.label!r}, type={self.type!r}, message={self.message!r})"
+
+
+class ToolError(RecordedError):
+    """A tool failure replayed from the recording."""
+
+
+class LLMError(RecordedError):
+    """An LLM call failure replayed from the recording."""
+
+
+class StoreError(TracelyError):
+    """The case store could not do what was asked."""
+
+
+class NotFound(StoreError, LookupError):
+    """No trace or case has that id."""
+
+
+class Conflict(StoreError):
+    """The request contradicts what is stored; nothing was changed."""
