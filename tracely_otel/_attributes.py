@@ -60,7 +60,11 @@ OP_INVOKE_AGENT: Final = "invoke_agent"
 OP_EXECUTE_TOOL: Final = "execute_tool"
 OP_CHAT: Final = "chat"
 
-OPERATION_FOR_KIND: Final = {KIND_AGENT: OP_INVOKE_AGENT, KIND_TOOL: OP_EXECUTE_TOOL, KIND_LLM: OP_CHAT}
+OPERATION_FOR_KIND: Final = {
+    KIND_AGENT: OP_INVOKE_AGENT,
+    KIND_TOOL: OP_EXECUTE_TOOL,
+    KIND_LLM: OP_CHAT,
+}
 
 
 def span_name(kind: str, name: str) -> str:

@@ -21,8 +21,18 @@ import orjson
 FORMAT = "tracely.bundle/1"
 
 _TOP_LEVEL = frozenset(
-    {"format", "trace_id", "service", "started_at", "agent", "tools", "llm", "incomplete",
-     "replay", "checksum"}
+    {
+        "format",
+        "trace_id",
+        "service",
+        "started_at",
+        "agent",
+        "tools",
+        "llm",
+        "incomplete",
+        "replay",
+        "checksum",
+    }
 )
 _ENTRY_KEYS = frozenset(
     {"seq", "args", "input", "output", "error", "usage", "output_type", "provider", "span_id"}
@@ -134,7 +144,9 @@ def validate_bundle(bundle: Any) -> dict[str, Any]:
             _check_error("agent", agent["error"])
     incomplete = bundle.get("incomplete", [])
     if not isinstance(incomplete, (list, tuple)) or not all(
-        isinstance(i, Mapping) and isinstance(i.get("label"), str) and isinstance(i.get("reason"), str)
+        isinstance(i, Mapping)
+        and isinstance(i.get("label"), str)
+        and isinstance(i.get("reason"), str)
         for i in incomplete
     ):
         raise _fail("incomplete", 'must be a list of {"label": ..., "reason": ...}')

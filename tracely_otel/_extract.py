@@ -9,7 +9,7 @@ a value the SDK truncated or evicted fails that check, and the call is listed un
 
 from __future__ import annotations
 
-import hashlib
+import zlib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,8 +22,12 @@ from tracely_otel._spans import SpanRecord, record_from_readable
 
 
 def value_digest(text: str) -> list[Any]:
-    """``[length, sha256 prefix]`` of an attribute value, as ``tracely.digest`` records it."""
-    return [len(text), hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]]
+    """``[length, crc32]`` of an attribute value, as ``tracely.digest`` records it.
+
+    This guards against values the SDK cut short or dropped, not against forgery (the bundle
+    checksum is a SHA-256); a CRC keeps the per-call cost negligible.
+    """
+    return [len(text), format(zlib.crc32(text.encode("utf-8", "surrogatepass")), "08x")]
 
 
 @dataclass(slots=True)
@@ -121,7 +125,7 @@ def _call_name(span: SpanRecord, kind: str) -> str:
         return name
     # Both evicted by the attribute count limit: the span name is "<operation> <name>".
     prefix = A.OPERATION_FOR_KIND.get(kind, "") + " "
-    return span.name[len(prefix):] if span.name.startswith(prefix) else span.name
+    return span.name[len(prefix) :] if span.name.startswith(prefix) else span.name
 
 
 def read_tracely_span(span: SpanRecord) -> ExtractedCall | NotReplayable | None:
@@ -256,7 +260,9 @@ def bundle_from_spans(spans: Iterable[Any]) -> dict[str, Any] | None:
         for anc in ancestors(by_id[sid])
         if anc in reads and reads[anc].foreign
     }
-    top_agents = [a for a in agents if not any(p in {x.span_id for x in agents} for p in ancestors(a))]
+    top_agents = [
+        a for a in agents if not any(p in {x.span_id for x in agents} for p in ancestors(a))
+    ]
     agent = top_agents[0] if top_agents else None
     if agent is None and not reads:
         return None

@@ -91,7 +91,8 @@ class FixtureSpanProcessor(SpanProcessor):
                 spans.append(span)
             else:
                 self._warn_once(
-                    "spans", "tracely: a trace exceeded %d spans; it is not recorded whole",
+                    "spans",
+                    "tracely: a trace exceeded %d spans; it is not recorded whole",
                     self._max_spans,
                 )
             if is_root:
@@ -111,7 +112,9 @@ class FixtureSpanProcessor(SpanProcessor):
                 callback(trace_id, bundle)
             except Exception:
                 self._warn_once(
-                    f"cb{id(callback)}", "tracely: on_bundle callback %r failed", callback,
+                    f"cb{id(callback)}",
+                    "tracely: on_bundle callback %r failed",
+                    callback,
                     exc_info=True,
                 )
 

@@ -87,10 +87,15 @@ def _exporter_names(explicit: str | None, environ: Mapping[str, str]) -> list[st
     return [n for n in names if n != "none"]
 
 
-def _otlp_exporter(endpoint: str | None, protocol: str | None, environ: Mapping[str, str]) -> SpanExporter:
-    proto = protocol or _env(OTEL_EXPORTER_OTLP_TRACES_PROTOCOL, environ) or _env(
-        OTEL_EXPORTER_OTLP_PROTOCOL, environ
-    ) or "http/protobuf"
+def _otlp_exporter(
+    endpoint: str | None, protocol: str | None, environ: Mapping[str, str]
+) -> SpanExporter:
+    proto = (
+        protocol
+        or _env(OTEL_EXPORTER_OTLP_TRACES_PROTOCOL, environ)
+        or _env(OTEL_EXPORTER_OTLP_PROTOCOL, environ)
+        or "http/protobuf"
+    )
     if proto not in _PROTOCOLS:
         raise SetupError(
             f"{OTEL_EXPORTER_OTLP_PROTOCOL}={proto!r} is not supported by the OpenTelemetry "
@@ -106,7 +111,11 @@ def _otlp_exporter(endpoint: str | None, protocol: str | None, environ: Mapping[
 
     if endpoint:
         # An explicit endpoint argument is the full traces URL, as the exporter expects.
-        url = endpoint if endpoint.rstrip("/").endswith("/v1/traces") else endpoint.rstrip("/") + "/v1/traces"
+        url = (
+            endpoint
+            if endpoint.rstrip("/").endswith("/v1/traces")
+            else endpoint.rstrip("/") + "/v1/traces"
+        )
         return OTLPSpanExporter(endpoint=url)
     return OTLPSpanExporter()
 
@@ -194,7 +203,9 @@ def setup(
             if role in present:
                 continue
             processor: SpanProcessor = (
-                SimpleSpanProcessor(exp) if isinstance(exp, ConsoleSpanExporter) else BatchSpanProcessor(exp)
+                SimpleSpanProcessor(exp)
+                if isinstance(exp, ConsoleSpanExporter)
+                else BatchSpanProcessor(exp)
             )
             setattr(processor, _ROLE, role)
             provider.add_span_processor(processor)

@@ -51,6 +51,18 @@ def _status_name(code: Any) -> str:
     return str(name) if name else "UNSET"
 
 
+def _plain(attributes: Any) -> Mapping[str, Any]:
+    """A finished span's attributes without copying them item by item.
+
+    ``BoundedAttributes`` is a Python-level mapping with a lock; its backing dict is immutable
+    once the span has ended, so reading it directly is safe and an order of magnitude cheaper.
+    """
+    if attributes is None:
+        return {}
+    backing = getattr(attributes, "_dict", None)
+    return backing if isinstance(backing, dict) else dict(attributes)
+
+
 def record_from_readable(span: Any) -> SpanRecord:
     """Convert an OpenTelemetry SDK ``ReadableSpan`` into a :class:`SpanRecord`."""
     ctx = span.context
@@ -58,6 +70,17 @@ def record_from_readable(span: Any) -> SpanRecord:
     resource = getattr(span, "resource", None)
     scope = getattr(span, "instrumentation_scope", None)
     status = span.status
+    raw_events = getattr(span, "_events", None)
+    if raw_events is None:
+        raw_events = span.events
+    events = (
+        tuple(SpanEvent(e.name, e.timestamp or 0, _plain(e.attributes)) for e in raw_events)
+        if raw_events
+        else ()
+    )
+    attributes = getattr(span, "_attributes", None)
+    if attributes is None:
+        attributes = span.attributes
     return SpanRecord(
         trace_id=format(ctx.trace_id, "032x"),
         span_id=format(ctx.span_id, "016x"),
@@ -65,14 +88,12 @@ def record_from_readable(span: Any) -> SpanRecord:
         name=span.name,
         start_time_unix_nano=span.start_time or 0,
         end_time_unix_nano=span.end_time or 0,
-        attributes=dict(span.attributes or {}),
+        attributes=_plain(attributes),
         status_code=_status_name(status.status_code),
         status_message=status.description or "",
-        events=tuple(
-            SpanEvent(e.name, e.timestamp or 0, dict(e.attributes or {})) for e in span.events
-        ),
+        events=events,
         dropped_attributes_count=int(getattr(span, "dropped_attributes", 0) or 0),
-        resource=dict(resource.attributes) if resource is not None else {},
+        resource=_plain(resource.attributes) if resource is not None else {},
         scope_name=scope.name if scope is not None else "",
         parent_is_remote=bool(parent is not None and parent.is_remote),
         kind=_status_name(span.kind) if span.kind is not None else "INTERNAL",

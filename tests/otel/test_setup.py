@@ -1,0 +1,211 @@
+"""setup()/init(): the app's provider is never replaced, nothing is added twice."""
+
+from __future__ import annotations
+
+import http.server
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from opentelemetry import trace
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
+
+import tracely_sdk as tracely
+from tracely_otel import FixtureSpanProcessor, SetupError, setup
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def processors(provider: TracerProvider) -> list[Any]:
+    return list(provider._active_span_processor._span_processors)
+
+
+class _Collector(http.server.BaseHTTPRequestHandler):
+    disable_nagle_algorithm = True
+    received: list[ExportTraceServiceRequest]
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        request = ExportTraceServiceRequest()
+        request.ParseFromString(body)
+        self.server.received.append((self.path, request))  # type: ignore[attr-defined]
+        self.send_response(200)
+        self.send_header("Content-Type", "application/x-protobuf")
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def collector() -> Iterator[Any]:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Collector)
+    server.received = []  # type: ignore[attr-defined]
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+def spans_received(server: Any) -> list[str]:
+    return [
+        span.name
+        for _, request in server.received
+        for rs in request.resource_spans
+        for ss in rs.scope_spans
+        for span in ss.spans
+    ]
+
+
+def test_builds_a_provider_when_none_is_set(
+    unset_global_provider: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OTEL_SERVICE_NAME", "support")
+    monkeypatch.setenv("OTEL_RESOURCE_ATTRIBUTES", "deployment.environment=ci")
+    provider = setup(environ={})
+    assert provider is trace.get_tracer_provider()
+    assert provider.resource.attributes["service.name"] == "support"
+    assert provider.resource.attributes["deployment.environment"] == "ci"
+    # no endpoint configured: nothing exports, the recorder is attached
+    assert [type(p) for p in processors(provider)] == [FixtureSpanProcessor]
+
+
+def test_keeps_the_apps_provider_and_its_exporters(unset_global_provider: None) -> None:
+    app = TracerProvider()
+    app_processor = SimpleSpanProcessor(
+        type("E", (), {"export": lambda s, b: None, "shutdown": lambda s: None})()
+    )
+    app.add_span_processor(app_processor)
+    trace.set_tracer_provider(app)
+    provider = setup(environ={"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9"})
+    assert provider is app
+    kinds = [type(p) for p in processors(app)]
+    assert kinds == [SimpleSpanProcessor, FixtureSpanProcessor]  # no second exporter
+
+
+def test_called_twice_duplicates_nothing(unset_global_provider: None) -> None:
+    env = {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9"}
+    first = setup(environ=env, on_bundle=lambda t, b: None)
+    before = processors(first)
+    second = setup(environ=env)
+    assert second is first and processors(second) == before
+    assert [type(p) for p in before] == [FixtureSpanProcessor, BatchSpanProcessor]
+
+
+def test_sdk_disabled(unset_global_provider: None) -> None:
+    assert setup(environ={"OTEL_SDK_DISABLED": "true"}) is None
+    assert type(trace.get_tracer_provider()).__name__ == "ProxyTracerProvider"
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({"OTEL_TRACES_EXPORTER": "zipkin"}, "OTEL_TRACES_EXPORTER='zipkin'"),
+        (
+            {"OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_PROTOCOL": "http/xml"},
+            "OTEL_EXPORTER_OTLP_PROTOCOL",
+        ),
+        ({"OTEL_SDK_DISABLED": "maybe"}, "OTEL_SDK_DISABLED"),
+    ],
+)
+def test_bad_settings_name_the_variable(
+    unset_global_provider: None, env: dict[str, str], message: str
+) -> None:
+    with pytest.raises(SetupError, match=message):
+        setup(environ=env)
+
+
+def test_init_turns_setup_errors_into_config_errors(
+    unset_global_provider: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OTEL_TRACES_EXPORTER", "zipkin")
+    with pytest.raises(tracely.ConfigError, match="OTEL_TRACES_EXPORTER"):
+        tracely.init()
+
+
+def test_exports_over_real_otlp_http(unset_global_provider: None, collector: Any) -> None:
+    endpoint = f"http://127.0.0.1:{collector.server_address[1]}"
+    provider = setup(environ={"OTEL_EXPORTER_OTLP_ENDPOINT": endpoint}, endpoint=endpoint)
+    assert provider is not None
+    with tracely.agent("a", input=1):
+        tracely.call_tool("t", lambda: 1)
+    provider.force_flush()
+    assert collector.received[0][0] == "/v1/traces"
+    assert sorted(spans_received(collector)) == ["execute_tool t", "invoke_agent a"]
+
+
+def _run(script: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "TRACELY_"))}
+    full_env.update({"TRACELY_RECORD": "false", **env}, PYTHONPATH=ROOT)
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(script)],
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_pending_spans_are_flushed_at_exit(collector: Any) -> None:
+    endpoint = f"http://127.0.0.1:{collector.server_address[1]}"
+    result = _run(
+        """
+        import tracely_sdk as tracely
+        tracely.init()
+        with tracely.agent("exit-agent", input=1):
+            tracely.call_tool("t", lambda: 1)
+        """,
+        {"OTEL_EXPORTER_OTLP_ENDPOINT": endpoint},
+    )
+    assert result.returncode == 0, result.stderr
+    assert sorted(spans_received(collector)) == ["execute_tool t", "invoke_agent exit-agent"]
+
+
+def test_no_endpoint_means_no_connection_noise() -> None:
+    result = _run(
+        """
+        import tracely_sdk as tracely
+        got = []
+        tracely.init(on_bundle=lambda t, b: got.append(b))
+        with tracely.agent("quiet", input=1):
+            tracely.call_tool("t", lambda: 1)
+        assert len(got) == 1, got
+        """,
+        {},
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == ""
+
+
+def test_importing_tracely_imports_no_provider_sdk() -> None:
+    result = _run(
+        """
+        import sys
+        import tracely_sdk, tracely_otel
+        assert "openai" not in sys.modules and "anthropic" not in sys.modules, sorted(sys.modules)
+        """,
+        {},
+    )
+    assert result.returncode == 0, result.stderr
+
+
+def test_tracely_otel_never_imports_tracely_sdk() -> None:
+    result = _run(
+        """
+        import sys
+        import tracely_otel
+        assert not any(m.startswith("tracely_sdk") for m in sys.modules)
+        """,
+        {},
+    )
+    assert result.returncode == 0, result.stderr

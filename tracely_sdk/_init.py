@@ -1,0 +1,98 @@
+"""``tracely.init()``: wire the OpenTelemetry pipeline and the recorder in one call."""
+
+from __future__ import annotations
+
+import atexit
+import hashlib
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SpanExporter
+
+import tracely_otel
+from tracely_sdk import _redact
+from tracely_sdk._config import resolve
+from tracely_sdk.errors import ConfigError
+
+logger = logging.getLogger("tracely")
+
+BundleCallback = Callable[[str, dict[str, Any]], None]
+
+_sinks: dict[str, BundleCallback] = {}
+_sinks_lock = threading.Lock()
+
+
+def _store_sink(url: str | None) -> BundleCallback:
+    """The one callback that hands bundles to the background writer of store ``url``."""
+    from tracely_sdk.store import BackgroundWriter, default_store_url, open_store, tracely_dir
+
+    resolved = url or default_store_url()
+    with _sinks_lock:
+        sink = _sinks.get(resolved)
+        if sink is not None:
+            return sink
+        # One spool per store, so a spooled recording always catches up into its own store.
+        spool = (
+            tracely_dir() / "spool" / f"{hashlib.sha256(resolved.encode()).hexdigest()[:16]}.jsonl"
+        )
+        writer = BackgroundWriter(lambda: open_store(resolved), spool_path=spool)
+        atexit.register(writer.close)
+
+        def record(trace_id: str, bundle: dict[str, Any]) -> None:
+            writer.submit(bundle)
+
+        record.writer = writer  # type: ignore[attr-defined]
+        _sinks[resolved] = record
+        return record
+
+
+def init(
+    *,
+    service_name: str | None = None,
+    store: str | None = None,
+    record: bool | None = None,
+    instrument: str | list[str] | None = None,
+    exporter: SpanExporter | str | None = None,
+    endpoint: str | None = None,
+    on_bundle: BundleCallback | None = None,
+    redact: Callable[[Any], Any] | None = None,
+) -> TracerProvider | None:
+    """Set up tracing and recording for an agent process; safe to call more than once.
+
+    - Uses the application's global TracerProvider when it set one (never replacing it), or
+      builds one from the standard ``OTEL_*`` variables with the OTLP exporter.
+    - Attaches the FixtureSpanProcessor: each finished trace's bundle is written to the store
+      (``store`` / ``TRACELY_STORE``, default ``.tracely/tracely.db`` in the project) by a
+      background writer that never blocks the agent, unless ``record=False`` /
+      ``TRACELY_RECORD=false``. ``on_bundle(trace_id, bundle)`` receives bundles too.
+    - ``instrument="auto"`` (or ``TRACELY_INSTRUMENT``) patches the installed provider SDKs.
+    - ``redact`` runs after the default secret redaction on every recorded value.
+
+    Returns the provider, or None when ``OTEL_SDK_DISABLED`` is set.
+    """
+    if redact is not None:
+        if not callable(redact):
+            raise ConfigError(f"init(redact=...) must be a function of a value, got {redact!r}")
+        _redact.configure(redact)
+    providers = resolve("instrument", instrument)
+    if providers:
+        from tracely_sdk.providers import instrument as instrument_providers
+
+        instrument_providers(providers)
+    try:
+        provider = tracely_otel.setup(
+            on_bundle=on_bundle,
+            service_name=resolve("service_name", service_name),
+            exporter=exporter,
+            endpoint=endpoint,
+        )
+        if provider is not None and resolve("record", record):
+            fixture_processor = tracely_otel.find_fixture_processor(provider)
+            if fixture_processor is not None:
+                fixture_processor.add_callback(_store_sink(resolve("store", store)))
+        return provider
+    except tracely_otel.SetupError as exc:
+        raise ConfigError(str(exc)) from exc

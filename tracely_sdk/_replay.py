@@ -1,0 +1,233 @@
+"""Activating a recording: ``fixtures()``, ``fixture()`` and the ReplayReport.
+
+The active recording is per context (a ContextVar), so concurrent asyncio tasks each replaying
+their own bundle never cross-talk. Threads do not inherit context variables: run work in a
+worker thread with ``contextvars.copy_context().run`` (or ``asyncio.to_thread``) so the call is
+served from the same bundle and its span joins the same trace. As a safety net, a thread with no
+context of its own while exactly one ``fixtures()`` block is active in the process is served
+from that block (so a ``ThreadPoolExecutor`` inside a replayed agent works as is); with several
+blocks active such a call raises ReplayError rather than guess, because a recorded run must
+never quietly become a live one.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from tracely_otel import BundleFormatError, validate_bundle
+from tracely_sdk._matching import LLM, TOOLS, Match, Recording, call_key
+from tracely_sdk._types import rebuild
+from tracely_sdk.errors import BundleError, ReplayError
+
+Mode = Literal["recorded", "lenient", "live"]
+
+
+@dataclass
+class ReplayReport:
+    """What a ``fixtures()`` block did. Filled in while the block runs, final when it exits."""
+
+    mode: Mode
+    served: list[str] = field(default_factory=list)
+    unused: list[str] = field(default_factory=list)
+    diverged: list[str] = field(default_factory=list)
+    errors: list[ReplayError] = field(default_factory=list)
+    providers: list[str] = field(default_factory=list)
+    live: list[str] = field(default_factory=list)  # lenient fall-throughs that ran live
+    case_id: str | None = None
+    case_version: int | None = None
+
+    @property
+    def clean(self) -> bool:
+        """A strict run that reproduced the recording exactly."""
+        return (
+            self.mode == "recorded"
+            and not self.errors
+            and not self.unused
+            and not self.diverged
+            and not self.live
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The report as JSON-compatible data."""
+        return {
+            "mode": self.mode,
+            "clean": self.clean,
+            "served": list(self.served),
+            "unused": list(self.unused),
+            "diverged": list(self.diverged),
+            "errors": [str(e) for e in self.errors],
+            "live": list(self.live),
+            "providers": list(self.providers),
+            "case_id": self.case_id,
+            "case_version": self.case_version,
+        }
+
+
+@dataclass(slots=True)
+class Decision:
+    """The answer to one call under replay: serve ``match``, or run live (lenient only)."""
+
+    match: Match | None
+    label: str
+
+
+class ReplaySession:
+    """One active recording: the matcher state and the report, shared by threads."""
+
+    def __init__(self, bundle: Mapping[str, Any], *, strict: bool, report: ReplayReport) -> None:
+        self.recording = Recording(bundle)
+        self.strict = strict
+        self.report = report
+        self._lock = threading.Lock()
+
+    @property
+    def mode(self) -> Mode:
+        return self.report.mode
+
+    def decide(self, kind: str, name: str, key: bytes | None) -> Decision:
+        """Find the entry that answers a call; a strict miss raises ReplayError."""
+        label = f"{kind}:{name}"
+        with self._lock:
+            if kind == TOOLS:
+                match = self.recording.match_tool(name, key, strict=self.strict)
+            else:
+                match = self.recording.match_llm(name, key)
+            if match is not None:
+                self.report.served.append(label)
+                if match.diverged:
+                    self.report.diverged.append(label)
+                return Decision(match, label)
+            if not self.strict:
+                self.report.live.append(label)
+                return Decision(None, label)
+            message, closest = self.recording.explain_miss(kind, name, key)
+            error = ReplayError(message, label=label, closest=closest)
+            self.report.errors.append(error)
+        raise error
+
+    def finish(self) -> None:
+        with self._lock:
+            self.report.unused = [e.label for e in self.recording.unused()]
+
+
+_session: contextvars.ContextVar[ReplaySession | None] = contextvars.ContextVar(
+    "tracely_replay_session", default=None
+)
+_active: list[ReplaySession] = []
+_active_lock = threading.Lock()
+_main_thread = threading.main_thread()
+
+# Called on entering a fixtures() block; each returns the names of the provider methods it
+# patched (the provider modules register here so this module never imports an SDK).
+_activation_hooks: list[Callable[[], list[str]]] = []
+
+
+def register_activation_hook(hook: Callable[[], list[str]]) -> None:
+    """Run ``hook`` whenever a fixtures() block starts (idempotent)."""
+    if hook not in _activation_hooks:
+        _activation_hooks.append(hook)
+
+
+def current_session() -> ReplaySession | None:
+    """The recording that answers calls made here, or None when calls run live."""
+    session = _session.get()
+    if session is not None or not _active:
+        return session
+    if threading.current_thread() is _main_thread:
+        return None
+    with _active_lock:
+        if len(_active) == 1:
+            return _active[0]
+        if not _active:
+            return None
+        count = len(_active)
+    raise ReplayError(
+        f"a call from thread {threading.current_thread().name!r} has no replay context while "
+        f"{count} fixtures() blocks are active; submit the work with "
+        "contextvars.copy_context().run so it is served from its own recording"
+    )
+
+
+def load_bundle(bundle: Any) -> dict[str, Any]:
+    """Validate a bundle for replay; raises BundleError when it is not a recording."""
+    try:
+        return validate_bundle(bundle)
+    except BundleFormatError as exc:
+        raise BundleError(str(exc)) from exc
+
+
+@contextmanager
+def fixtures(
+    bundle: Mapping[str, Any] | str | bytes | None,
+    strict: bool = True,
+    *,
+    case_id: str | None = None,
+    case_version: int | None = None,
+) -> Iterator[ReplayReport]:
+    """Serve every call in the block from ``bundle`` and yield the :class:`ReplayReport`.
+
+    ``None`` means no replay: calls run live and the report's mode is ``"live"``. Any other
+    bundle, ``{}`` included, is a recording: strict by default, so a call it cannot answer
+    raises :class:`~tracely_sdk.ReplayError` instead of running. ``strict=False`` is the
+    lenient mode (live fall-through on a miss, ordered serve on an args mismatch).
+    """
+    if bundle is None:
+        report = ReplayReport("live", case_id=case_id, case_version=case_version)
+        yield report
+        return
+    loaded = load_bundle(bundle)
+    report = ReplayReport(
+        "recorded" if strict else "lenient", case_id=case_id, case_version=case_version
+    )
+    session = ReplaySession(loaded, strict=strict, report=report)
+    patched: list[str] = []
+    for hook in _activation_hooks:
+        patched.extend(hook())
+    report.providers = sorted(set(patched))
+    token = _session.set(session)
+    with _active_lock:
+        _active.append(session)
+    try:
+        yield report
+    finally:
+        with _active_lock:
+            _active.remove(session)
+        _session.reset(token)
+        session.finish()
+
+
+def fixture(kind: str, name: str) -> Any:
+    """Peek the next recorded output for ``kind`` ("tools"/"tool" or "llm") and ``name``.
+
+    Nothing is consumed. Returns None when no fixtures are active or nothing is left.
+    """
+    section = {"tool": TOOLS, "tools": TOOLS, "llm": LLM}.get(kind)
+    if section is None:
+        raise ValueError(f"fixture(kind={kind!r}): kind must be 'tools' or 'llm'")
+    session = current_session()
+    if session is None:
+        return None
+    entry = session.recording.peek(section, name)
+    if entry is None:
+        return None
+    if entry.error is not None:
+        return dict(entry.error)
+    return rebuild(entry.raw.get("output"), type_tag=entry.raw.get("output_type"))
+
+
+__all__ = [
+    "Decision",
+    "ReplayReport",
+    "ReplaySession",
+    "call_key",
+    "current_session",
+    "fixture",
+    "fixtures",
+    "load_bundle",
+    "register_activation_hook",
+]

@@ -1,0 +1,694 @@
+"""The call seam: ``agent``, ``call_tool``/``call_llm`` (and async twins) and ``@observe``.
+
+Live, a call runs ``fn``, records its output (or error) on a span and returns it. Under
+``fixtures()``, the recorded output is served and ``fn`` is never called. Provider patches
+use the same :class:`Call` so that every path records and replays alike.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, NoReturn, Protocol, TypeVar, cast, overload
+
+import orjson
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode
+
+from tracely_otel import attributes as A
+from tracely_otel import value_digest
+from tracely_sdk import _redact
+from tracely_sdk._canonical import canonical_json_text
+from tracely_sdk._matching import LLM, TOOLS
+from tracely_sdk._replay import Decision, ReplaySession, current_session
+from tracely_sdk._types import NO_ANNOTATION, encode_value, rebuild, return_annotation
+from tracely_sdk._version import __version__
+from tracely_sdk.errors import LLMError, ReplayError, ToolError
+
+logger = logging.getLogger("tracely")
+T = TypeVar("T")
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class _TracerCache:
+    """The tracer of the current global provider, re-fetched only when the provider changes."""
+
+    __slots__ = ("provider", "tracer")
+
+    def __init__(self) -> None:
+        self.provider: object = None
+        self.tracer: trace.Tracer = trace.NoOpTracer()
+
+    def get(self) -> trace.Tracer:
+        provider = trace.get_tracer_provider()
+        if provider is not self.provider:
+            self.tracer = provider.get_tracer("tracely_sdk", __version__)
+            self.provider = provider
+        return self.tracer
+
+
+_tracers = _TracerCache()
+_UNSET: Any = object()
+_warned: set[str] = set()
+
+
+def _warn_once(key: str, message: str, *args: Any, exc_info: bool = False) -> None:
+    if key not in _warned:
+        _warned.add(key)
+        logger.warning(message, *args, exc_info=exc_info)
+
+
+class _Encoded:
+    """A value as it is recorded: redacted JSON text, type tag, marker flag."""
+
+    __slots__ = ("json", "tag", "unserialisable")
+
+    def __init__(self, value: Any) -> None:
+        encoded = encode_value(value)
+        self.json = _redact.redact(encoded.json)
+        self.tag = encoded.type_tag
+        self.unserialisable = encoded.unserialisable
+
+
+class OutputCodec(Protocol):
+    """How a call's result is recorded and rebuilt; provider patches supply their own."""
+
+    def record(self, result: Any) -> tuple[Any, str | None]:
+        """The JSON-compatible value to record for ``result``, and a type tag (or None)."""
+
+    def rebuild(self, output: Any, entry: Mapping[str, Any]) -> Any:
+        """The value to serve from a recorded ``output``."""
+
+    def record_error(self, exc: BaseException) -> dict[str, Any]:
+        """The recorded form of a live failure: at least ``type`` and ``message``."""
+
+    def raise_error(self, error: Mapping[str, Any], label: str) -> NoReturn:
+        """Raise the replayed form of a recorded failure."""
+
+
+def _error_record(exc: BaseException) -> dict[str, Any]:
+    return {"type": type(exc).__qualname__, "message": str(exc)}
+
+
+class Call:
+    """One tool or LLM call: its span, and either a served entry or the live run."""
+
+    __slots__ = (
+        "_attrs",
+        "_done",
+        "_ended",
+        "annotation",
+        "codec",
+        "decision",
+        "kind",
+        "label",
+        "name",
+        "session",
+        "span",
+        "usage",
+    )
+
+    def __init__(
+        self,
+        kind: str,
+        name: str,
+        *,
+        args: Any = _UNSET,
+        input: Any = _UNSET,
+        usage: Any = None,
+        annotation: Any = NO_ANNOTATION,
+        codec: OutputCodec | None = None,
+        attributes: Mapping[str, Any] | None = None,
+        provider: str | None = None,
+    ) -> None:
+        self.kind = kind
+        self.name = name
+        self.annotation = annotation
+        self.codec = codec
+        self.usage = usage
+        self._done = False
+        self._ended = False
+        section = TOOLS if kind == A.KIND_TOOL else LLM
+        self.label = f"{section}:{name}"
+        attrs: dict[str, Any] = {A.KIND: kind, A.NAME: name}
+        if kind == A.KIND_TOOL:
+            attrs[A.GEN_AI_OPERATION_NAME] = A.OP_EXECUTE_TOOL
+            attrs[A.GEN_AI_TOOL_NAME] = name
+        else:
+            attrs[A.GEN_AI_OPERATION_NAME] = A.OP_CHAT
+            attrs[A.GEN_AI_REQUEST_MODEL] = name
+        if provider is not None:
+            attrs[A.PROVIDER] = provider
+        if attributes:
+            attrs.update(attributes)
+        value = args if kind == A.KIND_TOOL else input
+        key_json: str | None = None
+        if value is not _UNSET and value is not None:
+            encoded = _Encoded(value)
+            key_json = encoded.json
+            attrs[A.ARGS if kind == A.KIND_TOOL else A.INPUT] = encoded.json
+            if encoded.unserialisable:
+                attrs[A.UNSERIALISABLE] = A.ARGS if kind == A.KIND_TOOL else A.INPUT
+        self._attrs = attrs
+        self.session = current_session()
+        self.decision: Decision | None = None
+        span_kind = SpanKind.CLIENT if kind == A.KIND_LLM else SpanKind.INTERNAL
+        self.span: Span = _tracers.get().start_span(
+            A.span_name(kind, name),
+            kind=span_kind,
+            attributes=attrs,
+            record_exception=False,
+            set_status_on_exception=False,
+        )
+        if self.session is not None:
+            self._decide(section, key_json)
+
+    def _decide(self, section: str, key_json: str | None) -> None:
+        assert self.session is not None
+        key = canonical_json_text(key_json) if key_json is not None else None
+        span = self.span
+        try:
+            self.decision = self.session.decide(section, self.name, key)
+        except ReplayError as exc:
+            span.set_attribute(A.REPLAY_MISS, True)
+            span.set_attribute(A.ERROR_TYPE, "ReplayError")
+            span.set_status(Status(StatusCode.ERROR, str(exc)))
+            self.end()
+            raise
+        match = self.decision.match
+        if match is None:
+            span.set_attribute(A.REPLAY_LIVE, True)
+            return
+        span.set_attribute(A.REPLAY_SERVED, True)
+        if match.diverged:
+            span.set_attribute(A.REPLAY_DIVERGENCE, "input" if section == LLM else "args")
+        if match.fallback:
+            span.set_attribute(A.REPLAY_RECORDED_NAME, match.entry.name)
+
+    @property
+    def served(self) -> bool:
+        """True when the call is answered from the recording (``fn`` must not run)."""
+        return self.decision is not None and self.decision.match is not None
+
+    # -- replay --------------------------------------------------------------------------
+
+    def serve(self) -> Any:
+        """The recorded value (rebuilt to its live type), or raise the recorded failure."""
+        assert self.decision is not None and self.decision.match is not None
+        entry = self.decision.match.entry
+        raw = entry.raw
+        digest: dict[str, Any] = {}
+        for key in (A.ARGS, A.INPUT):
+            if key in self._attrs:
+                digest[key] = value_digest(self._attrs[key])
+        usage = raw.get("usage")
+        if usage is not None:
+            self._set_usage(usage, digest)
+        error = entry.error
+        if error is not None:
+            text = orjson.dumps(dict(error)).decode()
+            self._set_error_attrs(text, str(error.get("type")), str(error.get("message")), digest)
+            self._done = True
+            self._finish_digest(digest)
+            if self.codec is not None:
+                self.codec.raise_error(error, self.label)
+            cls = ToolError if self.kind == A.KIND_TOOL else LLMError
+            raise cls(self.label, str(error.get("type")), str(error.get("message")))
+        assert entry.output_json is not None
+        text = entry.output_json.decode()
+        self.span.set_attribute(A.OUTPUT, text)
+        digest[A.OUTPUT] = value_digest(text)
+        tag = raw.get("output_type")
+        if isinstance(tag, str):
+            self.span.set_attribute(A.OUTPUT_TYPE, tag)
+        self._finish_digest(digest)
+        self._done = True
+        output = orjson.loads(entry.output_json)  # a fresh copy: the agent may mutate it
+        try:
+            if self.codec is not None:
+                return self.codec.rebuild(output, raw)
+            return rebuild(
+                output, type_tag=tag if isinstance(tag, str) else None, annotation=self.annotation
+            )
+        except ReplayError:
+            raise
+        except Exception as exc:
+            raise ReplayError(
+                f"{self.label}: the recorded output cannot be rebuilt into the type the code "
+                f"returns ({exc}); re-record the case",
+                label=self.label,
+            ) from exc
+
+    # -- live ----------------------------------------------------------------------------
+
+    def run(self, fn: Callable[[], T]) -> T:
+        """Run ``fn`` live with the span current, recording its result or failure."""
+        token = otel_context.attach(trace.set_span_in_context(self.span))
+        try:
+            result = fn()
+        except BaseException as exc:
+            self.failed(exc)
+            raise
+        finally:
+            otel_context.detach(token)
+        if inspect.isawaitable(result):
+            _warn_once(
+                "awaitable",
+                "tracely: %s returned an awaitable; use acall_tool/acall_llm so the awaited "
+                "value is recorded (and replay can serve it)",
+                self.label,
+            )
+        return self.succeeded(result)
+
+    async def arun(self, fn: Callable[[], Awaitable[T]]) -> T:
+        """Await ``fn()`` live with the span current, recording its result or failure."""
+        token = otel_context.attach(trace.set_span_in_context(self.span))
+        try:
+            result = await fn()
+        except BaseException as exc:
+            self.failed(exc)
+            raise
+        finally:
+            otel_context.detach(token)
+        return self.succeeded(result)
+
+    def succeeded(self, result: T) -> T:
+        """Record ``result`` as the call's output. Never raises: tracing never breaks the call."""
+        if self._done:
+            return result
+        self._done = True
+        try:
+            digest: dict[str, Any] = {}
+            for key in (A.ARGS, A.INPUT):
+                if key in self._attrs:
+                    digest[key] = value_digest(self._attrs[key])
+            if self.codec is not None:
+                value, tag = self.codec.record(result)
+            else:
+                value, tag = result, None
+            encoded = _Encoded(value)
+            tag = tag or encoded.tag
+            span = self.span
+            span.set_attribute(A.OUTPUT, encoded.json)
+            digest[A.OUTPUT] = value_digest(encoded.json)
+            if tag:
+                span.set_attribute(A.OUTPUT_TYPE, tag)
+            if encoded.unserialisable:
+                span.set_attribute(A.UNSERIALISABLE, A.OUTPUT)
+            usage = self.usage(result) if callable(self.usage) else self.usage
+            if usage is not None:
+                self._set_usage(usage, digest)
+            self._finish_digest(digest)
+        except Exception:
+            _warn_once(
+                "record", "tracely: could not record the output of %s", self.label, exc_info=True
+            )
+        return result
+
+    def failed(self, exc: BaseException) -> None:
+        """Record a live failure on the span (the exception itself propagates unchanged)."""
+        if self._done:
+            return
+        self._done = True
+        try:
+            digest: dict[str, Any] = {}
+            for key in (A.ARGS, A.INPUT):
+                if key in self._attrs:
+                    digest[key] = value_digest(self._attrs[key])
+            record = self.codec.record_error(exc) if self.codec is not None else _error_record(exc)
+            text = _redact.redact(orjson.dumps(record, default=str).decode())
+            self._set_error_attrs(text, str(record.get("type")), str(record.get("message")), digest)
+            self.span.record_exception(exc)
+            self._finish_digest(digest)
+        except Exception:
+            _warn_once(
+                "record-error",
+                "tracely: could not record the failure of %s",
+                self.label,
+                exc_info=True,
+            )
+
+    # -- span bookkeeping ----------------------------------------------------------------
+
+    def _set_usage(self, usage: Any, digest: dict[str, Any]) -> None:
+        try:
+            tokens_in, tokens_out = (int(usage[0]), int(usage[1]))
+        except (TypeError, ValueError, IndexError, KeyError):
+            _warn_once(
+                "usage", "tracely: usage for %s must be (input_tokens, output_tokens)", self.label
+            )
+            return
+        text = f"[{tokens_in},{tokens_out}]"
+        self.span.set_attributes(
+            {
+                A.USAGE: text,
+                A.GEN_AI_USAGE_INPUT_TOKENS: tokens_in,
+                A.GEN_AI_USAGE_OUTPUT_TOKENS: tokens_out,
+            }
+        )
+        digest[A.USAGE] = value_digest(text)
+
+    def _set_error_attrs(
+        self, text: str, type_name: str, message: str, digest: dict[str, Any]
+    ) -> None:
+        self.span.set_attributes({A.ERROR: text, A.ERROR_TYPE: type_name})
+        self.span.set_status(Status(StatusCode.ERROR, f"{type_name}: {message}"))
+        digest[A.ERROR] = value_digest(text)
+
+    def _finish_digest(self, digest: dict[str, Any]) -> None:
+        # Set last (tracely.kind again) so that a span over the attribute count limit evicts
+        # the recorded values first: the extractor then sees what is missing and refuses it.
+        self.span.set_attributes({A.DIGEST: orjson.dumps(digest).decode(), A.KIND: self.kind})
+
+    def end(self) -> None:
+        """End the span (idempotent)."""
+        if not self._ended:
+            self._ended = True
+            self.span.end()
+
+
+def _sync_call(call: Call, fn: Callable[[], T]) -> T:
+    try:
+        if call.served:
+            return cast(T, call.serve())
+        return call.run(fn)
+    finally:
+        call.end()
+
+
+async def _async_call(call: Call, fn: Callable[[], Awaitable[T]]) -> T:
+    try:
+        if call.served:
+            return cast(T, call.serve())
+        return await call.arun(fn)
+    finally:
+        call.end()
+
+
+def call_tool(
+    name: str, fn: Callable[[], T], args: Any = None, *, returns: Any = NO_ANNOTATION
+) -> T:
+    """Run tool ``name`` via ``fn()`` and record it; under fixtures, serve the recording.
+
+    ``args`` identify the call for matching. ``returns`` (or ``fn``'s return annotation) is
+    the type a replayed value is rebuilt into.
+    """
+    annotation = returns if returns is not NO_ANNOTATION else return_annotation(fn)
+    call = Call(A.KIND_TOOL, name, args=args, annotation=annotation)
+    return _sync_call(call, fn)
+
+
+def call_llm(
+    model: str,
+    fn: Callable[[], T],
+    input: Any = None,
+    usage: tuple[int, int] | Callable[[T], tuple[int, int]] | None = None,
+    *,
+    returns: Any = NO_ANNOTATION,
+) -> T:
+    """Run an LLM call to ``model`` via ``fn()`` and record it; under fixtures, serve it.
+
+    ``input`` is compared with the recording (a difference is served and reported as
+    divergence); ``usage`` is ``(input_tokens, output_tokens)`` or a function of the result.
+    """
+    annotation = returns if returns is not NO_ANNOTATION else return_annotation(fn)
+    call = Call(A.KIND_LLM, model, input=input, usage=usage, annotation=annotation)
+    return _sync_call(call, fn)
+
+
+async def acall_tool(
+    name: str, fn: Callable[[], Awaitable[T]], args: Any = None, *, returns: Any = NO_ANNOTATION
+) -> T:
+    """Async :func:`call_tool`: ``fn()`` returns an awaitable, awaited only when live."""
+    annotation = returns if returns is not NO_ANNOTATION else return_annotation(fn)
+    call = Call(A.KIND_TOOL, name, args=args, annotation=annotation)
+    return await _async_call(call, fn)
+
+
+async def acall_llm(
+    model: str,
+    fn: Callable[[], Awaitable[T]],
+    input: Any = None,
+    usage: tuple[int, int] | Callable[[T], tuple[int, int]] | None = None,
+    *,
+    returns: Any = NO_ANNOTATION,
+) -> T:
+    """Async :func:`call_llm`: ``fn()`` returns an awaitable, awaited only when live."""
+    annotation = returns if returns is not NO_ANNOTATION else return_annotation(fn)
+    call = Call(A.KIND_LLM, model, input=input, usage=usage, annotation=annotation)
+    return await _async_call(call, fn)
+
+
+# -- agents ----------------------------------------------------------------------------------
+
+
+class AgentRun:
+    """The span of one agent run. Set :attr:`output` to record what the run answered."""
+
+    def __init__(self, name: str, call_input: dict[str, Any] | None) -> None:
+        self.name = name
+        self._input = call_input
+        self._output: Any = _UNSET
+        self._span: Span | None = None
+        self._token: object | None = None
+
+    @property
+    def output(self) -> Any:
+        return None if self._output is _UNSET else self._output
+
+    @output.setter
+    def output(self, value: Any) -> None:
+        self._output = value
+
+    @property
+    def trace_id(self) -> str:
+        """The run's trace id as 32 hex characters (the id its recording is stored under)."""
+        return format(self.span.get_span_context().trace_id, "032x")
+
+    @property
+    def span(self) -> Span:
+        """The agent's OpenTelemetry span (valid inside the block)."""
+        assert self._span is not None, "AgentRun.span is only available inside the block"
+        return self._span
+
+    def __enter__(self) -> AgentRun:
+        attrs: dict[str, Any] = {
+            A.KIND: A.KIND_AGENT,
+            A.NAME: self.name,
+            A.GEN_AI_OPERATION_NAME: A.OP_INVOKE_AGENT,
+            A.GEN_AI_AGENT_NAME: self.name,
+            A.SDK_VERSION: __version__,
+        }
+        digest: dict[str, Any] = {}
+        try:
+            if self._input is not None:
+                encoded = _Encoded(self._input)
+                attrs[A.INPUT] = encoded.json
+                digest[A.INPUT] = value_digest(encoded.json)
+            session = current_session()
+            if session is not None:
+                _stamp_session(attrs, session)
+        except ReplayError:
+            raise
+        except Exception:
+            _warn_once(
+                "agent-input",
+                "tracely: could not record the input of agent %s",
+                self.name,
+                exc_info=True,
+            )
+        self._digest = digest
+        self._span = _tracers.get().start_span(
+            A.span_name(A.KIND_AGENT, self.name),
+            attributes=attrs,
+            record_exception=False,
+            set_status_on_exception=False,
+        )
+        self._token = otel_context.attach(trace.set_span_in_context(self._span))
+        return self
+
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        span = self._span
+        assert span is not None
+        try:
+            digest = self._digest
+            if exc is not None:
+                text = _redact.redact(orjson.dumps(_error_record(exc), default=str).decode())
+                span.set_attributes({A.ERROR: text, A.ERROR_TYPE: type(exc).__qualname__})
+                span.set_status(Status(StatusCode.ERROR, f"{type(exc).__qualname__}: {exc}"))
+                span.record_exception(exc)
+                digest[A.ERROR] = value_digest(text)
+            elif self._output is not _UNSET:
+                encoded = _Encoded(self._output)
+                span.set_attribute(A.OUTPUT, encoded.json)
+                if encoded.tag:
+                    span.set_attribute(A.OUTPUT_TYPE, encoded.tag)
+                digest[A.OUTPUT] = value_digest(encoded.json)
+            span.set_attributes({A.DIGEST: orjson.dumps(digest).decode(), A.KIND: A.KIND_AGENT})
+        except Exception:
+            _warn_once(
+                "agent-output",
+                "tracely: could not record the output of agent %s",
+                self.name,
+                exc_info=True,
+            )
+        finally:
+            if self._token is not None:
+                otel_context.detach(self._token)  # type: ignore[arg-type]
+            span.end()
+
+    async def __aenter__(self) -> AgentRun:
+        return self.__enter__()
+
+    async def __aexit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        self.__exit__(exc_type, exc, tb)
+
+
+def _stamp_session(attrs: dict[str, Any], session: ReplaySession) -> None:
+    report = session.report
+    attrs[A.REPLAY_MODE] = report.mode
+    if report.case_id is not None:
+        attrs[A.CASE_ID] = report.case_id
+    if report.case_version is not None:
+        attrs[A.CASE_VERSION] = report.case_version
+
+
+def agent(name: str, input: Any = _UNSET) -> AgentRun:
+    """Trace an agent run: ``with tracely.agent("support-agent", input=q) as run: ...``.
+
+    ``input`` is recorded as the entrypoint's single positional argument (so ``tracely
+    replay`` can call the agent with it); set ``run.output`` to record the answer.
+    """
+    call_input = None if input is _UNSET else {"args": [input], "kwargs": {}}
+    return AgentRun(name, call_input)
+
+
+# -- @observe --------------------------------------------------------------------------------
+
+_AS_TYPES = ("tool", "llm", "agent", "span")
+
+
+@functools.lru_cache(maxsize=4096)
+def _signature(fn: Callable[..., Any]) -> inspect.Signature:
+    return inspect.signature(fn)
+
+
+def _bound_args(
+    fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> dict[str, Any]:
+    try:
+        bound = _signature(fn).bind(*args, **kwargs)
+    except TypeError:
+        raise  # the call itself is wrong; let Python's own error surface
+    bound.apply_defaults()
+    arguments = dict(bound.arguments)
+    params = list(_signature(fn).parameters)
+    if params and params[0] in ("self", "cls"):
+        arguments.pop(params[0], None)
+    # **kwargs parameters are flattened into the call's named arguments
+    for param in _signature(fn).parameters.values():
+        if param.kind is inspect.Parameter.VAR_KEYWORD and param.name in arguments:
+            arguments.update(arguments.pop(param.name))
+    return arguments
+
+
+@overload
+def observe(fn: F) -> F: ...
+@overload
+def observe(*, as_type: str = "span", name: str | None = None) -> Callable[[F], F]: ...
+
+
+def observe(fn: Any = None, *, as_type: str = "span", name: str | None = None) -> Any:
+    """Decorate a function so each call is a span; ``as_type`` says what it is.
+
+    - ``"tool"``: a tool call, recorded with its arguments; under fixtures the recorded
+      output is served (or the recorded failure re-raised as ToolError) and the body never runs.
+    - ``"llm"``: an LLM call to model ``name`` (default: the function name), likewise replayed.
+    - ``"agent"``: an agent run; records the call's positional and keyword arguments and its
+      return value, which ``tracely replay`` uses as the case's input and expected output.
+    - ``"span"`` (default): a plain span named after the function, nothing recorded.
+    """
+    if as_type not in _AS_TYPES:
+        raise ValueError(f"observe(as_type={as_type!r}): use one of {', '.join(_AS_TYPES)}")
+
+    def decorate(func: F) -> F:
+        if inspect.isgeneratorfunction(func) or inspect.isasyncgenfunction(func):
+            raise TypeError(
+                f"@observe cannot trace generator function {func.__qualname__}: a generator's "
+                "output is not known when it returns; return a list instead"
+            )
+        label = name or func.__name__
+        is_async = inspect.iscoroutinefunction(func)
+        annotation = return_annotation(func)
+
+        if as_type == "agent":
+            if is_async:
+
+                @functools.wraps(func)
+                async def agent_async(*args: Any, **kwargs: Any) -> Any:
+                    with AgentRun(label, {"args": list(args), "kwargs": kwargs}) as run:
+                        result = await func(*args, **kwargs)
+                        run.output = result
+                        return result
+
+                return cast(F, agent_async)
+
+            @functools.wraps(func)
+            def agent_sync(*args: Any, **kwargs: Any) -> Any:
+                with AgentRun(label, {"args": list(args), "kwargs": kwargs}) as run:
+                    result = func(*args, **kwargs)
+                    run.output = result
+                    return result
+
+            return cast(F, agent_sync)
+
+        if as_type == "span":
+            span_name = name or func.__qualname__
+            if is_async:
+
+                @functools.wraps(func)
+                async def span_async(*args: Any, **kwargs: Any) -> Any:
+                    with _tracers.get().start_as_current_span(
+                        span_name, attributes={A.NAME: span_name}
+                    ):
+                        return await func(*args, **kwargs)
+
+                return cast(F, span_async)
+
+            @functools.wraps(func)
+            def span_sync(*args: Any, **kwargs: Any) -> Any:
+                with _tracers.get().start_as_current_span(
+                    span_name, attributes={A.NAME: span_name}
+                ):
+                    return func(*args, **kwargs)
+
+            return cast(F, span_sync)
+
+        kind = A.KIND_TOOL if as_type == "tool" else A.KIND_LLM
+
+        def make_call(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Call:
+            arguments = _bound_args(func, args, kwargs)
+            if kind == A.KIND_TOOL:
+                return Call(kind, label, args=arguments, annotation=annotation)
+            return Call(kind, label, input=arguments, annotation=annotation)
+
+        if is_async:
+
+            @functools.wraps(func)
+            async def call_async(*args: Any, **kwargs: Any) -> Any:
+                return await _async_call(make_call(args, kwargs), lambda: func(*args, **kwargs))
+
+            return cast(F, call_async)
+
+        @functools.wraps(func)
+        def call_sync(*args: Any, **kwargs: Any) -> Any:
+            return _sync_call(make_call(args, kwargs), lambda: func(*args, **kwargs))
+
+        return cast(F, call_sync)
+
+    if fn is not None:
+        return decorate(fn)
+    return decorate
