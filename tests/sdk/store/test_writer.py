@@ -1,0 +1,273 @@
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import threading
+import time
+from collections.abc import Iterable
+from pathlib import Path
+
+import orjson
+import pytest
+
+from tracely_sdk.errors import StoreError
+from tracely_sdk.store import BackgroundWriter, Recording, SQLiteStore
+from tracely_sdk.store._writer import Spool
+
+from ._helpers import crash_mid_write, make_bundle, make_recording, trace_id
+
+
+class Flaky(SQLiteStore):
+    """A real store that fails while ``down`` is set, and counts every write it is asked for."""
+
+    down = threading.Event()
+    asked: list[str] = []
+
+    def put_recordings(self, recordings: Iterable[Recording]) -> list[bool]:
+        recordings = list(recordings)
+        if self.down.is_set():
+            raise StoreError("database is locked")
+        self.asked.extend(r.trace_id for r in recordings)
+        return super().put_recordings(recordings)
+
+
+@pytest.fixture
+def paths(tmp_path: Path) -> tuple[Path, Path]:
+    Flaky.down = threading.Event()
+    Flaky.asked = []
+    return tmp_path / "t.db", tmp_path / "spool" / "recordings.jsonl"
+
+
+def _ids(db: Path) -> list[str]:
+    with SQLiteStore(db) as s:
+        return [r.trace_id for r in s.list_recordings(limit=100_000)]
+
+
+def _spool_files(spool: Path) -> list[Path]:
+    return sorted(
+        p
+        for p in spool.parent.glob(spool.name + "*")
+        if not p.name.endswith(".lock") and p.stat().st_size > 0
+    )
+
+
+def test_writes_everything(paths: tuple[Path, Path]) -> None:
+    db, spool = paths
+    writer = BackgroundWriter(lambda: SQLiteStore(db), spool_path=spool)
+    for i in range(300):
+        writer.submit(make_recording(i))
+    assert writer.flush(10)
+    assert sorted(_ids(db)) == sorted(trace_id(i) for i in range(300))
+    assert writer.stats["written"] == 300
+    assert _spool_files(spool) == []  # nothing left behind once committed
+    assert writer.close(5) is True
+    assert writer.close(5) is True  # idempotent
+
+
+def test_submit_accepts_a_bundle_and_never_raises(paths: tuple[Path, Path]) -> None:
+    db, spool = paths
+    writer = BackgroundWriter(lambda: SQLiteStore(db), spool_path=spool)
+    writer.submit(make_bundle(trace_id("b")))
+    writer.submit({"no": "trace id"})  # type: ignore[arg-type]
+    writer.submit(object())  # type: ignore[arg-type]
+    assert writer.close(10)
+    assert _ids(db) == [trace_id("b")]
+    assert writer.stats["dropped"] == 2
+
+
+def test_failing_store_spools_and_recovers(
+    paths: tuple[Path, Path], caplog: pytest.LogCaptureFixture
+) -> None:
+    db, spool = paths
+    SQLiteStore(db).close()
+    Flaky.down.set()
+    writer = BackgroundWriter(
+        lambda: Flaky(db), spool_path=spool, min_backoff=0.01, max_backoff=0.05
+    )
+    with caplog.at_level(logging.DEBUG, logger="tracely.store"):
+        for i in range(200):
+            writer.submit(make_recording(i))
+        assert writer.flush(0.5) is False  # the store is down: not drained
+        assert _spool_files(spool)  # ... but everything is on disk
+        for i in range(200, 300):  # still accepting during the outage
+            writer.submit(make_recording(i))
+        time.sleep(0.2)
+        Flaky.down.clear()
+        assert writer.flush(10) is True
+    ids = _ids(db)
+    assert len(ids) == 300 and set(ids) == {trace_id(i) for i in range(300)}
+    assert writer.stats["failures"] >= 2
+    warnings = [
+        r
+        for r in caplog.records
+        if r.levelno == logging.WARNING and "unavailable" in r.getMessage()
+    ]
+    assert len(warnings) == 1  # each kind of failure is logged once
+    assert any("available again" in r.getMessage() for r in caplog.records)
+    assert _spool_files(spool) == []
+    writer.close()
+
+
+def test_store_that_cannot_open_yet(paths: tuple[Path, Path]) -> None:
+    db, spool = paths
+    attempts = []
+
+    def factory() -> SQLiteStore:
+        attempts.append(1)
+        if len(attempts) < 3:
+            raise StoreError("server not up yet")
+        return SQLiteStore(db)
+
+    writer = BackgroundWriter(factory, spool_path=spool, min_backoff=0.01, max_backoff=0.02)
+    for i in range(20):
+        writer.submit(make_recording(i))
+    assert writer.flush(10)
+    assert len(_ids(db)) == 20
+    assert len(attempts) >= 3
+    writer.close()
+
+
+def test_full_queue_spools_without_blocking(paths: tuple[Path, Path]) -> None:
+    db, spool = paths
+    SQLiteStore(db).close()
+    gate = threading.Event()
+
+    class Slow(SQLiteStore):
+        def put_recordings(self, recordings: Iterable[Recording]) -> list[bool]:
+            gate.wait(30)
+            return super().put_recordings(recordings)
+
+    writer = BackgroundWriter(lambda: Slow(db), spool_path=spool, max_queue=2)
+    slowest = 0.0
+    for i in range(100):
+        start = time.perf_counter()
+        writer.submit(make_recording(i))
+        slowest = max(slowest, time.perf_counter() - start)
+    assert slowest < 0.5  # a disk append at worst, never a wait for the store
+    assert writer.stats["spooled"] >= 90
+    assert spool.exists() and spool.stat().st_size > 0
+    gate.set()
+    assert writer.flush(20)
+    ids = _ids(db)
+    assert len(ids) == 100 and len(set(ids)) == 100
+    writer.close()
+
+
+def test_leftover_spool_is_replayed_first(paths: tuple[Path, Path]) -> None:
+    db, spool = paths
+    recs = [make_recording(i) for i in range(50)]
+    s = Spool(spool)
+    s.append(Spool.encode(recs[:30]))
+    s.append(Spool.encode(recs[25:30]))  # duplicates (a retry) are stored once
+    # A batch another process had claimed when it died (pid 2**22 + 1 does not exist).
+    dead = spool.with_name(f"{spool.name}.{2**22 + 1}.dead0000-1.claimed")
+    dead.write_bytes(Spool.encode(recs[30:]))
+    # A crash in the middle of an append leaves half a line.
+    with open(spool, "ab") as f:
+        f.write(b'{"trace_id": "half-writ')
+    writer = BackgroundWriter(lambda: Flaky(db), spool_path=spool)
+    assert writer.flush(10)
+    ids = _ids(db)
+    assert len(ids) == 50 and set(ids) == {r.trace_id for r in recs}
+    assert sorted(Flaky.asked) == sorted(r.trace_id for r in recs)  # each written once
+    assert not dead.exists()
+    rejected = spool.with_name(spool.name + ".rejected.jsonl")
+    assert rejected.read_bytes() == b'{"trace_id": "half-writ\n'  # set aside, not retried forever
+    writer.close()
+
+
+def test_append_after_a_partial_line_starts_a_new_line(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(b'{"partial')
+    s = Spool(path)
+    s.append(Spool.encode([make_recording(1)]))
+    lines = path.read_bytes().splitlines()
+    assert lines[0] == b'{"partial'
+    assert orjson.loads(lines[1])["trace_id"] == trace_id(1)
+
+
+def test_crash_mid_write_loses_nothing(paths: tuple[Path, Path]) -> None:
+    db, spool = paths
+    SQLiteStore(db).close()
+    ctx = multiprocessing.get_context("spawn")
+    proc = ctx.Process(target=crash_mid_write, args=(str(spool), str(db), 200))
+    proc.start()
+    proc.join(60)
+    assert proc.exitcode == 3  # died inside the store write
+    committed = set(_ids(db))
+    assert 0 < len(committed) < 200  # the crash really was mid-write
+    assert _spool_files(spool)  # the in-flight batch is still on disk
+    writer = BackgroundWriter(lambda: Flaky(db), spool_path=spool)
+    assert writer.flush(10)
+    ids = _ids(db)
+    assert len(ids) == 200 and set(ids) == {trace_id(f"crash-{i}") for i in range(200)}
+    assert _spool_files(spool) == []
+    writer.close()
+
+
+def test_close_with_store_down_keeps_the_spool(paths: tuple[Path, Path]) -> None:
+    db, spool = paths
+    SQLiteStore(db).close()
+    Flaky.down.set()
+    writer = BackgroundWriter(lambda: Flaky(db), spool_path=spool, min_backoff=0.01)
+    for i in range(10):
+        writer.submit(make_recording(i))
+    assert writer.close(0.5) is False
+    writer.submit(make_recording(10))  # after close: straight to the spool
+    assert _ids(db) == []
+    Flaky.down.clear()
+    again = BackgroundWriter(lambda: Flaky(db), spool_path=spool)
+    assert again.flush(10)
+    assert sorted(_ids(db)) == sorted(trace_id(i) for i in range(11))
+    again.close()
+
+
+def test_rejected_recording_does_not_block_the_rest(paths: tuple[Path, Path]) -> None:
+    db, spool = paths
+
+    class Picky(SQLiteStore):
+        def put_recordings(self, recordings: Iterable[Recording]) -> list[bool]:
+            recordings = list(recordings)
+            if any(r.trace_id == trace_id("poison") for r in recordings):
+                raise ValueError("recording is invalid")
+            return super().put_recordings(recordings)
+
+    writer = BackgroundWriter(lambda: Picky(db), spool_path=spool)
+    for i in range(5):
+        writer.submit(make_recording(i))
+    writer.submit(make_recording("poison"))
+    for i in range(5, 10):
+        writer.submit(make_recording(i))
+    assert writer.flush(10)
+    assert sorted(_ids(db)) == sorted(trace_id(i) for i in range(10))
+    assert writer.stats["rejected"] == 1
+    rejected = spool.with_name(spool.name + ".rejected.jsonl").read_bytes().splitlines()
+    assert [orjson.loads(line)["trace_id"] for line in rejected] == [trace_id("poison")]
+    writer.close()
+
+
+def test_duplicates_and_updates_through_the_writer(paths: tuple[Path, Path]) -> None:
+    db, spool = paths
+    writer = BackgroundWriter(lambda: SQLiteStore(db), spool_path=spool)
+    tid = trace_id("late")
+    early = Recording.from_bundle(make_bundle(tid, tools=1, agent=False))
+    late = Recording.from_bundle(make_bundle(tid, tools=2))
+    for rec in (early, early, late, early):
+        writer.submit(rec)
+    assert writer.close(10)
+    with SQLiteStore(db) as s:
+        assert [r.trace_id for r in s.list_recordings()] == [tid]
+        assert s.get_recording(tid) == late
+
+
+def test_default_spool_path_is_in_the_project(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "sub").mkdir()
+    monkeypatch.chdir(tmp_path / "sub")
+    writer = BackgroundWriter(lambda: SQLiteStore(tmp_path / "x.db"))
+    try:
+        assert writer.spool.path == tmp_path / ".tracely" / "spool" / "recordings.jsonl"
+    finally:
+        writer.close()

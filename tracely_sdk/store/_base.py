@@ -1,0 +1,321 @@
+"""The store interface, and the rules every backend applies the same way.
+
+A backend (SQLite here; the HTTP client and PostgreSQL in the server module) implements
+:class:`Store`. The decisions themselves — whether a recording may become a case, what a
+recapture writes, when a late bundle replaces an earlier one — are the functions below, so that
+every backend answers the same request the same way.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Callable, Iterable, Sequence
+from types import TracebackType
+from typing import Any
+
+from tracely_otel._bundle import BundleFormatError, validate_bundle
+from tracely_sdk._canonical import canonical_equal
+from tracely_sdk.errors import Conflict
+from tracely_sdk.store._model import (
+    Case,
+    CaseVersion,
+    InvalidCase,
+    Recording,
+    bundle_weight,
+    dumps_json,
+    normalise_tags,
+    slugify,
+    validate_case_id,
+    validate_entrypoint,
+)
+
+__all__ = [
+    "Store",
+    "plan_promotion",
+    "plan_recapture",
+    "should_replace",
+]
+
+
+class Store(abc.ABC):
+    """Recordings and regression cases, behind a URL (see :func:`tracely_sdk.store.open_store`).
+
+    Errors: a missing trace or case raises :class:`~tracely_sdk.errors.NotFound` naming it; a
+    request that contradicts what is stored raises :class:`~tracely_sdk.errors.Conflict` and
+    changes nothing; an unusable id/name/tag raises :class:`~tracely_sdk.store.InvalidCase`; any
+    other failure of the backend raises :class:`~tracely_sdk.errors.StoreError`.
+    """
+
+    url: str
+
+    # recordings ---------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def put_recording(self, recording: Recording) -> bool:
+        """Store ``recording``; True if it was new or replaced a less complete one.
+
+        Idempotent by trace id: the same content again is ignored (False). A later bundle of the
+        same trace that reflects more spans replaces the stored one (late spans complete a
+        recording); one that reflects no more spans is ignored.
+        """
+
+    def put_recordings(self, recordings: Iterable[Recording]) -> list[bool]:
+        """:meth:`put_recording` for each; a backend may do it in one transaction."""
+        return [self.put_recording(r) for r in recordings]
+
+    @abc.abstractmethod
+    def get_recording(self, trace_id: str) -> Recording:
+        """The recording of ``trace_id``; NotFound if there is none."""
+
+    @abc.abstractmethod
+    def list_recordings(
+        self,
+        limit: int = 50,
+        offset: int = 0,
+        service: str | None = None,
+        agent: str | None = None,
+    ) -> list[Recording]:
+        """Recordings newest first (by ``started_at``), optionally of one service or agent."""
+
+    # cases --------------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def promote(
+        self,
+        trace_id: str,
+        *,
+        case_id: str | None = None,
+        name: str,
+        entrypoint: str | None = None,
+        tags: Iterable[str] = (),
+    ) -> Case:
+        """Make the recording of ``trace_id`` a regression case (version 1). See :func:`plan_promotion`."""
+
+    @abc.abstractmethod
+    def get_case(self, case_id: str) -> Case:
+        """The case ``case_id``; NotFound if there is none."""
+
+    @abc.abstractmethod
+    def list_cases(self, tag: str | None = None) -> list[Case]:
+        """Every case (or every case with ``tag``), by id."""
+
+    @abc.abstractmethod
+    def case_history(self, case_id: str) -> list[CaseVersion]:
+        """Every version of ``case_id``, oldest first."""
+
+    @abc.abstractmethod
+    def recapture(self, case_id: str, trace_id: str, *, note: str | None = None) -> Case:
+        """Re-record ``case_id`` from the run ``trace_id`` (same input). See :func:`plan_recapture`."""
+
+    @abc.abstractmethod
+    def update_case(
+        self,
+        case_id: str,
+        *,
+        name: str | None = None,
+        tags: Iterable[str] | None = None,
+        entrypoint: str | None = None,
+    ) -> Case:
+        """Change a case's name, tags or entrypoint (``None`` keeps it; ``entrypoint=""`` clears it).
+
+        The recorded content and version do not change.
+        """
+
+    @abc.abstractmethod
+    def delete_case(self, case_id: str) -> None:
+        """Remove the case and its whole history; there is no undo (export first to keep it)."""
+
+    @abc.abstractmethod
+    def put_case(self, case: Case, history: Sequence[CaseVersion]) -> Case:
+        """Store ``case`` with exactly ``history``, replacing any case with its id (import)."""
+
+    # lifecycle ----------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Release the backend's resources; closing twice is harmless."""
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {getattr(self, 'url', '?')}>"
+
+
+# the shared rules -------------------------------------------------------------------------
+
+
+def recording_content(recording: Recording) -> tuple[Any, ...]:
+    """What makes two recordings of a trace the same recording (everything but ``received_at``)."""
+    return (
+        recording.service,
+        recording.agent_name,
+        recording.started_at,
+        recording.status,
+        dumps_json(recording.input),
+        dumps_json(recording.output),
+        dumps_json(recording.bundle),
+        recording.replay_mode,
+    )
+
+
+def should_replace(stored: Recording, new: Recording) -> bool:
+    """True when ``new`` is a more complete recording of ``stored``'s trace."""
+    if recording_content(stored) == recording_content(new):
+        return False
+    return bundle_weight(new.bundle) > bundle_weight(stored.bundle)
+
+
+def check_recorded(recording: Recording) -> dict[str, Any]:
+    """The recording's validated bundle, or Conflict saying why it cannot be a case."""
+    trace = recording.trace_id
+    if recording.replay_mode is not None:
+        raise Conflict(
+            f"trace {trace} was made by a replay run ({recording.replay_mode} mode): a replayed "
+            "run is not a production recording; promote or recapture from a live run"
+        )
+    if recording.input is None:
+        raise Conflict(
+            f"trace {trace} has no recorded agent input: record the run under "
+            "`tracely.agent(name, input=...)` or `@observe(as_type='agent')`"
+        )
+    try:
+        return validate_bundle(recording.bundle)
+    except BundleFormatError as exc:
+        raise Conflict(f"trace {trace} is not a usable recording: {exc}") from exc
+
+
+def plan_promotion(
+    recording: Recording,
+    *,
+    case_id: str | None,
+    name: str,
+    entrypoint: str | None,
+    tags: Iterable[str],
+    now: int,
+    exists: Callable[[str], bool],
+) -> tuple[Case, CaseVersion]:
+    """The case (version 1) and its first history entry that promoting ``recording`` writes.
+
+    Refuses (Conflict) a recording made by a replay run, one without an agent input, one whose
+    bundle fails validation, and an explicit ``case_id`` that is taken. Without ``case_id``
+    the id is the slug of ``name``, made unique with ``-2``, ``-3``, ...
+    """
+    if not isinstance(name, str) or not name.strip():
+        raise InvalidCase(f"a case needs a non-empty name, got {name!r}")
+    validate_entrypoint(entrypoint)
+    tag_tuple = normalise_tags(tags)
+    bundle = check_recorded(recording)
+    if case_id is not None:
+        validate_case_id(case_id)
+        if exists(case_id):
+            raise Conflict(f"case {case_id} already exists; choose another id or recapture it")
+    else:
+        base = slugify(name)
+        case_id, n = base, 1
+        while exists(case_id):
+            n += 1
+            case_id = f"{base}-{n}"
+    case = Case(
+        id=case_id,
+        name=name,
+        entrypoint=entrypoint,
+        input=recording.input,
+        expected_output=recording.output,
+        bundle=bundle,
+        source_trace_id=recording.trace_id,
+        version=1,
+        tags=tag_tuple,
+        created_at=now,
+        updated_at=now,
+    )
+    return case, _version_of(case, now, f"promoted from trace {recording.trace_id}")
+
+
+def plan_recapture(
+    case: Case, recording: Recording, *, note: str | None, now: int
+) -> tuple[Case, CaseVersion] | None:
+    """The next version of ``case`` recorded from ``recording``, or None if it already is that.
+
+    The recording must be a production recording (as for promotion) of the same input, compared
+    canonically (key order and tuple/list ignored); a different input raises Conflict showing
+    both. Recapturing from the trace and bundle the case already holds changes nothing (None).
+    """
+    bundle = check_recorded(recording)
+    if not canonical_equal(recording.input, case.input):
+        raise Conflict(
+            f"trace {recording.trace_id} ran with a different input than case {case.id}: "
+            f"the case's input is {dumps_json(case.input)}, the trace's is "
+            f"{dumps_json(recording.input)}; recapture needs the same input "
+            "(promote the trace as a new case instead)"
+        )
+    if recording.trace_id == case.source_trace_id and dumps_json(bundle) == dumps_json(case.bundle):
+        return None
+    new = Case(
+        id=case.id,
+        name=case.name,
+        entrypoint=case.entrypoint,
+        input=recording.input,
+        expected_output=recording.output,
+        bundle=bundle,
+        source_trace_id=recording.trace_id,
+        version=case.version + 1,
+        tags=case.tags,
+        created_at=case.created_at,
+        updated_at=max(now, case.updated_at),
+    )
+    return new, _version_of(new, new.updated_at, note)
+
+
+def check_history(case: Case, history: Sequence[CaseVersion]) -> list[CaseVersion]:
+    """``history`` sorted by version, checked to belong to ``case`` and to end at its content."""
+    if not history:
+        raise InvalidCase(f"case {case.id}: the history must hold at least the current version")
+    ordered = sorted(history, key=lambda v: v.version)
+    seen: set[int] = set()
+    for v in ordered:
+        if v.case_id != case.id:
+            raise InvalidCase(
+                f"case {case.id}: history entry v{v.version} belongs to case {v.case_id}"
+            )
+        if v.version in seen:
+            raise InvalidCase(f"case {case.id}: version {v.version} appears twice in the history")
+        seen.add(v.version)
+        try:
+            validate_bundle(v.bundle)
+        except BundleFormatError as exc:
+            raise InvalidCase(f"case {case.id} v{v.version}: {exc}") from exc
+    last = ordered[-1]
+    if last.version != case.version:
+        raise InvalidCase(
+            f"case {case.id} is at version {case.version} but its history ends at v{last.version}"
+        )
+    current = (case.input, case.expected_output, case.bundle, case.source_trace_id)
+    recorded = (last.input, last.expected_output, last.bundle, last.source_trace_id)
+    if dumps_json(current) != dumps_json(recorded):
+        raise InvalidCase(
+            f"case {case.id}: its input/expected_output/bundle/source_trace_id differ from its "
+            f"history's v{last.version}"
+        )
+    return ordered
+
+
+def _version_of(case: Case, created_at: int, note: str | None) -> CaseVersion:
+    return CaseVersion(
+        case_id=case.id,
+        version=case.version,
+        input=case.input,
+        expected_output=case.expected_output,
+        bundle=case.bundle,
+        source_trace_id=case.source_trace_id,
+        created_at=created_at,
+        note=note,
+    )

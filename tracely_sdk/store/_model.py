@@ -1,0 +1,356 @@
+"""What the store holds: recordings of production traces, and the regression cases made from them.
+
+Every timestamp is an integer of Unix nanoseconds. Every value that came from a run (inputs,
+outputs, bundles) is plain JSON.
+
+Case ids become file names when cases are exported, so they are validated strictly by
+:func:`validate_case_id`; a bad id (or name, entrypoint, tag) raises :class:`InvalidCase`, which is
+both a :class:`~tracely_sdk.errors.StoreError` and a :class:`ValueError`.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+import unicodedata
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from tracely_sdk.errors import StoreError
+
+__all__ = [
+    "Case",
+    "CaseVersion",
+    "InvalidCase",
+    "Recording",
+    "bundle_weight",
+    "dumps_json",
+    "normalise_tags",
+    "now_ns",
+    "redact_url",
+    "slugify",
+    "validate_case_id",
+    "validate_entrypoint",
+]
+
+CASE_ID_PATTERN = r"^[a-z0-9][a-z0-9._-]{0,127}$"
+_CASE_ID_RE = re.compile(CASE_ID_PATTERN)
+_TRACE_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
+_IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
+_ENTRYPOINT_RE = re.compile(rf"^{_IDENT}(\.{_IDENT})*:{_IDENT}(\.{_IDENT})*$")
+_TAG_RE = re.compile(r"^[^\s,]{1,64}$")
+# Names a file cannot have on Windows whatever its extension: an exported case must open anywhere.
+_RESERVED_STEMS = frozenset(
+    {"con", "prn", "aux", "nul"}
+    | {f"com{i}" for i in range(1, 10)}
+    | {f"lpt{i}" for i in range(1, 10)}
+)
+_STATUSES = ("ok", "error")
+UNKNOWN_SERVICE = "unknown_service"
+
+
+class InvalidCase(StoreError, ValueError):
+    """A case id, name, entrypoint or tag is not acceptable; the message says what is allowed."""
+
+
+def redact_url(url: str) -> str:
+    """``url`` with any password replaced by ``***`` (safe to show in a message or log)."""
+    return re.sub(r"^([A-Za-z][A-Za-z0-9+.-]*://[^/@:]*):[^/@]*@", r"\1:***@", url)
+
+
+def now_ns() -> int:
+    """The current time in Unix nanoseconds."""
+    return time.time_ns()
+
+
+def dumps_json(value: Any) -> str:
+    """``value`` as compact JSON text with sorted keys (equal values give equal text)."""
+    try:
+        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS).decode()
+    except TypeError as exc:
+        raise ValueError(f"value cannot be stored as JSON: {exc}") from exc
+
+
+def validate_case_id(case_id: object) -> str:
+    """Return ``case_id`` if it is a valid case id, else raise :class:`InvalidCase`.
+
+    A case id is 1-128 characters of lowercase letters, digits, ``.``, ``_`` and ``-``, starting
+    with a letter or digit, never containing ``..`` and never a reserved device name (``con``,
+    ``nul``, ``com1``, ...). Such an id is always a plain file name, never a path.
+    """
+    if not isinstance(case_id, str):
+        raise InvalidCase(f"case id must be a string, not {type(case_id).__name__}")
+    if not _CASE_ID_RE.fullmatch(case_id) or ".." in case_id:
+        shown = case_id if len(case_id) <= 40 else case_id[:40] + "..."
+        raise InvalidCase(
+            f"invalid case id {shown!r}: use 1-128 characters of a-z, 0-9, '.', '_' and '-', "
+            "starting with a letter or digit, without '..'"
+        )
+    if case_id.split(".", 1)[0] in _RESERVED_STEMS:
+        raise InvalidCase(
+            f"invalid case id {case_id!r}: {case_id.split('.', 1)[0]!r} is a reserved file name"
+        )
+    return case_id
+
+
+def slugify(name: str, *, max_length: int = 120) -> str:
+    """A valid case id made from a human name (``"Paris weather"`` -> ``"paris-weather"``)."""
+    text = unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode().lower()
+    text = re.sub(r"[^a-z0-9._]+", "-", text)
+    text = re.sub(r"\.{2,}", ".", text)
+    text = re.sub(r"-{2,}", "-", text)
+    text = re.sub(r"^[^a-z0-9]+", "", text)[:max_length]
+    text = re.sub(r"[^a-z0-9]+$", "", text)
+    if not text:
+        text = "case"
+    if text.split(".", 1)[0] in _RESERVED_STEMS:
+        text = f"{text}-case"
+    return validate_case_id(text)
+
+
+def validate_entrypoint(entrypoint: object) -> str | None:
+    """``None``, or a ``module.path:function`` string; anything else raises :class:`InvalidCase`."""
+    if entrypoint is None:
+        return None
+    if not isinstance(entrypoint, str) or not _ENTRYPOINT_RE.fullmatch(entrypoint):
+        raise InvalidCase(
+            f"invalid entrypoint {entrypoint!r}: expected 'module:function' (e.g. 'weather_agent:run')"
+        )
+    return entrypoint
+
+
+def normalise_tags(tags: Iterable[str]) -> tuple[str, ...]:
+    """Tags as a sorted tuple without duplicates; each is 1-64 characters, no spaces or commas."""
+    if isinstance(tags, (str, bytes)):
+        raise InvalidCase(f"tags must be a list of strings, not a single string ({tags!r})")
+    result = set()
+    for tag in tags:
+        if not isinstance(tag, str) or not _TAG_RE.fullmatch(tag):
+            raise InvalidCase(f"invalid tag {tag!r}: 1-64 characters without spaces or commas")
+        result.add(tag)
+    return tuple(sorted(result))
+
+
+def _check_name(name: object) -> str:
+    if not isinstance(name, str) or not name.strip():
+        raise InvalidCase(f"a case needs a non-empty name, got {name!r}")
+    return name
+
+
+def _check_ns(what: str, value: object) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise ValueError(
+            f"{what} must be a non-negative integer of Unix nanoseconds, got {value!r}"
+        )
+    return value
+
+
+def bundle_weight(bundle: Mapping[str, Any]) -> int:
+    """How many spans of its trace a bundle reflects (agent root, recorded calls, incomplete ones).
+
+    A trace's spans can arrive in several batches; the bundle with the larger weight is the more
+    complete recording of the same trace.
+    """
+    weight = 1 if isinstance(bundle.get("agent"), Mapping) else 0
+    for kind in ("tools", "llm"):
+        section = bundle.get(kind)
+        if isinstance(section, Mapping):
+            weight += sum(len(v) for v in section.values() if isinstance(v, (list, tuple)))
+    incomplete = bundle.get("incomplete")
+    if isinstance(incomplete, (list, tuple)):
+        weight += len(incomplete)
+    return weight
+
+
+@dataclass(frozen=True)
+class Recording:
+    """One production (or replayed) trace as the store keeps it.
+
+    ``input`` is the agent root's recorded input (``{"args": [...], "kwargs": {...}}``) or
+    ``None`` when the trace has none; ``replay_mode`` is set (``"recorded"``/``"lenient"``) when
+    the trace was made by a replay run.
+    """
+
+    trace_id: str
+    service: str
+    agent_name: str | None
+    started_at: int
+    status: str
+    input: Any
+    output: Any
+    bundle: dict[str, Any]
+    replay_mode: str | None = None
+    received_at: int = field(default_factory=now_ns)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.trace_id, str) or not _TRACE_ID_RE.fullmatch(self.trace_id):
+            raise ValueError(f"invalid trace id {self.trace_id!r}")
+        if self.status not in _STATUSES:
+            raise ValueError(f"status must be 'ok' or 'error', got {self.status!r}")
+        if not isinstance(self.bundle, Mapping):
+            raise ValueError("a recording's bundle must be a JSON object")
+        if not isinstance(self.bundle, dict):
+            object.__setattr__(self, "bundle", dict(self.bundle))
+        bundle_trace = self.bundle.get("trace_id")
+        if bundle_trace is not None and bundle_trace != self.trace_id:
+            raise ValueError(
+                f"recording {self.trace_id} carries the bundle of trace {bundle_trace}"
+            )
+        _check_ns("started_at", self.started_at)
+        _check_ns("received_at", self.received_at)
+
+    @classmethod
+    def from_bundle(cls, bundle: Mapping[str, Any], *, received_at: int | None = None) -> Recording:
+        """The recording of an extracted bundle (one with a ``trace_id``)."""
+        trace_id = bundle.get("trace_id")
+        if not isinstance(trace_id, str):
+            raise ValueError("only an extracted bundle (one with a 'trace_id') is a recording")
+        agent = bundle.get("agent")
+        agent = agent if isinstance(agent, Mapping) else {}
+        replay = bundle.get("replay")
+        mode = replay.get("mode") if isinstance(replay, Mapping) else None
+        started = bundle.get("started_at")
+        return cls(
+            trace_id=trace_id,
+            service=str(bundle.get("service") or UNKNOWN_SERVICE),
+            agent_name=agent.get("name") if isinstance(agent.get("name"), str) else None,
+            started_at=started if isinstance(started, int) and not isinstance(started, bool) else 0,
+            status="error" if "error" in agent else "ok",
+            input=agent.get("input"),
+            output=agent.get("output"),
+            bundle=dict(bundle),
+            replay_mode=str(mode) if mode is not None else None,
+            received_at=now_ns() if received_at is None else received_at,
+        )
+
+    @property
+    def weight(self) -> int:
+        """See :func:`bundle_weight`."""
+        return bundle_weight(self.bundle)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "trace_id": self.trace_id,
+            "service": self.service,
+            "agent_name": self.agent_name,
+            "started_at": self.started_at,
+            "status": self.status,
+            "input": self.input,
+            "output": self.output,
+            "bundle": self.bundle,
+            "replay_mode": self.replay_mode,
+            "received_at": self.received_at,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Recording:
+        try:
+            return cls(
+                trace_id=data["trace_id"],
+                service=data["service"],
+                agent_name=data.get("agent_name"),
+                started_at=data["started_at"],
+                status=data["status"],
+                input=data.get("input"),
+                output=data.get("output"),
+                bundle=data["bundle"],
+                replay_mode=data.get("replay_mode"),
+                received_at=data.get("received_at", 0),
+            )
+        except KeyError as exc:
+            raise ValueError(f"a recording needs {exc.args[0]!r}") from None
+
+
+@dataclass(frozen=True)
+class CaseVersion:
+    """One recorded version of a case: version 1 is the promotion, each recapture adds one."""
+
+    case_id: str
+    version: int
+    input: Any
+    expected_output: Any
+    bundle: dict[str, Any]
+    source_trace_id: str | None
+    created_at: int
+    note: str | None = None
+
+    def __post_init__(self) -> None:
+        validate_case_id(self.case_id)
+        if not isinstance(self.version, int) or isinstance(self.version, bool) or self.version < 1:
+            raise InvalidCase(
+                f"case {self.case_id}: version must be an integer from 1, got {self.version!r}"
+            )
+        if not isinstance(self.bundle, dict):
+            raise InvalidCase(
+                f"case {self.case_id} v{self.version}: the bundle must be a JSON object"
+            )
+        if self.note is not None and not isinstance(self.note, str):
+            raise InvalidCase(f"case {self.case_id} v{self.version}: note must be a string")
+        _check_ns("created_at", self.created_at)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The version without its ``case_id`` (the way a case file lists its history)."""
+        return {
+            "version": self.version,
+            "input": self.input,
+            "expected_output": self.expected_output,
+            "bundle": self.bundle,
+            "source_trace_id": self.source_trace_id,
+            "created_at": self.created_at,
+            "note": self.note,
+        }
+
+
+@dataclass(frozen=True)
+class Case:
+    """A regression case: a recorded run promoted to a test, replayed hermetically in CI.
+
+    ``input``, ``expected_output``, ``bundle`` and ``source_trace_id`` are those of the current
+    ``version``; :meth:`~tracely_sdk.store.Store.case_history` has every version.
+    """
+
+    id: str
+    name: str
+    entrypoint: str | None
+    input: Any
+    expected_output: Any
+    bundle: dict[str, Any]
+    source_trace_id: str | None
+    version: int
+    tags: tuple[str, ...]
+    created_at: int
+    updated_at: int
+
+    def __post_init__(self) -> None:
+        validate_case_id(self.id)
+        _check_name(self.name)
+        validate_entrypoint(self.entrypoint)
+        object.__setattr__(self, "tags", normalise_tags(self.tags))
+        if self.input is None:
+            raise InvalidCase(f"case {self.id} has no input: a case replays a recorded agent input")
+        if not isinstance(self.bundle, dict):
+            raise InvalidCase(f"case {self.id}: the bundle must be a JSON object")
+        if not isinstance(self.version, int) or isinstance(self.version, bool) or self.version < 1:
+            raise InvalidCase(
+                f"case {self.id}: version must be an integer from 1, got {self.version!r}"
+            )
+        _check_ns("created_at", self.created_at)
+        _check_ns("updated_at", self.updated_at)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "name": self.name,
+            "entrypoint": self.entrypoint,
+            "input": self.input,
+            "expected_output": self.expected_output,
+            "bundle": self.bundle,
+            "source_trace_id": self.source_trace_id,
+            "version": self.version,
+            "tags": list(self.tags),
+            "created_at": self.created_at,
+            "updated_at": self.updated_at,
+        }

@@ -1,0 +1,574 @@
+"""The SQL store, and SQLite as its embedded engine (the default: nothing to start).
+
+:class:`SQLStore` holds every query, written in the SQL that SQLite and PostgreSQL share and
+passed through a :class:`~tracely_sdk.store._migrations.Dialect`; a backend provides the
+connection. :class:`SQLiteStore` is that backend for a local file:
+
+- WAL journal, so readers never block the writer and many processes can share one file;
+- ``busy_timeout``, so a writer waits for another instead of failing at once;
+- every write in one ``BEGIN IMMEDIATE`` transaction, so two processes recording at once
+  never interleave a read-then-write;
+- foreign keys on; one connection per store object, guarded by a lock (safe to share between
+  threads), reopened transparently in a forked child;
+- migrations applied on open; a file from a newer tracely is refused untouched.
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from tracely_sdk.errors import NotFound, StoreError
+from tracely_sdk.store._base import Store, check_history, plan_promotion, plan_recapture
+from tracely_sdk.store._migrations import (
+    SQLITE,
+    Connection,
+    Dialect,
+    check_not_newer,
+    migrate,
+    schema_version,
+)
+from tracely_sdk.store._model import (
+    Case,
+    CaseVersion,
+    Recording,
+    bundle_weight,
+    dumps_json,
+    normalise_tags,
+    now_ns,
+    redact_url,
+    validate_entrypoint,
+)
+
+__all__ = ["SQLStore", "SQLiteStore"]
+
+_REC_COLUMNS = (
+    "trace_id, service, agent_name, started_at, status, input, output, bundle, replay_mode, "
+    "received_at"
+)
+_CASE_COLUMNS = (
+    "id, name, entrypoint, input, expected_output, bundle, source_trace_id, version, tags, "
+    "created_at, updated_at"
+)
+_VERSION_COLUMNS = (
+    "case_id, version, input, expected_output, bundle, source_trace_id, created_at, note"
+)
+
+
+def _j(value: Any) -> str | None:
+    return None if value is None else dumps_json(value)
+
+
+def _l(text: Any) -> Any:
+    if text is None:
+        return None
+    return orjson.loads(text)
+
+
+def _recording(row: Sequence[Any]) -> Recording:
+    return Recording(
+        trace_id=row[0],
+        service=row[1],
+        agent_name=row[2],
+        started_at=int(row[3]),
+        status=row[4],
+        input=_l(row[5]),
+        output=_l(row[6]),
+        bundle=_l(row[7]),
+        replay_mode=row[8],
+        received_at=int(row[9]),
+    )
+
+
+def _case(row: Sequence[Any]) -> Case:
+    return Case(
+        id=row[0],
+        name=row[1],
+        entrypoint=row[2],
+        input=_l(row[3]),
+        expected_output=_l(row[4]),
+        bundle=_l(row[5]),
+        source_trace_id=row[6],
+        version=int(row[7]),
+        tags=tuple(_l(row[8]) or ()),
+        created_at=int(row[9]),
+        updated_at=int(row[10]),
+    )
+
+
+def _version(row: Sequence[Any]) -> CaseVersion:
+    return CaseVersion(
+        case_id=row[0],
+        version=int(row[1]),
+        input=_l(row[2]),
+        expected_output=_l(row[3]),
+        bundle=_l(row[4]),
+        source_trace_id=row[5],
+        created_at=int(row[6]),
+        note=row[7],
+    )
+
+
+def _check_page(limit: int, offset: int) -> None:
+    for what, n in (("limit", limit), ("offset", offset)):
+        if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+            raise ValueError(f"{what} must be a non-negative integer, got {n!r}")
+
+
+class SQLStore(Store):
+    """Every store operation in portable SQL; a subclass supplies the connection.
+
+    Subclasses implement :meth:`_connect` (an autocommit DB-API connection whose schema is
+    up to date) and set :attr:`dialect` and :attr:`_db_errors` (the engine's exception base).
+    """
+
+    dialect: Dialect = SQLITE
+    _db_errors: tuple[type[BaseException], ...] = ()
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self._lock = threading.RLock()
+        self._conn: Any = None
+        self._pid = os.getpid()
+        self._closed = False
+        self._stale: list[Any] = []
+
+    # connection handling ------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def _connect(self) -> Connection:
+        """A new autocommit connection, migrated to the current schema."""
+
+    def _connection(self) -> Any:
+        if self._closed:
+            raise StoreError(f"the store {self.url} is closed")
+        if self._conn is None:
+            self._conn = self._connect()
+        return self._conn
+
+    def _check_fork(self) -> None:
+        if self._pid != os.getpid():
+            # A connection must not be used across fork(): the child opens its own. The parent's
+            # object is kept (never closed here) so the child does not touch its state.
+            self._pid = os.getpid()
+            self._lock = threading.RLock()
+            if self._conn is not None:
+                self._stale.append(self._conn)
+                self._conn = None
+
+    def _fail(self, exc: BaseException) -> StoreError:
+        return StoreError(f"store {redact_url(self.url)}: {exc}")
+
+    @contextmanager
+    def _tx(self, begin: str) -> Iterator[Any]:
+        self._check_fork()
+        with self._lock:
+            try:
+                conn = self._connection()
+                conn.execute(begin)
+            except self._db_errors as exc:
+                raise self._fail(exc) from exc
+            try:
+                yield conn
+            except BaseException as exc:
+                try:
+                    conn.execute("ROLLBACK")
+                except self._db_errors:
+                    pass
+                if isinstance(exc, self._db_errors):
+                    raise self._fail(exc) from exc
+                raise
+            try:
+                conn.execute("COMMIT")
+            except self._db_errors as exc:
+                try:
+                    conn.execute("ROLLBACK")
+                except self._db_errors:
+                    pass
+                raise self._fail(exc) from exc
+
+    def _write(self) -> Any:
+        return self._tx(self.dialect.begin_write)
+
+    def _read(self) -> Any:
+        return self._tx(self.dialect.begin_read)
+
+    def _q(self, statement: str) -> str:
+        return self.dialect.sql(statement)
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            conn, self._conn = self._conn, None
+            if conn is not None and self._pid == os.getpid():
+                try:
+                    conn.close()
+                except self._db_errors:
+                    pass
+
+    # recordings ---------------------------------------------------------------------------
+
+    def put_recording(self, recording: Recording) -> bool:
+        return self.put_recordings([recording])[0]
+
+    def put_recordings(self, recordings: Iterable[Recording]) -> list[bool]:
+        rows = [
+            (
+                r.trace_id,
+                r.service,
+                r.agent_name,
+                r.started_at,
+                r.status,
+                _j(r.input),
+                _j(r.output),
+                dumps_json(r.bundle),
+                r.replay_mode,
+                r.received_at,
+                bundle_weight(r.bundle),
+            )
+            for r in recordings
+        ]
+        if not rows:
+            return []
+        insert = self._q(
+            f"INSERT INTO recordings ({_REC_COLUMNS}, span_count) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (trace_id) DO NOTHING"
+        )
+        # Atomic on every engine without a row lock: only a bundle reflecting more spans wins,
+        # so the same content again (same span count) is never rewritten.
+        update = self._q(
+            "UPDATE recordings SET service = ?, agent_name = ?, started_at = ?, status = ?, "
+            "input = ?, output = ?, bundle = ?, replay_mode = ?, received_at = ?, span_count = ? "
+            "WHERE trace_id = ? AND span_count < ?"
+        )
+        results = []
+        with self._write() as conn:
+            for row in rows:
+                if conn.execute(insert, row).rowcount == 1:
+                    results.append(True)
+                    continue
+                cur = conn.execute(update, (*row[1:], row[0], row[-1]))
+                results.append(cur.rowcount == 1)
+        return results
+
+    def get_recording(self, trace_id: str) -> Recording:
+        with self._read() as conn:
+            row = conn.execute(
+                self._q(f"SELECT {_REC_COLUMNS} FROM recordings WHERE trace_id = ?"), (trace_id,)
+            ).fetchone()
+        if row is None:
+            raise NotFound(f"no recording of trace {trace_id!r} in {self.url}")
+        return _recording(row)
+
+    def list_recordings(
+        self,
+        limit: int = 50,
+        offset: int = 0,
+        service: str | None = None,
+        agent: str | None = None,
+    ) -> list[Recording]:
+        _check_page(limit, offset)
+        where, params = [], []
+        if service is not None:
+            where.append("service = ?")
+            params.append(service)
+        if agent is not None:
+            where.append("agent_name = ?")
+            params.append(agent)
+        sql = f"SELECT {_REC_COLUMNS} FROM recordings"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += " ORDER BY started_at DESC, trace_id DESC LIMIT ? OFFSET ?"
+        with self._read() as conn:
+            rows = conn.execute(self._q(sql), (*params, limit, offset)).fetchall()
+        return [_recording(r) for r in rows]
+
+    # cases --------------------------------------------------------------------------------
+
+    def _load_recording(self, conn: Any, trace_id: str) -> Recording:
+        row = conn.execute(
+            self._q(f"SELECT {_REC_COLUMNS} FROM recordings WHERE trace_id = ?"), (trace_id,)
+        ).fetchone()
+        if row is None:
+            raise NotFound(f"no recording of trace {trace_id!r} in {self.url}")
+        return _recording(row)
+
+    def _load_case(self, conn: Any, case_id: str) -> Case:
+        row = conn.execute(
+            self._q(f"SELECT {_CASE_COLUMNS} FROM cases WHERE id = ?"), (case_id,)
+        ).fetchone()
+        if row is None:
+            raise NotFound(f"no case {case_id!r} in {self.url}")
+        return _case(row)
+
+    def _case_exists(self, conn: Any, case_id: str) -> bool:
+        row = conn.execute(self._q("SELECT 1 FROM cases WHERE id = ?"), (case_id,)).fetchone()
+        return row is not None
+
+    def _insert_case(self, conn: Any, case: Case) -> None:
+        conn.execute(
+            self._q(
+                f"INSERT INTO cases ({_CASE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            ),
+            (
+                case.id,
+                case.name,
+                case.entrypoint,
+                dumps_json(case.input),
+                _j(case.expected_output),
+                dumps_json(case.bundle),
+                case.source_trace_id,
+                case.version,
+                dumps_json(list(case.tags)),
+                case.created_at,
+                case.updated_at,
+            ),
+        )
+        self._write_tags(conn, case)
+
+    def _write_tags(self, conn: Any, case: Case) -> None:
+        conn.execute(self._q("DELETE FROM case_tags WHERE case_id = ?"), (case.id,))
+        for tag in case.tags:
+            conn.execute(
+                self._q("INSERT INTO case_tags (case_id, tag) VALUES (?, ?)"), (case.id, tag)
+            )
+
+    def _insert_version(self, conn: Any, v: CaseVersion) -> None:
+        conn.execute(
+            self._q(
+                f"INSERT INTO case_versions ({_VERSION_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+            ),
+            (
+                v.case_id,
+                v.version,
+                dumps_json(v.input),
+                _j(v.expected_output),
+                dumps_json(v.bundle),
+                v.source_trace_id,
+                v.created_at,
+                v.note,
+            ),
+        )
+
+    def _delete_case(self, conn: Any, case_id: str) -> bool:
+        # Explicit rather than relying on ON DELETE CASCADE being enabled on every connection.
+        conn.execute(self._q("DELETE FROM case_tags WHERE case_id = ?"), (case_id,))
+        conn.execute(self._q("DELETE FROM case_versions WHERE case_id = ?"), (case_id,))
+        cur = conn.execute(self._q("DELETE FROM cases WHERE id = ?"), (case_id,))
+        return bool(cur.rowcount == 1)
+
+    def promote(
+        self,
+        trace_id: str,
+        *,
+        case_id: str | None = None,
+        name: str,
+        entrypoint: str | None = None,
+        tags: Iterable[str] = (),
+    ) -> Case:
+        tags = tuple(tags) if not isinstance(tags, (str, bytes)) else tags
+        with self._write() as conn:
+            recording = self._load_recording(conn, trace_id)
+            case, first = plan_promotion(
+                recording,
+                case_id=case_id,
+                name=name,
+                entrypoint=entrypoint,
+                tags=tags,
+                now=now_ns(),
+                exists=lambda cid: self._case_exists(conn, cid),
+            )
+            self._insert_case(conn, case)
+            self._insert_version(conn, first)
+        return case
+
+    def get_case(self, case_id: str) -> Case:
+        with self._read() as conn:
+            return self._load_case(conn, case_id)
+
+    def list_cases(self, tag: str | None = None) -> list[Case]:
+        cols = ", ".join(f"c.{c.strip()}" for c in _CASE_COLUMNS.split(","))
+        with self._read() as conn:
+            if tag is None:
+                rows = conn.execute(f"SELECT {cols} FROM cases c ORDER BY c.id").fetchall()
+            else:
+                rows = conn.execute(
+                    self._q(
+                        f"SELECT {cols} FROM cases c JOIN case_tags t ON t.case_id = c.id "
+                        "WHERE t.tag = ? ORDER BY c.id"
+                    ),
+                    (tag,),
+                ).fetchall()
+        return [_case(r) for r in rows]
+
+    def case_history(self, case_id: str) -> list[CaseVersion]:
+        with self._read() as conn:
+            if not self._case_exists(conn, case_id):
+                raise NotFound(f"no case {case_id!r} in {self.url}")
+            rows = conn.execute(
+                self._q(
+                    f"SELECT {_VERSION_COLUMNS} FROM case_versions WHERE case_id = ? ORDER BY version"
+                ),
+                (case_id,),
+            ).fetchall()
+        return [_version(r) for r in rows]
+
+    def recapture(self, case_id: str, trace_id: str, *, note: str | None = None) -> Case:
+        if note is not None and not isinstance(note, str):
+            raise ValueError("note must be a string")
+        with self._write() as conn:
+            case = self._load_case(conn, case_id)
+            recording = self._load_recording(conn, trace_id)
+            plan = plan_recapture(case, recording, note=note, now=now_ns())
+            if plan is None:
+                return case
+            new, version = plan
+            cur = conn.execute(
+                self._q(
+                    "UPDATE cases SET input = ?, expected_output = ?, bundle = ?, "
+                    "source_trace_id = ?, version = ?, updated_at = ? WHERE id = ? AND version = ?"
+                ),
+                (
+                    dumps_json(new.input),
+                    _j(new.expected_output),
+                    dumps_json(new.bundle),
+                    new.source_trace_id,
+                    new.version,
+                    new.updated_at,
+                    case.id,
+                    case.version,
+                ),
+            )
+            if cur.rowcount != 1:  # pragma: no cover - only reachable on an engine without locks
+                raise StoreError(f"case {case_id} changed during recapture; try again")
+            self._insert_version(conn, version)
+        return new
+
+    def update_case(
+        self,
+        case_id: str,
+        *,
+        name: str | None = None,
+        tags: Iterable[str] | None = None,
+        entrypoint: str | None = None,
+    ) -> Case:
+        changes: dict[str, Any] = {}
+        if name is not None:
+            changes["name"] = name
+        if tags is not None:
+            changes["tags"] = normalise_tags(tags)
+        if entrypoint is not None:
+            changes["entrypoint"] = validate_entrypoint(entrypoint or None)
+        with self._write() as conn:
+            case = self._load_case(conn, case_id)
+            if not changes:
+                return case
+            new = dataclasses.replace(case, **changes, updated_at=max(now_ns(), case.updated_at))
+            conn.execute(
+                self._q(
+                    "UPDATE cases SET name = ?, entrypoint = ?, tags = ?, updated_at = ? WHERE id = ?"
+                ),
+                (new.name, new.entrypoint, dumps_json(list(new.tags)), new.updated_at, case_id),
+            )
+            self._write_tags(conn, new)
+        return new
+
+    def delete_case(self, case_id: str) -> None:
+        with self._write() as conn:
+            if not self._delete_case(conn, case_id):
+                raise NotFound(f"no case {case_id!r} in {self.url}")
+
+    def put_case(self, case: Case, history: Sequence[CaseVersion]) -> Case:
+        ordered = check_history(case, history)
+        with self._write() as conn:
+            self._delete_case(conn, case.id)
+            self._insert_case(conn, case)
+            for v in ordered:
+                self._insert_version(conn, v)
+        return case
+
+
+class SQLiteStore(SQLStore):
+    """A store in one SQLite file (created, with its directory, on first use).
+
+    ``path`` may be ``":memory:"`` for a private in-memory store (gone when closed).
+    ``timeout`` is how long a write waits for another process's write to finish.
+    ``synchronous`` is SQLite's durability level: ``"FULL"`` (default) makes every committed
+    recording survive a power cut; ``"NORMAL"`` survives a crash of the application only.
+    """
+
+    dialect = SQLITE
+    _db_errors = (sqlite3.Error,)
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        timeout: float = 30.0,
+        synchronous: str = "FULL",
+        url: str | None = None,
+    ) -> None:
+        self.memory = str(path) == ":memory:"
+        self.path = Path(path).expanduser().absolute() if not self.memory else None
+        if synchronous.upper() not in ("OFF", "NORMAL", "FULL", "EXTRA"):
+            raise ValueError(f"synchronous must be OFF, NORMAL, FULL or EXTRA, not {synchronous!r}")
+        self.timeout = float(timeout)
+        self.synchronous = synchronous.upper()
+        super().__init__(url or ("sqlite::memory:" if self.memory else f"sqlite://{self.path}"))
+        with self._lock:
+            self._connection()  # open now: a bad path or a newer schema fails here, not later
+
+    def _connect(self) -> sqlite3.Connection:
+        target = ":memory:"
+        if self.path is not None:
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise StoreError(f"cannot create the directory for {self.url}: {exc}") from exc
+            target = str(self.path)
+        try:
+            conn = sqlite3.connect(
+                target, timeout=self.timeout, isolation_level=None, check_same_thread=False
+            )
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot open {self.url}: {exc}") from exc
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {int(self.timeout * 1000)}")
+            conn.execute("PRAGMA foreign_keys = ON")
+            # Refuse a newer schema before anything (even the journal mode) is changed.
+            check_not_newer(schema_version(conn, self.dialect), self.url)
+            if not self.memory:
+                self._set_wal(conn)
+            conn.execute(f"PRAGMA synchronous = {self.synchronous}")
+            migrate(conn, self.dialect, where=self.url)
+        except StoreError:
+            conn.close()
+            raise
+        except sqlite3.DatabaseError as exc:
+            conn.close()
+            raise StoreError(f"cannot use {self.url} as a tracely store: {exc}") from exc
+        return conn
+
+    def _set_wal(self, conn: sqlite3.Connection) -> None:
+        deadline = time.monotonic() + self.timeout
+        while True:
+            try:
+                mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+                break
+            except sqlite3.OperationalError:
+                # Another process is creating the same file; the journal mode needs a moment.
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.01)
+        if str(mode).lower() != "wal":
+            raise StoreError(f"{self.url}: SQLite refused WAL journal mode (got {mode!r})")

@@ -1,0 +1,629 @@
+"""Getting recordings into the store without ever slowing down or breaking the app.
+
+:class:`BackgroundWriter` takes recordings from the app's threads (``submit`` never blocks on
+the store and never raises) and writes them from one daemon thread. Nothing accepted is lost:
+
+- every batch is written ahead to a spool file (JSON Lines, fsync'd) *before* the store is
+  asked to store it, and that file is removed only after the store has committed it, so a
+  crash mid-write leaves the batch on disk;
+- while the store fails (down, locked, unreachable), batches are appended to the spool and the
+  store is retried with exponential backoff;
+- when the in-memory queue is full, ``submit`` appends the recording to the spool at once;
+- on start, a spool left by an earlier process (or a crash) is written first.
+
+A recording written twice (a retry after a crash between commit and cleanup) is stored once,
+because the store is idempotent by trace id. A line that cannot be read back, or a recording the
+store rejects as invalid, is moved to ``<spool>.rejected.jsonl`` beside the spool and logged,
+never retried forever and never silently dropped.
+
+Spool files::
+
+    <spool>                         appended to by submit() overflow and during an outage
+    <spool>.<pid>.<token>.claimed   a batch this writer is storing (removed once committed)
+    <spool>.lock                    serialises appends and claims between processes
+
+Each kind of failure is logged once (``logging.getLogger("tracely.store")``), then at DEBUG.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import hashlib
+import itertools
+import logging
+import os
+import random
+import secrets
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from pathlib import Path
+from typing import IO, Any
+
+import orjson
+
+from tracely_sdk.errors import StoreError
+from tracely_sdk.store._base import Store
+from tracely_sdk.store._files import tracely_dir
+from tracely_sdk.store._model import Recording
+
+try:  # POSIX: spool appends and claims are also exclusive between processes
+    import fcntl
+except ImportError:  # pragma: no cover - Windows: exclusive within the process only
+    fcntl = None  # type: ignore[assignment]
+
+__all__ = ["BackgroundWriter", "Spool"]
+
+log = logging.getLogger("tracely.store")
+
+_live_tokens: set[str] = set()  # writers alive in this process (their claimed files are owned)
+_STEAL_AFTER = 60.0  # a claimed file untouched this long is not being written by its owner
+
+
+def _fsync_dir(directory: Path) -> None:
+    if os.name != "posix":  # pragma: no cover
+        return
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:  # pragma: no cover
+        return
+    try:
+        os.fsync(fd)
+    except OSError:  # pragma: no cover
+        pass
+    finally:
+        os.close(fd)
+
+
+def _pid_alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OSError):
+        return True
+    return True
+
+
+class Spool:
+    """The on-disk JSON Lines spool of recordings not yet in the store."""
+
+    def __init__(self, path: str | os.PathLike[str], *, token: str | None = None) -> None:
+        self.path = Path(path)
+        self.token = token or secrets.token_hex(4)
+        self.rejected_path = self.path.with_name(self.path.name + ".rejected.jsonl")
+        self._lock_path = self.path.with_name(self.path.name + ".lock")
+        self._thread_lock = threading.Lock()
+        self._seq = itertools.count(1)
+
+    @contextlib.contextmanager
+    def locked(self) -> Iterator[None]:
+        with self._thread_lock:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            if fcntl is None:  # pragma: no cover
+                yield
+                return
+            with open(self._lock_path, "a+b") as lock:
+                fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+                try:
+                    yield
+                finally:
+                    fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
+
+    @staticmethod
+    def encode(recordings: Iterable[Recording]) -> bytes:
+        opt = orjson.OPT_NON_STR_KEYS
+        return b"".join(orjson.dumps(r.to_dict(), option=opt) + b"\n" for r in recordings)
+
+    @staticmethod
+    def _append_to(f: IO[bytes], data: bytes) -> None:
+        # A crash mid-append leaves a partial last line; start on a fresh line after it.
+        f.seek(0, os.SEEK_END)
+        if f.tell() > 0:
+            f.seek(-1, os.SEEK_END)
+            if f.read(1) != b"\n":
+                data = b"\n" + data
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+
+    def append(self, data: bytes) -> None:
+        """Append encoded lines to the spool and fsync them."""
+        if not data:
+            return
+        with self.locked():
+            created = not self.path.exists()
+            with open(self.path, "a+b") as f:
+                self._append_to(f, data)
+            if created:
+                _fsync_dir(self.path.parent)
+
+    def _claimed_name(self) -> Path:
+        return self.path.with_name(
+            f"{self.path.name}.{os.getpid()}.{self.token}-{next(self._seq)}.claimed"
+        )
+
+    def write_ahead(self, data: bytes) -> Path:
+        """A new claimed file holding ``data`` (fsync'd): the batch about to be stored."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        target = self._claimed_name()
+        with open(target, "xb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        _fsync_dir(self.path.parent)
+        return target
+
+    def claim(self) -> Path | None:
+        """Take the spool's current content as a claimed file of this writer (or None if empty)."""
+        with self.locked():
+            try:
+                if self.path.stat().st_size == 0:
+                    return None
+            except FileNotFoundError:
+                return None
+            target = self._claimed_name()
+            os.replace(self.path, target)
+            _fsync_dir(self.path.parent)
+            return target
+
+    def leftovers(self) -> list[Path]:
+        """Claimed files whose writer is gone (an earlier process, or a crash), taken over."""
+        prefix = self.path.name + "."
+        taken = []
+        try:
+            candidates = sorted(self.path.parent.glob(self.path.name + ".*.claimed"))
+        except OSError:  # pragma: no cover
+            return []
+        for path in candidates:
+            owner = path.name[len(prefix) : -len(".claimed")]
+            pid_text, _, token = owner.partition(".")
+            token = token.split("-", 1)[0]
+            try:
+                pid = int(pid_text)
+            except ValueError:
+                continue
+            owned = (pid == os.getpid() and token in _live_tokens) or (
+                pid != os.getpid() and _pid_alive(pid)
+            )
+            if owned:
+                try:
+                    if time.time() - path.stat().st_mtime < _STEAL_AFTER:
+                        continue
+                except OSError:
+                    continue
+            target = self._claimed_name()
+            try:
+                os.replace(path, target)
+            except OSError:
+                continue  # another writer took it first
+            taken.append(target)
+        return taken
+
+    def read(self, path: Path) -> Iterator[tuple[bytes, Recording | None]]:
+        """Each line of a claimed file with its recording (None for a line that is not one)."""
+        with open(path, "rb") as f:
+            for line in f:
+                line = line.strip()
+                if not line:
+                    continue
+                try:
+                    data = orjson.loads(line)
+                    rec = Recording.from_dict(data) if isinstance(data, Mapping) else None
+                except (orjson.JSONDecodeError, ValueError, TypeError):
+                    rec = None
+                yield line, rec
+
+    def reject(self, lines: Iterable[bytes]) -> None:
+        data = b"".join(line + b"\n" for line in lines)
+        if not data:
+            return
+        with self.locked(), open(self.rejected_path, "a+b") as f:
+            self._append_to(f, data)
+
+    def pending_size(self) -> int:
+        try:
+            return self.path.stat().st_size
+        except OSError:
+            return 0
+
+
+class BackgroundWriter:
+    """Write recordings to a store from a daemon thread; see the module docstring.
+
+    ``store_factory`` is called in the writer thread (again after repeated failures), so a store
+    that cannot even be opened is just another outage. Call :meth:`close` at exit (e.g.
+    ``atexit.register(writer.close)``); it is idempotent.
+    """
+
+    def __init__(
+        self,
+        store_factory: Callable[[], Store],
+        *,
+        max_queue: int = 1000,
+        spool_path: str | os.PathLike[str] | None = None,
+        batch_size: int = 500,
+        max_backoff: float = 30.0,
+        min_backoff: float = 0.1,
+    ) -> None:
+        if max_queue < 1:
+            raise ValueError("max_queue must be at least 1")
+        self._factory = store_factory
+        self._max_queue = max_queue
+        self._batch_size = max(1, batch_size)
+        self._min_backoff = min_backoff
+        self._max_backoff = max_backoff
+        self.spool = Spool(spool_path or tracely_dir() / "spool" / "recordings.jsonl")
+        self.stats: collections.Counter[str] = collections.Counter()
+        self._logged: set[str] = set()
+        self._closed = False
+        self._start()
+
+    # lifecycle ----------------------------------------------------------------------------
+
+    def _start(self) -> None:
+        self._pid = os.getpid()
+        self._cond = threading.Condition()
+        self._items: collections.deque[Recording] = collections.deque()
+        self._inflight = 0
+        self._pending: list[Path] = []
+        self._ahead: dict[Path, list[Recording]] = {}  # write-ahead files still held in memory
+        self._dirty = True  # the spool may hold records from before: look at it first
+        self._stop = False
+        self._hurry = False
+        self._failures = 0
+        self._next_try = 0.0
+        self._store: Store | None = None
+        _live_tokens.add(self.spool.token)
+        self._thread = threading.Thread(target=self._run, name="tracely-store-writer", daemon=True)
+        self._thread.start()
+
+    def _check_fork(self) -> None:
+        if self._pid != os.getpid():
+            # The thread did not survive fork(); the parent still owns its claimed files.
+            self.spool = Spool(self.spool.path)
+            self.stats = collections.Counter()
+            self._start()
+
+    def _once(self, kind: str, message: str, *args: Any, level: int = logging.WARNING) -> None:
+        if kind in self._logged:
+            log.debug(message, *args)
+        else:
+            self._logged.add(kind)
+            log.log(level, message, *args)
+
+    # the app's side -----------------------------------------------------------------------
+
+    def submit(self, recording: Recording | Mapping[str, Any]) -> None:
+        """Accept a recording (or an extracted bundle) for writing. Never blocks, never raises."""
+        try:
+            self._check_fork()
+            if not isinstance(recording, Recording):
+                recording = Recording.from_bundle(recording)
+            with self._cond:
+                if not self._closed and len(self._items) < self._max_queue:
+                    self._items.append(recording)
+                    self.stats["submitted"] += 1
+                    self._cond.notify()
+                    return
+            self.stats["submitted"] += 1
+            if self._closed:
+                self._once(
+                    "after-close",
+                    "recording %s submitted after close: spooled to %s",
+                    recording.trace_id,
+                    self.spool.path,
+                )
+            else:
+                self._once(
+                    "queue-full",
+                    "store writer queue is full (%d): spooling to %s",
+                    self._max_queue,
+                    self.spool.path,
+                )
+            self._spool([recording])
+        except Exception as exc:  # never let tracing break the app
+            self.stats["dropped"] += 1
+            self._once(
+                "submit", "tracely could not accept a recording: %s", exc, level=logging.ERROR
+            )
+
+    def _spool(self, recordings: list[Recording]) -> None:
+        try:
+            self.spool.append(Spool.encode(recordings))
+        except (OSError, TypeError, ValueError) as exc:
+            self.stats["dropped"] += len(recordings)
+            self._once(
+                "spool-write",
+                "cannot write the spool %s, %d recording(s) lost: %s",
+                self.spool.path,
+                len(recordings),
+                exc,
+                level=logging.ERROR,
+            )
+            return
+        self.stats["spooled"] += len(recordings)
+        with self._cond:
+            self._dirty = True
+            self._cond.notify()
+
+    def _drained(self) -> bool:
+        return not self._items and self._inflight == 0 and not self._pending and not self._dirty
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until everything accepted so far is in the store; False if ``timeout`` ran out.
+
+        During an outage the store is retried right away rather than after the backoff.
+        """
+        self._check_fork()
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._cond:
+            self._hurry = True
+            self._cond.notify_all()
+            try:
+                while not self._drained():
+                    if not self._thread.is_alive():
+                        return False
+                    remaining = None if deadline is None else deadline - time.monotonic()
+                    if remaining is not None and remaining <= 0:
+                        return False
+                    self._cond.wait(0.1 if remaining is None else min(remaining, 0.1))
+                return True
+            finally:
+                self._hurry = False
+
+    def close(self, timeout: float | None = 5.0) -> bool:
+        """Drain (as :meth:`flush`), stop the thread and close the store. Idempotent.
+
+        Returns True if everything reached the store; otherwise what is left stays in the spool
+        for the next writer.
+        """
+        if self._pid != os.getpid():
+            return True
+        with self._cond:
+            if self._closed and not self._thread.is_alive():
+                return self._drained()
+            self._closed = True
+        start = time.monotonic()
+        ok = self.flush(timeout)
+        with self._cond:
+            self._stop = True
+            self._cond.notify_all()
+        remaining = None if timeout is None else max(0.0, timeout - (time.monotonic() - start))
+        self._thread.join(0.5 if remaining is None else max(remaining, 0.05))
+        with self._cond:
+            left = list(self._items)
+            self._items.clear()
+        if left:  # the thread is stuck in a store call: keep the rest on disk
+            self._spool(left)
+            ok = False
+        if not self._thread.is_alive():
+            self._close_store()
+            _live_tokens.discard(self.spool.token)
+        return ok and self._drained()
+
+    # the writer thread --------------------------------------------------------------------
+
+    def _close_store(self) -> None:
+        store, self._store = self._store, None
+        if store is not None:
+            try:
+                store.close()
+            except Exception:
+                pass
+
+    def _backoff(self) -> float:
+        delay = min(self._max_backoff, self._min_backoff * float(2 ** min(self._failures - 1, 30)))
+        return delay * random.uniform(0.8, 1.2)
+
+    def _run(self) -> None:
+        try:
+            leftovers = self.spool.leftovers()
+            with self._cond:
+                self._pending[:0] = leftovers
+            while True:
+                with self._cond:
+                    while True:
+                        now = time.monotonic()
+                        due = (self._pending or self._dirty) and (
+                            self._hurry or now >= self._next_try
+                        )
+                        if self._items or due or self._stop:
+                            break
+                        wait = None
+                        if self._pending or self._dirty:
+                            wait = max(0.0, self._next_try - now)
+                        self._cond.wait(wait)
+                    if (
+                        self._stop
+                        and not self._items
+                        and (not due or (self._failures and not self._hurry))
+                    ):
+                        return
+                    batch = [
+                        self._items.popleft()
+                        for _ in range(min(len(self._items), self._batch_size))
+                    ]
+                    self._inflight = len(batch)
+                    hurry, self._hurry = self._hurry, False
+                self._step(batch, hurry)
+        except BaseException as exc:  # pragma: no cover - a bug; keep what we hold on disk
+            self._once("thread", "tracely store writer stopped: %s", exc, level=logging.ERROR)
+            with self._cond:
+                left = list(self._items)
+                self._items.clear()
+            self._spool(left)
+        finally:
+            with self._cond:
+                self._inflight = 0
+                self._cond.notify_all()
+
+    def _step(self, batch: list[Recording], hurry: bool) -> None:
+        now = time.monotonic()
+        healthy = self._failures == 0
+        if batch:
+            try:
+                data = Spool.encode(batch)
+            except (TypeError, ValueError) as exc:
+                data = b""
+                self.stats["dropped"] += len(batch)
+                self._once(
+                    "encode",
+                    "recording cannot be encoded as JSON, dropped: %s",
+                    exc,
+                    level=logging.ERROR,
+                )
+            try:
+                if data and healthy:
+                    claimed = self.spool.write_ahead(data)
+                    with self._cond:
+                        self._ahead[claimed] = batch
+                        self._pending.append(claimed)
+                elif data:
+                    self.spool.append(data)
+                    self.stats["spooled"] += len(batch)
+                    with self._cond:
+                        self._dirty = True
+            except OSError as exc:
+                self._once(
+                    "spool-write",
+                    "cannot write the spool %s: %s; writing directly",
+                    self.spool.path,
+                    exc,
+                    level=logging.ERROR,
+                )
+                if not self._write_direct(batch):
+                    self.stats["dropped"] += len(batch)
+            with self._cond:
+                self._inflight = 0
+        if not (healthy or hurry or now >= self._next_try):
+            return
+        if not (self._pending or self._dirty):
+            return
+        try:
+            self._drain()
+        except Exception as exc:
+            self._failures += 1
+            self.stats["failures"] += 1
+            self._next_try = time.monotonic() + self._backoff()
+            self._once(
+                f"store:{type(exc).__name__}",
+                "tracely store unavailable (%s: %s); recordings are kept in %s and retried",
+                type(exc).__name__,
+                exc,
+                self.spool.path,
+            )
+            if self._failures % 3 == 0:
+                self._close_store()  # reopen on a later attempt
+        else:
+            if self._failures:
+                self._once(
+                    "recovered",
+                    "tracely store available again; spooled recordings written",
+                    level=logging.INFO,
+                )
+            self._failures = 0
+        finally:
+            with self._cond:
+                self._cond.notify_all()
+
+    def _write_direct(self, batch: list[Recording]) -> bool:
+        try:
+            self._put([(None, r) for r in batch])
+        except Exception:
+            return False
+        return True
+
+    def _get_store(self) -> Store:
+        if self._store is None:
+            self._store = self._factory()
+        return self._store
+
+    def _put(self, chunk: list[tuple[bytes | None, Recording]]) -> None:
+        store = self._get_store()
+        try:
+            written = store.put_recordings([r for _, r in chunk])
+        except (ValueError, TypeError) as exc:
+            if isinstance(exc, StoreError):
+                raise
+            if len(chunk) == 1:  # the store says this recording is invalid: set it aside
+                line, rec = chunk[0]
+                self.spool.reject([line if line is not None else Spool.encode([rec]).rstrip()])
+                self.stats["rejected"] += 1
+                self._once(
+                    "rejected",
+                    "the store rejected recording %s (%s); kept in %s",
+                    chunk[0][1].trace_id,
+                    exc,
+                    self.spool.rejected_path,
+                    level=logging.ERROR,
+                )
+                return
+            for one in chunk:
+                self._put([one])
+            return
+        self.stats["written"] += sum(written)
+
+    def _drain(self) -> None:
+        with self._cond:
+            dirty, self._dirty = self._dirty, False
+        claimed = None
+        if dirty:
+            try:
+                claimed = self.spool.claim()
+            except BaseException:
+                with self._cond:
+                    self._dirty = True
+                raise
+        with self._cond:
+            if claimed is not None:
+                self._pending.append(claimed)
+            pending = list(self._pending)
+        for path in pending:
+            self._store_file(path)
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+            with self._cond:
+                self._pending.remove(path)
+                self._ahead.pop(path, None)
+
+    def _store_file(self, path: Path) -> None:
+        held = self._ahead.get(path)
+        if held is not None:  # just written ahead by this writer: no need to read it back
+            for i in range(0, len(held), self._batch_size):
+                self._put([(None, r) for r in held[i : i + self._batch_size]])
+            return
+        seen: set[bytes] = set()
+        chunk: list[tuple[bytes | None, Recording]] = []
+        bad: list[bytes] = []
+        try:
+            lines = self.spool.read(path)
+            for line, rec in lines:
+                digest = hashlib.blake2b(line, digest_size=16).digest()
+                if digest in seen:  # the same line twice (a retried append): store it once
+                    continue
+                seen.add(digest)
+                if rec is None:
+                    bad.append(line)
+                    continue
+                chunk.append((line, rec))
+                if len(chunk) >= self._batch_size:
+                    self._put(chunk)
+                    chunk = []
+        except FileNotFoundError:
+            return  # another writer took it over and stores it
+        if chunk:
+            self._put(chunk)
+        if bad:
+            self.spool.reject(bad)
+            self.stats["rejected"] += len(bad)
+            self._once(
+                "spool-corrupt",
+                "%d unreadable line(s) in the spool moved to %s",
+                len(bad),
+                self.spool.rejected_path,
+                level=logging.ERROR,
+            )
