@@ -30,6 +30,12 @@ def value_digest(text: str) -> list[Any]:
     return [len(text), format(zlib.crc32(text.encode("utf-8", "surrogatepass")), "08x")]
 
 
+def _digest_matches(value: str, expected: Any, in_process: bool) -> bool:
+    if in_process:
+        return isinstance(expected, list) and bool(expected) and expected[0] == len(value)
+    return value_digest(value) == expected
+
+
 @dataclass(slots=True)
 class ExtractedCall:
     """A replayable call read from a span: ``entry`` is a bundle entry without ``seq``."""
@@ -78,7 +84,11 @@ _MISSING: Any = object()
 
 
 def _check_digest(span: SpanRecord) -> str | None:
-    """Why the span's recorded values cannot be trusted, or None when they check out."""
+    """Why the span's recorded values cannot be trusted, or None when they check out.
+
+    In process, the SDK's limits can only shorten or drop a value, so its length decides; a
+    span that crossed the wire (a collector's processors may rewrite attributes) is hashed too.
+    """
     attrs = span.attributes
     raw = attrs.get(A.DIGEST)
     if not isinstance(raw, str):
@@ -106,7 +116,7 @@ def _check_digest(span: SpanRecord) -> str | None:
                 f"{key} was recorded but is missing from the span (evicted by the attribute "
                 "count limit; raise OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT)"
             )
-        if not isinstance(value, str) or value_digest(value) != expected:
+        if not isinstance(value, str) or not _digest_matches(value, expected, span.in_process):
             length = len(value) if isinstance(value, str) else "?"
             return (
                 f"{key} does not match its recorded length/hash ({length} chars, recorded "

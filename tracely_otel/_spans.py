@@ -20,9 +20,13 @@ class SpanEvent:
     attributes: Mapping[str, AttributeValue] = field(default_factory=dict)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class SpanRecord:
-    """One finished span. Ids are lowercase hex (32 chars for a trace, 16 for a span)."""
+    """One finished span. Ids are lowercase hex (32 chars for a trace, 16 for a span).
+
+    Treat it as read-only. It is not frozen because one is built for every finished span and a
+    frozen dataclass costs several times more to construct.
+    """
 
     trace_id: str
     span_id: str
@@ -39,6 +43,7 @@ class SpanRecord:
     scope_name: str = ""
     parent_is_remote: bool = False
     kind: str = "INTERNAL"  # "INTERNAL" | "SERVER" | "CLIENT" | "PRODUCER" | "CONSUMER"
+    in_process: bool = False  # read from this process's SDK, not decoded from the wire
 
     @property
     def is_root(self) -> bool:
@@ -65,36 +70,37 @@ def _plain(attributes: Any) -> Mapping[str, Any]:
 
 def record_from_readable(span: Any) -> SpanRecord:
     """Convert an OpenTelemetry SDK ``ReadableSpan`` into a :class:`SpanRecord`."""
-    ctx = span.context
-    parent = span.parent
-    resource = getattr(span, "resource", None)
-    scope = getattr(span, "instrumentation_scope", None)
-    status = span.status
-    raw_events = getattr(span, "_events", None)
-    if raw_events is None:
-        raw_events = span.events
-    events = (
-        tuple(SpanEvent(e.name, e.timestamp or 0, _plain(e.attributes)) for e in raw_events)
-        if raw_events
-        else ()
-    )
-    attributes = getattr(span, "_attributes", None)
-    if attributes is None:
-        attributes = span.attributes
+    # The SDK's public properties copy and wrap on every access; this runs once per finished
+    # span, so read the (immutable once ended) fields directly, falling back to the properties
+    # for span classes that do not have them.
+    fields = getattr(span, "__dict__", {})
+    ctx = fields.get("_context") or span.context
+    parent = fields["_parent"] if "_parent" in fields else span.parent  # noqa: SIM401 (lazy)
+    resource = fields.get("_resource") or getattr(span, "resource", None)
+    scope = fields.get("_instrumentation_scope") or getattr(span, "instrumentation_scope", None)
+    status = fields.get("_status") or span.status
+    raw_events = fields["_events"] if "_events" in fields else span.events  # noqa: SIM401
+    attributes = fields["_attributes"] if "_attributes" in fields else span.attributes  # noqa: SIM401
+    kind = fields.get("_kind") or span.kind
     return SpanRecord(
         trace_id=format(ctx.trace_id, "032x"),
         span_id=format(ctx.span_id, "016x"),
         parent_span_id=format(parent.span_id, "016x") if parent is not None else None,
-        name=span.name,
-        start_time_unix_nano=span.start_time or 0,
-        end_time_unix_nano=span.end_time or 0,
+        name=fields.get("_name") or span.name,
+        start_time_unix_nano=(fields.get("_start_time") or span.start_time) or 0,
+        end_time_unix_nano=(fields.get("_end_time") or span.end_time) or 0,
         attributes=_plain(attributes),
         status_code=_status_name(status.status_code),
         status_message=status.description or "",
-        events=events,
-        dropped_attributes_count=int(getattr(span, "dropped_attributes", 0) or 0),
+        events=(
+            tuple(SpanEvent(e.name, e.timestamp or 0, _plain(e.attributes)) for e in raw_events)
+            if raw_events
+            else ()
+        ),
+        dropped_attributes_count=getattr(attributes, "dropped", 0) or 0,
         resource=_plain(resource.attributes) if resource is not None else {},
         scope_name=scope.name if scope is not None else "",
         parent_is_remote=bool(parent is not None and parent.is_remote),
-        kind=_status_name(span.kind) if span.kind is not None else "INTERNAL",
+        kind=_status_name(kind) if kind is not None else "INTERNAL",
+        in_process=True,
     )

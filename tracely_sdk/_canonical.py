@@ -19,7 +19,7 @@ from tracely_sdk._types import dumps
 _MAX_DEPTH = 64
 # In compact JSON text, a quote directly followed by (whitespace and) a bracket can only open a
 # string that itself holds JSON; without one, parsing the text is the canonical form already.
-_NESTED_JSON = re.compile(r'"\s*[\[{]')
+_NESTED_JSON = re.compile(rb'"\s*[\[{]')
 
 
 def _normalise(value: Any, depth: int) -> Any:
@@ -45,9 +45,16 @@ def canonical(value: Any) -> Any:
     """``value`` as a JSON-compatible structure in canonical form."""
     if value is None or isinstance(value, (bool, int, float)):
         return value
-    if not isinstance(value, str):
-        # Through the recording encoder, so a live value compares the way it was recorded.
-        value = orjson.loads(dumps(value))
+    if isinstance(value, str):
+        return _normalise(value, 0)
+    # Through the recording encoder, so a live value compares the way it was recorded.
+    return _from_text(dumps(value))
+
+
+def _from_text(text: bytes) -> Any:
+    value = orjson.loads(text)
+    if _NESTED_JSON.search(text) is None:
+        return value  # parsed compact JSON without JSON inside strings is canonical already
     return _normalise(value, 0)
 
 
@@ -63,7 +70,4 @@ def canonical_equal(a: Any, b: Any) -> bool:
 
 def canonical_json_text(text: str) -> bytes:
     """:func:`canonical_json` of the value that compact JSON ``text`` holds (one parse)."""
-    value = orjson.loads(text)
-    if _NESTED_JSON.search(text) is not None:
-        value = _normalise(value, 0)
-    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+    return orjson.dumps(_from_text(text.encode()), option=orjson.OPT_SORT_KEYS)

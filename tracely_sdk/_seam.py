@@ -200,32 +200,26 @@ class Call:
         assert self.decision is not None and self.decision.match is not None
         entry = self.decision.match.entry
         raw = entry.raw
-        digest: dict[str, Any] = {}
-        for key in (A.ARGS, A.INPUT):
-            if key in self._attrs:
-                digest[key] = value_digest(self._attrs[key])
+        self._done = True
+        out: dict[str, Any] = {}
         usage = raw.get("usage")
         if usage is not None:
-            self._set_usage(usage, digest)
+            self._usage_attrs(usage, out)
         error = entry.error
         if error is not None:
-            text = orjson.dumps(dict(error)).decode()
-            self._set_error_attrs(text, str(error.get("type")), str(error.get("message")), digest)
-            self._done = True
-            self._finish_digest(digest)
+            type_name, message = str(error.get("type")), str(error.get("message"))
+            self._error_attrs(orjson.dumps(dict(error)).decode(), type_name, message, out)
+            self._flush(out)
             if self.codec is not None:
                 self.codec.raise_error(error, self.label)
             cls = ToolError if self.kind == A.KIND_TOOL else LLMError
-            raise cls(self.label, str(error.get("type")), str(error.get("message")))
+            raise cls(self.label, type_name, message)
         assert entry.output_json is not None
-        text = entry.output_json.decode()
-        self.span.set_attribute(A.OUTPUT, text)
-        digest[A.OUTPUT] = value_digest(text)
+        out[A.OUTPUT] = entry.output_json.decode()
         tag = raw.get("output_type")
         if isinstance(tag, str):
-            self.span.set_attribute(A.OUTPUT_TYPE, tag)
-        self._finish_digest(digest)
-        self._done = True
+            out[A.OUTPUT_TYPE] = tag
+        self._flush(out)
         output = orjson.loads(entry.output_json)  # a fresh copy: the agent may mutate it
         try:
             if self.codec is not None:
@@ -281,27 +275,21 @@ class Call:
             return result
         self._done = True
         try:
-            digest: dict[str, Any] = {}
-            for key in (A.ARGS, A.INPUT):
-                if key in self._attrs:
-                    digest[key] = value_digest(self._attrs[key])
             if self.codec is not None:
                 value, tag = self.codec.record(result)
             else:
                 value, tag = result, None
             encoded = _Encoded(value)
             tag = tag or encoded.tag
-            span = self.span
-            span.set_attribute(A.OUTPUT, encoded.json)
-            digest[A.OUTPUT] = value_digest(encoded.json)
+            out: dict[str, Any] = {A.OUTPUT: encoded.json}
             if tag:
-                span.set_attribute(A.OUTPUT_TYPE, tag)
+                out[A.OUTPUT_TYPE] = tag
             if encoded.unserialisable:
-                span.set_attribute(A.UNSERIALISABLE, A.OUTPUT)
+                out[A.UNSERIALISABLE] = A.OUTPUT
             usage = self.usage(result) if callable(self.usage) else self.usage
             if usage is not None:
-                self._set_usage(usage, digest)
-            self._finish_digest(digest)
+                self._usage_attrs(usage, out)
+            self._flush(out)
         except Exception:
             _warn_once(
                 "record", "tracely: could not record the output of %s", self.label, exc_info=True
@@ -314,15 +302,12 @@ class Call:
             return
         self._done = True
         try:
-            digest: dict[str, Any] = {}
-            for key in (A.ARGS, A.INPUT):
-                if key in self._attrs:
-                    digest[key] = value_digest(self._attrs[key])
             record = self.codec.record_error(exc) if self.codec is not None else _error_record(exc)
             text = _redact.redact(orjson.dumps(record, default=str).decode())
-            self._set_error_attrs(text, str(record.get("type")), str(record.get("message")), digest)
+            out: dict[str, Any] = {}
+            self._error_attrs(text, str(record.get("type")), str(record.get("message")), out)
             self.span.record_exception(exc)
-            self._finish_digest(digest)
+            self._flush(out)
         except Exception:
             _warn_once(
                 "record-error",
@@ -333,7 +318,7 @@ class Call:
 
     # -- span bookkeeping ----------------------------------------------------------------
 
-    def _set_usage(self, usage: Any, digest: dict[str, Any]) -> None:
+    def _usage_attrs(self, usage: Any, out: dict[str, Any]) -> None:
         try:
             tokens_in, tokens_out = (int(usage[0]), int(usage[1]))
         except (TypeError, ValueError, IndexError, KeyError):
@@ -341,27 +326,28 @@ class Call:
                 "usage", "tracely: usage for %s must be (input_tokens, output_tokens)", self.label
             )
             return
-        text = f"[{tokens_in},{tokens_out}]"
-        self.span.set_attributes(
-            {
-                A.USAGE: text,
-                A.GEN_AI_USAGE_INPUT_TOKENS: tokens_in,
-                A.GEN_AI_USAGE_OUTPUT_TOKENS: tokens_out,
-            }
-        )
-        digest[A.USAGE] = value_digest(text)
+        out[A.USAGE] = f"[{tokens_in},{tokens_out}]"
+        out[A.GEN_AI_USAGE_INPUT_TOKENS] = tokens_in
+        out[A.GEN_AI_USAGE_OUTPUT_TOKENS] = tokens_out
 
-    def _set_error_attrs(
-        self, text: str, type_name: str, message: str, digest: dict[str, Any]
-    ) -> None:
-        self.span.set_attributes({A.ERROR: text, A.ERROR_TYPE: type_name})
+    def _error_attrs(self, text: str, type_name: str, message: str, out: dict[str, Any]) -> None:
+        out[A.ERROR] = text
+        out[A.ERROR_TYPE] = type_name
         self.span.set_status(Status(StatusCode.ERROR, f"{type_name}: {message}"))
-        digest[A.ERROR] = value_digest(text)
 
-    def _finish_digest(self, digest: dict[str, Any]) -> None:
-        # Set last (tracely.kind again) so that a span over the attribute count limit evicts
-        # the recorded values first: the extractor then sees what is missing and refuses it.
-        self.span.set_attributes({A.DIGEST: orjson.dumps(digest).decode(), A.KIND: self.kind})
+    def _flush(self, out: dict[str, Any]) -> None:
+        """Set the call's closing attributes at once, the integrity digest last."""
+        attrs = self._attrs
+        digest = {}
+        for key in A.DIGESTED:
+            text = out.get(key) or attrs.get(key)
+            if text is not None:
+                digest[key] = value_digest(text)
+        out[A.DIGEST] = orjson.dumps(digest).decode()
+        # tracely.kind again, last: a span over the attribute count limit then evicts the
+        # recorded values first, and the extractor sees what is missing and refuses the call.
+        out[A.KIND] = self.kind
+        self.span.set_attributes(out)
 
     def end(self) -> None:
         """End the span (idempotent)."""

@@ -1197,6 +1197,36 @@ def _top_annotation(tp: Any, tag: str) -> Any:
     return tp
 
 
+_PLAIN_CONTAINERS: Final = (dict, list, cabc.Mapping, cabc.MutableMapping, cabc.Sequence)
+_ANY_LEAVES: Final = (Any, object)
+
+
+@functools.lru_cache(maxsize=1024)
+def _plain_annotation(annotation: Any) -> type | None:
+    """The JSON container type an annotation asks for when rebuilding it could only return the
+    JSON value itself (``dict[str, Any]``, ``list[Any]``, ``dict``...), else None."""
+    if annotation in (dict, list):
+        return annotation  # type: ignore[no-any-return]
+    origin = typing.get_origin(annotation)
+    if origin not in _PLAIN_CONTAINERS:
+        return None
+    args = typing.get_args(annotation)
+    is_map = origin in (dict, cabc.Mapping, cabc.MutableMapping)
+    if is_map and args and args[0] is str:
+        args = args[1:]  # JSON keys are strings already
+    if not all(a in _ANY_LEAVES for a in args):
+        return None
+    return dict if is_map else list
+
+
+def _is_plain_json(annotation: Any, value: Any) -> bool:
+    try:
+        container = _plain_annotation(annotation)
+    except TypeError:  # an unhashable annotation: take the general path
+        return False
+    return container is not None and type(value) is container
+
+
 def rebuild(value: Any, *, type_tag: str | None = None, annotation: Any = NO_ANNOTATION) -> Any:
     """Turn a recorded JSON value back into the type the live call returned.
 
@@ -1205,7 +1235,7 @@ def rebuild(value: Any, *, type_tag: str | None = None, annotation: Any = NO_ANN
     tags applies; a class tag gives the plain JSON back. A value holding an unserialisable
     marker is returned untouched.
     """
-    if type_tag is None and annotation is NO_ANNOTATION:
+    if type_tag is None and (annotation is NO_ANNOTATION or _is_plain_json(annotation, value)):
         return value  # the common case, on every replayed call: plain JSON stays plain JSON
     if _contains_marker(value):
         return value

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
 from opentelemetry import context, trace
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
 
-from tracely_otel import FixtureSpanProcessor
+from tracely_otel import FixtureSpanProcessor, value_digest
 from tracely_otel import attributes as A
 
 
@@ -19,7 +20,8 @@ def _provider(processor: FixtureSpanProcessor) -> trace.Tracer:
 
 
 def _tool_attrs(name: str) -> dict[str, Any]:
-    return {A.KIND: "tool", A.NAME: name, A.OUTPUT: "1", A.DIGEST: '{"tracely.output": [1, "6b86b273ff34fce1"]}'}
+    digest = {A.OUTPUT: value_digest("1")}
+    return {A.KIND: "tool", A.NAME: name, A.OUTPUT: "1", A.DIGEST: orjson.dumps(digest).decode()}
 
 
 def test_bundle_delivered_when_the_root_ends() -> None:
@@ -29,7 +31,7 @@ def test_bundle_delivered_when_the_root_ends() -> None:
         with tracer.start_as_current_span("execute_tool t", attributes=_tool_attrs("t")):
             pass
         assert got == []
-    (trace_id, bundle), = got
+    ((trace_id, bundle),) = got
     assert trace_id == format(root.get_span_context().trace_id, "032x")
     assert bundle["tools"]["t"][0]["output"] == 1
 
