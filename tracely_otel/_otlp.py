@@ -115,7 +115,7 @@ _MISSING: Final = _Missing()
 class OTLPDecodeError(ValueError):
     """The payload is not trace data in any accepted format.
 
-    ``path`` names the offending field (``resourceSpans[0].scopeSpans[1].spans[3] (span "x")
+    ``path`` names the offending field (``resourceSpans[0].scopeSpans[1].spans[3] (span 'x')
     .traceId``), ``problem`` says what is wrong with it.
     """
 
@@ -123,6 +123,9 @@ class OTLPDecodeError(ValueError):
         self.problem = problem
         self.path = path
         super().__init__(self._message())
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.problem, self.path))
 
     def _message(self) -> str:
         where = f"{self.path}: " if self.path else ""
@@ -146,6 +149,9 @@ class PayloadTooLarge(OTLPDecodeError):
     def __init__(self, limit: int, path: str = "gzip body") -> None:
         self.limit = limit
         super().__init__(f"decompresses to more than {limit} bytes (payload too large)", path)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.limit, self.path))
 
 
 _P = TypeVar("_P")
@@ -269,11 +275,11 @@ def _pb_value(value: AnyValue, depth: int, plain: bool) -> Any:
         return items if plain else tuple(items)
     if which == "kvlist_value":
         obj: dict[str, Any] = {}
-        for kv in value.kvlist_value.values:
+        for index, kv in enumerate(value.kvlist_value.values):
             try:
                 obj[kv.key] = _pb_value(kv.value, depth + 1, True)
             except OTLPDecodeError as error:
-                raise error._within(f"kvlistValue[{kv.key!r}]") from None
+                raise error._within(f"kvlistValue.values[{index}][{kv.key!r}]") from None
         return obj if plain else _json_text(obj)
     raise OTLPDecodeError(f"unknown AnyValue field {which!r}")
 
