@@ -43,7 +43,8 @@ class SpanRecord:
     scope_name: str = ""
     parent_is_remote: bool = False
     kind: str = "INTERNAL"  # "INTERNAL" | "SERVER" | "CLIENT" | "PRODUCER" | "CONSUMER"
-    in_process: bool = False  # read from this process's SDK, not decoded from the wire
+    # Where it was read from (this process's SDK, or decoded from the wire); not part of equality.
+    in_process: bool = field(default=False, compare=False)
 
     @property
     def is_root(self) -> bool:
