@@ -49,6 +49,17 @@ def _store_sink(url: str | None) -> BundleCallback:
         return record
 
 
+def store_sink_from_settings() -> BundleCallback | None:
+    """The store writer's callback per ``TRACELY_STORE``/``TRACELY_RECORD`` (None: not recording).
+
+    Registered under the ``tracely_bundle_sinks`` entry point, so ``opentelemetry-instrument``
+    records into the store exactly as ``init()`` does.
+    """
+    if not resolve("record"):
+        return None
+    return _store_sink(resolve("store"))
+
+
 def init(
     *,
     service_name: str | None = None,
