@@ -32,8 +32,8 @@ def value_digest(text: str) -> list[Any]:
 
 def _digest_matches(value: str, expected: Any, in_process: bool) -> bool:
     if in_process:
-        return isinstance(expected, list) and bool(expected) and expected[0] == len(value)
-    return value_digest(value) == expected
+        return isinstance(expected, list) and bool(expected) and bool(expected[0] == len(value))
+    return bool(value_digest(value) == expected)
 
 
 @dataclass(slots=True)
