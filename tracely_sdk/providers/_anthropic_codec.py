@@ -1,0 +1,641 @@
+"""Recorded JSON to and from Anthropic SDK objects: pure functions, with no patching and no network.
+
+Importing this module imports neither ``anthropic`` nor ``httpx2``; each function imports what it needs.
+
+What a recording holds (all plain JSON)::
+
+    record_response(message) -> {"object": "message", "body": {...}, "request_id": "req_..."}
+    record_chunk(event)      -> {"event": "content_block_delta", "data": {...}}
+    record_error(exc)        -> {"type": "RateLimitError", "message": "...", "status": 429,
+                                 "body": {"type": "error", "error": {...}}, "headers": {"retry-after": "1"},
+                                 "timeout": False}
+
+``body`` and ``data`` are the objects as the API sent them (``to_dict()``), and a chunk keeps the name of
+the server-sent event that carried it, so a stream is replayed as the same sequence of named events (the
+SDK itself drops ``ping`` events, so a recording never has them). ``type`` is for people reading the
+recording: nothing here chooses a class from anything in a recording. The caller says what to rebuild,
+and errors are classed by status code from a fixed table.
+
+Rebuilding::
+
+    rebuild_response("message", recorded)                                  -> Message
+    rebuild_response("message.parsed", recorded, output_format=Model)      -> ParsedMessage[Model]
+    rebuild_stream("message", chunks, client=client)                       -> Stream / AsyncStream[RawMessageStreamEvent]
+    rebuild_message_stream_manager(chunks, client=client, output_format=)  -> (Async)MessageStreamManager
+    rebuild_raw_response("message", recorded, client=client)               -> APIResponse / AsyncAPIResponse
+    error_for_status(529, body, headers)                                   -> anthropic.OverloadedError
+
+A replayed stream is the SDK's own ``Stream``/``AsyncStream`` over an in-memory ``httpx2.Response`` whose body
+is the recorded events serialised back to server-sent events, one body piece per event, so the SDK's own
+decoder builds the events and ``messages.stream()``'s ``text_stream`` / ``get_final_message()`` run unchanged.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any, Literal, cast, overload
+
+import orjson
+
+if TYPE_CHECKING:
+    import httpx2
+    from anthropic import Anthropic, AsyncAnthropic, AsyncStream, Stream
+    from anthropic._exceptions import APIError, APIStatusError
+    from anthropic._response import APIResponse, AsyncAPIResponse
+    from anthropic.lib.streaming import AsyncMessageStreamManager, MessageStreamManager
+    from anthropic.types import Message, ParsedMessage, RawMessageStreamEvent
+
+__all__ = [
+    "SAFE_HEADERS",
+    "ResponseKind",
+    "StreamKind",
+    "chunks_from_text",
+    "error_for_status",
+    "http_response",
+    "raw_response_mode",
+    "rebuild_error",
+    "rebuild_message_stream_manager",
+    "rebuild_raw_response",
+    "rebuild_response",
+    "rebuild_stream",
+    "record_chunk",
+    "record_error",
+    "record_headers",
+    "record_response",
+    "recording_from_text",
+    "sse_pieces",
+]
+
+ResponseKind = Literal["message", "message.parsed"]
+"""What a call returns: ``messages.create`` (a ``Message``) or ``messages.parse`` (a ``ParsedMessage``)."""
+
+StreamKind = Literal["message"]
+"""What a streamed call streams: ``RawMessageStreamEvent``s."""
+
+SAFE_HEADERS = frozenset(
+    {
+        "content-type",
+        "request-id",
+        "retry-after",
+        "retry-after-ms",
+        "x-should-retry",
+    }
+)
+"""Response headers a recording may keep, besides ``anthropic-ratelimit-*``: nothing that names an account
+(``anthropic-organization-id`` and ``anthropic-workspace-id`` are left out)."""
+
+_DEFAULT_BASE_URL = "https://api.anthropic.com/"
+
+
+# --------------------------------------------------------------------------------------------- recording
+
+
+def record_response(obj: Any) -> dict[str, Any]:
+    """The recording of a non-streamed result: a ``Message`` or a ``ParsedMessage``.
+
+    A parsed message is recorded as the message the API sent (its ``parsed_output`` is not part of its
+    dump); the parsed value is made again on rebuild, by the SDK, with the caller's ``output_format``.
+    """
+    from anthropic.types import Message
+
+    if not isinstance(obj, Message):
+        raise TypeError(f"cannot record {type(obj).__name__}: expected an anthropic Message")
+    body: dict[str, Any] = obj.to_dict(mode="json", warnings=False)
+    for block in body.get("content") or []:
+        if isinstance(block, dict):
+            block.pop("parsed_output", None)
+    return {"object": "message", "body": body, "request_id": getattr(obj, "_request_id", None)}
+
+
+def record_chunk(chunk: Any) -> dict[str, Any]:
+    """The recording of one streamed event, with the name of the server-sent event that carried it."""
+    from anthropic import BaseModel
+
+    if not isinstance(chunk, BaseModel):
+        raise TypeError(f"cannot record {type(chunk).__name__}: not a message stream event")
+    data = chunk.to_dict(mode="json")
+    event = data.get("type") if isinstance(data, dict) else None
+    if not isinstance(event, str):
+        raise TypeError(f"cannot record {type(chunk).__name__}: not a message stream event")
+    return {"event": event, "data": data}
+
+
+def record_headers(headers: Mapping[str, str] | Iterable[tuple[str, str]]) -> dict[str, str]:
+    """The headers of a response that a recording may keep (``SAFE_HEADERS`` and ``anthropic-ratelimit-*``)."""
+    items = headers.items() if isinstance(headers, Mapping) else headers
+    kept: dict[str, str] = {}
+    for key, value in items:
+        name = key.lower()
+        if name in SAFE_HEADERS or name.startswith("anthropic-ratelimit-"):
+            kept[name] = value
+    return kept
+
+
+def record_error(exc: BaseException) -> dict[str, Any]:
+    """The recording of a failed call: ``{"type", "message", "status", "body", "headers", "timeout"}``.
+
+    ``body`` is the error body as the server sent it, so ``error_for_status`` rebuilds the same exception.
+    A failure without a response (a timeout, a dropped connection) has ``status`` ``None``.
+    """
+    from anthropic import APIError, APIStatusError, APITimeoutError
+
+    status: int | None = None
+    body: Any = None
+    headers: dict[str, str] = {}
+    if isinstance(exc, APIStatusError):
+        status = exc.status_code
+        headers = record_headers(exc.response.headers)
+        body = exc.body
+    elif isinstance(exc, APIError):
+        body = exc.body
+    return {
+        "type": type(exc).__name__,
+        "message": str(getattr(exc, "message", None) or exc),
+        "status": status,
+        "body": body,
+        "headers": headers,
+        "timeout": isinstance(exc, APITimeoutError),
+    }
+
+
+# --------------------------------------------------------------------------------------------- rebuilding
+
+
+class _Types:
+    """The SDK names the hot paths use, imported once, on first use."""
+
+    def __init__(self) -> None:
+        import pydantic
+        from anthropic._models import add_response_ids
+        from anthropic.types import Message
+
+        self.validation_error = pydantic.ValidationError
+        self.add_response_ids = add_response_ids
+        self.message = Message
+
+
+@functools.cache
+def _types() -> _Types:
+    return _Types()
+
+
+def _body(recorded: Mapping[str, Any]) -> Mapping[str, Any]:
+    if type(recorded) is not dict and not isinstance(recorded, Mapping):
+        raise TypeError(f"a recorded message is a mapping, not {type(recorded).__name__}")
+    body = recorded.get("body")
+    if type(body) is not dict and not isinstance(body, Mapping):
+        raise ValueError("the recording of a message has no body")
+    if recorded.get("object", "message") != "message" or body.get("type", "message") != "message":
+        raise ValueError(f"the recording is a {recorded.get('object')!r}, not a 'message'")
+    return body
+
+
+def _load(model: Any, data: Mapping[str, Any]) -> Any:
+    """``model`` from recorded wire data: validated (fast, and the SDK's strict path), or else constructed
+    without validation, as the SDK itself builds responses live, so a recording the live SDK would accept
+    is never refused."""
+    try:
+        return model.model_validate(data)
+    except _types().validation_error:
+        return model.construct(**data)
+
+
+def _given(value: Any) -> Any:
+    from anthropic import NOT_GIVEN
+
+    return NOT_GIVEN if value is None else value
+
+
+def _add_ids(message: Any, request_id: Any) -> None:
+    if isinstance(request_id, str):
+        _types().add_response_ids(message, request_id=request_id, workspace_id=None)
+
+
+@overload
+def rebuild_response(kind: Literal["message"], recorded: Mapping[str, Any]) -> Message: ...
+@overload
+def rebuild_response(
+    kind: Literal["message.parsed"], recorded: Mapping[str, Any], *, output_format: Any = ...
+) -> ParsedMessage[Any]: ...
+def rebuild_response(
+    kind: ResponseKind, recorded: Mapping[str, Any], *, output_format: Any = None
+) -> Any:
+    """The SDK object that ``recorded`` (from ``record_response``) was, as the call of ``kind`` returns it.
+
+    ``message.parsed`` needs the ``output_format`` given to ``messages.parse``: the SDK's own parser makes
+    ``parsed_output`` from the recorded text, exactly as it did live.
+    """
+    if kind != "message" and kind != "message.parsed":
+        raise ValueError(f"unknown kind {kind!r}; expected 'message' or 'message.parsed'")
+    result = _load(_types().message, _body(recorded))
+    if kind == "message.parsed":
+        result = _parse(result, output_format)
+    _add_ids(result, recorded.get("request_id"))
+    return result
+
+
+def _parse(message: Any, output_format: Any) -> Any:
+    from anthropic.lib._parse._response import parse_response
+
+    return parse_response(output_format=_given(output_format), response=message)
+
+
+# --------------------------------------------------------------------------------------------- wire bodies
+
+
+class _ReplayBody:
+    """An in-memory response body, sync and async at once, that yields one piece per recorded event."""
+
+    def __init__(self, pieces: Sequence[bytes]) -> None:
+        self._pieces = list(pieces)
+
+    @property
+    def elapsed(self) -> timedelta:
+        # `httpx2.Response.elapsed` reads it from its stream until the client sets it: nothing was waited for.
+        return timedelta(0)
+
+    def __iter__(self) -> Iterator[bytes]:
+        yield from self._pieces
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        for piece in self._pieces:
+            yield piece
+
+    def close(self) -> None:
+        pass
+
+    async def aclose(self) -> None:
+        pass
+
+
+@functools.cache
+def _http() -> Any:
+    """The HTTP library the installed SDK is built on: ``httpx2`` (anthropic 2.x) or ``httpx`` (earlier)."""
+    from anthropic import _base_client
+
+    module = getattr(_base_client, "httpx2", None) or getattr(_base_client, "httpx", None)
+    if module is None:  # pragma: no cover - an SDK on some other HTTP library
+        import httpx2 as module
+    return module
+
+
+@functools.cache
+def _replay_body_class() -> type[_ReplayBody]:
+    http = _http()
+    # Made on first use, so that the HTTP library is imported then and not with this module. It subclasses
+    # both stream bases, as the library's own `ByteStream` does, so one body serves the sync and async SDK.
+    return type("ReplayBody", (_ReplayBody, http.SyncByteStream, http.AsyncByteStream), {})
+
+
+def sse_pieces(kind: StreamKind, chunks: Sequence[Mapping[str, Any]]) -> list[bytes]:
+    """The recorded ``chunks`` as the named server-sent events the API sends, one piece per chunk."""
+    if kind != "message":
+        raise ValueError(f"unknown stream kind {kind!r}; expected 'message'")
+    pieces: list[bytes] = []
+    for chunk in chunks:
+        if not isinstance(chunk, Mapping) or not isinstance(chunk.get("data"), Mapping):
+            raise ValueError("a recorded chunk is a mapping with a 'data' mapping")
+        data = chunk["data"]
+        event = chunk.get("event") or data.get("type")
+        if not isinstance(event, str) or not event:
+            # The SDK skips an event without a name, so a chunk without one could not be replayed.
+            raise ValueError("a recorded message stream chunk needs its event name")
+        encoded = orjson.dumps(data)
+        pieces.append(f"event: {event}\n".encode() + b"data: " + encoded + b"\n\n")
+    return pieces
+
+
+def http_response(
+    *,
+    status: int = 200,
+    body: Any = None,
+    pieces: Sequence[bytes] | None = None,
+    headers: Mapping[str, str] | None = None,
+    url: str = _DEFAULT_BASE_URL + "v1/messages",
+    method: str = "POST",
+) -> httpx2.Response:
+    """An ``httpx2.Response`` that no network produced: JSON ``body``, or a stream of SSE ``pieces``."""
+    http = _http()
+    request = http.Request(method, url)
+    merged = {k.lower(): v for k, v in (headers or {}).items()}
+    if pieces is not None:
+        merged.setdefault("content-type", "text/event-stream; charset=utf-8")
+        stream = _replay_body_class()(pieces)
+        return cast(
+            "httpx2.Response", http.Response(status, headers=merged, stream=stream, request=request)
+        )
+    if isinstance(body, str):
+        content = body.encode()
+        merged.setdefault("content-type", "text/plain; charset=utf-8")
+    else:
+        content = b"" if body is None else orjson.dumps(body)
+        merged.setdefault("content-type", "application/json")
+    response = http.Response(status, headers=merged, content=content, request=request)
+    response.elapsed = timedelta(0)
+    return cast("httpx2.Response", response)
+
+
+def _url(client: Any) -> str:
+    base = str(getattr(client, "base_url", None) or _DEFAULT_BASE_URL)
+    if not base.endswith("/"):
+        base += "/"
+    return base + "v1/messages"
+
+
+def _is_async(client: Any) -> bool:
+    # The base classes, so that the Bedrock, Vertex and Foundry clients are clients too.
+    from anthropic._base_client import AsyncAPIClient, SyncAPIClient
+
+    if isinstance(client, AsyncAPIClient):
+        return True
+    if isinstance(client, SyncAPIClient):
+        return False
+    raise TypeError(
+        f"expected an anthropic.Anthropic or anthropic.AsyncAnthropic client, not {type(client).__name__}"
+    )
+
+
+def _stream_class(client: Any) -> Any:
+    from anthropic import AsyncStream, Stream
+    from anthropic.types import RawMessageStreamEvent
+
+    return (AsyncStream if _is_async(client) else Stream)[RawMessageStreamEvent]
+
+
+@overload
+def rebuild_stream(
+    kind: StreamKind,
+    chunks: Sequence[Mapping[str, Any]],
+    *,
+    client: Anthropic,
+    headers: Mapping[str, str] | None = ...,
+) -> Stream[RawMessageStreamEvent]: ...
+@overload
+def rebuild_stream(
+    kind: StreamKind,
+    chunks: Sequence[Mapping[str, Any]],
+    *,
+    client: AsyncAnthropic,
+    headers: Mapping[str, str] | None = ...,
+) -> AsyncStream[RawMessageStreamEvent]: ...
+def rebuild_stream(
+    kind: StreamKind,
+    chunks: Sequence[Mapping[str, Any]],
+    *,
+    client: Anthropic | AsyncAnthropic,
+    headers: Mapping[str, str] | None = None,
+) -> Any:
+    """The SDK's own ``Stream`` (for an ``Anthropic`` client) or ``AsyncStream`` (``AsyncAnthropic``) of the
+    recorded ``chunks``, as ``messages.create(..., stream=True)`` returns it. Nothing is sent: ``client`` is
+    only the SDK's context for decoding (its SSE decoder and response validation setting)."""
+    from anthropic._streaming import SSEDecoder
+    from anthropic.types import RawMessageStreamEvent
+
+    stream_cls = _stream_class(client)
+    response = http_response(pieces=sse_pieces(kind, chunks), headers=headers, url=_url(client))
+    stream = stream_cls(cast_to=RawMessageStreamEvent, response=response, client=client)
+    # The body is standard server-sent events, whatever the client's own transport frames them in
+    # (Bedrock's decoder expects AWS event-stream framing).
+    stream._decoder = SSEDecoder()
+    return stream
+
+
+async def _ready(value: Any) -> Any:
+    return value
+
+
+def rebuild_message_stream_manager(
+    chunks: Sequence[Mapping[str, Any]],
+    *,
+    client: Anthropic | AsyncAnthropic,
+    output_format: Any = None,
+    headers: Mapping[str, str] | None = None,
+) -> MessageStreamManager[Any] | AsyncMessageStreamManager[Any]:
+    """What ``client.messages.stream(...)`` returns, over the recorded ``chunks``: its ``text_stream``,
+    ``get_final_message()`` and ``get_final_text()`` are the SDK's own, over the replayed events."""
+    from anthropic.lib.streaming import AsyncMessageStreamManager, MessageStreamManager
+
+    stream: Any = rebuild_stream("message", chunks, client=cast(Any, client), headers=headers)
+    if _is_async(client):
+        return AsyncMessageStreamManager(_ready(stream), output_format=_given(output_format))
+    return MessageStreamManager(lambda: stream, output_format=_given(output_format))
+
+
+# --------------------------------------------------------------------------------------------- raw responses
+
+
+def raw_response_mode(extra_headers: Mapping[str, Any] | None) -> Literal["raw", "stream"] | None:
+    """Which wrapper made a call: ``"raw"`` for ``.with_raw_response``, ``"stream"`` for
+    ``.with_streaming_response``, ``None`` for a plain call. The wrappers say so in ``extra_headers``."""
+    from anthropic._constants import RAW_RESPONSE_HEADER
+
+    value = None
+    for key, item in (extra_headers or {}).items():
+        if key.lower() == RAW_RESPONSE_HEADER.lower():
+            value = item
+    if value in ("raw", "true"):
+        return "raw"
+    if value == "stream":
+        return "stream"
+    return None
+
+
+def rebuild_raw_response(
+    kind: ResponseKind,
+    recorded: Mapping[str, Any] | None = None,
+    *,
+    client: Anthropic | AsyncAnthropic,
+    chunks: Sequence[Mapping[str, Any]] | None = None,
+    headers: Mapping[str, str] | None = None,
+    output_format: Any = None,
+) -> APIResponse[Any] | AsyncAPIResponse[Any]:
+    """What ``client.messages.with_raw_response.create(...)`` (and ``.with_streaming_response``, which anthropic
+    answers with the same class) returns, over a recorded result or, for a streamed call, its ``chunks``:
+    an ``APIResponse`` for an ``Anthropic`` client, an ``AsyncAPIResponse`` for an ``AsyncAnthropic`` one.
+
+    Its ``.parse()`` is the SDK's own, and gives the ``Message`` (or, for ``message.parsed``, the
+    ``ParsedMessage``; for ``chunks``, the ``Stream``); ``.headers`` and ``.request_id`` are the recorded ones.
+    """
+    from anthropic._models import FinalRequestOptions
+    from anthropic._response import APIResponse, AsyncAPIResponse
+    from anthropic.types import Message
+
+    if kind not in ("message", "message.parsed"):
+        raise ValueError(f"unknown kind {kind!r}; expected 'message' or 'message.parsed'")
+    recorded_headers = dict(headers or {})
+    url = _url(client)
+    options = FinalRequestOptions.construct(method="post", url="/v1/messages")
+    stream_cls: Any = None
+    if chunks is not None:
+        stream_cls = _stream_class(client)
+        response = http_response(
+            pieces=sse_pieces("message", chunks), headers=recorded_headers, url=url
+        )
+    else:
+        if recorded is None:
+            raise ValueError("rebuild_raw_response needs the recorded result or its chunks")
+        body = _body(recorded)
+        request_id = recorded.get("request_id")
+        if isinstance(request_id, str):
+            recorded_headers.setdefault("request-id", request_id)
+        response = http_response(body=body, headers=recorded_headers, url=url)
+    if kind == "message.parsed":
+        options.post_parser = lambda message: _parse(message, output_format)
+    response_cls = AsyncAPIResponse if _is_async(client) else APIResponse
+    return response_cls(
+        raw=response,
+        cast_to=Message,
+        client=client,
+        stream=chunks is not None,
+        stream_cls=stream_cls,
+        options=options,
+    )
+
+
+# --------------------------------------------------------------------------------------------- errors
+
+
+def _status_class(status: int) -> type[APIStatusError]:
+    import anthropic
+
+    table: dict[int, type[APIStatusError]] = {
+        400: anthropic.BadRequestError,
+        401: anthropic.AuthenticationError,
+        403: anthropic.PermissionDeniedError,
+        404: anthropic.NotFoundError,
+        409: anthropic.ConflictError,
+        422: anthropic.UnprocessableEntityError,
+        429: anthropic.RateLimitError,
+    }
+    # The status codes that this SDK has a class of its own for, whatever the body says. Each is a subclass
+    # of the class the table above (or `>= 500`) gives, so `except InternalServerError` still catches 529.
+    own = {
+        402: "PaymentRequiredError",
+        408: "RequestTimeoutError",
+        412: "PreconditionFailedError",
+        413: "ContentTooLargeError",
+        431: "RequestHeaderFieldsTooLargeError",
+        499: "ClientClosedRequestError",
+        501: "HTTPNotImplementedError",
+        503: "ServiceUnavailableError",
+        504: "GatewayTimeoutError",
+        529: "OverloadedError",
+    }
+    if status in table:
+        return table[status]
+    base = anthropic.InternalServerError if status >= 500 else anthropic.APIStatusError
+    refined = getattr(anthropic, own[status], None) if status in own else None
+    if isinstance(refined, type) and issubclass(refined, base):
+        return refined
+    return base
+
+
+def error_for_status(
+    status: int,
+    body: Any,
+    headers: Mapping[str, str] | None = None,
+    *,
+    url: str = _DEFAULT_BASE_URL + "v1/messages",
+) -> APIStatusError:
+    """The exception the SDK raises for an error response of ``status`` with ``body`` (as the server sent it)
+    and ``headers``, made as the SDK makes it: same message, ``body``, ``status_code``, ``request_id``,
+    ``type``/``api_message`` and ``response``. The class comes from a fixed table by status code; the SDK
+    also picks a narrower subclass by ``error.details.error_code`` (``FileExpiredError`` ...), which replay
+    does not: it gives that class's status-level parent."""
+    if not isinstance(status, int) or isinstance(status, bool) or not 400 <= status <= 599:
+        raise ValueError(f"an error status is an integer from 400 to 599, not {status!r}")
+    response = http_response(status=status, body=body, headers=headers, url=url)
+    if body is None:
+        message = f"Error code: {status}"
+    elif isinstance(body, str):
+        message = body.strip() or f"Error code: {status}"
+    else:
+        message = f"Error code: {status} - {body}"
+    return _status_class(status)(message, response=response, body=body)
+
+
+def rebuild_error(
+    recorded: Mapping[str, Any], *, url: str = _DEFAULT_BASE_URL + "v1/messages"
+) -> APIError:
+    """The exception of a recorded failure (from ``record_error``): ``error_for_status`` for one with a
+    status, else the SDK's ``APITimeoutError`` or ``APIConnectionError``."""
+    from anthropic import APIConnectionError, APITimeoutError
+
+    status = recorded.get("status")
+    if status is not None:
+        return error_for_status(
+            int(status), recorded.get("body"), recorded.get("headers") or {}, url=url
+        )
+    request = _http().Request("POST", url)
+    if recorded.get("timeout") is True:
+        return APITimeoutError(request=request)
+    message = recorded.get("message")
+    return APIConnectionError(
+        message=message if isinstance(message, str) and message else "Connection error.",
+        request=request,
+    )
+
+
+# --------------------------------------------------------------------------------------------- plain text
+
+
+def recording_from_text(
+    text: str,
+    *,
+    model: str,
+    usage: tuple[int, int] | None = None,
+    message_id: str = "replay",
+) -> dict[str, Any]:
+    """A recording, in ``record_response``'s shape, of a call that answered ``text``: for a hand-written
+    entry (``{"output": "Hello", "usage": [812, 96]}``) that holds no SDK body."""
+    prompt, completion = usage or (0, 0)
+    body = {
+        "id": message_id,
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": [{"type": "text", "text": text}],
+        "stop_reason": "end_turn",
+        "stop_sequence": None,
+        "usage": {"input_tokens": prompt, "output_tokens": completion},
+    }
+    return {"object": "message", "body": body, "request_id": None}
+
+
+def chunks_from_text(
+    text: str,
+    *,
+    model: str,
+    usage: tuple[int, int] | None = None,
+    message_id: str = "replay",
+) -> list[dict[str, Any]]:
+    """Recorded events (``record_chunk``'s shape) that stream ``text`` word by word, for an entry that holds
+    only the answer's text."""
+    prompt, completion = usage or (0, 0)
+    message = recording_from_text("", model=model, usage=(prompt, 0), message_id=message_id)["body"]
+    message["content"] = []
+    message["stop_reason"] = None
+    words = text.split(" ")
+    pieces = [w if i == 0 else " " + w for i, w in enumerate(words)] if text else []
+    events: list[dict[str, Any]] = [
+        {"type": "message_start", "message": message},
+        {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+        *(
+            {
+                "type": "content_block_delta",
+                "index": 0,
+                "delta": {"type": "text_delta", "text": piece},
+            }
+            for piece in pieces
+        ),
+        {"type": "content_block_stop", "index": 0},
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+            "usage": {"output_tokens": completion},
+        },
+        {"type": "message_stop"},
+    ]
+    return [{"event": event["type"], "data": event} for event in events]

@@ -1,0 +1,879 @@
+"""Recorded JSON to and from OpenAI SDK objects: pure functions, with no patching and no network.
+
+Importing this module imports neither ``openai`` nor ``httpx2``; each function imports what it needs.
+
+What a recording holds (all plain JSON)::
+
+    record_response(completion) -> {"object": "chat.completion", "body": {...}, "request_id": "req_..."}
+    record_chunk(chunk)         -> {"event": None, "data": {...}}                 # a chat.completion.chunk
+    record_chunk(event)         -> {"event": "response.output_text.delta", "data": {...}}
+    record_error(exc)           -> {"type": "RateLimitError", "message": "...", "status": 429,
+                                    "body": {"error": {...}}, "headers": {"retry-after": "1", ...},
+                                    "timeout": False}
+
+``body`` and ``data`` are the objects as the API sent them (``to_dict()``: the API's field names, only the
+fields it set), so they rebuild into objects equal to the live ones. ``type`` is for people reading the
+recording: nothing here chooses a class from anything in a recording. The caller says what to rebuild
+(the patched method knows what it returns) and errors are classed by their status code from a fixed table.
+
+Rebuilding::
+
+    rebuild_response("chat.completion", recorded)                        -> ChatCompletion
+    rebuild_response("chat.completion.parsed", recorded, response_format=Model)  -> ParsedChatCompletion[Model]
+    rebuild_response("response", recorded)                               -> Response
+    rebuild_response("response.parsed", recorded, text_format=Model)     -> ParsedResponse[Model]
+    rebuild_stream("chat.completion", chunks, client=client)             -> Stream / AsyncStream[ChatCompletionChunk]
+    rebuild_stream("response", chunks, client=client)                    -> Stream / AsyncStream[ResponseStreamEvent]
+    rebuild_chat_stream_manager(chunks, client=client, ...)              -> (Async)ChatCompletionStreamManager
+    rebuild_responses_stream_manager(chunks, client=client, ...)         -> (Async)ResponseStreamManager
+    rebuild_raw_response("chat.completion", recorded, client=client)     -> LegacyAPIResponse (.with_raw_response)
+    rebuild_raw_response(..., mode="stream")                             -> (Async)APIResponse (.with_streaming_response)
+    error_for_status(429, body, headers)                                 -> openai.RateLimitError
+
+A replayed stream is the SDK's own ``Stream``/``AsyncStream`` over an in-memory ``httpx2.Response`` whose body
+is the recorded chunks serialised back to server-sent events, one body piece per chunk, so the SDK's own SSE
+decoder and model construction produce the chunks and the helpers (``.stream()``, ``get_final_completion()``)
+run unchanged.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any, Literal, cast, overload
+
+import orjson
+
+if TYPE_CHECKING:
+    import httpx2
+    from openai import AsyncOpenAI, AsyncStream, OpenAI, Stream
+    from openai._exceptions import APIError, APIStatusError
+    from openai._legacy_response import LegacyAPIResponse
+    from openai._response import APIResponse, AsyncAPIResponse
+    from openai.lib.streaming.chat import (
+        AsyncChatCompletionStreamManager,
+        ChatCompletionStreamManager,
+    )
+    from openai.lib.streaming.responses import AsyncResponseStreamManager, ResponseStreamManager
+    from openai.types.chat import ChatCompletion, ChatCompletionChunk, ParsedChatCompletion
+    from openai.types.responses import ParsedResponse, Response, ResponseStreamEvent
+
+__all__ = [
+    "SAFE_HEADERS",
+    "ResponseKind",
+    "StreamKind",
+    "chunks_from_text",
+    "error_for_status",
+    "http_response",
+    "raw_response_mode",
+    "rebuild_chat_stream_manager",
+    "rebuild_error",
+    "rebuild_raw_response",
+    "rebuild_response",
+    "rebuild_responses_stream_manager",
+    "rebuild_stream",
+    "record_chunk",
+    "record_error",
+    "record_headers",
+    "record_response",
+    "recording_from_text",
+    "sse_pieces",
+]
+
+ResponseKind = Literal["chat.completion", "chat.completion.parsed", "response", "response.parsed"]
+"""What a call returns: ``chat.completions.create`` / ``.parse``, ``responses.create`` / ``.parse``."""
+
+StreamKind = Literal["chat.completion", "response"]
+"""What a streamed call streams: chat completion chunks, or Responses API events."""
+
+SAFE_HEADERS = frozenset(
+    {
+        "content-type",
+        "x-request-id",
+        "retry-after",
+        "retry-after-ms",
+        "x-should-retry",
+        "openai-processing-ms",
+        "openai-version",
+    }
+)
+"""Response headers a recording may keep, besides ``x-ratelimit-*``: nothing that names an account."""
+
+_OBJECT_OF_KIND: dict[str, str] = {
+    "chat.completion": "chat.completion",
+    "chat.completion.parsed": "chat.completion",
+    "response": "response",
+    "response.parsed": "response",
+}
+_PATH_OF_KIND: dict[str, str] = {"chat.completion": "chat/completions", "response": "responses"}
+_DEFAULT_BASE_URL = "https://api.openai.com/v1/"
+
+
+# --------------------------------------------------------------------------------------------- recording
+
+
+def record_response(obj: Any) -> dict[str, Any]:
+    """The recording of a non-streamed result: a ``ChatCompletion``, ``Response`` or their parsed forms.
+
+    A parsed result is recorded as the completion the API sent; what the SDK parsed out of it is made again
+    on rebuild, by the SDK, with the caller's ``response_format``.
+    """
+    from openai.types.chat import ChatCompletion
+    from openai.types.responses import Response
+
+    body: dict[str, Any]
+    if isinstance(obj, ChatCompletion):
+        # `warnings=False`: the SDK's parsed models type `parsed` loosely, and it is dropped below anyway.
+        body = cast("dict[str, Any]", obj.to_dict(mode="json", warnings=False))
+        for choice in body.get("choices") or []:
+            message = choice.get("message") if isinstance(choice, dict) else None
+            if isinstance(message, dict):
+                message.pop("parsed", None)
+                for call in message.get("tool_calls") or []:
+                    if isinstance(call, dict) and isinstance(call.get("function"), dict):
+                        call["function"].pop("parsed_arguments", None)
+        kind = "chat.completion"
+    elif isinstance(obj, Response):
+        body = cast("dict[str, Any]", obj.to_dict(mode="json", warnings=False))
+        for item in body.get("output") or []:
+            if not isinstance(item, dict):
+                continue
+            item.pop("parsed_arguments", None)
+            for part in item.get("content") or []:
+                if isinstance(part, dict):
+                    part.pop("parsed", None)
+        kind = "response"
+    else:
+        raise TypeError(
+            f"cannot record {type(obj).__name__}: expected a ChatCompletion or a Response"
+        )
+    return {"object": kind, "body": body, "request_id": getattr(obj, "_request_id", None)}
+
+
+def record_chunk(chunk: Any) -> dict[str, Any]:
+    """The recording of one streamed item, as the server sent it, with its SSE event name if it had one."""
+    from openai import BaseModel
+    from openai.types.chat import ChatCompletionChunk
+
+    if not isinstance(chunk, BaseModel):
+        raise TypeError(
+            f"cannot record {type(chunk).__name__}: not a chat chunk or a Responses event"
+        )
+    data = chunk.to_dict(mode="json")
+    if isinstance(chunk, ChatCompletionChunk):
+        return {"event": None, "data": data}
+    event = data.get("type") if isinstance(data, dict) else None
+    if not isinstance(event, str):
+        raise TypeError(
+            f"cannot record {type(chunk).__name__}: not a chat chunk or a Responses event"
+        )
+    return {"event": event, "data": data}
+
+
+def record_headers(headers: Mapping[str, str] | Iterable[tuple[str, str]]) -> dict[str, str]:
+    """The headers of a response that a recording may keep (``SAFE_HEADERS`` and ``x-ratelimit-*``)."""
+    items = headers.items() if isinstance(headers, Mapping) else headers
+    kept: dict[str, str] = {}
+    for key, value in items:
+        name = key.lower()
+        if name in SAFE_HEADERS or name.startswith("x-ratelimit-"):
+            kept[name] = value
+    return kept
+
+
+def record_error(exc: BaseException) -> dict[str, Any]:
+    """The recording of a failed call: ``{"type", "message", "status", "body", "headers", "timeout"}``.
+
+    ``body`` is the error body as the server sent it, so ``error_for_status`` rebuilds the same exception.
+    A failure without a response (a timeout, a dropped connection) has ``status`` ``None``.
+    """
+    from openai import APIError, APIStatusError, APITimeoutError
+
+    status: int | None = None
+    body: Any = None
+    headers: dict[str, str] = {}
+    if isinstance(exc, APIStatusError):
+        status = exc.status_code
+        headers = record_headers(exc.response.headers)
+        body = _wire_body(exc.response, exc.body)
+    elif isinstance(exc, APIError):
+        body = exc.body
+    return {
+        "type": type(exc).__name__,
+        "message": str(getattr(exc, "message", None) or exc),
+        "status": status,
+        "body": body,
+        "headers": headers,
+        "timeout": isinstance(exc, APITimeoutError),
+    }
+
+
+def _wire_body(response: httpx2.Response, fallback: Any) -> Any:
+    try:
+        text = response.text
+    except Exception:
+        return fallback
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text or fallback
+
+
+# --------------------------------------------------------------------------------------------- rebuilding
+
+
+class _Types:
+    """The SDK names the hot paths use, imported once, on first use."""
+
+    def __init__(self) -> None:
+        import pydantic
+        from openai._models import add_request_id
+        from openai.types.chat import ChatCompletion
+        from openai.types.responses import Response
+
+        self.validation_error = pydantic.ValidationError
+        self.add_request_id = add_request_id
+        self.models: dict[str, Any] = {
+            "chat.completion": ChatCompletion,
+            "chat.completion.parsed": ChatCompletion,
+            "response": Response,
+            "response.parsed": Response,
+        }
+
+
+@functools.cache
+def _types() -> _Types:
+    return _Types()
+
+
+def _body(kind: str, recorded: Mapping[str, Any]) -> Mapping[str, Any]:
+    if type(recorded) is not dict and not isinstance(recorded, Mapping):
+        raise TypeError(f"a recorded {kind} is a mapping, not {type(recorded).__name__}")
+    body = recorded.get("body")
+    if type(body) is not dict and not isinstance(body, Mapping):
+        raise ValueError(f"the recording of a {kind} has no body")
+    expected = _OBJECT_OF_KIND[kind]
+    if recorded.get("object", expected) != expected or body.get("object", expected) != expected:
+        raise ValueError(f"the recording is a {recorded.get('object')!r}, not a {expected!r}")
+    return body
+
+
+def _load(model: Any, data: Mapping[str, Any]) -> Any:
+    """``model`` from recorded wire data: validated (fast, and the SDK's strict path), or else constructed
+    without validation, as the SDK itself builds responses live, so a recording the live SDK would accept
+    is never refused."""
+    try:
+        return model.model_validate(data)
+    except _types().validation_error:
+        return model.construct(**data)
+
+
+def _given(value: Any) -> Any:
+    from openai import omit
+
+    return omit if value is None else value
+
+
+@overload
+def rebuild_response(
+    kind: Literal["chat.completion"], recorded: Mapping[str, Any]
+) -> ChatCompletion: ...
+@overload
+def rebuild_response(
+    kind: Literal["chat.completion.parsed"],
+    recorded: Mapping[str, Any],
+    *,
+    response_format: Any = ...,
+    input_tools: Iterable[Any] | None = ...,
+) -> ParsedChatCompletion[Any]: ...
+@overload
+def rebuild_response(kind: Literal["response"], recorded: Mapping[str, Any]) -> Response: ...
+@overload
+def rebuild_response(
+    kind: Literal["response.parsed"],
+    recorded: Mapping[str, Any],
+    *,
+    text_format: Any = ...,
+    input_tools: Iterable[Any] | None = ...,
+) -> ParsedResponse[Any]: ...
+def rebuild_response(
+    kind: ResponseKind,
+    recorded: Mapping[str, Any],
+    *,
+    response_format: Any = None,
+    text_format: Any = None,
+    input_tools: Iterable[Any] | None = None,
+) -> Any:
+    """The SDK object that ``recorded`` (from ``record_response``) was, as the call of ``kind`` returns it.
+
+    ``chat.completion.parsed`` needs the ``response_format`` (and ``tools``) given to ``chat.completions.parse``,
+    and ``response.parsed`` the ``text_format`` (and ``tools``) given to ``responses.parse``: the SDK's own parser
+    makes the parsed values from the recorded content, exactly as it did live.
+    """
+    types = _types()
+    model = types.models.get(kind)
+    if model is None:
+        raise ValueError(f"unknown kind {kind!r}; expected one of {sorted(_OBJECT_OF_KIND)}")
+    result = _load(model, _body(kind, recorded))
+    if kind == "chat.completion.parsed":
+        result = _parse_chat(result, response_format, input_tools)
+    elif kind == "response.parsed":
+        result = _parse_response(result, text_format, input_tools)
+    request_id = recorded.get("request_id")
+    if isinstance(request_id, str):
+        types.add_request_id(result, request_id)
+    return result
+
+
+def _parse_chat(completion: Any, response_format: Any, input_tools: Iterable[Any] | None) -> Any:
+    from openai.lib._parsing import parse_chat_completion, validate_input_tools
+
+    return parse_chat_completion(
+        response_format=_given(response_format),
+        input_tools=validate_input_tools(_given(input_tools)),
+        chat_completion=completion,
+    )
+
+
+def _responses_tools(tools: Iterable[Any] | None) -> Any:
+    if tools is None:
+        from openai import omit
+
+        return omit
+    try:
+        # `responses.parse` converts `pydantic_function_tool()` tools to the Responses shape before parsing.
+        from openai.lib._response_resources import _make_tools
+    except ImportError:  # pragma: no cover - an SDK that moved it
+        return list(tools)
+    return _make_tools(tools)
+
+
+def _parse_response(response: Any, text_format: Any, input_tools: Iterable[Any] | None) -> Any:
+    from openai.lib._parsing._responses import parse_response
+
+    return parse_response(
+        text_format=_given(text_format),
+        input_tools=_responses_tools(input_tools),
+        response=response,
+    )
+
+
+# --------------------------------------------------------------------------------------------- wire bodies
+
+
+class _ReplayBody:
+    """An in-memory response body, sync and async at once, that yields one piece per recorded chunk."""
+
+    def __init__(self, pieces: Sequence[bytes]) -> None:
+        self._pieces = list(pieces)
+
+    @property
+    def elapsed(self) -> timedelta:
+        # `httpx2.Response.elapsed` reads it from its stream until the client sets it: nothing was waited for.
+        return timedelta(0)
+
+    def __iter__(self) -> Iterator[bytes]:
+        yield from self._pieces
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        for piece in self._pieces:
+            yield piece
+
+    def close(self) -> None:
+        pass
+
+    async def aclose(self) -> None:
+        pass
+
+
+@functools.cache
+def _http() -> Any:
+    """The HTTP library the installed SDK is built on: ``httpx2`` (openai 3.x) or ``httpx`` (earlier)."""
+    from openai import _base_client
+
+    module = getattr(_base_client, "httpx2", None) or getattr(_base_client, "httpx", None)
+    if module is None:  # pragma: no cover - an SDK on some other HTTP library
+        import httpx2 as module
+    return module
+
+
+@functools.cache
+def _replay_body_class() -> type[_ReplayBody]:
+    http = _http()
+    # Made on first use, so that the HTTP library is imported then and not with this module. It subclasses
+    # both stream bases, as the library's own `ByteStream` does, so one body serves the sync and async SDK.
+    return type("ReplayBody", (_ReplayBody, http.SyncByteStream, http.AsyncByteStream), {})
+
+
+def _replay_body(pieces: Sequence[bytes]) -> Any:
+    return _replay_body_class()(pieces)
+
+
+def sse_pieces(kind: StreamKind, chunks: Sequence[Mapping[str, Any]]) -> list[bytes]:
+    """The recorded ``chunks`` as server-sent events, one piece per chunk, as the API sends them.
+
+    Chat completion chunks are ``data:`` lines ending with ``data: [DONE]``; Responses events carry their
+    ``event:`` line too.
+    """
+    if kind not in _PATH_OF_KIND:
+        raise ValueError(f"unknown stream kind {kind!r}; expected 'chat.completion' or 'response'")
+    pieces: list[bytes] = []
+    for chunk in chunks:
+        if not isinstance(chunk, Mapping) or not isinstance(chunk.get("data"), Mapping):
+            raise ValueError("a recorded chunk is a mapping with a 'data' mapping")
+        data = orjson.dumps(chunk["data"])
+        event = chunk.get("event")
+        head = f"event: {event}\n".encode() if isinstance(event, str) and event else b""
+        pieces.append(head + b"data: " + data + b"\n\n")
+    if kind == "chat.completion":
+        pieces.append(b"data: [DONE]\n\n")
+    return pieces
+
+
+def http_response(
+    *,
+    status: int = 200,
+    body: Any = None,
+    pieces: Sequence[bytes] | None = None,
+    headers: Mapping[str, str] | None = None,
+    url: str = _DEFAULT_BASE_URL,
+    method: str = "POST",
+) -> httpx2.Response:
+    """An ``httpx2.Response`` that no network produced: JSON ``body``, or a stream of SSE ``pieces``."""
+    http = _http()
+    request = http.Request(method, url)
+    merged = {k.lower(): v for k, v in (headers or {}).items()}
+    if pieces is not None:
+        merged.setdefault("content-type", "text/event-stream; charset=utf-8")
+        return cast(
+            "httpx2.Response",
+            http.Response(status, headers=merged, stream=_replay_body(pieces), request=request),
+        )
+    if isinstance(body, str):
+        content = body.encode()
+        merged.setdefault("content-type", "text/plain; charset=utf-8")
+    else:
+        content = b"" if body is None else orjson.dumps(body)
+        merged.setdefault("content-type", "application/json")
+    response = http.Response(status, headers=merged, content=content, request=request)
+    response.elapsed = timedelta(0)
+    return cast("httpx2.Response", response)
+
+
+def _url(client: Any, kind: str) -> str:
+    base = str(getattr(client, "base_url", None) or _DEFAULT_BASE_URL)
+    if not base.endswith("/"):
+        base += "/"
+    return base + _PATH_OF_KIND["chat.completion" if kind.startswith("chat.") else "response"]
+
+
+def _is_async(client: Any) -> bool:
+    # The base classes, so that `AzureOpenAI` and other subclasses are clients too.
+    from openai._base_client import AsyncAPIClient, SyncAPIClient
+
+    if isinstance(client, AsyncAPIClient):
+        return True
+    if isinstance(client, SyncAPIClient):
+        return False
+    raise TypeError(
+        f"expected an openai.OpenAI or openai.AsyncOpenAI client, not {type(client).__name__}"
+    )
+
+
+def _stream_types(kind: StreamKind, client: Any) -> tuple[type[Any], type[Any]]:
+    from openai import AsyncStream, Stream
+
+    item: Any
+    if kind == "chat.completion":
+        from openai.types.chat import ChatCompletionChunk
+
+        item = ChatCompletionChunk
+    elif kind == "response":
+        # A union of event models, as the SDK's own `Stream[ResponseStreamEvent]` is.
+        from openai.types.responses import ResponseStreamEvent
+
+        item = ResponseStreamEvent
+    else:
+        raise ValueError(f"unknown stream kind {kind!r}; expected 'chat.completion' or 'response'")
+    stream_cls = AsyncStream if _is_async(client) else Stream
+    return stream_cls, item
+
+
+@overload
+def rebuild_stream(
+    kind: Literal["chat.completion"],
+    chunks: Sequence[Mapping[str, Any]],
+    *,
+    client: OpenAI,
+    headers: Mapping[str, str] | None = ...,
+) -> Stream[ChatCompletionChunk]: ...
+@overload
+def rebuild_stream(
+    kind: Literal["chat.completion"],
+    chunks: Sequence[Mapping[str, Any]],
+    *,
+    client: AsyncOpenAI,
+    headers: Mapping[str, str] | None = ...,
+) -> AsyncStream[ChatCompletionChunk]: ...
+@overload
+def rebuild_stream(
+    kind: Literal["response"],
+    chunks: Sequence[Mapping[str, Any]],
+    *,
+    client: OpenAI,
+    headers: Mapping[str, str] | None = ...,
+) -> Stream[ResponseStreamEvent]: ...
+@overload
+def rebuild_stream(
+    kind: Literal["response"],
+    chunks: Sequence[Mapping[str, Any]],
+    *,
+    client: AsyncOpenAI,
+    headers: Mapping[str, str] | None = ...,
+) -> AsyncStream[ResponseStreamEvent]: ...
+def rebuild_stream(
+    kind: StreamKind,
+    chunks: Sequence[Mapping[str, Any]],
+    *,
+    client: OpenAI | AsyncOpenAI,
+    headers: Mapping[str, str] | None = None,
+) -> Any:
+    """The SDK's own ``Stream`` (for an ``OpenAI`` client) or ``AsyncStream`` (``AsyncOpenAI``) of the recorded
+    ``chunks``, as ``create(..., stream=True)`` returns it. Nothing is sent: ``client`` is only the SDK's
+    context for decoding (its SSE decoder and response validation setting)."""
+    from openai._streaming import SSEDecoder
+
+    stream_cls, item = _stream_types(kind, client)
+    response = http_response(
+        pieces=sse_pieces(kind, chunks), headers=headers, url=_url(client, kind)
+    )
+    stream = stream_cls[item](cast_to=item, response=response, client=client)
+    # The body is standard server-sent events, whatever framing the client's own transport uses.
+    stream._decoder = SSEDecoder()
+    return stream
+
+
+async def _ready(value: Any) -> Any:
+    return value
+
+
+def rebuild_chat_stream_manager(
+    chunks: Sequence[Mapping[str, Any]],
+    *,
+    client: OpenAI | AsyncOpenAI,
+    response_format: Any = None,
+    input_tools: Iterable[Any] | None = None,
+    headers: Mapping[str, str] | None = None,
+) -> ChatCompletionStreamManager[Any] | AsyncChatCompletionStreamManager[Any]:
+    """What ``client.chat.completions.stream(...)`` returns, over the recorded ``chunks``."""
+    from openai.lib.streaming.chat import (
+        AsyncChatCompletionStreamManager,
+        ChatCompletionStreamManager,
+    )
+
+    stream: Any = rebuild_stream(
+        "chat.completion", chunks, client=cast(Any, client), headers=headers
+    )
+    tools = _given(None if input_tools is None else list(input_tools))
+    if _is_async(client):
+        return AsyncChatCompletionStreamManager(
+            _ready(stream), response_format=_given(response_format), input_tools=tools
+        )
+    return ChatCompletionStreamManager(
+        lambda: stream, response_format=_given(response_format), input_tools=tools
+    )
+
+
+def rebuild_responses_stream_manager(
+    chunks: Sequence[Mapping[str, Any]],
+    *,
+    client: OpenAI | AsyncOpenAI,
+    text_format: Any = None,
+    input_tools: Iterable[Any] | None = None,
+    headers: Mapping[str, str] | None = None,
+) -> ResponseStreamManager[Any] | AsyncResponseStreamManager[Any]:
+    """What ``client.responses.stream(...)`` returns, over the recorded ``chunks``."""
+    from openai.lib.streaming.responses import AsyncResponseStreamManager, ResponseStreamManager
+
+    stream: Any = rebuild_stream("response", chunks, client=cast(Any, client), headers=headers)
+    tools = _responses_tools(input_tools)
+    if _is_async(client):
+        return AsyncResponseStreamManager(
+            _ready(stream), text_format=_given(text_format), input_tools=tools, starting_after=None
+        )
+    return ResponseStreamManager(
+        lambda: stream, text_format=_given(text_format), input_tools=tools, starting_after=None
+    )
+
+
+# --------------------------------------------------------------------------------------------- raw responses
+
+
+def raw_response_mode(extra_headers: Mapping[str, Any] | None) -> Literal["raw", "stream"] | None:
+    """Which wrapper made a call: ``"raw"`` for ``.with_raw_response``, ``"stream"`` for
+    ``.with_streaming_response``, ``None`` for a plain call. The wrappers say so in ``extra_headers``."""
+    from openai._constants import RAW_RESPONSE_HEADER
+
+    value = None
+    for key, item in (extra_headers or {}).items():
+        if key.lower() == RAW_RESPONSE_HEADER.lower():
+            value = item
+    if value == "true":
+        return "raw"
+    if value == "stream":
+        return "stream"
+    return None
+
+
+def rebuild_raw_response(
+    kind: ResponseKind,
+    recorded: Mapping[str, Any] | None = None,
+    *,
+    client: OpenAI | AsyncOpenAI,
+    chunks: Sequence[Mapping[str, Any]] | None = None,
+    mode: Literal["raw", "stream"] = "raw",
+    headers: Mapping[str, str] | None = None,
+    response_format: Any = None,
+    text_format: Any = None,
+    input_tools: Iterable[Any] | None = None,
+) -> LegacyAPIResponse[Any] | APIResponse[Any] | AsyncAPIResponse[Any]:
+    """What ``client.<resource>.with_raw_response.<method>(...)`` (``mode="raw"``: a ``LegacyAPIResponse``) or
+    ``.with_streaming_response.<method>(...)`` (``mode="stream"``: an ``APIResponse``/``AsyncAPIResponse``,
+    inside its context manager) returns, over a recorded result or, for a streamed call, its ``chunks``.
+
+    Its ``.parse()`` is the SDK's own: the body goes through the client's response processing, and a
+    ``*.parsed`` kind through the same parser that ``.parse()`` gives the live call.
+    """
+    from openai._models import FinalRequestOptions
+
+    if kind not in _OBJECT_OF_KIND:
+        raise ValueError(f"unknown kind {kind!r}; expected one of {sorted(_OBJECT_OF_KIND)}")
+    is_chat = kind.startswith("chat.")
+    path = "/" + _PATH_OF_KIND["chat.completion" if is_chat else "response"]
+    url = _url(client, kind)
+    recorded_headers = dict(headers or {})
+    options = FinalRequestOptions.construct(method="post", url=path)
+    stream_cls: Any = None
+    if chunks is not None:
+        stream_kind: StreamKind = "chat.completion" if is_chat else "response"
+        stream_cls, item = _stream_types(stream_kind, client)
+        stream_cls = stream_cls[item]
+        response = http_response(
+            pieces=sse_pieces(stream_kind, chunks), headers=recorded_headers, url=url
+        )
+    else:
+        if recorded is None:
+            raise ValueError("rebuild_raw_response needs the recorded result or its chunks")
+        body = _body(kind, recorded)
+        request_id = recorded.get("request_id")
+        if isinstance(request_id, str):
+            recorded_headers.setdefault("x-request-id", request_id)
+        response = http_response(body=body, headers=recorded_headers, url=url)
+    if kind == "chat.completion.parsed":
+        options.post_parser = lambda completion: _parse_chat(
+            completion, response_format, input_tools
+        )
+    elif kind == "response.parsed":
+        options.post_parser = lambda result: _parse_response(result, text_format, input_tools)
+    cast_to: Any
+    if is_chat:
+        from openai.types.chat import ChatCompletion
+
+        cast_to = ChatCompletion
+    else:
+        from openai.types.responses import Response
+
+        cast_to = Response
+    arguments: dict[str, Any] = {
+        "raw": response,
+        "cast_to": cast_to,
+        "client": client,
+        "stream": chunks is not None,
+        "stream_cls": stream_cls,
+        "options": options,
+    }
+    if mode == "raw":
+        from openai._legacy_response import LegacyAPIResponse
+
+        return LegacyAPIResponse(**arguments)
+    if mode == "stream":
+        from openai._response import APIResponse, AsyncAPIResponse
+
+        return AsyncAPIResponse(**arguments) if _is_async(client) else APIResponse(**arguments)
+    raise ValueError(f"unknown mode {mode!r}; expected 'raw' or 'stream'")
+
+
+# --------------------------------------------------------------------------------------------- errors
+
+
+def _status_class(status: int) -> type[APIStatusError]:
+    import openai
+
+    table: dict[int, type[APIStatusError]] = {
+        400: openai.BadRequestError,
+        401: openai.AuthenticationError,
+        403: openai.PermissionDeniedError,
+        404: openai.NotFoundError,
+        409: openai.ConflictError,
+        422: openai.UnprocessableEntityError,
+        429: openai.RateLimitError,
+    }
+    if status in table:
+        return table[status]
+    return openai.InternalServerError if status >= 500 else openai.APIStatusError
+
+
+def error_for_status(
+    status: int,
+    body: Any,
+    headers: Mapping[str, str] | None = None,
+    *,
+    url: str = _DEFAULT_BASE_URL,
+) -> APIStatusError:
+    """The exception the SDK raises for an error response of ``status`` with ``body`` (as the server sent it)
+    and ``headers``, made as the SDK makes it: same class (from a fixed table by status), message, ``body``,
+    ``status_code``, ``request_id`` and ``response``."""
+    if not isinstance(status, int) or isinstance(status, bool) or not 400 <= status <= 599:
+        raise ValueError(f"an error status is an integer from 400 to 599, not {status!r}")
+    response = http_response(status=status, body=body, headers=headers, url=url)
+    message = f"Error code: {status}"
+    error = body.get("error", body) if isinstance(body, Mapping) else None
+    detail = error.get("message") if isinstance(error, Mapping) else None
+    if isinstance(detail, str) and detail:
+        message += f" - {detail}"
+    data = body.get("error", body) if isinstance(body, Mapping) else body
+    return _status_class(status)(message, response=response, body=data)
+
+
+def rebuild_error(recorded: Mapping[str, Any], *, url: str = _DEFAULT_BASE_URL) -> APIError:
+    """The exception of a recorded failure (from ``record_error``): ``error_for_status`` for one with a
+    status, else the SDK's ``APITimeoutError`` or ``APIConnectionError``."""
+    from openai import APIConnectionError, APITimeoutError
+
+    status = recorded.get("status")
+    if status is not None:
+        return error_for_status(
+            int(status), recorded.get("body"), recorded.get("headers") or {}, url=url
+        )
+    request = _http().Request("POST", url)
+    if recorded.get("timeout") is True:
+        return APITimeoutError(request=request)
+    message = recorded.get("message")
+    return APIConnectionError(
+        message=message if isinstance(message, str) and message else "Connection error.",
+        request=request,
+    )
+
+
+# --------------------------------------------------------------------------------------------- plain text
+
+
+def recording_from_text(
+    kind: Literal["chat.completion", "response"],
+    text: str,
+    *,
+    model: str,
+    usage: tuple[int, int] | None = None,
+    response_id: str = "replay",
+) -> dict[str, Any]:
+    """A recording, in ``record_response``'s shape, of a call that answered ``text``: for a hand-written
+    entry (``{"output": "Hello", "usage": [812, 96]}``) that holds no SDK body."""
+    prompt, completion = usage or (0, 0)
+    if kind == "chat.completion":
+        body: dict[str, Any] = {
+            "id": response_id,
+            "object": "chat.completion",
+            "created": 0,
+            "model": model,
+            "choices": [
+                {
+                    "index": 0,
+                    "finish_reason": "stop",
+                    "logprobs": None,
+                    "message": {"role": "assistant", "content": text, "refusal": None},
+                }
+            ],
+        }
+        if usage is not None:
+            body["usage"] = {
+                "prompt_tokens": prompt,
+                "completion_tokens": completion,
+                "total_tokens": prompt + completion,
+            }
+    elif kind == "response":
+        body = {
+            "id": response_id,
+            "object": "response",
+            "created_at": 0,
+            "status": "completed",
+            "model": model,
+            "output": [
+                {
+                    "id": f"{response_id}_msg",
+                    "type": "message",
+                    "role": "assistant",
+                    "status": "completed",
+                    "content": [{"type": "output_text", "text": text, "annotations": []}],
+                }
+            ],
+            "parallel_tool_calls": True,
+            "tool_choice": "auto",
+            "tools": [],
+        }
+        if usage is not None:
+            body["usage"] = {
+                "input_tokens": prompt,
+                "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
+                "output_tokens": completion,
+                "output_tokens_details": {"reasoning_tokens": 0},
+                "total_tokens": prompt + completion,
+            }
+    else:
+        raise ValueError(f"unknown kind {kind!r}; expected 'chat.completion' or 'response'")
+    return {"object": kind, "body": body, "request_id": None}
+
+
+def chunks_from_text(
+    kind: Literal["chat.completion"],
+    text: str,
+    *,
+    model: str,
+    usage: tuple[int, int] | None = None,
+    response_id: str = "replay",
+) -> list[dict[str, Any]]:
+    """Recorded chat chunks (``record_chunk``'s shape) that stream ``text`` word by word, for an entry that
+    holds only the answer's text; with ``usage`` the last chunk is the ``include_usage`` one."""
+    if kind != "chat.completion":
+        raise ValueError("chunks_from_text makes chat completion chunks only")
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        return {
+            "event": None,
+            "data": {
+                "id": response_id,
+                "object": "chat.completion.chunk",
+                "created": 0,
+                "model": model,
+                "choices": [
+                    {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
+                ],
+            },
+        }
+
+    words = text.split(" ")
+    pieces = [w if i == 0 else " " + w for i, w in enumerate(words)] if text else []
+    chunks = [chunk({"role": "assistant", "content": ""})]
+    chunks += [chunk({"content": piece}) for piece in pieces]
+    chunks.append(chunk({}, "stop"))
+    if usage is not None:
+        last = chunk({})
+        last["data"]["choices"] = []
+        last["data"]["usage"] = {
+            "prompt_tokens": usage[0],
+            "completion_tokens": usage[1],
+            "total_tokens": usage[0] + usage[1],
+        }
+        chunks.append(last)
+    return chunks
