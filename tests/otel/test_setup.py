@@ -209,3 +209,23 @@ def test_tracely_otel_never_imports_tracely_sdk() -> None:
         {},
     )
     assert result.returncode == 0, result.stderr
+
+
+def test_an_exporter_that_is_down_never_changes_the_agents_result(
+    unset_global_provider: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import socket
+
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "1")  # stop retrying soon
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    provider = setup(environ={}, endpoint=f"http://127.0.0.1:{port}")
+    assert provider is not None
+    with tracely.agent("a", input=1) as run:
+        run.output = tracely.call_tool("t", lambda: "still works")
+    with pytest.raises(ZeroDivisionError):
+        tracely.call_tool("boom", lambda: 1 / 0)
+    assert run.output == "still works"
+    provider.force_flush(timeout_millis=2000)  # the export fails in the background, quietly
