@@ -1,0 +1,345 @@
+"""The issue's whole story, end to end through the CLI, every step its own process.
+
+Record ``run_broken`` live into a fresh store and promote it; replaying ``run`` is INCOMPLETE;
+record ``run`` live and recapture (version 2); replaying ``run`` passes and ``run_broken`` fails
+on the missing tool. ``-j 2`` gives the same verdicts; export / delete the store / import gives
+the same verdicts; a corrupted case file or stored bundle is ERRORED without the agent running.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import sqlite3
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+WEATHER = "examples.weather_agent"
+
+# An agent entrypoint that leaves a mark each time it runs: proof of whether a case ran it.
+MARKER_AGENT = """\
+import os
+
+from examples import weather_agent
+
+
+def run(city):
+    with open(os.environ["AGENT_MARKER"], "a") as f:
+        f.write(city + "\\n")
+    return weather_agent.run(city)
+"""
+
+
+class Shell:
+    """Runs commands in a fresh working directory against a fresh store, with a clean env."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.workdir = workdir
+        self.db = workdir / "store" / "tracely.db"
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith(("OTEL_", "TRACELY_", "PYTEST_", "GITHUB_"))
+            and k not in ("COLUMNS", "TERM")
+        }
+        env["PYTHONPATH"] = str(ROOT)
+        env["TRACELY_STORE"] = f"sqlite:///{self.db.as_posix().lstrip('/')}"
+        env["AGENT_MARKER"] = str(workdir / "agent-ran.txt")
+        self.env = env
+
+    def run(
+        self, *argv: str, status: int = 0, env: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        proc = subprocess.run(
+            [sys.executable, *argv],
+            cwd=self.workdir,
+            env={**self.env, **(env or {})},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert proc.returncode == status, (
+            f"{' '.join(argv)} exited {proc.returncode}, expected {status}\n"
+            f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
+        )
+        # never a terminal here: plain text, no colour codes, no progress bar
+        assert "\x1b[" not in proc.stdout and "\x1b[" not in proc.stderr
+        return proc
+
+    def tracely(
+        self, *argv: str, status: int = 0, env: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        return self.run("-m", "tracely_sdk.cli", *argv, status=status, env=env)
+
+    def record(self, fn: str, city: str) -> str:
+        """Run the reference agent live; its trace is recorded into the store. Returns its id."""
+        proc = self.run("-m", WEATHER, "--fn", fn, city)
+        (trace_id,) = re.findall(r"^recorded trace ([0-9a-f]{32})$", proc.stderr, re.MULTILINE)
+        return trace_id
+
+    def json(self, *argv: str) -> Any:
+        return json.loads(self.tracely(*argv, "--json").stdout)
+
+    def replay(self, *argv: str, status: int) -> dict[str, dict[str, Any]]:
+        """``tracely replay``; returns each case's JSON report entry by case id."""
+        report = self.workdir / "replay.json"
+        report.unlink(missing_ok=True)
+        self.tracely("replay", *argv, "--json", str(report), status=status)
+        return {c["case_id"]: c for c in json.loads(report.read_text())["cases"]}
+
+    def marks(self) -> list[str]:
+        path = self.workdir / "agent-ran.txt"
+        marks = path.read_text().split() if path.exists() else []
+        path.unlink(missing_ok=True)
+        return marks
+
+
+def verdicts(cases: dict[str, dict[str, Any]]) -> dict[str, str]:
+    return {case_id: c["verdict"] for case_id, c in cases.items()}
+
+
+@pytest.fixture
+def sh(tmp_path: Path) -> Shell:
+    (tmp_path / "marker_agent.py").write_text(MARKER_AGENT)
+    return Shell(tmp_path)
+
+
+def test_the_whole_story(sh: Shell, tmp_path: Path) -> None:
+    # 1. the silent failure happens in production, recorded live, and is promoted
+    broken = sh.record("run_broken", "Paris")
+    out = sh.tracely(
+        "cases", "promote", broken, "--name", "Paris weather", "--entrypoint", f"{WEATHER}:run"
+    ).stdout
+    assert out == f"promoted trace {broken} as case paris-weather (version 1)\n"
+
+    # 2. the fix replayed against the recording of the bug: INCOMPLETE, exit 1, never live
+    cases = sh.replay("--entrypoint", f"{WEATHER}:run", status=1)
+    paris = cases["paris-weather"]
+    assert paris["verdict"] == "INCOMPLETE" and paris["version"] == 1
+    assert paris["reasons"][0].startswith("no recorded call for tools:get_weather")
+    plain = sh.tracely("replay", "--no-color", status=1).stdout
+    assert plain.splitlines()[0].split() == ["CASE", "VERSION", "VERDICT", "REASON"]
+    assert plain.splitlines()[1].split()[:3] == ["paris-weather", "1", "INCOMPLETE"]
+
+    # 3. the fix runs live and the case is recaptured from it: version 2, history kept
+    fixed = sh.record("run", "Paris")
+    sh.tracely("cases", "recapture", "paris-weather", fixed)
+    assert sh.json("cases", "show", "paris-weather")["version"] == 2
+    assert [v["source_trace_id"] for v in sh.json("cases", "history", "paris-weather")] == [
+        broken,
+        fixed,
+    ]
+
+    # 4. the fix replays hermetically: PASS, exit 0; the regression fails on the missing tool
+    assert verdicts(sh.replay(status=0)) == {"paris-weather": "PASS"}
+    cases = sh.replay("--entrypoint", f"{WEATHER}:run_broken", status=1)
+    assert cases["paris-weather"]["verdict"] == "FAIL"
+    assert cases["paris-weather"]["reasons"][0].startswith(
+        "recorded call(s) never made: tools:get_weather"
+    )
+    assert cases["paris-weather"]["unused"][0] == "tools:get_weather"
+
+    # a second case, so that -j 2 really runs in two workers
+    oslo = sh.record("run", "Oslo")
+    sh.tracely(
+        "cases",
+        "promote",
+        oslo,
+        "--name",
+        "Oslo weather",
+        "--entrypoint",
+        f"{WEATHER}:run",
+        "--tag",
+        "nordic",
+    )
+    for argv, status, expected in (
+        ((), 0, {"oslo-weather": "PASS", "paris-weather": "PASS"}),
+        (
+            ("--entrypoint", f"{WEATHER}:run_broken"),
+            1,
+            {"oslo-weather": "FAIL", "paris-weather": "FAIL"},
+        ),
+    ):
+        serial = sh.replay(*argv, status=status)
+        parallel = sh.replay(*argv, "-j", "2", status=status)
+        assert verdicts(serial) == verdicts(parallel) == expected
+        assert [c["reasons"] for c in serial.values()] == [c["reasons"] for c in parallel.values()]
+        assert all(c["trace_id"] for c in parallel.values())
+
+    # JUnit and JSON reports, and the step summary
+    summary = tmp_path / "summary.md"
+    sh.tracely(
+        "replay",
+        "--junit",
+        "junit.xml",
+        "--json",
+        "report.json",
+        "--tag",
+        "nordic",
+        env={"GITHUB_STEP_SUMMARY": str(summary)},
+    )
+    suite = ET.parse(tmp_path / "junit.xml").getroot().find("testsuite")
+    assert suite is not None and suite.get("tests") == "1" and suite.get("failures") == "0"
+    (testcase,) = suite.findall("testcase")
+    assert testcase.get("name") == "oslo-weather"
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["summary"]["passed"] == 1 and report["summary"]["ok"] is True
+    assert "| `oslo-weather` | 1 | ✅ PASS |" in summary.read_text()
+
+    # 5. export, delete the store, import: the same verdicts
+    sh.tracely("cases", "export", "cases")
+    exported = sorted(p.name for p in (tmp_path / "cases").iterdir())
+    assert exported == ["oslo-weather.json", "paris-weather.json"]
+    shutil.rmtree(sh.db.parent)
+    assert sh.tracely("cases", "list", "--json").stdout.strip() == "[]"
+    sh.tracely("cases", "import", "cases")
+    assert sh.json("cases", "show", "paris-weather")["version"] == 2
+    assert verdicts(sh.replay(status=0)) == {"oslo-weather": "PASS", "paris-weather": "PASS"}
+    cases = sh.replay("--entrypoint", f"{WEATHER}:run_broken", status=1)
+    assert verdicts(cases) == {"oslo-weather": "FAIL", "paris-weather": "FAIL"}
+    # ... and straight from the directory, without a store
+    assert verdicts(sh.replay("--cases", "cases", status=0)) == {
+        "oslo-weather": "PASS",
+        "paris-weather": "PASS",
+    }
+
+
+def _story_store(sh: Shell) -> None:
+    for city in ("Paris", "Oslo"):
+        trace_id = sh.record("run", city)
+        sh.tracely(
+            "cases",
+            "promote",
+            trace_id,
+            "--name",
+            f"{city} weather",
+            "--entrypoint",
+            "marker_agent:run",
+        )
+    assert verdicts(sh.replay(status=0)) == {"oslo-weather": "PASS", "paris-weather": "PASS"}
+    assert sorted(sh.marks()) == ["Oslo", "Paris"]  # the marker agent runs when a case runs
+
+
+def test_a_corrupted_case_file_is_errored_without_running_the_agent(
+    sh: Shell, tmp_path: Path
+) -> None:
+    _story_store(sh)
+    sh.tracely("cases", "export", "cases")
+    path = tmp_path / "cases" / "paris-weather.json"
+    doc = json.loads(path.read_text())
+    doc["history"][0]["bundle"]["tools"]["get_weather"][0]["output"]["temp_c"] = (
+        35  # a doctored recording
+    )
+    path.write_text(json.dumps(doc))
+
+    cases = sh.replay("--cases", "cases", status=1)
+    assert verdicts(cases) == {"oslo-weather": "PASS", "paris-weather": "ERRORED"}
+    assert "checksum" in cases["paris-weather"]["reasons"][0]
+    assert sh.marks() == ["Oslo"]  # the agent never ran for the corrupt case
+    out = sh.tracely("replay", "--cases", "cases", status=1).stdout
+    assert "ERRORED paris-weather v1 (Paris weather)" in out
+    sh.marks()
+
+    path.write_text("{ not json")
+    assert verdicts(sh.replay("--cases", "cases", status=1))["paris-weather"] == "ERRORED"
+    assert sh.marks() == ["Oslo"]
+    # importing a corrupt file into a store is refused outright: nothing is imported
+    err = sh.tracely("cases", "import", "cases", status=2).stderr
+    assert err.startswith("tracely: error: ") and "paris-weather.json" in err
+
+
+def test_a_corrupted_stored_bundle_is_errored_with_an_error_trace(sh: Shell) -> None:
+    _story_store(sh)
+    db = sqlite3.connect(sh.db)
+    try:
+        (text,) = db.execute("SELECT bundle FROM cases WHERE id = 'paris-weather'").fetchone()
+        bundle = json.loads(text)
+        bundle["llm"] = {}  # cut short: the checksum no longer matches
+        db.execute("UPDATE cases SET bundle = ? WHERE id = 'paris-weather'", (json.dumps(bundle),))
+        db.commit()
+    finally:
+        db.close()
+
+    # the spans go through the configured pipeline: here the console exporter, on stdout
+    proc = sh.tracely(
+        "replay", "--json", "r.json", status=1, env={"OTEL_TRACES_EXPORTER": "console"}
+    )
+    cases = {c["case_id"]: c for c in json.loads((sh.workdir / "r.json").read_text())["cases"]}
+    assert verdicts(cases) == {"oslo-weather": "PASS", "paris-weather": "ERRORED"}
+    assert "cannot be loaded, so the agent was not run" in cases["paris-weather"]["reasons"][0]
+    assert sh.marks() == ["Oslo"]
+    spans = _console_spans(proc.stdout)
+    errored = [
+        s for s in spans if s["context"]["trace_id"] == "0x" + cases["paris-weather"]["trace_id"]
+    ]
+    assert [s["name"] for s in errored] == ["invoke_agent paris-weather"]  # no tool or LLM spans
+    assert errored[0]["status"]["status_code"] == "ERROR"
+    assert errored[0]["attributes"]["tracely.case.id"] == "paris-weather"
+    assert errored[0]["attributes"]["tracely.case.version"] == 1
+    passed = [
+        s for s in spans if s["context"]["trace_id"] == "0x" + cases["oslo-weather"]["trace_id"]
+    ]
+    assert sorted(s["name"] for s in passed) == [
+        "chat local-weather-model",
+        "chat local-weather-model",
+        "execute_tool get_weather",
+        "invoke_agent weather-agent",
+    ]
+
+
+def _console_spans(stdout: str) -> list[dict[str, Any]]:
+    """The spans the console exporter printed (JSON objects) among the CLI's own output."""
+    decoder = json.JSONDecoder()
+    spans, i = [], 0
+    while (start := stdout.find("{\n", i)) != -1:
+        try:
+            value, end = decoder.raw_decode(stdout, start)
+        except json.JSONDecodeError:
+            i = start + 1
+            continue
+        if isinstance(value, dict) and "context" in value:
+            spans.append(value)
+        i = end
+    return spans
+
+
+def test_usage_and_configuration_errors_exit_2(sh: Shell) -> None:
+    err = sh.tracely("replay", "--entrypoint", "nowhere_module:run", status=2).stderr
+    assert err.startswith("tracely: error: ") and err.count("\n") == 1
+    err = sh.tracely("cases", "list", env={"TRACELY_STORE": "ftp://x/y"}, status=2).stderr
+    assert err.startswith("tracely: error: store URL") and "Traceback" not in err
+    err = sh.tracely("replay", "--bogus", status=2).stderr
+    assert err.startswith("usage: tracely") and "unrecognized arguments: --bogus" in err
+
+
+def test_the_story_script_runs_in_under_a_minute(tmp_path: Path) -> None:
+    bash = shutil.which("bash")
+    if bash is None:
+        pytest.skip("bash is not available")
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "TRACELY_", "PYTEST_"))
+    }
+    env["PYTHON"] = sys.executable
+    proc = subprocess.run(
+        [bash, str(ROOT / "examples" / "story.sh")],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = proc.stdout
+    assert out.count("\n==> ") == 8
+    assert "paris-weather  1        INCOMPLETE  no recorded call for tools:get_weather" in out
+    assert "version 1 -> 2" in out
+    assert "paris-weather  2        PASS" in out
+    assert "paris-weather  2        FAIL     recorded call(s) never made: tools:get_weather" in out

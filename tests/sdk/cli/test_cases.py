@@ -1,0 +1,175 @@
+"""``tracely cases promote|list|show|history|delete|recapture|export|import``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import tracely_sdk as tracely
+from examples import weather_agent
+
+from ._helpers import CLI, WEATHER, record
+
+
+def promote(cli: CLI, trace_id: str, *extra: str) -> dict[str, Any]:
+    status, out, err = cli(
+        "cases", "promote", trace_id, "--name", "Paris weather", "--json", *extra
+    )
+    assert status == 0, err
+    return dict(json.loads(out))
+
+
+def test_promote_then_list_and_show(capture: Any, cli: CLI) -> None:
+    trace_id = record(capture, cli, weather_agent.run_broken, "Paris")
+    status, out, _ = cli(
+        "cases", "promote", trace_id, "--name", "Paris weather", "--entrypoint", f"{WEATHER}:run"
+    )
+    assert status == 0
+    assert out == f"promoted trace {trace_id} as case paris-weather (version 1)\n"
+
+    status, out, _ = cli("cases", "list", "--json")
+    (case,) = json.loads(out)
+    assert case == {
+        "case_id": "paris-weather",
+        "name": "Paris weather",
+        "version": 1,
+        "entrypoint": f"{WEATHER}:run",
+        "tags": [],
+        "source_trace_id": trace_id,
+        "created_at": case["created_at"],
+        "updated_at": case["updated_at"],
+    }
+    status, out, _ = cli("cases", "list")
+    assert out.splitlines()[0].split() == [
+        "CASE",
+        "VERSION",
+        "NAME",
+        "ENTRYPOINT",
+        "TAGS",
+        "UPDATED",
+    ]
+    assert out.splitlines()[1].startswith("paris-weather  1")
+
+    status, out, _ = cli("cases", "show", "paris-weather", "--json")
+    shown = json.loads(out)
+    assert shown["case_id"] == "paris-weather" and shown["version"] == 1
+    assert shown["input"] == {"args": ["Paris"], "kwargs": {}}
+    assert shown["expected_output"] == "Let me check the weather in Paris."
+    assert shown["calls"] == ["llm:local-weather-model"]
+    assert shown["bundle"]["trace_id"] == trace_id
+    status, out, _ = cli("cases", "show", "paris-weather")
+    assert 'expected      "Let me check the weather in Paris."' in out
+    assert "llm:local-weather-model" in out
+
+
+def test_promote_with_id_and_tags(capture: Any, cli: CLI) -> None:
+    trace_id = record(capture, cli, weather_agent.run, "Paris")
+    case = promote(cli, trace_id, "--id", "paris", "--tag", "smoke", "--tag", "eu")
+    assert (
+        case["case_id"] == "paris"
+        and case["tags"] == ["eu", "smoke"]
+        and case["entrypoint"] is None
+    )
+    other = record(capture, cli, weather_agent.run, "Oslo")
+    cli("cases", "promote", other, "--name", "Oslo")
+    assert [
+        c["case_id"] for c in json.loads(cli("cases", "list", "--json", "--tag", "smoke")[1])
+    ] == ["paris"]
+    status, _, err = cli("cases", "promote", other, "--name", "again", "--id", "paris")
+    assert status == 2 and "already exists" in err
+
+
+def test_promote_refuses_a_trace_without_an_input(capture: Any, cli: CLI) -> None:
+    def no_input() -> None:
+        with tracely.agent("anonymous"):
+            tracely.call_tool("t", lambda: 1, args={})
+
+    trace_id = record(capture, cli, no_input)
+    status, out, err = cli("cases", "promote", trace_id, "--name", "x")
+    assert status == 2 and out == ""
+    assert "has no recorded agent input" in err and "tracely.agent(name, input=...)" in err
+    assert err.count("\n") == 1
+
+
+def test_promote_rejects_a_bad_id_and_entrypoint(capture: Any, cli: CLI) -> None:
+    trace_id = record(capture, cli, weather_agent.run, "Paris")
+    status, _, err = cli("cases", "promote", trace_id, "--name", "x", "--id", "../escape")
+    assert status == 2 and "invalid case id" in err
+    status, _, err = cli(
+        "cases", "promote", trace_id, "--name", "x", "--entrypoint", "not an entrypoint"
+    )
+    assert status == 2 and "invalid entrypoint" in err
+    assert json.loads(cli("cases", "list", "--json")[1]) == []
+
+
+def test_recapture_bumps_the_version_and_keeps_history(capture: Any, cli: CLI) -> None:
+    broken = record(capture, cli, weather_agent.run_broken, "Paris")
+    promote(cli, broken)
+    fixed = record(capture, cli, weather_agent.run, "Paris")
+    status, out, _ = cli("cases", "recapture", "paris-weather", fixed)
+    assert status == 0
+    assert out == f"recaptured case paris-weather from trace {fixed}: version 1 -> 2\n"
+    status, out, _ = cli("cases", "recapture", "paris-weather", fixed)
+    assert status == 0 and "nothing changed" in out
+
+    status, out, _ = cli("cases", "history", "paris-weather", "--json")
+    history = json.loads(out)
+    assert [(v["version"], v["source_trace_id"]) for v in history] == [(1, broken), (2, fixed)]
+    assert history[0]["calls"] == ["llm:local-weather-model"]
+    assert history[1]["calls"] == [
+        "llm:local-weather-model",
+        "tools:get_weather",
+        "llm:local-weather-model",
+    ]
+    assert history[1]["note"] == f"recaptured from trace {fixed}"
+    assert history[1]["expected_output"] == "It's 18°C and cloudy in Paris."
+    status, out, _ = cli("cases", "history", "paris-weather")
+    assert [line.split()[0] for line in out.splitlines()] == ["VERSION", "1", "2"]
+
+
+def test_recapture_with_another_input_changes_nothing(capture: Any, cli: CLI) -> None:
+    promote(cli, record(capture, cli, weather_agent.run_broken, "Paris"))
+    oslo = record(capture, cli, weather_agent.run, "Oslo")
+    status, out, err = cli("cases", "recapture", "paris-weather", oslo, "--json")
+    assert status == 2 and out == ""
+    assert "different input" in err and err.count("\n") == 1
+    assert json.loads(cli("cases", "show", "paris-weather", "--json")[1])["version"] == 1
+
+
+def test_delete(capture: Any, cli: CLI) -> None:
+    promote(cli, record(capture, cli, weather_agent.run, "Paris"))
+    assert cli("cases", "delete", "paris-weather")[:2] == (
+        0,
+        "deleted case paris-weather (1 version)\n",
+    )
+    assert cli("cases", "delete", "paris-weather")[0] == 2
+    assert json.loads(cli("cases", "list", "--json")[1]) == []
+
+
+def test_export_then_import_into_a_fresh_store(capture: Any, cli: CLI, tmp_path: Path) -> None:
+    broken = record(capture, cli, weather_agent.run_broken, "Paris")
+    promote(cli, broken, "--tag", "smoke")
+    cli("cases", "recapture", "paris-weather", record(capture, cli, weather_agent.run, "Paris"))
+    status, out, _ = cli("cases", "export", str(tmp_path / "cases"))
+    assert status == 0 and out == f"exported 1 case file to {tmp_path / 'cases'}\n"
+    exported = (tmp_path / "cases" / "paris-weather.json").read_bytes()
+    assert json.loads(exported)["version"] == 2
+
+    fresh = CLI(cli.capsys, cli.url.replace("tracely.db", "fresh.db"))
+    status, out, _ = fresh("cases", "import", str(tmp_path / "cases"))
+    assert status == 0 and out == f"imported 1 case from {tmp_path / 'cases'}\n"
+    assert json.loads(fresh("cases", "show", "paris-weather", "--json")[1])["version"] == 2
+    assert len(json.loads(fresh("cases", "history", "paris-weather", "--json")[1])) == 2
+    fresh("cases", "export", str(tmp_path / "again"))
+    assert (tmp_path / "again" / "paris-weather.json").read_bytes() == exported
+
+
+def test_import_of_a_malformed_file_imports_nothing(capture: Any, cli: CLI, tmp_path: Path) -> None:
+    (tmp_path / "cases").mkdir()
+    (tmp_path / "cases" / "bad.json").write_text("{not json")
+    status, out, err = cli("cases", "import", str(tmp_path / "cases"))
+    assert status == 2 and out == ""
+    assert "bad.json" in err and "is not JSON" in err
+    status, _, err = cli("cases", "import", str(tmp_path / "missing"))
+    assert status == 2 and "no case file or directory" in err

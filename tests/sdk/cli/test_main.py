@@ -1,0 +1,129 @@
+"""The command line as a whole: --version, --help everywhere, exit statuses, one-line errors."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tracely_sdk import __version__
+from tracely_sdk.cli import build_parser, main
+
+from ._helpers import CLI
+
+ROOT = Path(__file__).resolve().parents[3]
+
+COMMANDS = [
+    [],
+    ["traces"],
+    ["traces", "list"],
+    ["traces", "show"],
+    ["cases"],
+    *(
+        ["cases", name]
+        for name in (
+            "promote",
+            "list",
+            "show",
+            "history",
+            "delete",
+            "recapture",
+            "export",
+            "import",
+        )
+    ),
+    ["replay"],
+]
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out.strip() == f"tracely {__version__}"
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=lambda c: " ".join(c) or "tracely")
+def test_every_command_has_help(command: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([*command, "--help"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"usage: tracely {' '.join(command)}".rstrip())
+    if command and command[-1] not in ("traces", "cases"):
+        assert "--store URL" in out and "--no-color" in out
+
+
+def test_every_command_is_listed_for_help() -> None:
+    # guards COMMANDS above against a command added without a test of its --help
+    def commands(parser: argparse.ArgumentParser, prefix: list[str]) -> list[list[str]]:
+        found = []
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    found.append([*prefix, name])
+                    found.extend(commands(sub, [*prefix, name]))
+        return found
+
+    assert sorted(commands(build_parser(), [])) == sorted(c for c in COMMANDS if c)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        [],
+        ["traces"],
+        ["cases"],
+        ["nope"],
+        ["replay", "--bogus"],
+        ["traces", "list", "--limit", "0"],
+        ["replay", "-j", "x"],
+    ],
+)
+def test_usage_errors_exit_2(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(argv) == 2
+    assert "usage: tracely" in capsys.readouterr().err
+
+
+def test_a_bad_store_url_is_one_line_on_stderr(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["traces", "list", "--store", "ftp://nowhere/x"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.startswith("tracely: error: store URL 'ftp://nowhere/x'")
+    assert captured.err.count("\n") == 1 and "Traceback" not in captured.err
+
+
+def test_the_store_comes_from_the_environment(
+    cli: CLI, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("TRACELY_STORE", "ftp://from-env/x")
+    assert main(["cases", "list"]) == 2
+    assert "ftp://from-env/x" in capsys.readouterr().err
+    # --store wins over the environment, before or after the command
+    assert main(["--store", cli.url, "cases", "list", "--json"]) == 0
+    assert capsys.readouterr().out.strip() == "[]"
+    assert main(["cases", "list", "--json", "--store", cli.url]) == 0
+
+
+def test_unknown_trace_and_case_exit_2(cli: CLI) -> None:
+    status, out, err = cli("traces", "show", "0" * 32)
+    assert status == 2 and out == ""
+    assert err.startswith(f"tracely: error: no recording of trace '{'0' * 32}'")
+    assert err.count("\n") == 1
+    status, _, err = cli("cases", "show", "nope")
+    assert status == 2 and err.startswith("tracely: error: no case 'nope'")
+
+
+def test_python_dash_m_runs_the_cli() -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    env["PYTHONPATH"] = str(ROOT)
+    proc = subprocess.run(
+        [sys.executable, "-m", "tracely_sdk.cli", "--version"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == f"tracely {__version__}"

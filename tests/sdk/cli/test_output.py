@@ -1,0 +1,116 @@
+"""Plain text off a terminal, rich on one; rich is optional."""
+
+from __future__ import annotations
+
+import io
+import sys
+
+import pytest
+
+from tracely_sdk._runner import CaseResult
+from tracely_sdk.cli._output import Output, rich_available
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+RESULTS = [
+    CaseResult("paris-weather", 2, "Paris", "PASS", duration=0.01),
+    CaseResult(
+        "oslo-weather",
+        1,
+        "Oslo",
+        "FAIL",
+        [
+            "recorded call(s) never made: tools:get_weather",
+            "output differs from the expected output",
+        ],
+        diff='--- expected output\n+++ actual output\n@@ -1 +1 @@\n-"a"\n+"b"',
+        duration=0.02,
+    ),
+]
+
+
+def test_plain_when_not_a_terminal() -> None:
+    out = Output(stdout=io.StringIO())
+    assert not out.fancy
+
+
+def test_rich_on_a_terminal_unless_no_color_or_dumb(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("TERM", raising=False)
+    assert Output(stdout=Terminal()).fancy is rich_available()
+    assert not Output(stdout=Terminal(), color=False).fancy
+    monkeypatch.setenv("TERM", "dumb")
+    assert not Output(stdout=Terminal()).fancy
+
+
+def test_plain_when_rich_is_not_installed(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("TERM", raising=False)
+    monkeypatch.setitem(sys.modules, "rich", None)  # import rich now raises ImportError
+    assert not rich_available()
+    stream = Terminal()
+    out = Output(stdout=stream)
+    assert not out.fancy
+    with out.progress(2) as advance:
+        advance(RESULTS[0])
+    out.verdicts(RESULTS)
+    assert "CASE" in stream.getvalue() and "\x1b[" not in stream.getvalue()
+
+
+def test_plain_table_aligns_and_shortens_one_column() -> None:
+    stream = io.StringIO()
+    out = Output(stdout=stream)
+    out.table(["A", "LONG"], [["x", "y" * 500], ["wide cell", "z"]], shrink=1)
+    header, first, second = stream.getvalue().splitlines()
+    assert header.startswith("A          LONG")
+    assert first.startswith("x          yyy") and first.endswith("…") and len(first) == 160
+    assert second == "wide cell  z"
+
+
+def test_plain_verdicts() -> None:
+    stream = io.StringIO()
+    Output(stdout=stream).verdicts(RESULTS, elapsed=0.5)
+    text = stream.getvalue()
+    lines = text.splitlines()
+    assert lines[0].split() == ["CASE", "VERSION", "VERDICT", "REASON"]
+    assert lines[1].split() == ["paris-weather", "2", "PASS"]
+    assert lines[2].startswith(
+        "oslo-weather   1        FAIL     recorded call(s) never made: tools:get_weather (+1 more)"
+    )
+    assert (
+        "FAIL oslo-weather v1 (Oslo)\n  - recorded call(s) never made: tools:get_weather\n" in text
+    )
+    assert '    +"b"' in text
+    assert lines[-1] == "2 cases: 1 passed, 1 failed in 0.50s"
+    assert "\x1b[" not in text
+
+
+@pytest.mark.skipif(not rich_available(), reason="rich is not installed")
+def test_rich_verdicts_and_progress(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("TERM", raising=False)
+    monkeypatch.setenv("COLUMNS", "120")
+    stream = Terminal()
+    out = Output(stdout=stream)
+    assert out.fancy
+    with out.progress(2) as advance:
+        for r in RESULTS:
+            advance(r)
+    out.verdicts(RESULTS)
+    text = stream.getvalue()
+    assert "paris-weather" in text and "FAIL oslo-weather v1 (Oslo)" in text
+    assert "2 cases: 1 passed, 1 failed" in text
+    assert "\x1b[" in text  # styled
+
+
+def test_json_is_plain_even_on_a_terminal() -> None:
+    stream = Terminal()
+    Output(stdout=stream).json({"case_id": "x", "verdict": "PASS"})
+    assert stream.getvalue() == '{\n  "case_id": "x",\n  "verdict": "PASS"\n}\n'
+
+
+def test_errors_are_one_line_on_stderr() -> None:
+    err = io.StringIO()
+    Output(stdout=io.StringIO(), stderr=err).error("no case 'x'")
+    assert err.getvalue() == "tracely: error: no case 'x'\n"

@@ -1,0 +1,173 @@
+"""``tracely replay``: verdicts, exit statuses, case selection and the report files."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from examples import weather_agent
+from tracely_sdk.cli import _replay, main
+from tracely_sdk.cli._replay import init_tracing
+
+from ._helpers import CLI, WEATHER, record
+
+
+def story(capture: Any, cli: CLI) -> tuple[str, str]:
+    """The broken run promoted as a case of ``run``; returns (broken trace, fixed trace)."""
+    broken = record(capture, cli, weather_agent.run_broken, "Paris")
+    status, _, err = cli(
+        "cases", "promote", broken, "--name", "Paris weather", "--entrypoint", f"{WEATHER}:run"
+    )
+    assert status == 0, err
+    fixed = record(capture, cli, weather_agent.run, "Paris")
+    return broken, fixed
+
+
+def verdict_rows(out: str) -> list[list[str]]:
+    rows = out.split("\n\n")[0].splitlines()
+    assert rows[0].split() == ["CASE", "VERSION", "VERDICT", "REASON"]
+    return [row.split(None, 3) for row in rows[1:]]
+
+
+def test_the_story_through_the_cli(capture: Any, cli: CLI) -> None:
+    _, fixed = story(capture, cli)
+    status, out, _ = cli("replay")
+    assert status == 1
+    ((case, version, verdict, reason),) = verdict_rows(out)
+    assert (case, version, verdict) == ("paris-weather", "1", "INCOMPLETE")
+    assert reason.startswith("no recorded call for tools:get_weather")
+    assert "1 case: 1 incomplete in" in out
+
+    assert cli("cases", "recapture", "paris-weather", fixed)[0] == 0
+    status, out, _ = cli("replay")
+    assert status == 0
+    assert verdict_rows(out) == [["paris-weather", "2", "PASS"]]
+    assert "1 case: 1 passed in" in out
+
+    status, out, _ = cli("replay", "--entrypoint", f"{WEATHER}:run_broken")
+    assert status == 1
+    ((_, version, verdict, reason),) = verdict_rows(out)
+    assert (version, verdict) == ("2", "FAIL")
+    assert reason.startswith("recorded call(s) never made: tools:get_weather")
+    assert '+"Let me check the weather in Paris."' in out  # the diff is in the details
+
+
+def test_reports_are_written(
+    capture: Any, cli: CLI, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    story(capture, cli)
+    summary = tmp_path / "summary.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    status, _, _ = cli(
+        "replay", "--junit", str(tmp_path / "j.xml"), "--json", str(tmp_path / "r.json")
+    )
+    assert status == 1
+    suite = ET.parse(tmp_path / "j.xml").getroot().find("testsuite")
+    assert suite is not None and suite.get("tests") == "1" and suite.get("failures") == "1"
+    failure = suite.find("testcase/failure")
+    assert failure is not None and failure.get("type") == "INCOMPLETE"
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["summary"]["incomplete"] == 1 and report["summary"]["ok"] is False
+    assert (
+        report["cases"][0]["verdict"] == "INCOMPLETE"
+        and report["cases"][0]["case_id"] == "paris-weather"
+    )
+    assert summary.read_text().startswith("### tracely replay: 1 case: 1 incomplete")
+
+
+def test_selecting_cases_by_id_and_tag(capture: Any, cli: CLI) -> None:
+    for city, tag in (("Paris", "eu"), ("Oslo", "eu"), ("Tokyo", "asia")):
+        trace_id = record(capture, cli, weather_agent.run, city)
+        cli(
+            "cases",
+            "promote",
+            trace_id,
+            "--name",
+            city,
+            "--tag",
+            tag,
+            "--entrypoint",
+            f"{WEATHER}:run",
+        )
+
+    def replayed(*argv: str) -> list[str]:
+        status, out, err = cli("replay", *argv)
+        assert status == 0, err
+        return [row[0] for row in verdict_rows(out)]
+
+    assert replayed() == ["oslo", "paris", "tokyo"]
+    assert replayed("--tag", "eu") == ["oslo", "paris"]
+    assert replayed("--tag", "asia", "--tag", "eu") == ["oslo", "paris", "tokyo"]
+    assert replayed("--case", "tokyo", "--case", "paris") == ["tokyo", "paris"]
+    status, _, err = cli("replay", "--case", "lima")
+    assert status == 2 and err.startswith("tracely: error: no case 'lima'")
+    status, out, err = cli("replay", "--tag", "none")
+    assert status == 0 and out == "" and "no cases to replay with tag none" in err
+
+
+def test_replay_from_an_exported_directory(
+    capture: Any, cli: CLI, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    story(capture, cli)
+    cli("cases", "export", str(tmp_path / "cases"))
+    capsys.readouterr()
+    assert main(["replay", "--cases", str(tmp_path / "cases")]) == 1
+    assert verdict_rows(capsys.readouterr().out)[0][2] == "INCOMPLETE"
+    # --store and --cases are alternatives
+    status, _, err = cli("replay", "--cases", str(tmp_path / "cases"))
+    assert status == 2 and "--store and --cases are alternatives" in err
+    assert main(["replay", "--cases", str(tmp_path / "nowhere")]) == 2
+    assert "no case directory at" in capsys.readouterr().err
+
+
+def test_a_bad_entrypoint_is_a_usage_error(capture: Any, cli: CLI) -> None:
+    story(capture, cli)
+    status, out, err = cli("replay", "--entrypoint", f"{WEATHER}:nope")
+    assert status == 2 and out == ""
+    assert err == (
+        f"tracely: error: entrypoint '{WEATHER}:nope': '{WEATHER}' has no attribute 'nope'\n"
+    )
+    status, _, err = cli("replay", "--entrypoint", "missing_module_abc:run")
+    assert status == 2 and "no module named 'missing_module_abc'" in err
+
+
+def test_a_case_without_an_entrypoint_needs_one(capture: Any, cli: CLI) -> None:
+    cli("cases", "promote", record(capture, cli, weather_agent.run, "Paris"), "--name", "Paris")
+    status, _, err = cli("replay")
+    assert status == 2 and "have no entrypoint: pass --entrypoint" in err
+    assert cli("replay", "--entrypoint", f"{WEATHER}:run")[0] == 0
+
+
+def test_lenient_says_lenient(capture: Any, cli: CLI) -> None:
+    _, fixed = story(capture, cli)
+    status, out, _ = cli("replay", "--lenient")
+    assert status == 1  # the run fell through to live calls and answered differently
+    assert verdict_rows(out)[0][2] == "LENIENT"
+    assert "lenient (not a recorded pass)" in out
+    cli("cases", "recapture", "paris-weather", fixed)
+    status, out, _ = cli("replay", "--lenient")
+    assert status == 0 and verdict_rows(out)[0][2] == "LENIENT" and "passed" not in out
+
+
+def test_replay_sets_up_tracing_without_recording(
+    capture: Any, cli: CLI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls: list[dict[str, Any]] = []
+    monkeypatch.setattr("tracely_sdk.init", lambda **kw: calls.append(kw))
+    init_tracing()  # the real one (the cli fixture stubs the module's)
+    assert calls == [{"record": False}]
+    seen: list[str] = []
+    monkeypatch.setattr(_replay, "init_tracing", lambda: seen.append("init"))
+    story(capture, cli)
+    cli("replay")
+    assert seen == ["init"]
+
+
+def test_an_empty_store(cli: CLI, tmp_path: Path) -> None:
+    status, out, err = cli("replay", "--junit", str(tmp_path / "j.xml"))
+    assert status == 0 and out == "" and "no cases to replay" in err
+    assert ET.parse(tmp_path / "j.xml").getroot().get("tests") == "0"

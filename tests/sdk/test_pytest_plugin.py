@@ -1,0 +1,226 @@
+"""The pytest plugin: one test item per case, the tracely_replay fixture and marker."""
+
+from __future__ import annotations
+
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from examples import weather_agent
+from tracely_sdk.store import Recording, SQLiteStore, export_cases
+
+pytest_plugins = ["pytester"]
+
+WEATHER = "examples.weather_agent"
+PLUGIN = ("-p", "tracely_sdk.pytest_plugin")
+
+
+def _record(capture: Any, store: SQLiteStore, fn: Any, city: str) -> str:
+    fn(city)
+    bundle = capture.last_bundle
+    store.put_recording(Recording.from_bundle(bundle))
+    return str(bundle["trace_id"])
+
+
+@pytest.fixture
+def store_url(capture: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A store with two cases of ``run``: paris-weather (passes) and oslo-weather (broken run)."""
+    # the inner pytest runs load only the plugin under test, whatever is installed
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    monkeypatch.delenv("TRACELY_STORE", raising=False)
+    path = tmp_path / "store" / "tracely.db"
+    store = SQLiteStore(path)
+    try:
+        paris = _record(capture, store, weather_agent.run, "Paris")
+        store.promote(paris, name="Paris weather", entrypoint=f"{WEATHER}:run", tags=["smoke"])
+        oslo = _record(capture, store, weather_agent.run_broken, "Oslo")
+        store.promote(oslo, name="Oslo weather", entrypoint=f"{WEATHER}:run")
+    finally:
+        store.close()
+    return f"sqlite:///{path.as_posix().lstrip('/')}"
+
+
+def test_collects_one_item_per_case(pytester: pytest.Pytester, store_url: str) -> None:
+    result = pytester.runpytest(
+        *PLUGIN,
+        "--tracely-store",
+        store_url,
+        "--tracely-entrypoint",
+        f"{WEATHER}:run",
+        "--collect-only",
+        "-q",
+    )
+    result.stdout.fnmatch_lines(
+        ["tracely::oslo-weather", "tracely::paris-weather", "*2 tests collected*"]
+    )
+
+
+def test_failures_show_the_same_reasons_as_the_cli(
+    pytester: pytest.Pytester, store_url: str
+) -> None:
+    result = pytester.runpytest(
+        *PLUGIN, "--tracely-store", store_url, "--tracely-entrypoint", f"{WEATHER}:run", "-v"
+    )
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*tracely::oslo-weather FAILED*",
+            "*tracely::paris-weather PASSED*",
+            "INCOMPLETE oslo-weather v1 (Oslo weather)",
+            "  - no recorded call for tools:get_weather*",
+        ]
+    )
+    assert "Traceback" not in result.stdout.str()
+
+
+def test_the_regression_fails_on_the_missing_tool(
+    pytester: pytest.Pytester, store_url: str
+) -> None:
+    result = pytester.runpytest(
+        *PLUGIN,
+        "--tracely-store",
+        store_url,
+        "--tracely-entrypoint",
+        f"{WEATHER}:run_broken",
+        "-k",
+        "paris",
+    )
+    result.assert_outcomes(failed=1, deselected=1)
+    result.stdout.fnmatch_lines(
+        [
+            "FAIL paris-weather v1 (Paris weather)",
+            "  - recorded call(s) never made: tools:get_weather, llm:local-weather-model",
+            "  - output differs from the expected output",
+            "    --- expected output",
+        ]
+    )
+
+
+def test_k_and_tags_select_cases(pytester: pytest.Pytester, store_url: str) -> None:
+    args = (*PLUGIN, "--tracely-store", store_url, "--tracely-entrypoint", f"{WEATHER}:run")
+    pytester.runpytest(*args, "-k", "paris").assert_outcomes(passed=1, deselected=1)
+    pytester.runpytest(*args, "-k", "smoke").assert_outcomes(
+        passed=1, deselected=1
+    )  # tags are keywords
+    pytester.runpytest(*args, "-m", "tracely_case").assert_outcomes(passed=1, failed=1)
+    pytester.runpytest(
+        *PLUGIN, "--tracely-store", store_url, "--tracely-tag", "smoke"
+    ).assert_outcomes(passed=1)
+
+
+def test_cases_from_a_directory_including_a_corrupt_one(
+    pytester: pytest.Pytester, store_url: str, tmp_path: Path
+) -> None:
+    store = SQLiteStore(store_url.removeprefix("sqlite://"))
+    export_cases(store, tmp_path / "cases")
+    store.close()
+    oslo = tmp_path / "cases" / "oslo-weather.json"
+    doc = orjson.loads(oslo.read_bytes())
+    doc["history"][0]["bundle"]["llm"] = {}
+    oslo.write_bytes(orjson.dumps(doc))
+    result = pytester.runpytest(*PLUGIN, "--tracely-cases", str(tmp_path / "cases"))
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(
+        ["ERRORED oslo-weather v1 (Oslo weather)", "  - the case file cannot be loaded*"]
+    )
+
+
+def test_the_fixture_and_marker_in_a_hand_written_test(
+    pytester: pytest.Pytester, store_url: str
+) -> None:
+    pytester.makepyfile(
+        test_handwritten=f"""
+        import pytest
+
+        @pytest.mark.tracely_case("paris-weather")
+        def test_marked(tracely_replay):
+            result = tracely_replay()
+            assert result.verdict == "PASS"
+            assert "tools:get_weather" in result.replay.served
+            assert result.replay.clean
+
+        @pytest.mark.tracely_case("paris-weather", entrypoint="{WEATHER}:run_broken")
+        def test_marked_with_entrypoint(tracely_replay):
+            assert tracely_replay().verdict == "FAIL"
+
+        def test_by_id(tracely_replay):
+            result = tracely_replay("oslo-weather")
+            assert result.verdict == "INCOMPLETE"
+            assert result.replay.errors[0].label == "tools:get_weather"
+            assert tracely_replay.case("oslo-weather").version == 1
+
+        def test_lenient(tracely_replay):
+            assert tracely_replay("paris-weather", strict=False).verdict == "LENIENT"
+
+        def test_needs_an_id(tracely_replay):
+            tracely_replay()
+
+        def test_unknown_case(tracely_replay):
+            tracely_replay("lima")
+        """
+    )
+    result = pytester.runpytest(*PLUGIN, "--tracely-store", store_url)
+    result.assert_outcomes(passed=4, failed=2)  # --tracely-store alone collects no cases
+    result.stdout.fnmatch_lines(
+        [
+            "*_ test_needs_an_id _*",
+            "tracely_replay() needs a case id, or a @pytest.mark.tracely_case('id') marker",
+            "*_ test_unknown_case _*",
+            "tracely: no case 'lima' in sqlite:*",
+            "*short test summary*",
+        ]
+    )
+    assert "During handling" not in result.stdout.str()
+
+
+def test_nothing_happens_without_tracely_options(pytester: pytest.Pytester, store_url: str) -> None:
+    pytester.makepyfile(test_plain="def test_one():\n    assert True\n")
+    result = pytester.runpytest(*PLUGIN, "-v", "--strict-markers")
+    result.assert_outcomes(passed=1)
+    assert "tracely::" not in result.stdout.str()
+
+
+def test_a_bad_entrypoint_is_a_usage_error(pytester: pytest.Pytester, store_url: str) -> None:
+    result = pytester.runpytest(
+        *PLUGIN, "--tracely-store", store_url, "--tracely-entrypoint", f"{WEATHER}:nope"
+    )
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["*tracely: entrypoint 'examples.weather_agent:nope'*has no attribute 'nope'*"]
+    )
+    both = pytester.runpytest(*PLUGIN, "--tracely-store", store_url, "--tracely-cases", "x")
+    assert both.ret == pytest.ExitCode.USAGE_ERROR
+
+
+def test_verdicts_are_junit_properties(pytester: pytest.Pytester, store_url: str) -> None:
+    pytester.runpytest(
+        *PLUGIN,
+        "--tracely-store",
+        store_url,
+        "--tracely-entrypoint",
+        f"{WEATHER}:run",
+        "--junitxml=out.xml",
+    )
+    root = ET.parse(pytester.path / "out.xml").getroot()
+    props = {
+        case.get("name"): {p.get("name"): p.get("value") for p in case.iter("property")}
+        for case in root.iter("testcase")
+    }
+    assert props["paris-weather"]["tracely.verdict"] == "PASS"
+    assert props["paris-weather"]["tracely.case.version"] == "1"
+    assert props["oslo-weather"]["tracely.verdict"] == "INCOMPLETE"
+
+
+def test_registered_as_a_pytest11_entry_point() -> None:
+    if sys.version_info < (3, 11):
+        pytest.skip("tomllib is Python 3.11+")
+    import tomllib
+
+    pyproject = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())
+    assert pyproject["project"]["entry-points"]["pytest11"] == {
+        "tracely": "tracely_sdk.pytest_plugin"
+    }

@@ -1,0 +1,288 @@
+"""Replay results as files for CI: JUnit XML, a JSON report, and a Markdown step summary.
+
+The JSON report's field names are a contract for scripts::
+
+    {"format": "tracely.replay-report/1",
+     "summary": {"total": 3, "passed": 1, "failed": 1, "incomplete": 1, "errored": 0,
+                 "lenient": 0, "ok": false, "mode": "recorded", "duration_s": 0.12},
+     "cases": [{"case_id": "paris-weather", "version": 2, "verdict": "FAIL",
+                "reasons": ["recorded call(s) never made: tools:get_weather"],
+                "output": ..., "expected_output": ..., "diff": "...",
+                "served": [...], "unused": [...], "diverged": [...],
+                "duration_s": 0.004, "trace_id": "..."}, ...]}
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import xml.etree.ElementTree as ET
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from tracely_sdk._runner import ERRORED, FAIL, INCOMPLETE, LENIENT, PASS, CaseResult
+
+__all__ = [
+    "REPORT_FORMAT",
+    "append_step_summary",
+    "format_result",
+    "json_report",
+    "junit_xml",
+    "markdown_summary",
+    "summarize",
+    "write_json",
+    "write_junit",
+]
+
+REPORT_FORMAT = "tracely.replay-report/1"
+GITHUB_STEP_SUMMARY = "GITHUB_STEP_SUMMARY"
+
+# Characters XML 1.0 cannot carry at all (an agent's output may hold any of them).
+_XML_INVALID = re.compile("[^\u0009\u000a\u000d\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def summarize(results: Sequence[CaseResult], elapsed: float | None = None) -> dict[str, Any]:
+    """Counts by verdict, whether the gate passes, the run's mode and duration.
+
+    ``elapsed`` is the run's wall-clock time (with ``-j N`` less than the sum of the cases').
+    """
+    counts = dict.fromkeys((PASS, FAIL, INCOMPLETE, ERRORED, LENIENT), 0)
+    for r in results:
+        counts[r.verdict] = counts.get(r.verdict, 0) + 1
+    lenient = counts[LENIENT] > 0
+    return {
+        "total": len(results),
+        "passed": counts[PASS],
+        "failed": counts[FAIL],
+        "incomplete": counts[INCOMPLETE],
+        "errored": counts[ERRORED],
+        "lenient": counts[LENIENT],
+        "ok": all(r.ok for r in results),
+        "mode": "lenient" if lenient else "recorded",
+        "duration_s": round(sum(r.duration for r in results) if elapsed is None else elapsed, 6),
+    }
+
+
+def summary_line(results: Sequence[CaseResult], elapsed: float | None = None) -> str:
+    """``3 cases: 1 passed, 1 failed, 1 incomplete in 0.12s``."""
+    s = summarize(results, elapsed)
+    parts = [
+        f"{s[key]} {label}"
+        for key, label in (
+            ("passed", "passed"),
+            ("failed", "failed"),
+            ("incomplete", "incomplete"),
+            ("errored", "errored"),
+            ("lenient", "lenient (not a recorded pass)"),
+        )
+        if s[key]
+    ]
+    noun = "case" if s["total"] == 1 else "cases"
+    return f"{s['total']} {noun}: {', '.join(parts) or 'nothing run'} in {s['duration_s']:.2f}s"
+
+
+def format_result(result: CaseResult) -> str:
+    """A case's verdict with its reasons and diff, as plain text (the CLI and pytest share it)."""
+    version = f" v{result.version}" if result.version is not None else ""
+    lines = [f"{result.verdict} {result.case_id}{version} ({result.name})"]
+    lines += [f"  - {reason}" for reason in result.reasons]
+    if result.diff:
+        lines += ["    " + line for line in result.diff.splitlines()]
+    if result.trace_id:
+        lines.append(f"  trace {result.trace_id}")
+    return "\n".join(lines)
+
+
+# -- JSON ----------------------------------------------------------------------------------
+
+
+def case_entry(result: CaseResult) -> dict[str, Any]:
+    """One case of the JSON report, with its stable field names."""
+    report: Mapping[str, Any] = result.report or {}
+    return {
+        "case_id": result.case_id,
+        "version": result.version,
+        "name": result.name,
+        "entrypoint": result.entrypoint,
+        "verdict": result.verdict,
+        "ok": result.ok,
+        "reasons": list(result.reasons),
+        "output": result.output,
+        "expected_output": result.expected_output,
+        "diff": result.diff,
+        "mode": report.get("mode"),
+        "served": list(report.get("served", ())),
+        "unused": list(report.get("unused", ())),
+        "diverged": list(report.get("diverged", ())),
+        "live": list(report.get("live", ())),
+        "misses": list(report.get("errors", ())),
+        "duration_s": round(result.duration, 6),
+        "trace_id": result.trace_id,
+    }
+
+
+def json_report(results: Sequence[CaseResult], elapsed: float | None = None) -> dict[str, Any]:
+    """The whole run as JSON-compatible data (see the module docstring)."""
+    return {
+        "format": REPORT_FORMAT,
+        "summary": summarize(results, elapsed),
+        "cases": [case_entry(r) for r in results],
+    }
+
+
+def write_json(
+    results: Sequence[CaseResult], path: str | os.PathLike[str], elapsed: float | None = None
+) -> Path:
+    """Write :func:`json_report` to ``path`` (2-space indent, trailing newline)."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_bytes(
+        orjson.dumps(
+            json_report(results, elapsed),
+            option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE | orjson.OPT_NON_STR_KEYS,
+            default=str,
+        )
+    )
+    return target
+
+
+# -- JUnit ---------------------------------------------------------------------------------
+
+
+def _xml_text(text: Any) -> str:
+    return _XML_INVALID.sub("\ufffd", str(text))
+
+
+def _details(result: CaseResult) -> str:
+    parts = list(result.reasons)
+    if result.diff:
+        parts += ["", result.diff]
+    if result.traceback:
+        parts += ["", result.traceback.rstrip()]
+    return "\n".join(parts)
+
+
+def junit_xml(
+    results: Sequence[CaseResult], *, suite: str = "tracely replay", elapsed: float | None = None
+) -> bytes:
+    """A JUnit XML document: one ``<testcase>`` per case, named by case id.
+
+    FAIL, INCOMPLETE and a LENIENT run with reasons are ``<failure>``s, ERRORED is an
+    ``<error>``; the ``type`` attribute is the verdict and the ``message`` the first reason. Each
+    test case carries its verdict, case version and trace id as ``<properties>``.
+    """
+    s = summarize(results, elapsed)
+    failures = sum(1 for r in results if not r.ok and r.verdict != ERRORED)
+    errors = s["errored"]
+    attrs = {
+        "name": suite,
+        "tests": str(s["total"]),
+        "failures": str(failures),
+        "errors": str(errors),
+        "skipped": "0",
+        "time": f"{s['duration_s']:.6f}",
+    }
+    root = ET.Element("testsuites", attrs)
+    testsuite = ET.SubElement(
+        root,
+        "testsuite",
+        {**attrs, "timestamp": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")},
+    )
+    for r in results:
+        classname = f"tracely.{r.entrypoint}" if r.entrypoint else "tracely"
+        case = ET.SubElement(
+            testsuite,
+            "testcase",
+            {
+                "classname": _xml_text(classname),
+                "name": _xml_text(r.case_id),
+                "time": f"{r.duration:.6f}",
+            },
+        )
+        props = ET.SubElement(case, "properties")
+        for name, value in (
+            ("tracely.verdict", r.verdict),
+            ("tracely.case.name", r.name),
+            ("tracely.case.version", r.version),
+            ("tracely.trace_id", r.trace_id),
+        ):
+            if value is not None:
+                ET.SubElement(props, "property", {"name": name, "value": _xml_text(value)})
+        if r.ok:
+            continue
+        tag = "error" if r.verdict == ERRORED else "failure"
+        message = r.reasons[0] if r.reasons else r.verdict
+        element = ET.SubElement(case, tag, {"type": r.verdict, "message": _xml_text(message)})
+        element.text = _xml_text(_details(r))
+    ET.indent(root)
+    data: bytes = ET.tostring(root, encoding="utf-8", xml_declaration=True)
+    return data + b"\n"
+
+
+def write_junit(
+    results: Sequence[CaseResult], path: str | os.PathLike[str], elapsed: float | None = None
+) -> Path:
+    """Write :func:`junit_xml` to ``path``."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_bytes(junit_xml(results, elapsed=elapsed))
+    return target
+
+
+# -- Markdown ------------------------------------------------------------------------------
+
+_ICONS = {PASS: "✅", FAIL: "❌", INCOMPLETE: "⚠️", ERRORED: "💥", LENIENT: "🟡"}
+
+
+def _cell(text: str, limit: int = 300) -> str:
+    text = " ".join(str(text).split())
+    if len(text) > limit:
+        text = text[: limit - 1] + "…"
+    return text.replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def markdown_summary(results: Sequence[CaseResult], elapsed: float | None = None) -> str:
+    """The run as Markdown: a summary line, a verdict table, and the diffs of failed cases."""
+    lines = [f"### tracely replay: {summary_line(results, elapsed)}", ""]
+    if results:
+        lines += ["| Case | Version | Verdict | Reasons |", "| --- | --- | --- | --- |"]
+        for r in results:
+            reasons = "<br>".join(_cell(x) for x in r.reasons) or "—"
+            version = "" if r.version is None else str(r.version)
+            lines.append(
+                f"| `{_cell(r.case_id)}` | {version} | {_ICONS.get(r.verdict, '')} {r.verdict} | {reasons} |"
+            )
+        lines.append("")
+    for r in results:
+        if r.diff:
+            lines += [
+                f"<details><summary>{_cell(r.case_id)}: output diff</summary>",
+                "",
+                "```diff",
+                r.diff.replace("```", "`\u200b``"),
+                "```",
+                "",
+                "</details>",
+                "",
+            ]
+    return "\n".join(lines) + "\n"
+
+
+def append_step_summary(
+    results: Sequence[CaseResult],
+    environ: Mapping[str, str] | None = None,
+    elapsed: float | None = None,
+) -> Path | None:
+    """Append :func:`markdown_summary` to ``$GITHUB_STEP_SUMMARY`` when it is set; the path or None."""
+    env = os.environ if environ is None else environ
+    target = env.get(GITHUB_STEP_SUMMARY, "").strip()
+    if not target:
+        return None
+    path = Path(target)
+    with path.open("a", encoding="utf-8") as fh:
+        fh.write(markdown_summary(results, elapsed))
+    return path

@@ -1,0 +1,861 @@
+"""Running regression cases: load each case's recording, replay the agent on it, give a verdict.
+
+One case, one verdict, each with the reasons a person can act on:
+
+- ``PASS``: strict replay, every recorded call served and none left over, no divergence, and
+  the output canonically equal to the expected output.
+- ``FAIL``: the output differs (with a unified diff), recorded calls were never made (the
+  regression that drops a tool call fails on the missing tool), or an input diverged.
+- ``INCOMPLETE``: a strict miss (the recording cannot answer a call the code made), even if
+  the agent swallowed the ReplayError; the call never ran live.
+- ``ERRORED``: the agent raised, or the case's recording cannot be loaded. In that second case
+  the agent is not run at all and a trace for the case is emitted with ERROR status.
+- ``LENIENT``: a lenient run (``strict=False``); the reasons are listed as for a strict run,
+  but the verdict is never PASS, because a lenient run is not a recorded run.
+
+Each case runs in a fresh :class:`contextvars.Context`, so nothing set by one case (the
+active recording, the current span, any context variable of the agent's) is seen by the next.
+:func:`run_cases` with ``jobs > 1`` runs cases in spawned worker processes; each worker
+imports the entrypoint once and results travel back as plain data.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import difflib
+import importlib
+import inspect
+import math
+import os
+import re
+import sys
+import threading
+import time
+import traceback
+import weakref
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import orjson
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
+from opentelemetry.trace import Status, StatusCode
+
+from tracely_otel import attributes as A
+from tracely_otel import value_digest
+from tracely_sdk._canonical import canonical, canonical_equal
+from tracely_sdk._replay import ReplayReport, fixtures
+from tracely_sdk._types import dumps
+from tracely_sdk._version import __version__
+from tracely_sdk.errors import BundleError, ConfigError, RecordedError, StoreError
+
+__all__ = [
+    "ERRORED",
+    "FAIL",
+    "INCOMPLETE",
+    "LENIENT",
+    "PASS",
+    "VERDICTS",
+    "CaseResult",
+    "EntrypointError",
+    "ReplayCase",
+    "Verdict",
+    "load_case_dir",
+    "load_cases",
+    "load_entrypoint",
+    "run_case",
+    "run_cases",
+]
+
+Verdict = Literal["PASS", "FAIL", "INCOMPLETE", "ERRORED", "LENIENT"]
+PASS: Verdict = "PASS"
+FAIL: Verdict = "FAIL"
+INCOMPLETE: Verdict = "INCOMPLETE"
+ERRORED: Verdict = "ERRORED"
+LENIENT: Verdict = "LENIENT"
+VERDICTS: tuple[Verdict, ...] = (PASS, FAIL, INCOMPLETE, ERRORED, LENIENT)
+
+_IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
+_ENTRYPOINT_RE = re.compile(rf"^{_IDENT}(\.{_IDENT})*:{_IDENT}(\.{_IDENT})*$")
+
+
+class EntrypointError(ConfigError):
+    """The agent entrypoint (``module:function``) cannot be loaded; the message says why."""
+
+
+# -- cases ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ReplayCase:
+    """What the runner needs of a case: a stored case, or a case file that may be broken.
+
+    ``problem`` is set when the case cannot be loaded (a corrupt file); such a case is never
+    run, its verdict is ERRORED with ``problem`` as the reason.
+    """
+
+    id: str
+    name: str
+    version: int | None
+    entrypoint: str | None
+    input: Any
+    expected_output: Any
+    bundle: Any
+    tags: tuple[str, ...] = ()
+    source_trace_id: str | None = None
+    problem: str | None = None
+
+    @classmethod
+    def of(cls, case: Any) -> ReplayCase:
+        """``case`` (a :class:`~tracely_sdk.store.Case` or a ReplayCase) as a ReplayCase."""
+        if isinstance(case, ReplayCase):
+            return case
+        return cls(
+            id=case.id,
+            name=case.name,
+            version=case.version,
+            entrypoint=case.entrypoint,
+            input=case.input,
+            expected_output=case.expected_output,
+            bundle=case.bundle,
+            tags=tuple(case.tags),
+            source_trace_id=case.source_trace_id,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "name": self.name,
+            "version": self.version,
+            "entrypoint": self.entrypoint,
+            "input": self.input,
+            "expected_output": self.expected_output,
+            "bundle": self.bundle,
+            "tags": list(self.tags),
+            "source_trace_id": self.source_trace_id,
+            "problem": self.problem,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ReplayCase:
+        return cls(
+            id=data["id"],
+            name=data["name"],
+            version=data.get("version"),
+            entrypoint=data.get("entrypoint"),
+            input=data.get("input"),
+            expected_output=data.get("expected_output"),
+            bundle=data.get("bundle"),
+            tags=tuple(data.get("tags") or ()),
+            source_trace_id=data.get("source_trace_id"),
+            problem=data.get("problem"),
+        )
+
+
+def _broken_case_file(path: Path, problem: str) -> ReplayCase:
+    """A case file that does not load, described from whatever of it can be read."""
+    doc: Any = None
+    with contextlib.suppress(OSError, orjson.JSONDecodeError):
+        doc = orjson.loads(path.read_bytes())
+    doc = doc if isinstance(doc, Mapping) else {}
+    case_id = doc.get("id") if isinstance(doc.get("id"), str) and doc.get("id") else path.stem
+    version = doc.get("version")
+    tags = doc.get("tags")
+    entrypoint = doc.get("entrypoint")
+    name = doc.get("name")
+    return ReplayCase(
+        id=case_id,
+        name=name if isinstance(name, str) and name.strip() else case_id,
+        version=version if isinstance(version, int) and not isinstance(version, bool) else None,
+        entrypoint=entrypoint
+        if isinstance(entrypoint, str) and _ENTRYPOINT_RE.fullmatch(entrypoint)
+        else None,
+        input=None,
+        expected_output=None,
+        bundle=None,
+        tags=tuple(t for t in tags if isinstance(t, str)) if isinstance(tags, list) else (),
+        problem=f"the case file cannot be loaded, so the case was not run: {problem}",
+    )
+
+
+def load_case_dir(directory: str | os.PathLike[str]) -> list[ReplayCase]:
+    """Every case file in ``directory`` (as written by ``tracely cases export``), by id.
+
+    A file that does not load is not skipped: it becomes a case with a ``problem``, which the
+    runner reports ERRORED without running anything. A missing directory raises StoreError.
+    """
+    from tracely_sdk.store import CaseFileError, read_case_file
+
+    source = Path(directory)
+    if source.is_file():
+        files = [source]
+    elif source.is_dir():
+        files = sorted(
+            p for p in source.glob("*.json") if p.is_file() and not p.name.startswith(".")
+        )
+    else:
+        raise StoreError(f"no case directory at {source}")
+    cases = []
+    for path in files:
+        try:
+            case, _ = read_case_file(path)
+        except CaseFileError as exc:
+            cases.append(_broken_case_file(path, str(exc)))
+        else:
+            cases.append(ReplayCase.of(case))
+    return sorted(cases, key=lambda c: c.id)
+
+
+def load_cases(
+    *,
+    store: Any = None,
+    cases_dir: str | os.PathLike[str] | None = None,
+    case_ids: Sequence[str] = (),
+    tags: Sequence[str] = (),
+) -> list[ReplayCase]:
+    """The selected cases, from a store (an open :class:`~tracely_sdk.store.Store`) or a directory.
+
+    ``case_ids`` picks cases by id (an unknown id raises NotFound); ``tags`` keeps the cases with
+    any of the tags. A case file too broken to tell its tags is kept whatever the tags, so a
+    corrupt file never silently drops out of a gate.
+    """
+    from tracely_sdk.errors import NotFound
+
+    if cases_dir is not None:
+        found = load_case_dir(cases_dir)
+        if case_ids:
+            by_id = {c.id: c for c in found}
+            missing = [cid for cid in case_ids if cid not in by_id]
+            if missing:
+                raise NotFound(f"no case {missing[0]!r} in {cases_dir}")
+            found = [by_id[cid] for cid in dict.fromkeys(case_ids)]
+        if tags:
+            wanted = set(tags)
+            found = [
+                c for c in found if wanted & set(c.tags) or (c.problem is not None and not c.tags)
+            ]
+        return found
+    if store is None:
+        raise ValueError("load_cases needs a store or a cases directory")
+    if case_ids:
+        selected = [ReplayCase.of(store.get_case(cid)) for cid in dict.fromkeys(case_ids)]
+        if tags:
+            wanted = set(tags)
+            selected = [c for c in selected if wanted & set(c.tags)]
+        return selected
+    if tags:
+        tagged: dict[str, ReplayCase] = {}
+        for tag in dict.fromkeys(tags):
+            for case in store.list_cases(tag=tag):
+                tagged.setdefault(case.id, ReplayCase.of(case))
+        return [tagged[k] for k in sorted(tagged)]
+    return [ReplayCase.of(c) for c in store.list_cases()]
+
+
+# -- entrypoints ---------------------------------------------------------------------------
+
+
+def _ensure_cwd_on_path() -> None:
+    # `python -m` puts the working directory first on sys.path; a console script does not,
+    # so `tracely replay --entrypoint weather_agent:run` would not find the project's module.
+    cwd = os.getcwd()
+    if cwd not in sys.path and "" not in sys.path:
+        sys.path.insert(0, cwd)
+
+
+def load_entrypoint(spec: str) -> Callable[..., Any]:
+    """The function named by ``"module:function"`` (the function part may be dotted).
+
+    The working directory is put on ``sys.path`` as ``python -m`` does. Raises
+    :class:`EntrypointError` with a message saying what is missing.
+    """
+    if not isinstance(spec, str) or not _ENTRYPOINT_RE.fullmatch(spec.strip()):
+        raise EntrypointError(
+            f"invalid entrypoint {spec!r}: expected 'module:function' "
+            "(e.g. examples.weather_agent:run)"
+        )
+    module_name, _, attr_path = spec.strip().partition(":")
+    _ensure_cwd_on_path()
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        missing = exc.name or ""
+        if missing == module_name or module_name.startswith(missing + "."):
+            raise EntrypointError(
+                f"entrypoint {spec!r}: no module named {missing!r} (looked in the current "
+                f"directory {os.getcwd()} and sys.path; run from the project root or set "
+                "PYTHONPATH)"
+            ) from None
+        raise EntrypointError(
+            f"entrypoint {spec!r}: importing {module_name!r} failed: {type(exc).__name__}: {exc}"
+        ) from exc
+    except Exception as exc:
+        raise EntrypointError(
+            f"entrypoint {spec!r}: importing {module_name!r} failed: {type(exc).__name__}: {exc}"
+        ) from exc
+    target: Any = module
+    walked = module_name
+    for part in attr_path.split("."):
+        try:
+            target = getattr(target, part)
+        except AttributeError:
+            names = [n for n in dir(target) if not n.startswith("_")]
+            near = difflib.get_close_matches(part, names, n=1)
+            hint = f"; did you mean {near[0]!r}?" if near else ""
+            raise EntrypointError(
+                f"entrypoint {spec!r}: {walked!r} has no attribute {part!r}{hint}"
+            ) from None
+        walked = f"{walked}.{part}" if walked != module_name else f"{module_name}:{part}"
+    if not callable(target):
+        raise EntrypointError(f"entrypoint {spec!r} is a {type(target).__name__}, not a function")
+    fn: Callable[..., Any] = target
+    return fn
+
+
+# -- results -------------------------------------------------------------------------------
+
+
+@dataclass
+class CaseResult:
+    """The verdict on one case, with everything needed to report it; plain data throughout.
+
+    ``replay`` is the live :class:`~tracely_sdk.ReplayReport` when the case ran in this process
+    (``report`` is its ``to_dict()``); it does not travel between processes.
+    """
+
+    case_id: str
+    version: int | None
+    name: str
+    verdict: Verdict
+    reasons: list[str] = field(default_factory=list)
+    output: Any = None
+    expected_output: Any = None
+    diff: str | None = None
+    report: dict[str, Any] | None = None
+    duration: float = 0.0
+    trace_id: str | None = None
+    entrypoint: str | None = None
+    traceback: str | None = None
+    replay: ReplayReport | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def ok(self) -> bool:
+        """True when the case does not fail the gate: PASS, or LENIENT with nothing to report."""
+        return self.verdict == PASS or (self.verdict == LENIENT and not self.reasons)
+
+    @property
+    def served(self) -> list[str]:
+        return list((self.report or {}).get("served", ()))
+
+    @property
+    def unused(self) -> list[str]:
+        return list((self.report or {}).get("unused", ()))
+
+    @property
+    def diverged(self) -> list[str]:
+        return list((self.report or {}).get("diverged", ()))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "case_id": self.case_id,
+            "version": self.version,
+            "name": self.name,
+            "verdict": self.verdict,
+            "reasons": list(self.reasons),
+            "output": self.output,
+            "expected_output": self.expected_output,
+            "diff": self.diff,
+            "report": self.report,
+            "duration": self.duration,
+            "trace_id": self.trace_id,
+            "entrypoint": self.entrypoint,
+            "traceback": self.traceback,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> CaseResult:
+        return cls(
+            case_id=data["case_id"],
+            version=data.get("version"),
+            name=data.get("name", data["case_id"]),
+            verdict=data["verdict"],
+            reasons=list(data.get("reasons") or ()),
+            output=data.get("output"),
+            expected_output=data.get("expected_output"),
+            diff=data.get("diff"),
+            report=data.get("report"),
+            duration=float(data.get("duration") or 0.0),
+            trace_id=data.get("trace_id"),
+            entrypoint=data.get("entrypoint"),
+            traceback=data.get("traceback"),
+        )
+
+
+def _plain(value: Any) -> Any:
+    """``value`` as JSON-compatible data, encoded the way tracely records values."""
+    if value is None or isinstance(value, (str, bool, int, float)):
+        return value
+    return orjson.loads(dumps(value))
+
+
+def _pretty(value: Any) -> list[str]:
+    text = orjson.dumps(canonical(value), option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS)
+    return text.decode().splitlines()
+
+
+def output_diff(expected: Any, actual: Any) -> str:
+    """A unified diff of the pretty canonical JSON of ``expected`` and ``actual``."""
+    lines = difflib.unified_diff(
+        _pretty(expected), _pretty(actual), "expected output", "actual output", lineterm=""
+    )
+    return "\n".join(lines)
+
+
+# -- the trace id of a replayed case ------------------------------------------------------
+
+_trace_sink: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar(
+    "tracely_case_trace", default=None
+)
+
+
+class _TraceIdProbe(SpanProcessor):
+    """Notes the trace id of the first span a case starts (it runs in the case's own context)."""
+
+    def on_start(self, span: Any, parent_context: Any = None) -> None:
+        sink = _trace_sink.get()
+        if sink is not None and not sink:
+            with contextlib.suppress(Exception):
+                sink.append(span.get_span_context().trace_id)
+
+    def on_end(self, span: ReadableSpan) -> None:
+        return None
+
+    def shutdown(self) -> None:
+        return None
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return True
+
+
+_probed: weakref.WeakSet[TracerProvider] = weakref.WeakSet()
+_probe_lock = threading.Lock()
+
+
+def _ensure_probe() -> None:
+    provider = trace.get_tracer_provider()
+    if not isinstance(provider, TracerProvider) or provider in _probed:
+        return
+    with _probe_lock:
+        if provider not in _probed:
+            provider.add_span_processor(_TraceIdProbe())
+            _probed.add(provider)
+
+
+def _emit_unloadable(case: ReplayCase, reason: str, mode: str) -> str | None:
+    """The trace of a case whose recording cannot be loaded: one agent span, status ERROR."""
+    agent_name = case.id
+    bundle = case.bundle
+    if isinstance(bundle, Mapping) and isinstance(bundle.get("agent"), Mapping):
+        recorded_name = bundle["agent"].get("name")
+        if isinstance(recorded_name, str) and recorded_name:
+            agent_name = recorded_name
+    error_text = orjson.dumps({"type": "BundleError", "message": reason}).decode()
+    attrs: dict[str, Any] = {
+        A.KIND: A.KIND_AGENT,
+        A.NAME: agent_name,
+        A.GEN_AI_OPERATION_NAME: A.OP_INVOKE_AGENT,
+        A.GEN_AI_AGENT_NAME: agent_name,
+        A.SDK_VERSION: __version__,
+        A.REPLAY_MODE: mode,
+        A.CASE_ID: case.id,
+        A.ERROR: error_text,
+        A.ERROR_TYPE: "BundleError",
+        A.DIGEST: orjson.dumps({A.ERROR: value_digest(error_text)}).decode(),
+    }
+    if case.version is not None:
+        attrs[A.CASE_VERSION] = case.version
+    try:
+        tracer = trace.get_tracer("tracely_sdk", __version__)
+        span = tracer.start_span(
+            A.span_name(A.KIND_AGENT, case.id), context=otel_context.Context(), attributes=attrs
+        )
+        span.set_status(Status(StatusCode.ERROR, f"BundleError: {reason}"))
+        span.end()
+        ctx = span.get_span_context()
+    except Exception:  # tracing never decides a verdict
+        return None
+    return format(ctx.trace_id, "032x") if ctx.is_valid else None
+
+
+# -- running one case ----------------------------------------------------------------------
+
+
+def _call_input(value: Any) -> tuple[list[Any], dict[str, Any]] | None:
+    if not isinstance(value, Mapping) or set(value) - {"args", "kwargs"}:
+        return None
+    args = value.get("args", [])
+    kwargs = value.get("kwargs", {})
+    if not isinstance(args, list) or not isinstance(kwargs, Mapping):
+        return None
+    if not all(isinstance(k, str) for k in kwargs):
+        return None
+    return list(args), dict(kwargs)
+
+
+def _await(coro: Any) -> Any:
+    import asyncio  # here, not at the top: most agents are synchronous, and it is slow to import
+    import concurrent.futures
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    # Called from inside a running event loop: run the coroutine on its own loop in a thread,
+    # in a copy of this context so it is served from the same recording.
+    ctx = contextvars.copy_context()
+    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="tracely-case") as pool:
+        return pool.submit(ctx.run, asyncio.run, coro).result()
+
+
+def _exception_identity(exc: BaseException) -> tuple[str, str]:
+    if isinstance(exc, RecordedError):
+        return exc.type, exc.message
+    return type(exc).__qualname__, str(exc)
+
+
+def _dedupe(items: Iterable[str]) -> list[str]:
+    return list(dict.fromkeys(items))
+
+
+def _labels(labels: Sequence[str]) -> str:
+    """``tools:get_weather, llm:m (x2)``: each label once, with its count."""
+    counts: dict[str, int] = {}
+    for label in labels:
+        counts[label] = counts.get(label, 0) + 1
+    return ", ".join(f"{k} (x{n})" if n > 1 else k for k, n in counts.items())
+
+
+def _unloadable(
+    case: ReplayCase, reason: str, mode: str, started: float, entrypoint: str | None
+) -> CaseResult:
+    trace_id = _emit_unloadable(case, reason, mode)
+    return CaseResult(
+        case_id=case.id,
+        version=case.version,
+        name=case.name,
+        verdict=ERRORED,
+        reasons=[reason],
+        expected_output=_plain(case.expected_output),
+        duration=time.perf_counter() - started,
+        trace_id=trace_id,
+        entrypoint=entrypoint,
+    )
+
+
+def run_case(
+    case: Any,
+    fn: Callable[..., Any],
+    *,
+    strict: bool = True,
+    entrypoint: str | None = None,
+) -> CaseResult:
+    """Replay ``case`` through ``fn`` under its recording and return the verdict.
+
+    ``case`` is a :class:`~tracely_sdk.store.Case` or a :class:`ReplayCase`. If its recording
+    cannot be loaded, ``fn`` is not called: the verdict is ERRORED and an ERROR trace for the
+    case is emitted. Otherwise ``fn(*input["args"], **input["kwargs"])`` runs (awaited if it
+    returns a coroutine) in a fresh context under ``fixtures(bundle, strict)``.
+    """
+    rcase = ReplayCase.of(case)
+    return contextvars.Context().run(_run_case, rcase, fn, strict, entrypoint or rcase.entrypoint)
+
+
+def _run_case(
+    case: ReplayCase, fn: Callable[..., Any], strict: bool, entrypoint: str | None
+) -> CaseResult:
+    started = time.perf_counter()
+    mode = "recorded" if strict else "lenient"
+    if case.problem is not None:
+        return _unloadable(case, case.problem, mode, started, entrypoint)
+    call = _call_input(case.input)
+    if call is None:
+        return _unloadable(
+            case,
+            f"the case's input {orjson.dumps(case.input, default=str).decode()[:200]} is not a "
+            'recorded call ({"args": [...], "kwargs": {...}}), so the case was not run',
+            mode,
+            started,
+            entrypoint,
+        )
+    args, kwargs = call
+    _ensure_probe()
+    sink: list[int] = []
+    _trace_sink.set(sink)
+
+    raised: BaseException | None = None
+    tb_text: str | None = None
+    output: Any = None
+    with contextlib.ExitStack() as stack:
+        try:
+            report = stack.enter_context(
+                fixtures(case.bundle, strict, case_id=case.id, case_version=case.version)
+            )
+        except BundleError as exc:
+            return _unloadable(
+                case,
+                f"the case's recording cannot be loaded, so the agent was not run: {exc}",
+                mode,
+                started,
+                entrypoint,
+            )
+        try:
+            output = fn(*args, **kwargs)
+            if inspect.isawaitable(output):
+                output = _await(output)
+        except (Exception, SystemExit) as exc:  # the agent's failure is the verdict, not ours
+            raised = exc
+            tb_text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    # the block has exited: report.unused is final
+
+    trace_id = format(sink[0], "032x") if sink else None
+    result = CaseResult(
+        case_id=case.id,
+        version=case.version,
+        name=case.name,
+        verdict=PASS,
+        expected_output=_plain(case.expected_output),
+        report=report.to_dict(),
+        trace_id=trace_id,
+        entrypoint=entrypoint,
+        replay=report,
+    )
+    reasons: list[str] = []
+
+    if report.errors:
+        result.verdict = INCOMPLETE
+        if raised is None:
+            result.output = _plain(output)
+        reasons.extend(_dedupe(str(e) for e in report.errors))
+        if raised is not None and not any(raised is e for e in report.errors):
+            kind, message = _exception_identity(raised)
+            reasons.append(f"the agent then raised {kind}: {message}")
+            result.traceback = tb_text
+        result.reasons = reasons
+        result.duration = time.perf_counter() - started
+        return result
+
+    recorded_error = _recorded_agent_error(case.bundle)
+    if raised is not None:
+        kind, message = _exception_identity(raised)
+        if recorded_error is not None and (kind, message) == recorded_error:
+            pass  # the recorded run failed the same way: reproducing it is the expected outcome
+        else:
+            result.verdict = ERRORED
+            reasons.append(f"the agent raised {kind}: {message}")
+            if recorded_error is not None:
+                reasons.append(f"the recorded run raised {recorded_error[0]}: {recorded_error[1]}")
+            result.traceback = tb_text
+            result.reasons = reasons
+            result.duration = time.perf_counter() - started
+            return result
+    else:
+        result.output = _plain(output)
+
+    # The calls first: a dropped or changed call is the cause, a different output its effect.
+    if report.unused:
+        reasons.append(f"recorded call(s) never made: {_labels(report.unused)}")
+    if report.diverged:
+        reasons.append(f"served despite a different input: {_labels(report.diverged)}")
+    if report.live:
+        reasons.append(f"not in the recording, ran live: {_labels(report.live)}")
+    if raised is None:
+        if recorded_error is not None:
+            reasons.append(
+                f"the recorded run raised {recorded_error[0]}: {recorded_error[1]}; "
+                "the replayed agent returned instead"
+            )
+        elif not _equal(output, case.expected_output):
+            reasons.append("output differs from the expected output")
+            result.diff = output_diff(case.expected_output, output)
+
+    result.reasons = reasons
+    if not strict:
+        result.verdict = LENIENT
+    elif reasons:
+        result.verdict = FAIL
+    result.duration = time.perf_counter() - started
+    return result
+
+
+def _equal(output: Any, expected: Any) -> bool:
+    try:
+        return canonical_equal(output, expected)
+    except ValueError:  # nested too deep to compare canonically: compare the recorded JSON
+        return dumps(output) == dumps(expected)
+
+
+def _recorded_agent_error(bundle: Any) -> tuple[str, str] | None:
+    agent = bundle.get("agent") if isinstance(bundle, Mapping) else None
+    error = agent.get("error") if isinstance(agent, Mapping) else None
+    if isinstance(error, Mapping):
+        return str(error.get("type")), str(error.get("message"))
+    return None
+
+
+# -- running many --------------------------------------------------------------------------
+
+ProgressCallback = Callable[[CaseResult], None]
+
+
+def _entrypoints(cases: Sequence[ReplayCase], override: str | None) -> dict[str, str | None]:
+    """Each runnable case's entrypoint; raises EntrypointError for cases that have none."""
+    chosen: dict[str, str | None] = {}
+    missing = []
+    for case in cases:
+        ep = override or case.entrypoint
+        if ep is None and case.problem is None:
+            missing.append(case.id)
+        chosen[case.id] = ep
+    if missing:
+        shown = ", ".join(missing[:5]) + (
+            f" and {len(missing) - 5} more" if len(missing) > 5 else ""
+        )
+        raise EntrypointError(
+            f"case(s) {shown} have no entrypoint: pass --entrypoint module:function, or set one "
+            "with `tracely cases promote ... --entrypoint module:function`"
+        )
+    return chosen
+
+
+def _run_one(
+    case: ReplayCase, entrypoint: str | None, strict: bool, fns: dict[str, Callable[..., Any]]
+) -> CaseResult:
+    if case.problem is not None or entrypoint is None:
+        return run_case(case, _never_called, strict=strict, entrypoint=entrypoint)
+    fn = fns.get(entrypoint)
+    if fn is None:
+        fn = fns[entrypoint] = load_entrypoint(entrypoint)
+    return run_case(case, fn, strict=strict, entrypoint=entrypoint)
+
+
+def _never_called(*args: Any, **kwargs: Any) -> Any:  # pragma: no cover - unreachable
+    raise AssertionError("a case that cannot be loaded is never run")
+
+
+def run_cases(
+    cases: Iterable[Any],
+    entrypoint: str | None = None,
+    *,
+    strict: bool = True,
+    jobs: int = 1,
+    progress: ProgressCallback | None = None,
+    initializer: Callable[[], None] | None = None,
+) -> list[CaseResult]:
+    """Run every case and return the results in the order of ``cases``.
+
+    ``entrypoint`` (``"module:function"``) overrides each case's own. With ``jobs > 1`` the
+    cases run in that many spawned worker processes; ``initializer`` (a module-level function)
+    runs once in each worker first, e.g. to set up tracing. ``progress(result)`` is called in
+    this process as each case finishes. Every entrypoint is loaded before any case runs, so a
+    bad one raises :class:`EntrypointError` and nothing is run.
+    """
+    selected = [ReplayCase.of(c) for c in cases]
+    if jobs < 1:
+        raise ConfigError(f"jobs must be at least 1, got {jobs}")
+    chosen = _entrypoints(selected, entrypoint)
+    fns: dict[str, Callable[..., Any]] = {}
+    # An explicit entrypoint is checked even when no case needs it: a typo fails the gate.
+    for ep in dict.fromkeys(
+        [*([entrypoint] if entrypoint else []), *(e for e in chosen.values() if e)]
+    ):
+        fns[ep] = load_entrypoint(ep)
+    if jobs == 1 or len(selected) <= 1:
+        results = []
+        for case in selected:
+            result = _run_one(case, chosen[case.id], strict, fns)
+            results.append(result)
+            if progress is not None:
+                progress(result)
+        return results
+    return _run_parallel(selected, chosen, strict, jobs, progress, initializer)
+
+
+# A worker process keeps the entrypoints it has imported for the cases that follow.
+_worker_fns: dict[str, Callable[..., Any]] = {}
+
+
+def _worker_init(initializer: Callable[[], None] | None) -> None:
+    if initializer is not None:
+        initializer()
+
+
+def _worker_chunk(
+    items: list[tuple[dict[str, Any], str | None]], strict: bool
+) -> list[dict[str, Any]]:
+    out = []
+    for data, ep in items:
+        case = ReplayCase.from_dict(data)
+        try:
+            result = _run_one(case, ep, strict, _worker_fns)
+        except EntrypointError as exc:
+            result = CaseResult(
+                case.id, case.version, case.name, ERRORED, [str(exc)], entrypoint=ep
+            )
+        out.append(result.to_dict())
+    return out
+
+
+def _run_parallel(
+    cases: list[ReplayCase],
+    chosen: dict[str, str | None],
+    strict: bool,
+    jobs: int,
+    progress: ProgressCallback | None,
+    initializer: Callable[[], None] | None,
+) -> list[CaseResult]:
+    import concurrent.futures  # here, not at the top: only -j N needs the process machinery
+    import multiprocessing
+
+    jobs = min(jobs, len(cases))
+    # Several cases per task keep the inter-process traffic small; enough tasks keep workers busy.
+    size = max(1, min(64, math.ceil(len(cases) / (jobs * 4))))
+    chunks = [list(range(i, min(i + size, len(cases)))) for i in range(0, len(cases), size)]
+    results: list[CaseResult | None] = [None] * len(cases)
+    ctx = multiprocessing.get_context("spawn")
+    with concurrent.futures.ProcessPoolExecutor(
+        max_workers=jobs, mp_context=ctx, initializer=_worker_init, initargs=(initializer,)
+    ) as pool:
+        futures = {
+            pool.submit(
+                _worker_chunk,
+                [(cases[i].to_dict(), chosen[cases[i].id]) for i in chunk],
+                strict,
+            ): chunk
+            for chunk in chunks
+        }
+        for future in concurrent.futures.as_completed(futures):
+            chunk = futures[future]
+            try:
+                done = [CaseResult.from_dict(d) for d in future.result()]
+            except Exception as exc:  # the worker died (or its result could not travel back)
+                reason = f"the worker process running this case failed: {type(exc).__name__}: {exc}"
+                done = [
+                    CaseResult(
+                        cases[i].id,
+                        cases[i].version,
+                        cases[i].name,
+                        ERRORED,
+                        [reason],
+                        entrypoint=chosen[cases[i].id],
+                    )
+                    for i in chunk
+                ]
+            for i, result in zip(chunk, done, strict=True):
+                results[i] = result
+                if progress is not None:
+                    progress(result)
+    return [r for r in results if r is not None]

@@ -1,0 +1,284 @@
+"""``tracely cases ...``: regression cases promoted from recorded traces, with their history."""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING, Any
+
+from tracely_otel import entry_labels
+from tracely_sdk.cli._traces import calls_of, compact, format_input, format_time, shorten
+
+if TYPE_CHECKING:
+    from tracely_sdk.cli import Context
+
+__all__ = ["case_summary", "register"]
+
+
+def register(commands: Any, common: argparse.ArgumentParser) -> None:
+    cases = commands.add_parser(
+        "cases",
+        parents=[common],
+        help="promote traces to regression cases and manage them",
+        description="Regression cases: recorded runs promoted to tests that `tracely replay` "
+        "replays hermetically. Recapturing keeps every earlier version.",
+    )
+    sub = cases.add_subparsers(dest="cases_command", metavar="COMMAND")
+    sub.required = True
+
+    def add(name: str, help_text: str, handler: Any, description: str | None = None) -> Any:
+        p = sub.add_parser(
+            name, parents=[common], help=help_text, description=description or help_text
+        )
+        p.set_defaults(handler=handler)
+        return p
+
+    p = add(
+        "promote",
+        "make a recorded trace a regression case (version 1)",
+        cmd_promote,
+        "Make the recording of TRACE_ID a regression case. The trace's root agent span must "
+        "have a recorded input (tracely.agent(name, input=...) or @observe(as_type='agent')).",
+    )
+    p.add_argument("trace_id", metavar="TRACE_ID")
+    p.add_argument("--name", required=True, help="a human name for the case")
+    p.add_argument(
+        "--id", dest="case_id", metavar="ID", help="the case id (default: the slug of the name)"
+    )
+    p.add_argument(
+        "--entrypoint",
+        metavar="MODULE:FUNCTION",
+        help="the agent function the case replays through (e.g. examples.weather_agent:run)",
+    )
+    p.add_argument(
+        "--tag", dest="tags", action="append", default=[], metavar="TAG", help="a tag (repeatable)"
+    )
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+
+    p = add("list", "every case, by id", cmd_list)
+    p.add_argument("--tag", help="only cases with this tag")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+
+    p = add("show", "one case: its input, expected output and recorded calls", cmd_show)
+    p.add_argument("case_id", metavar="ID")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+
+    p = add("history", "every version of a case, oldest first", cmd_history)
+    p.add_argument("case_id", metavar="ID")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+
+    p = add(
+        "delete",
+        "delete a case and its whole history",
+        cmd_delete,
+        "Delete a case and its whole history. There is no undo: `tracely cases export DIR` first "
+        "to keep a copy.",
+    )
+    p.add_argument("case_id", metavar="ID")
+
+    p = add(
+        "recapture",
+        "re-record a case from a newer run with the same input (bumps the version)",
+        cmd_recapture,
+        "Re-record case CASE_ID from the run TRACE_ID. The trace must have the same input as the "
+        "case (compared canonically); otherwise nothing changes. Earlier versions are kept.",
+    )
+    p.add_argument("case_id", metavar="CASE_ID")
+    p.add_argument("trace_id", metavar="TRACE_ID")
+    p.add_argument("--note", help="why the case was re-recorded (kept in its history)")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+
+    p = add(
+        "export",
+        "write one reviewable JSON file per case to DIR",
+        cmd_export,
+        "Write DIR/<case id>.json for every case: the case and its whole history, with stable "
+        "key order, suitable for committing.",
+    )
+    p.add_argument("directory", metavar="DIR")
+
+    p = add(
+        "import",
+        "read case files from DIR into the store",
+        cmd_import,
+        "Import every case file in DIR (as written by `tracely cases export`). All files are "
+        "checked first; if one is malformed nothing is imported.",
+    )
+    p.add_argument("directory", metavar="DIR")
+
+
+def case_summary(case: Any) -> dict[str, Any]:
+    """A case's listing fields, with the stable names of the JSON output."""
+    return {
+        "case_id": case.id,
+        "name": case.name,
+        "version": case.version,
+        "entrypoint": case.entrypoint,
+        "tags": list(case.tags),
+        "source_trace_id": case.source_trace_id,
+        "created_at": case.created_at,
+        "updated_at": case.updated_at,
+    }
+
+
+def _case_detail(case: Any) -> dict[str, Any]:
+    data = case_summary(case)
+    data["input"] = case.input
+    data["expected_output"] = case.expected_output
+    data["calls"] = entry_labels(case.bundle)
+    data["bundle"] = case.bundle
+    return data
+
+
+def cmd_promote(args: argparse.Namespace, ctx: Context) -> int:
+    case = ctx.store().promote(
+        args.trace_id,
+        case_id=args.case_id,
+        name=args.name,
+        entrypoint=args.entrypoint,
+        tags=args.tags,
+    )
+    if args.json:
+        ctx.out.json(case_summary(case))
+    else:
+        ctx.out.line(f"promoted trace {args.trace_id} as case {case.id} (version {case.version})")
+    return 0
+
+
+def cmd_list(args: argparse.Namespace, ctx: Context) -> int:
+    cases = ctx.store().list_cases(tag=args.tag)
+    if args.json:
+        ctx.out.json([case_summary(c) for c in cases])
+        return 0
+    if not cases:
+        ctx.out.note("no cases yet: `tracely cases promote TRACE_ID --name NAME`")
+        return 0
+    rows = [
+        [
+            c.id,
+            str(c.version),
+            c.name,
+            c.entrypoint or "-",
+            ",".join(c.tags) or "-",
+            format_time(c.updated_at),
+        ]
+        for c in cases
+    ]
+    ctx.out.table(["CASE", "VERSION", "NAME", "ENTRYPOINT", "TAGS", "UPDATED"], rows, shrink=2)
+    return 0
+
+
+def cmd_show(args: argparse.Namespace, ctx: Context) -> int:
+    case = ctx.store().get_case(args.case_id)
+    if args.json:
+        ctx.out.json(_case_detail(case))
+        return 0
+    ctx.out.fields(
+        [
+            ("case", case.id),
+            ("name", case.name),
+            ("version", str(case.version)),
+            ("entrypoint", case.entrypoint or "- (pass --entrypoint to tracely replay)"),
+            ("tags", ", ".join(case.tags) or "-"),
+            ("source trace", case.source_trace_id or "-"),
+            ("updated", format_time(case.updated_at)),
+            ("input", format_input(case.input)),
+            ("expected", compact(case.expected_output)),
+        ]
+    )
+    ctx.out.line("")
+    rows = []
+    for call in calls_of(case.bundle):
+        if call.get("error") is not None:
+            result = f"error {call['error'].get('type')}: {call['error'].get('message')}"
+        else:
+            result = compact(call.get("output"))
+        rows.append(["" if call["seq"] is None else str(call["seq"]), call["label"], result])
+    if rows:
+        ctx.out.table(["SEQ", "CALL", "RECORDED RESULT"], rows, shrink=2)
+    else:
+        ctx.out.line("no tool or LLM calls recorded")
+    return 0
+
+
+def cmd_history(args: argparse.Namespace, ctx: Context) -> int:
+    versions = ctx.store().case_history(args.case_id)
+    if args.json:
+        ctx.out.json(
+            [
+                {
+                    "case_id": v.case_id,
+                    "version": v.version,
+                    "source_trace_id": v.source_trace_id,
+                    "created_at": v.created_at,
+                    "note": v.note,
+                    "input": v.input,
+                    "expected_output": v.expected_output,
+                    "calls": entry_labels(v.bundle),
+                }
+                for v in versions
+            ]
+        )
+        return 0
+    rows = [
+        [
+            str(v.version),
+            format_time(v.created_at),
+            v.source_trace_id or "-",
+            shorten(compact(v.expected_output), 48),
+            v.note or "",
+        ]
+        for v in versions
+    ]
+    ctx.out.table(["VERSION", "CREATED", "SOURCE TRACE", "EXPECTED OUTPUT", "NOTE"], rows, shrink=4)
+    return 0
+
+
+def cmd_delete(args: argparse.Namespace, ctx: Context) -> int:
+    store = ctx.store()
+    versions = len(store.case_history(args.case_id))
+    store.delete_case(args.case_id)
+    ctx.out.line(f"deleted case {args.case_id} ({versions} version{'s' if versions != 1 else ''})")
+    return 0
+
+
+def cmd_recapture(args: argparse.Namespace, ctx: Context) -> int:
+    store = ctx.store()
+    before = store.get_case(args.case_id)
+    note = args.note or f"recaptured from trace {args.trace_id}"
+    after = store.recapture(args.case_id, args.trace_id, note=note)
+    if args.json:
+        data = case_summary(after)
+        data["previous_version"] = before.version
+        data["changed"] = after.version != before.version
+        ctx.out.json(data)
+    elif after.version == before.version:
+        ctx.out.line(
+            f"case {after.id} already is the recording of trace {args.trace_id} "
+            f"(version {after.version}); nothing changed"
+        )
+    else:
+        ctx.out.line(
+            f"recaptured case {after.id} from trace {args.trace_id}: version {before.version} -> "
+            f"{after.version}"
+        )
+    return 0
+
+
+def cmd_export(args: argparse.Namespace, ctx: Context) -> int:
+    from tracely_sdk.store import export_cases
+
+    paths = export_cases(ctx.store(), args.directory)
+    ctx.out.line(
+        f"exported {len(paths)} case file{'s' if len(paths) != 1 else ''} to {args.directory}"
+    )
+    return 0
+
+
+def cmd_import(args: argparse.Namespace, ctx: Context) -> int:
+    from tracely_sdk.store import import_cases
+
+    cases = import_cases(ctx.store(), args.directory)
+    ctx.out.line(
+        f"imported {len(cases)} case{'s' if len(cases) != 1 else ''} from {args.directory}"
+    )
+    return 0

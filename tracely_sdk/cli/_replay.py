@@ -1,0 +1,151 @@
+"""``tracely replay``: the CI gate. Every selected case, replayed through your code, one verdict each."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import time
+from typing import TYPE_CHECKING, Any
+
+from tracely_sdk.cli._traces import positive_int
+from tracely_sdk.errors import ConfigError
+
+if TYPE_CHECKING:
+    from tracely_sdk.cli import Context
+
+__all__ = ["init_tracing", "register"]
+
+DESCRIPTION = """\
+Replay regression cases through your own code under their recordings: every tool and LLM
+call is served from the recording and never runs live. Spans go through the configured
+OpenTelemetry pipeline (OTEL_* variables), stamped with the case id and version; replay runs
+are not recorded into the store.
+
+Verdicts: PASS (strict, every recorded call made, output equal to the expected output),
+FAIL (output differs, recorded calls never made, or an input diverged), INCOMPLETE (the code
+made a call the recording cannot answer), ERRORED (the agent raised, or the case's recording
+cannot be loaded; then the agent is not run), LENIENT (--lenient: never a recorded pass).
+"""
+
+EPILOG = """\
+exit status: 0 every case passed (or ran lenient with nothing to report), 1 any case failed,
+was incomplete or errored, 2 usage or configuration error.
+A Markdown summary is appended to $GITHUB_STEP_SUMMARY when it is set.
+"""
+
+
+def register(commands: Any, common: argparse.ArgumentParser) -> None:
+    p = commands.add_parser(
+        "replay",
+        parents=[common],
+        help="replay regression cases through your code (the CI gate)",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "--entrypoint",
+        metavar="MODULE:FUNCTION",
+        help="the agent function to replay every case through (default: each case's own)",
+    )
+    p.add_argument(
+        "--case",
+        dest="case_ids",
+        action="append",
+        default=[],
+        metavar="ID",
+        help="replay this case (repeatable; default: every case)",
+    )
+    p.add_argument(
+        "--tag",
+        dest="tags",
+        action="append",
+        default=[],
+        metavar="TAG",
+        help="replay the cases with this tag (repeatable: any of them)",
+    )
+    p.add_argument(
+        "--lenient",
+        action="store_true",
+        help="fall through to live calls on a miss; verdicts say LENIENT, never PASS",
+    )
+    p.add_argument("--junit", metavar="FILE", help="write a JUnit XML report")
+    p.add_argument("--json", dest="json_path", metavar="FILE", help="write a JSON report")
+    p.add_argument(
+        "--cases",
+        dest="cases_dir",
+        metavar="DIR",
+        help="read cases from DIR (as written by `tracely cases export`) instead of the store",
+    )
+    p.add_argument(
+        "-j",
+        "--jobs",
+        type=positive_int,
+        default=1,
+        metavar="N",
+        help="run cases in N worker processes (default 1)",
+    )
+    p.set_defaults(handler=cmd_replay)
+
+
+def init_tracing() -> None:
+    """``tracely.init()`` for a replay run: spans go through the configured pipeline, no recording.
+
+    A module-level function so that worker processes (``-j N``) can run it too.
+    """
+    import tracely_sdk as tracely
+
+    tracely.init(record=False)
+
+
+def _flush_tracing() -> None:
+    from opentelemetry import trace
+
+    provider = trace.get_tracer_provider()
+    flush = getattr(provider, "force_flush", None)
+    if callable(flush):
+        with contextlib.suppress(Exception):
+            flush()
+
+
+def cmd_replay(args: argparse.Namespace, ctx: Context) -> int:
+    from tracely_sdk._reports import append_step_summary, write_json, write_junit
+    from tracely_sdk._runner import load_cases, run_cases
+
+    if args.cases_dir is not None and getattr(args, "store", None):
+        raise ConfigError(
+            "--store and --cases are alternatives: replay from a store or from a directory"
+        )
+    if args.cases_dir is not None:
+        cases = load_cases(cases_dir=args.cases_dir, case_ids=args.case_ids, tags=args.tags)
+    else:
+        cases = load_cases(store=ctx.store(), case_ids=args.case_ids, tags=args.tags)
+    out = ctx.out
+    init_tracing()
+    started = time.perf_counter()
+    try:
+        with out.progress(len(cases)) as advance:
+            results = run_cases(
+                cases,
+                args.entrypoint,
+                strict=not args.lenient,
+                jobs=args.jobs,
+                progress=advance,
+                initializer=init_tracing,
+            )
+    finally:
+        _flush_tracing()
+    elapsed = time.perf_counter() - started
+    if results:
+        out.verdicts(results, elapsed)
+    else:
+        out.note("no cases to replay" + (f" with tag {', '.join(args.tags)}" if args.tags else ""))
+    if args.junit:
+        write_junit(results, args.junit, elapsed)
+    if args.json_path:
+        write_json(results, args.json_path, elapsed)
+    try:
+        append_step_summary(results, elapsed=elapsed)
+    except OSError as exc:
+        out.note(f"could not append to $GITHUB_STEP_SUMMARY: {exc}")
+    return 0 if all(r.ok for r in results) else 1

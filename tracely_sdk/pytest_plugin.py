@@ -1,0 +1,309 @@
+"""Run tracely regression cases inside a pytest suite.
+
+    pytest --tracely-entrypoint examples.weather_agent:run              # one test per case
+    pytest --tracely-cases cases/ -k paris                              # from exported files
+    pytest --tracely-store sqlite:///ci.db --tracely-tag smoke
+
+Each case is a test item named by its case id (``tracely::paris-weather``), so ``-k`` selects
+cases, and its failure shows the same verdict, reasons and diff as ``tracely replay``. In a
+hand-written test, the ``tracely_replay`` fixture replays one case and returns its
+:class:`~tracely_sdk._runner.CaseResult` (``.replay`` is the ReplayReport) to assert on::
+
+    @pytest.mark.tracely_case("paris-weather")
+    def test_paris(tracely_replay):
+        result = tracely_replay()                       # the marked case
+        assert result.verdict == "PASS"
+        assert "tools:get_weather" in result.replay.served
+
+Without a ``--tracely-*`` option the plugin collects nothing and changes nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tracely_sdk._reports import format_result
+from tracely_sdk._runner import CaseResult, ReplayCase
+
+__all__ = ["TracelyCaseItem", "TracelyReplay"]
+
+
+@dataclass
+class _State:
+    """The plugin's settings for one pytest run, and what it opened."""
+
+    entrypoint: str | None
+    store_url: str | None
+    cases_dir: str | None
+    tags: list[str]
+    strict: bool
+    store: Any = None
+    functions: dict[str, Callable[..., Any]] = field(default_factory=dict)
+
+    @property
+    def collects(self) -> bool:
+        return bool(self.entrypoint or self.cases_dir or self.tags)
+
+    def open_store(self) -> Any:
+        if self.store is None:
+            from tracely_sdk._config import resolve
+            from tracely_sdk.store import open_store
+
+            self.store = open_store(resolve("store", self.store_url))
+        return self.store
+
+    def function(self, entrypoint: str) -> Callable[..., Any]:
+        from tracely_sdk._runner import load_entrypoint
+
+        fn = self.functions.get(entrypoint)
+        if fn is None:
+            fn = self.functions[entrypoint] = load_entrypoint(entrypoint)
+        return fn
+
+    def load(self, case_ids: tuple[str, ...] = (), tags: tuple[str, ...] = ()) -> list[ReplayCase]:
+        from tracely_sdk._runner import load_cases
+
+        if self.cases_dir is not None:
+            return load_cases(cases_dir=self.cases_dir, case_ids=case_ids, tags=tags)
+        return load_cases(store=self.open_store(), case_ids=case_ids, tags=tags)
+
+    def close(self) -> None:
+        store, self.store = self.store, None
+        if store is not None:
+            store.close()
+
+
+_STATE = pytest.StashKey[_State]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("tracely", "tracely regression cases")
+    group.addoption(
+        "--tracely-entrypoint",
+        metavar="MODULE:FUNCTION",
+        help="collect one test per tracely case, replayed through this agent function "
+        "(default for the tracely_replay fixture and for cases without their own)",
+    )
+    group.addoption(
+        "--tracely-store",
+        metavar="URL",
+        help="the tracely store (default: $TRACELY_STORE, else .tracely/tracely.db)",
+    )
+    group.addoption(
+        "--tracely-cases",
+        metavar="DIR",
+        help="read cases from DIR (as written by `tracely cases export`) instead of the store",
+    )
+    group.addoption(
+        "--tracely-tag",
+        action="append",
+        default=[],
+        metavar="TAG",
+        help="only the cases with this tag (repeatable: any of them)",
+    )
+    group.addoption(
+        "--tracely-lenient",
+        action="store_true",
+        default=False,
+        help="replay leniently (live fall-through on a miss); verdicts say LENIENT",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "tracely_case(case_id, entrypoint=None): the tracely case that the tracely_replay "
+        "fixture replays in this test",
+    )
+    if config.getoption("--tracely-store") and config.getoption("--tracely-cases"):
+        raise pytest.UsageError("--tracely-store and --tracely-cases are alternatives; give one")
+    config.stash[_STATE] = _State(
+        entrypoint=config.getoption("--tracely-entrypoint"),
+        store_url=config.getoption("--tracely-store"),
+        cases_dir=config.getoption("--tracely-cases"),
+        tags=list(config.getoption("--tracely-tag") or []),
+        strict=not config.getoption("--tracely-lenient"),
+    )
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    state = config.stash.get(_STATE, None)
+    if state is not None:
+        state.close()
+
+
+class CaseFailed(Exception):
+    """A case's verdict was not a pass; carries the result to report."""
+
+    def __init__(self, result: CaseResult) -> None:
+        super().__init__(f"{result.verdict} {result.case_id}")
+        self.result = result
+
+
+class TracelyCases(pytest.Collector):
+    """The parent of the case items: ``tracely::<case id>``."""
+
+    def collect(self) -> list[pytest.Item]:  # pragma: no cover - items are added directly
+        return []
+
+
+class TracelyCaseItem(pytest.Item):
+    """One tracely case, replayed through its entrypoint."""
+
+    def __init__(self, *, case: ReplayCase, entrypoint: str | None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.case = case
+        self.entrypoint = entrypoint
+        self.extra_keyword_matches.update(case.tags)
+        self.add_marker(pytest.mark.tracely_case(case.id))
+        self.result: CaseResult | None = None
+
+    def runtest(self) -> None:
+        from tracely_sdk._runner import run_case
+
+        state = self.config.stash[_STATE]
+        fn = (
+            state.function(self.entrypoint)
+            if self.entrypoint and self.case.problem is None
+            else None
+        )
+        self.result = result = run_case(
+            self.case, fn or _unused, strict=state.strict, entrypoint=self.entrypoint
+        )
+        self.user_properties.append(("tracely.verdict", result.verdict))
+        if result.version is not None:
+            self.user_properties.append(("tracely.case.version", result.version))
+        if result.trace_id is not None:
+            self.user_properties.append(("tracely.trace_id", result.trace_id))
+        if not result.ok:
+            raise CaseFailed(result)
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
+        if isinstance(excinfo.value, CaseFailed):
+            result = excinfo.value.result
+            text = format_result(result)
+            if result.traceback:
+                text += "\n\n" + result.traceback.rstrip()
+            return text
+        return super().repr_failure(excinfo, style=style)
+
+    def reportinfo(self) -> tuple[Path, int | None, str]:
+        return self.path, None, f"tracely case {self.case.id}"
+
+
+def _unused(*args: Any, **kwargs: Any) -> Any:  # pragma: no cover - never called
+    raise AssertionError("a case that cannot be loaded is never run")
+
+
+@pytest.hookimpl(tryfirst=True)  # before -k/-m deselect, so they select among the cases
+def pytest_collection_modifyitems(
+    session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
+) -> None:
+    state = config.stash.get(_STATE, None)
+    if state is None or not state.collects:
+        return
+    from tracely_sdk.errors import ConfigError, StoreError
+
+    try:
+        cases = state.load(tags=tuple(state.tags))
+        missing = [
+            c.id for c in cases if c.problem is None and not (state.entrypoint or c.entrypoint)
+        ]
+        if missing:
+            raise ConfigError(
+                f"tracely case(s) {', '.join(missing)} have no entrypoint: pass "
+                "--tracely-entrypoint module:function"
+            )
+        for ep in dict.fromkeys(
+            state.entrypoint or c.entrypoint for c in cases if c.problem is None
+        ):
+            if ep is not None:
+                state.function(ep)
+    except (ConfigError, StoreError) as exc:
+        raise pytest.UsageError(f"tracely: {exc}") from None
+    parent = TracelyCases.from_parent(session, name="tracely", nodeid="tracely")
+    collected: list[pytest.Item | pytest.Collector] = [
+        TracelyCaseItem.from_parent(
+            parent, name=case.id, case=case, entrypoint=state.entrypoint or case.entrypoint
+        )
+        for case in cases
+    ]
+    # Reported like any collected node, so `collected N items` and --collect-only count them.
+    config.hook.pytest_collectreport(
+        report=pytest.CollectReport(parent.nodeid, "passed", None, collected)
+    )
+    items.extend(item for item in collected if isinstance(item, pytest.Item))
+
+
+class TracelyReplay:
+    """Replays one case by id in a hand-written test: ``tracely_replay("paris-weather")``."""
+
+    def __init__(self, state: _State, marker: pytest.Mark | None) -> None:
+        self._state = state
+        self._marker = marker
+
+    def case(self, case_id: str | None = None) -> ReplayCase:
+        """The case ``case_id`` (default: the one named by ``@pytest.mark.tracely_case``)."""
+        from tracely_sdk.errors import ConfigError, StoreError
+
+        wanted = case_id or self._marked_id()
+        try:
+            return self._state.load(case_ids=(wanted,))[0]
+        except (ConfigError, StoreError) as exc:
+            problem = str(exc)
+        pytest.fail(f"tracely: {problem}", pytrace=False)
+
+    def _marked_id(self) -> str:
+        if self._marker is None or not self._marker.args:
+            pytest.fail(
+                "tracely_replay() needs a case id, or a @pytest.mark.tracely_case('id') marker",
+                pytrace=False,
+            )
+        return str(self._marker.args[0])
+
+    def __call__(
+        self,
+        case_id: str | None = None,
+        *,
+        entrypoint: str | None = None,
+        strict: bool | None = None,
+    ) -> CaseResult:
+        """Replay the case and return its result (it does not fail the test by itself).
+
+        The entrypoint is ``entrypoint``, else the marker's ``entrypoint=``, else
+        ``--tracely-entrypoint``, else the case's own.
+        """
+        from tracely_sdk._runner import run_case
+        from tracely_sdk.errors import ConfigError
+
+        case = self.case(case_id)
+        marked = self._marker.kwargs.get("entrypoint") if self._marker is not None else None
+        ep = entrypoint or marked or self._state.entrypoint or case.entrypoint
+        if ep is None and case.problem is None:
+            pytest.fail(
+                f"tracely case {case.id} has no entrypoint: pass entrypoint='module:function' "
+                "or --tracely-entrypoint",
+                pytrace=False,
+            )
+        try:
+            fn = self._state.function(ep) if ep is not None and case.problem is None else _unused
+        except ConfigError as exc:
+            problem = str(exc)
+        else:
+            return run_case(
+                case, fn, strict=self._state.strict if strict is None else strict, entrypoint=ep
+            )
+        pytest.fail(f"tracely: {problem}", pytrace=False)
+
+
+@pytest.fixture
+def tracely_replay(request: pytest.FixtureRequest) -> TracelyReplay:
+    """Replay one tracely case by id and get its CaseResult (``.replay`` is the ReplayReport)."""
+    return TracelyReplay(
+        request.config.stash[_STATE], request.node.get_closest_marker("tracely_case")
+    )
