@@ -25,7 +25,8 @@ class FixtureSpanProcessor(SpanProcessor):
     parent) ends; then the one extractor builds the bundle. Memory is bounded: at most
     ``max_traces`` open traces and ``max_spans_per_trace`` spans each; past that the oldest
     trace is dropped (logged once), never the host's call. Spans that end after their root
-    are not part of the in-process bundle (the server path assembles late spans).
+    are not part of the in-process bundle (the server path assembles late spans). With no
+    callback attached nothing is buffered at all: replay runs that record nothing pay nothing.
     """
 
     def __init__(
@@ -64,7 +65,7 @@ class FixtureSpanProcessor(SpanProcessor):
             self._warn_once("on_end", "tracely: fixture extraction failed", exc_info=True)
 
     def _on_end(self, span: ReadableSpan) -> None:
-        if self._shutdown:
+        if self._shutdown or not self._callbacks:
             return
         ctx = span.context
         if ctx is None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import atexit
-import hashlib
 import logging
 import threading
 from collections.abc import Callable
@@ -27,18 +26,14 @@ _sinks_lock = threading.Lock()
 
 def _store_sink(url: str | None) -> BundleCallback:
     """The one callback that hands bundles to the background writer of store ``url``."""
-    from tracely_sdk.store import BackgroundWriter, default_store_url, open_store, tracely_dir
+    from tracely_sdk.store import BackgroundWriter, default_store_url, open_store, spool_path_for
 
     resolved = url or default_store_url()
     with _sinks_lock:
         sink = _sinks.get(resolved)
         if sink is not None:
             return sink
-        # One spool per store, so a spooled recording always catches up into its own store.
-        spool = (
-            tracely_dir() / "spool" / f"{hashlib.sha256(resolved.encode()).hexdigest()[:16]}.jsonl"
-        )
-        writer = BackgroundWriter(lambda: open_store(resolved), spool_path=spool)
+        writer = BackgroundWriter(lambda: open_store(resolved), spool_path=spool_path_for(resolved))
         atexit.register(writer.close)
 
         def record(trace_id: str, bundle: dict[str, Any]) -> None:

@@ -23,6 +23,7 @@ imported (``open_store`` imports it on demand for those schemes).
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import os
 import re
@@ -66,6 +67,7 @@ __all__ = [
     "SQLiteStore",
     "Store",
     "default_store_url",
+    "spool_path_for",
     "export_cases",
     "import_cases",
     "open_store",
@@ -157,6 +159,23 @@ def _sqlite_target(url: str) -> tuple[str, dict[str, Any]]:
     if not rest or rest.endswith(("/", os.sep)):
         raise ConfigError(f"store URL {url!r} names no file; use e.g. sqlite:///abs/tracely.db")
     return os.path.expanduser(rest), options
+
+
+def spool_path_for(url: str) -> Path:
+    """Where a background writer spools recordings for store ``url``, one file per store.
+
+    Beside the database for a SQLite file (so the spool travels with the store), else in the
+    project's ``.tracely`` directory. Keying by store means a spooled recording always catches
+    up into the store it was meant for.
+    """
+    key = hashlib.sha256(url.encode()).hexdigest()[:16]
+    if url.lower().startswith("sqlite:"):
+        path, _ = _sqlite_target(url)
+        if path != ":memory:":
+            return Path(path).absolute().parent / ".tracely-spool" / f"{key}.jsonl"
+    elif url.lower().endswith(_SQLITE_SUFFIXES):
+        return Path(url).absolute().parent / ".tracely-spool" / f"{key}.jsonl"
+    return tracely_dir() / "spool" / f"{key}.jsonl"
 
 
 def open_store(url: str | None = None) -> Store:

@@ -69,13 +69,34 @@ def _j(value: Any) -> str | None:
     return None if value is None else dumps_json(value)
 
 
+class _CorruptRow(ValueError):
+    pass
+
+
 def _l(text: Any) -> Any:
     if text is None:
         return None
-    return orjson.loads(text)
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError as exc:
+        raise _CorruptRow(str(exc)) from exc
+
+
+def _corrupt(what: str, exc: _CorruptRow) -> StoreError:
+    return StoreError(
+        f"{what} holds JSON that cannot be read ({exc}): the row was changed outside tracely; "
+        "restore it from an export (tracely cases import) or delete it"
+    )
 
 
 def _recording(row: Sequence[Any]) -> Recording:
+    try:
+        return _recording_of(row)
+    except _CorruptRow as exc:
+        raise _corrupt(f"recording {row[0]}", exc) from exc
+
+
+def _recording_of(row: Sequence[Any]) -> Recording:
     return Recording(
         trace_id=row[0],
         service=row[1],
@@ -91,6 +112,13 @@ def _recording(row: Sequence[Any]) -> Recording:
 
 
 def _case(row: Sequence[Any]) -> Case:
+    try:
+        return _case_of(row)
+    except _CorruptRow as exc:
+        raise _corrupt(f"case {row[0]}", exc) from exc
+
+
+def _case_of(row: Sequence[Any]) -> Case:
     return Case(
         id=row[0],
         name=row[1],
@@ -107,6 +135,13 @@ def _case(row: Sequence[Any]) -> Case:
 
 
 def _version(row: Sequence[Any]) -> CaseVersion:
+    try:
+        return _version_of(row)
+    except _CorruptRow as exc:
+        raise _corrupt(f"version {row[1]} of case {row[0]}", exc) from exc
+
+
+def _version_of(row: Sequence[Any]) -> CaseVersion:
     return CaseVersion(
         case_id=row[0],
         version=int(row[1]),

@@ -3,6 +3,7 @@ from __future__ import annotations
 import dataclasses
 import multiprocessing
 import sqlite3
+import sys
 import threading
 from pathlib import Path
 
@@ -116,6 +117,8 @@ def test_server_and_postgres_urls_need_their_extra(monkeypatch: pytest.MonkeyPat
 
     for scheme in ("http", "https", "postgresql", "postgres"):
         monkeypatch.delitem(_backends, scheme, raising=False)
+    # as when the server extra is not installed: the module that registers them is missing
+    monkeypatch.setitem(sys.modules, "tracely_sdk.server", None)
     with pytest.raises(ConfigError, match=r"tracely\[server\]"):
         open_store("http://localhost:8000")
     with pytest.raises(ConfigError, match=r"tracely\[server\]"):
@@ -762,3 +765,25 @@ def test_dialect_shim() -> None:
         for step in m.steps:
             if isinstance(step, str):
                 assert "?" not in step and "AUTOINCREMENT" not in step.upper()
+
+
+def test_a_row_changed_outside_tracely_is_a_store_error_naming_the_case(tmp_path: Path) -> None:
+    import sqlite3
+
+    from tests.sdk.store._helpers import make_recording
+    from tracely_sdk.errors import StoreError
+    from tracely_sdk.store import SQLiteStore
+
+    db = tmp_path / "t.db"
+    store = SQLiteStore(db)
+    store.put_recording(make_recording(1))
+    case = store.promote(make_recording(1).trace_id, name="one")
+    store.close()
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE cases SET bundle = '{not json' WHERE id = ?", (case.id,))
+    store = SQLiteStore(db)
+    try:
+        with pytest.raises(StoreError, match=f"case {case.id} holds JSON that cannot be read"):
+            store.list_cases()
+    finally:
+        store.close()
