@@ -76,6 +76,7 @@ def _common(*, top: bool) -> argparse.ArgumentParser:
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the whole command line."""
     from tracely_sdk.cli import _cases, _replay, _traces
+    from tracely_sdk.server._cli import add_serve_command
 
     parser = argparse.ArgumentParser(
         prog="tracely",
@@ -91,6 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
     _traces.register(commands, common)
     _cases.register(commands, common)
     _replay.register(commands, common)
+    add_serve_command(commands, common)
     return parser
 
 

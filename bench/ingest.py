@@ -1,0 +1,649 @@
+"""How fast a running ``tracely serve`` turns OTLP into recordings, against the cost of decoding.
+
+1. The floor: decoding the same OTLP/protobuf payloads with ``opentelemetry-proto`` alone
+   (``ExportTraceServiceRequest.ParseFromString``), one thread. Nothing that reads OTLP can be
+   faster than this.
+2. Ingest: a ``python -m tracely_sdk.server`` process on 127.0.0.1, fed pre-encoded payloads
+   (512 spans each, as the SDK's BatchSpanProcessor sends them) over keep-alive connections
+   from several threads, with a SQLite store and, when a server is at hand, a PostgreSQL one.
+   Measured from the first request until every trace is a recording in the store (counted in
+   the store itself), and until the last request was acknowledged.
+3. Memory: the server's peak RSS (``VmHWM`` in ``/proc/PID/status``) under sustained load,
+   read after a short and after a three times longer run. Bounded memory means the second
+   figure is not three times the first.
+
+The spans are the reference agent's (``examples/weather_agent.run``) made by the real SDK and
+encoded by the real OTLP exporter's encoder; every payload sent carries fresh trace ids, so the
+server sees new traces all along. The figure is ingest / floor; the target is at least 30%.
+
+    python bench/ingest.py [--spans N] [--threads T] [--short S] [--stores sqlite,postgresql]
+
+PostgreSQL is used when ``TRACELY_TEST_POSTGRES_URL`` names a server, or when
+``.ci/install-postgres.sh`` can start one (without installing anything).
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import os
+import random
+import re
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.parse
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from opentelemetry import trace  # noqa: E402
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans  # noqa: E402
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (  # noqa: E402
+    ExportTraceServiceRequest,
+)
+from opentelemetry.sdk.resources import Resource  # noqa: E402
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider  # noqa: E402
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import (  # noqa: E402
+    InMemorySpanExporter,
+)
+
+from tracely_otel._otlp import records_from_otlp_proto  # noqa: E402
+
+SPANS_PER_PAYLOAD = 512
+TARGET = 0.30
+CITIES = ("Paris", "Lisbon", "Oslo", "Tokyo")
+LISTENING = re.compile(r"^tracely server listening on (http://\S+)$")
+
+
+# --------------------------------------------------------------------------------------------
+# payloads
+
+
+@dataclass
+class Template:
+    """One encoded payload, cut at its trace ids so that each send can carry fresh ones."""
+
+    payload: bytes
+    spans: int
+    traces: int
+    literals: list[bytes]
+    slots: list[int]  # for each gap between literals, which trace id goes there
+
+    def fresh(self) -> bytes:
+        ids = [random.randbytes(16) for _ in range(self.traces)]
+        parts: list[bytes] = [b""] * (len(self.literals) + len(self.slots))
+        parts[0::2] = self.literals
+        parts[1::2] = [ids[i] for i in self.slots]
+        return b"".join(parts)
+
+
+_EXPORTER = InMemorySpanExporter()
+
+
+def agent_traces(count: int) -> list[list[ReadableSpan]]:
+    """``count`` runs of the reference agent, each trace's finished spans."""
+    from examples import weather_agent
+
+    if not isinstance(trace.get_tracer_provider(), TracerProvider):
+        provider = TracerProvider(resource=Resource.create({"service.name": "weather-agent"}))
+        provider.add_span_processor(SimpleSpanProcessor(_EXPORTER))
+        trace.set_tracer_provider(provider)
+    exporter = _EXPORTER
+    exporter.clear()
+    for n in range(count):
+        weather_agent.run(CITIES[n % len(CITIES)])
+    by_trace: dict[int, list[ReadableSpan]] = {}
+    for span in exporter.get_finished_spans():
+        by_trace.setdefault(span.context.trace_id, []).append(span)
+    return list(by_trace.values())
+
+
+def templates(count: int) -> list[Template]:
+    """``count`` payloads of whole traces, about SPANS_PER_PAYLOAD spans each."""
+    sample = agent_traces(4)
+    per_trace = len(sample[0])
+    traces_per_payload = max(1, SPANS_PER_PAYLOAD // per_trace)
+    runs = agent_traces(count * traces_per_payload)
+    out: list[Template] = []
+    for i in range(count):
+        group = runs[i * traces_per_payload : (i + 1) * traces_per_payload]
+        spans = [s for t in group for s in t]
+        payload = encode_spans(spans).SerializeToString()
+        ids = [t[0].context.trace_id.to_bytes(16, "big") for t in group]
+        index = {tid: n for n, tid in enumerate(ids)}
+        pattern = re.compile(b"(" + b"|".join(re.escape(t) for t in ids) + b")")
+        pieces = pattern.split(payload)
+        out.append(
+            Template(
+                payload=payload,
+                spans=len(spans),
+                traces=len(group),
+                literals=pieces[0::2],
+                slots=[index[p] for p in pieces[1::2]],
+            )
+        )
+        assert out[-1].fresh() != payload and len(out[-1].fresh()) == len(payload)
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# the floor
+
+
+def decode_floor(items: Sequence[Template], seconds: float = 3.0) -> tuple[float, float]:
+    """spans/s of ParseFromString alone, and of tracely's decoder (to SpanRecords)."""
+
+    def rate(fn: Callable[[bytes], Any]) -> float:
+        spans = 0
+        started = time.perf_counter()
+        while True:
+            for t in items:
+                fn(t.payload)
+                spans += t.spans
+            elapsed = time.perf_counter() - started
+            if elapsed >= seconds:
+                return spans / elapsed
+
+    def parse(payload: bytes) -> None:
+        ExportTraceServiceRequest().ParseFromString(payload)
+
+    return rate(parse), rate(records_from_otlp_proto)
+
+
+def stages(items: Sequence[Template]) -> dict[str, float]:
+    """spans/s of each stage the server runs a payload through, alone, in one thread."""
+    from tracely_otel import bundle_from_spans
+    from tracely_sdk.store import Recording, SQLiteStore
+
+    spans = sum(t.spans for t in items)
+    started = time.perf_counter()
+    decoded = [records_from_otlp_proto(t.payload) for t in items]
+    decode = spans / (time.perf_counter() - started)
+    started = time.perf_counter()
+    bundles: list[dict[str, Any] | None] = []
+    for records in decoded:
+        by_trace: dict[str, list[Any]] = {}
+        for record in records:
+            by_trace.setdefault(record.trace_id, []).append(record)
+        bundles.extend(bundle_from_spans(group) for group in by_trace.values())
+    extract = spans / (time.perf_counter() - started)
+    recordings = [Recording.from_bundle(b) for b in bundles if b is not None]
+    with tempfile.TemporaryDirectory(prefix="tracely-bench-") as tmp:
+        store = SQLiteStore(Path(tmp) / "stage.db")
+        started = time.perf_counter()
+        for n in range(0, len(recordings), 256):
+            store.put_recordings(recordings[n : n + 256])
+        write = spans / (time.perf_counter() - started)
+        store.close()
+    return {"decode": decode, "extract": extract, "write": write}
+
+
+# --------------------------------------------------------------------------------------------
+# the server
+
+
+@dataclass
+class Server:
+    process: subprocess.Popen[bytes]
+    url: str
+    token: str
+    count: Callable[[], int]
+    log: Path
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def memory(self) -> dict[str, int]:
+        """VmHWM and VmRSS in KiB."""
+        values: dict[str, int] = {}
+        with open(f"/proc/{self.pid}/status") as fh:
+            for line in fh:
+                key, _, rest = line.partition(":")
+                if key in ("VmHWM", "VmRSS"):
+                    values[key] = int(rest.split()[0])
+        return values
+
+
+def _sqlite_counter(path: Path) -> Callable[[], int]:
+    def count() -> int:
+        if not path.exists():
+            return 0
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
+        try:
+            return int(conn.execute("SELECT COUNT(*) FROM recordings").fetchone()[0])
+        except sqlite3.OperationalError:
+            return 0
+        finally:
+            conn.close()
+
+    return count
+
+
+@contextmanager
+def postgres_schema(base: str) -> Iterator[tuple[str, Callable[[], int]]]:
+    import psycopg
+
+    name = f"bench_{uuid.uuid4().hex[:12]}"
+    admin = psycopg.connect(base, autocommit=True)
+    admin.execute(f"CREATE SCHEMA {name}")
+    sep = "&" if "?" in base else "?"
+    url = f"{base}{sep}options={urllib.parse.quote(f'-csearch_path={name}')}"
+
+    def count() -> int:
+        try:
+            row = admin.execute(f"SELECT COUNT(*) FROM {name}.recordings").fetchone()
+        except psycopg.errors.UndefinedTable:
+            return 0
+        return int(row[0]) if row else 0
+
+    try:
+        yield url, count
+    finally:
+        admin.execute(f"DROP SCHEMA {name} CASCADE")
+        admin.close()
+
+
+@contextmanager
+def serve(store: str, count: Callable[[], int], workdir: Path, quiet: float) -> Iterator[Server]:
+    token = "ingest-" + uuid.uuid4().hex
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "TRACELY_SERVER_TOKENS": f"ingest:{token},read:read-{uuid.uuid4().hex}",
+        "PYTHONUNBUFFERED": "1",
+    }
+    env.pop("TRACELY_STORE", None)
+    workdir.mkdir(parents=True, exist_ok=True)
+    out_path, log = workdir / "stdout.log", workdir / "stderr.log"
+    with out_path.open("wb") as out, log.open("wb") as err:
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "tracely_sdk.server",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                "0",
+                "--store",
+                store,
+                "--journal-dir",
+                str(workdir / "journal"),
+                "--quiet-seconds",
+                str(quiet),
+                "--rate-limit",
+                "0",
+            ],
+            stdout=out,
+            stderr=err,
+            env=env,
+            cwd=workdir,
+        )
+    try:
+        deadline = time.monotonic() + 30
+        url = ""
+        while not url:
+            first = out_path.read_text().split("\n", 1)
+            match = LISTENING.match(first[0].strip()) if len(first) > 1 else None
+            if match:
+                url = match.group(1)
+            elif proc.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit(f"the server did not start: {log.read_text()[-2000:]}")
+            else:
+                time.sleep(0.02)
+        yield Server(proc, url, token, count, log)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+# --------------------------------------------------------------------------------------------
+# load
+
+
+@dataclass
+class Load:
+    spans: int = 0
+    traces: int = 0
+    requests: int = 0
+    throttled: int = 0  # 429 answers (retried after Retry-After)
+    failures: dict[int, int] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+class Pace:
+    """Lets the senders together send at most ``rate`` spans a second (None: as fast as they can)."""
+
+    def __init__(self, rate: float | None) -> None:
+        self.rate = rate
+        self.started = time.monotonic()
+        self.granted = 0
+        self.lock = threading.Lock()
+
+    def take(self, spans: int) -> None:
+        if self.rate is None:
+            return
+        with self.lock:
+            due = self.started + self.granted / self.rate
+            self.granted += spans
+        delay = due - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+
+
+def _sender(
+    server: Server,
+    items: Sequence[Template],
+    load: Load,
+    keep_going: Callable[[int], bool],
+    offset: int,
+    pace: Pace,
+) -> None:
+    host, port = server.url.removeprefix("http://").rsplit(":", 1)
+    conn = http.client.HTTPConnection(host, int(port), timeout=60)
+    headers = {
+        "Content-Type": "application/x-protobuf",
+        "Authorization": f"Bearer {server.token}",
+    }
+    n = offset
+    sent = 0
+    while keep_going(sent):
+        template = items[n % len(items)]
+        n += 1
+        body = template.fresh()
+        pace.take(template.spans)
+        while True:
+            try:
+                conn.request("POST", "/v1/traces", body=body, headers=headers)
+                response = conn.getresponse()
+                response.read()
+            except (OSError, http.client.HTTPException):
+                conn.close()
+                conn = http.client.HTTPConnection(host, int(port), timeout=60)
+                time.sleep(0.05)
+                continue
+            if response.status == 429:
+                with load.lock:
+                    load.throttled += 1
+                time.sleep(float(response.getheader("Retry-After") or 1))
+                continue
+            if response.status != 200:
+                with load.lock:
+                    load.failures[response.status] = load.failures.get(response.status, 0) + 1
+            break
+        sent += template.spans
+        with load.lock:
+            load.spans += template.spans
+            load.traces += template.traces
+            load.requests += 1
+    conn.close()
+
+
+def send(
+    server: Server,
+    items: Sequence[Template],
+    threads: int,
+    keep_going: Callable[[int], bool],
+    rate: float | None = None,
+) -> Load:
+    load = Load()
+    pace = Pace(rate)
+    workers = [
+        threading.Thread(
+            target=_sender, args=(server, items, load, keep_going, i * 7, pace), daemon=True
+        )
+        for i in range(threads)
+    ]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    return load
+
+
+def wait_recorded(server: Server, expected: int, timeout: float = 600) -> float:
+    """Poll the store until it holds ``expected`` recordings; the time it happened."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if server.count() >= expected:
+            return time.perf_counter()
+        if time.monotonic() > deadline:
+            raise SystemExit(
+                f"only {server.count()} of {expected} recordings after {timeout}s; "
+                f"server log: {server.log.read_text()[-2000:]}"
+            )
+        time.sleep(0.05)
+
+
+@dataclass
+class Result:
+    store: str
+    spans: int
+    accepted_rate: float
+    recorded_rate: float
+    throttled: int
+    failures: dict[int, int]
+    memory: list[tuple[float, dict[str, int]]] = field(default_factory=list)
+    offered: float = 0.0
+    sustained_rate: float = 0.0
+
+
+def throughput(server: Server, items: Sequence[Template], spans: int, threads: int) -> Result:
+    # Warm up: the first requests pay for imports, the store's first connections, the journal.
+    warm = send(server, items, 2, lambda sent: sent < 4 * SPANS_PER_PAYLOAD)
+    wait_recorded(server, warm.traces)
+    before = server.count()
+    per_thread = spans // threads
+    started = time.perf_counter()
+    load = send(server, items, threads, lambda sent: sent < per_thread)
+    acked = time.perf_counter()
+    done = wait_recorded(server, before + load.traces)
+    return Result(
+        store="",
+        spans=load.spans,
+        accepted_rate=load.spans / (acked - started),
+        recorded_rate=load.spans / (done - started),
+        throttled=load.throttled,
+        failures=load.failures,
+    )
+
+
+def sustained(
+    server: Server, items: Sequence[Template], threads: int, short: float, rate: float
+) -> tuple[list[Any], float]:
+    """Peak RSS after ``short`` seconds of load at ``rate`` spans/s and after ``3 * short``;
+    and the rate at which the spans became recordings meanwhile."""
+    before = server.count()
+    started = time.monotonic()
+    started_perf = time.perf_counter()
+    readings: list[tuple[float, dict[str, int]]] = []
+    marks = [short, 3 * short]
+    stop = threading.Event()
+
+    def watch() -> None:
+        for mark in marks:
+            while time.monotonic() - started < mark:
+                time.sleep(0.05)
+            readings.append((mark, server.memory()))
+        stop.set()
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    load = send(server, items, threads, lambda sent: not stop.is_set(), rate)
+    watcher.join()
+    done = wait_recorded(server, before + load.traces)
+    return readings, load.spans / (done - started_perf)
+
+
+# --------------------------------------------------------------------------------------------
+
+
+def find_postgres() -> str | None:
+    url = os.environ.get("TRACELY_TEST_POSTGRES_URL")
+    if url:
+        return url
+    script = ROOT / ".ci" / "install-postgres.sh"
+    try:
+        done = subprocess.run(
+            ["bash", str(script)],
+            env={**os.environ, "TRACELY_PG_NO_INSTALL": "1"},
+            capture_output=True,
+            text=True,
+            timeout=120,
+            stdin=subprocess.DEVNULL,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    match = re.search(r"^export TRACELY_TEST_POSTGRES_URL=(\S+)$", done.stdout, re.M)
+    return match.group(1) if match else None
+
+
+def mib(kib: int) -> str:
+    return f"{kib / 1024:7.1f} MiB"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--spans", type=int, default=200_000, help="spans per throughput run (default 200000)"
+    )
+    parser.add_argument("--threads", type=int, default=4, help="sending threads (default 4)")
+    parser.add_argument(
+        "--short",
+        type=float,
+        default=30.0,
+        help="seconds of the short sustained run; the long one is 3x (default 30)",
+    )
+    parser.add_argument(
+        "--quiet-seconds",
+        type=float,
+        default=0.5,
+        help="the server's quiet period before a trace is assembled (default 0.5)",
+    )
+    parser.add_argument(
+        "--stores", default="sqlite,postgresql", help="which stores (default sqlite,postgresql)"
+    )
+    parser.add_argument("--payloads", type=int, default=32, help="distinct payloads (default 32)")
+    parser.add_argument(
+        "--load",
+        type=float,
+        default=0.8,
+        help="sustained load, as a fraction of the measured recorded rate (default 0.8)",
+    )
+    opts = parser.parse_args(argv)
+
+    load1, load5, _ = os.getloadavg()
+    print(
+        f"{os.cpu_count()} CPUs, load average {load1:.1f} (1 min) {load5:.1f} (5 min); "
+        "other work on the machine lowers the figures below",
+        flush=True,
+    )
+    print(f"making {opts.payloads} payloads from runs of the reference agent ...", flush=True)
+    items = templates(opts.payloads)
+    per_payload = items[0].spans
+    per_trace = per_payload // items[0].traces
+    print(
+        f"payload: {per_payload} spans ({items[0].traces} traces of {per_trace} spans), "
+        f"{len(items[0].payload) / 1024:.0f} KiB of OTLP/protobuf"
+    )
+    floor, tracely_decode = decode_floor(items)
+    print(f"decode only, ExportTraceServiceRequest.ParseFromString: {floor:12,.0f} spans/s (floor)")
+    print(
+        f"tracely's decoder (protobuf to SpanRecords):            {tracely_decode:12,.0f} spans/s"
+    )
+    stage = stages(items)
+    print(
+        "server stages alone, one thread: decode {decode:,.0f}, extract {extract:,.0f}, "
+        "SQLite write {write:,.0f} spans/s".format(**stage)
+    )
+
+    stores = [s.strip() for s in opts.stores.split(",") if s.strip()]
+    results: list[Result] = []
+    with tempfile.TemporaryDirectory(prefix="tracely-bench-") as tmp:
+        for kind in stores:
+            for phase in ("throughput", "memory"):
+                workdir = Path(tmp) / f"{kind}-{phase}"
+                if kind == "sqlite":
+                    db = workdir / "tracely.db"
+                    ctx: Any = _nullcontext((f"sqlite:///{db}", _sqlite_counter(db)))
+                elif kind == "postgresql":
+                    base = find_postgres()
+                    if base is None:
+                        print(
+                            "postgresql: skipped (no TRACELY_TEST_POSTGRES_URL and "
+                            ".ci/install-postgres.sh could not start a server)"
+                        )
+                        break
+                    ctx = postgres_schema(base)
+                else:
+                    raise SystemExit(f"unknown store {kind!r}; expected sqlite or postgresql")
+                with ctx as (url, count), serve(url, count, workdir, opts.quiet_seconds) as server:
+                    if phase == "throughput":
+                        print(
+                            f"{kind}: {opts.spans} spans from {opts.threads} threads ...",
+                            flush=True,
+                        )
+                        result = throughput(server, items, opts.spans, opts.threads)
+                        result.store = kind
+                        results.append(result)
+                    else:
+                        print(
+                            f"{kind}: sustained load at {opts.load:.0%} of that rate for "
+                            f"{3 * opts.short:g}s ...",
+                            flush=True,
+                        )
+                        last = results[-1]
+                        last.offered = opts.load * last.recorded_rate
+                        last.memory, last.sustained_rate = sustained(
+                            server, items, opts.threads, opts.short, last.offered
+                        )
+
+    print()
+    print(
+        f"{'store':11s} {'accepted':>14s} {'recorded':>14s} {'recorded/floor':>15s}  429s  errors"
+    )
+    for r in results:
+        ratio = r.recorded_rate / floor
+        print(
+            f"{r.store:11s} {r.accepted_rate:12,.0f}/s {r.recorded_rate:12,.0f}/s "
+            f"{ratio:14.1%}  {r.throttled:4d}  {sum(r.failures.values()) or '-'}"
+        )
+    print(f"(spans per second; floor {floor:,.0f}/s; target: recorded >= {TARGET:.0%} of floor)")
+    for r in results:
+        if len(r.memory) == 2:
+            (t1, m1), (t2, m2) = r.memory
+            growth = m2["VmHWM"] / m1["VmHWM"] - 1
+            print(
+                f"{r.store:11s} at {r.offered:,.0f} spans/s offered ({r.sustained_rate:,.0f}/s "
+                f"recorded): peak RSS after {t1:g}s {mib(m1['VmHWM']).strip()}, after {t2:g}s "
+                f"{mib(m2['VmHWM']).strip()} ({growth:+.0%}); RSS at the end "
+                f"{mib(m2['VmRSS']).strip()}"
+            )
+    met = all(r.recorded_rate / floor >= TARGET for r in results)
+    print(f"target {'met' if met else 'NOT met'}")
+    return 0
+
+
+@contextmanager
+def _nullcontext(value: Any) -> Iterator[Any]:
+    yield value
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,212 @@
+"""The assembler and its journal, in-process: dedupe, late spans, bounds, crash recovery."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from server._support import wait_for
+from tracely_otel import bundle_from_spans, record_from_readable
+from tracely_sdk.errors import StoreError
+from tracely_sdk.server._ingest import (
+    KIND_JSON,
+    KIND_PROTO,
+    Backpressure,
+    IngestPipeline,
+    Journal,
+    Unavailable,
+)
+from tracely_sdk.store import SQLiteStore
+
+
+def records(spans: list[Any]) -> list[Any]:
+    return [record_from_readable(s) for s in spans]
+
+
+def pipeline(tmp_path: Path, store: Any = None, **kwargs: Any) -> IngestPipeline:
+    kwargs.setdefault("quiet_seconds", 0.05)
+    p = IngestPipeline(
+        store or SQLiteStore(tmp_path / "t.db"), journal=Journal(tmp_path / "journal"), **kwargs
+    )
+    p.start()
+    return p
+
+
+def stored(store: Any, trace_id: str, bundle: dict[str, Any] | None = None) -> Any:
+    def ready() -> Any:
+        try:
+            rec = store.get_recording(trace_id)
+        except StoreError:
+            return None
+        return rec if bundle is None or rec.bundle == bundle else None
+
+    return wait_for(ready, what=f"the recording of {trace_id}")
+
+
+def test_out_of_order_and_duplicate_spans_make_one_recording(
+    tmp_path: Path, weather_run: Any
+) -> None:
+    spans, bundle = weather_run("Paris")
+    p = pipeline(tmp_path)
+    recs = records(spans)
+    for batch in ([recs[3]], [recs[1], recs[1]], [recs[0]], [recs[2], recs[3]]):
+        p.submit(batch)
+    assert stored(p.store, bundle["trace_id"], bundle).bundle == bundle
+    assert p.stats()["spans_in_memory"] == 4  # duplicates were not kept twice
+    p.shutdown()
+
+
+def test_a_trace_waits_for_its_root(tmp_path: Path, weather_run: Any) -> None:
+    spans, bundle = weather_run("Oslo")
+    recs = records(spans)
+    root = next(r for r in recs if r.is_root)
+    p = pipeline(tmp_path)
+    p.submit([r for r in recs if r is not root])
+    time.sleep(0.3)
+    with pytest.raises(StoreError):
+        p.store.get_recording(bundle["trace_id"])
+    p.submit([root])
+    assert stored(p.store, bundle["trace_id"], bundle)
+    p.shutdown()
+
+
+def test_a_trace_without_root_is_assembled_after_the_orphan_time(
+    tmp_path: Path, weather_run: Any
+) -> None:
+    spans, _ = weather_run("Tokyo")
+    children = [r for r in records(spans) if not r.is_root]
+    p = pipeline(tmp_path, orphan_seconds=0.3)
+    p.submit(children)
+    rec = stored(p.store, children[0].trace_id)
+    assert rec.bundle == bundle_from_spans(children) and rec.agent_name is None
+    p.shutdown()
+
+
+def test_shutdown_assembles_rooted_traces_at_once_and_journals_the_rest(
+    tmp_path: Path, weather_run: Any
+) -> None:
+    (a, a_bundle), (b, b_bundle) = weather_run("Paris"), weather_run("Lisbon")
+    p = pipeline(tmp_path, quiet_seconds=3600, orphan_seconds=3600)
+    p.submit(records(a))
+    b_children = [r for r in records(b) if not r.is_root]
+    p.submit(b_children)
+    p.shutdown()
+    store = SQLiteStore(tmp_path / "t.db")
+    assert store.get_recording(a_bundle["trace_id"]).bundle == a_bundle  # no quiet wait
+    with pytest.raises(StoreError):
+        store.get_recording(b_bundle["trace_id"])
+    # The rootless trace is still in the journal; the next start finishes it.
+    again = pipeline(tmp_path, store=store, orphan_seconds=0.2)
+    assert stored(store, b_bundle["trace_id"]).bundle == bundle_from_spans(b_children)
+    root = next(r for r in records(b) if r.is_root)
+    again.submit([root])  # the late root, while the trace is still held: the full recording
+    assert stored(store, b_bundle["trace_id"], b_bundle)
+    again.shutdown()
+
+
+def test_a_crash_loses_nothing_acknowledged(tmp_path: Path, weather_run: Any) -> None:
+    runs = [weather_run(city) for city in ("Paris", "Oslo", "Tokyo")]
+    p = pipeline(tmp_path, quiet_seconds=3600)
+    for spans, _ in runs:
+        p.submit(records(spans))
+    # No shutdown: the process "dies" here with nothing written to the store.
+    store = SQLiteStore(tmp_path / "t.db")
+    assert store.list_recordings() == []
+    assert p.journal is not None
+    p.journal.close()  # what the dead process's exit does: files closed, nothing else
+    recovered = pipeline(tmp_path, store=store)
+    for _, bundle in runs:
+        assert stored(store, bundle["trace_id"], bundle)
+    recovered.shutdown()
+    assert not list((tmp_path / "journal").glob("segment-*")), "written segments are deleted"
+
+
+def test_the_journal_keeps_raw_bodies_and_ignores_a_torn_tail(tmp_path: Path) -> None:
+    journal = Journal(tmp_path / "j")
+    assert journal.open() == []
+    seg, seq = journal.append(KIND_PROTO, b"\x01\x02")
+    journal.sync(seq)
+    _, seq = journal.append(KIND_JSON, b'{"resourceSpans": []}')
+    journal.sync(seq)
+    path = tmp_path / "j" / f"segment-{seg:010d}.journal"
+    journal.close()
+    with path.open("ab") as fh:
+        fh.write(b"TJ01\x02\x00\x00\x00")  # a record cut short by a crash
+    again = Journal(tmp_path / "j")
+    assert again.open() == [seg]
+    assert list(again.read(seg)) == [
+        (KIND_PROTO, b"\x01\x02"),
+        (KIND_JSON, b'{"resourceSpans": []}'),
+    ]
+    again.close()
+
+
+def test_one_server_per_journal(tmp_path: Path) -> None:
+    first = Journal(tmp_path / "j")
+    first.open()
+    from tracely_sdk.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="in use by another tracely server"):
+        Journal(tmp_path / "j").open()
+    first.close()
+
+
+def test_segments_are_deleted_when_nothing_needs_them(tmp_path: Path) -> None:
+    journal = Journal(tmp_path / "j", segment_bytes=10)
+    journal.open()
+    first, seq = journal.append(KIND_JSON, b"x" * 20)
+    journal.sync(seq)
+    second, seq = journal.append(KIND_JSON, b"y" * 20)  # rotates: the first is sealed
+    journal.sync(seq)
+    assert second == first + 1 and set(journal.segments()) == {first, second}
+    journal.unref(first)
+    assert set(journal.segments()) == {second}
+    assert not (tmp_path / "j" / f"segment-{first:010d}.journal").exists()
+    journal.close()
+
+
+class SlowStore(SQLiteStore):
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.gate = threading.Event()
+
+    def put_recordings(self, recordings: Any) -> list[bool]:
+        self.gate.wait(10)
+        return super().put_recordings(recordings)
+
+
+def test_a_full_write_queue_refuses_whole_requests(tmp_path: Path, weather_run: Any) -> None:
+    store = SlowStore(tmp_path / "t.db")
+    p = pipeline(tmp_path, store=store, write_queue_size=1, write_batch_size=1, quiet_seconds=0)
+    runs = [weather_run(city) for city in ("Paris", "Oslo", "Tokyo", "Lisbon")]
+    refused = None
+    for spans, _ in runs:
+        try:
+            p.submit(records(spans))
+        except Backpressure as exc:
+            refused = exc
+            break
+        time.sleep(0.1)
+    assert refused is not None and "write queue is full" in refused.reason
+    store.gate.set()
+    p.shutdown()
+
+
+def test_bounds_on_spans_and_spans_per_trace(tmp_path: Path, weather_run: Any) -> None:
+    spans, _ = weather_run("Paris")
+    p = pipeline(tmp_path, max_spans=3)
+    with pytest.raises(Backpressure):
+        p.submit(records(spans))
+    assert p.stats()["spans_in_memory"] == 0
+    p.shutdown()
+    capped = pipeline(tmp_path / "2", max_spans_per_trace=2)
+    receipt = capped.submit(records(spans))
+    assert (receipt.accepted, receipt.rejected) == (2, 2)
+    assert "already hold 2 spans" in receipt.message and "rejected" not in receipt.message
+    capped.shutdown()
+    with pytest.raises(Unavailable):
+        capped.submit(records(spans))

@@ -1,0 +1,1005 @@
+"""The tracely server: the OTLP receiver, the recordings and cases API, and their wiring.
+
+Every route is one row of :data:`ROUTES` (method, path template, scope, handler); the OpenAPI
+document in :mod:`tracely_sdk.server._openapi` describes exactly these, and a test holds the
+two together. Input is validated at the edge — ids, sizes, JSON depth and shape, unknown
+fields — and every failure is a 4xx with a message saying what to change.
+
+``/v1/traces`` answers as OTLP/HTTP specifies: 200 with an ``ExportTraceServiceResponse`` (a
+``partial_success`` when some spans were refused), errors as a ``google.rpc.Status`` in the
+request's encoding (protobuf or JSON), 429/503 with ``Retry-After`` for back-pressure.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import math
+import re
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+import orjson
+
+from tracely_otel._bundle import BundleFormatError, validate_bundle
+from tracely_otel._otlp import (
+    OTLPDecodeError,
+    PayloadTooLarge,
+    gunzip_bounded,
+    records_from_otlp_json,
+    records_from_otlp_proto,
+)
+from tracely_otel._spans import SpanRecord
+from tracely_sdk.errors import ConfigError, Conflict, NotFound, StoreError
+from tracely_sdk.server._auth import INGEST, READ, WRITE, RateLimiter, TokenSet, load_tokens
+from tracely_sdk.server._config import ServerConfig
+from tracely_sdk.server._http import HTTPError, HTTPServer, Request, Response, json_response
+from tracely_sdk.server._ingest import (
+    KIND_JSON,
+    KIND_JSON_GZIP,
+    KIND_PROTO,
+    KIND_PROTO_GZIP,
+    Backpressure,
+    IngestPipeline,
+    Journal,
+    JournalError,
+    Unavailable,
+)
+from tracely_sdk.store import (
+    Case,
+    CaseVersion,
+    InvalidCase,
+    Recording,
+    Store,
+    open_store,
+    redact_url,
+    validate_case_id,
+)
+from tracely_sdk.store._model import normalise_tags, now_ns
+
+__all__ = ["ROUTES", "App", "Route", "TracelyServer", "create_server"]
+
+logger = logging.getLogger("tracely.server")
+
+TRACE_ID_RE: Final = re.compile(r"^[0-9a-fA-F]{32}$")
+MAX_JSON_DEPTH: Final = 128
+MAX_PAGE: Final = 1000
+_PROTOBUF_TYPES: Final = frozenset({"application/x-protobuf", "application/protobuf"})
+_RPC_CODES: Final = {400: 3, 401: 16, 403: 7, 404: 5, 413: 3, 415: 3, 429: 8, 500: 13, 503: 14}
+_BAD_REQUEST_TYPE: Final = "type.googleapis.com/google.rpc.BadRequest"
+
+_RECORDING_FIELDS: Final = frozenset(
+    {
+        "trace_id",
+        "service",
+        "agent_name",
+        "started_at",
+        "status",
+        "input",
+        "output",
+        "bundle",
+        "replay_mode",
+        "received_at",
+    }
+)
+_CASE_FIELDS: Final = frozenset(
+    {
+        "id",
+        "name",
+        "entrypoint",
+        "input",
+        "expected_output",
+        "bundle",
+        "source_trace_id",
+        "version",
+        "tags",
+        "created_at",
+        "updated_at",
+    }
+)
+_VERSION_FIELDS: Final = frozenset(
+    {"version", "input", "expected_output", "bundle", "source_trace_id", "created_at", "note"}
+)
+
+
+# --------------------------------------------------------------------------------------------
+# routes
+
+
+Handler = Callable[["App", Request, dict[str, str]], Response]
+
+
+@dataclass(frozen=True)
+class Route:
+    """One operation: ``template`` segments in braces are parameters (``{case_id}``)."""
+
+    method: str
+    template: str
+    scope: str | None  # None: no token needed
+    handler: Handler
+    otlp: bool = False
+
+    @property
+    def parts(self) -> tuple[str, ...]:
+        return tuple(self.template.split("/")[1:])
+
+    def match(self, segments: Sequence[str]) -> dict[str, str] | None:
+        parts = self.parts
+        if len(parts) != len(segments):
+            return None
+        params: dict[str, str] = {}
+        for part, segment in zip(parts, segments, strict=True):
+            if part.startswith("{"):
+                params[part[1:-1]] = segment
+            elif part != segment:
+                return None
+        return params
+
+
+# --------------------------------------------------------------------------------------------
+# validation at the edge
+
+
+def _check_depth(value: Any, limit: int = MAX_JSON_DEPTH) -> None:
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > limit:
+            raise HTTPError(400, f"the JSON body nests deeper than {limit} levels")
+        if isinstance(item, dict):
+            stack.extend((v, depth + 1) for v in item.values() if isinstance(v, (dict, list)))
+        elif isinstance(item, list):
+            stack.extend((v, depth + 1) for v in item if isinstance(v, (dict, list)))
+
+
+def _fields(
+    obj: Any, what: str, allowed: frozenset[str], required: frozenset[str] = frozenset()
+) -> dict[str, Any]:
+    if not isinstance(obj, dict):
+        raise HTTPError(400, f"{what} must be a JSON object")
+    unknown = set(obj) - allowed
+    if unknown:
+        raise HTTPError(
+            400,
+            f"{what}: unknown field(s) {', '.join(sorted(map(repr, unknown)))}; "
+            f"accepted: {', '.join(sorted(allowed))}",
+            code="invalid",
+            detail={"unknown_fields": sorted(unknown)},
+        )
+    missing = required - set(obj)
+    if missing:
+        raise HTTPError(
+            400,
+            f"{what}: missing required field(s) {', '.join(sorted(missing))}",
+            code="invalid",
+            detail={"missing_fields": sorted(missing)},
+        )
+    return obj
+
+
+def _string(obj: Mapping[str, Any], key: str, *, optional: bool = False) -> str | None:
+    value = obj.get(key)
+    if value is None and optional:
+        return None
+    if not isinstance(value, str):
+        raise HTTPError(400, f"{key} must be a string", code="invalid")
+    return value
+
+
+def _trace_id(value: Any, what: str = "trace id") -> str:
+    if not isinstance(value, str) or not TRACE_ID_RE.fullmatch(value) or not value.strip("0"):
+        shown = value if isinstance(value, str) and len(value) <= 40 else "the value given"
+        raise HTTPError(
+            400,
+            f"invalid {what} {shown!r}: expected 32 hexadecimal characters, not all zeros",
+            code="invalid",
+        )
+    return value.lower()
+
+
+def _case_id(value: str) -> str:
+    try:
+        return validate_case_id(value)
+    except InvalidCase as exc:
+        raise HTTPError(400, str(exc), code="invalid") from None
+
+
+def _tags(value: Any) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(t, str) for t in value):
+        raise HTTPError(400, "tags must be a list of strings", code="invalid")
+    try:
+        return list(normalise_tags(value))
+    except InvalidCase as exc:
+        raise HTTPError(400, str(exc), code="invalid") from None
+
+
+def _query(
+    request: Request, allowed: frozenset[str], *, keys: Sequence[str] = ()
+) -> dict[str, str]:
+    unknown = set(request.query) - allowed
+    if unknown:
+        raise HTTPError(
+            400,
+            f"unknown query parameter(s) {', '.join(sorted(map(repr, unknown)))}; accepted: "
+            f"{', '.join(sorted(allowed)) or 'none'}",
+            detail={"unknown_fields": sorted(unknown)},
+        )
+    out: dict[str, str] = {}
+    for key, values in request.query.items():
+        if len(values) != 1:
+            raise HTTPError(400, f"query parameter {key!r} is given {len(values)} times")
+        out[key] = values[0]
+    return out
+
+
+def _int_param(params: Mapping[str, str], key: str, default: int, low: int, high: int) -> int:
+    raw = params.get(key)
+    if raw is None or raw == "":
+        return default
+    if not raw.isdigit() or len(raw) > 12:
+        raise HTTPError(400, f"{key} must be a whole number from {low} to {high}")
+    value = int(raw)
+    if not low <= value <= high:
+        raise HTTPError(400, f"{key} must be a whole number from {low} to {high}, got {value}")
+    return value
+
+
+def _retry_after(seconds: float) -> dict[str, str]:
+    return {"Retry-After": str(max(1, math.ceil(seconds)))}
+
+
+# --------------------------------------------------------------------------------------------
+# OTLP
+
+
+def _otlp_encoding(request: Request) -> str | None:
+    media = request.media_type()
+    if media in _PROTOBUF_TYPES:
+        return "proto"
+    if media == "application/json":
+        return "json"
+    return None
+
+
+def _status_response(error: HTTPError, encoding: str | None) -> Response:
+    """A failed export, as OTLP/HTTP specifies: a ``google.rpc.Status`` in the request's encoding."""
+    code = _RPC_CODES.get(error.status, 2)
+    if encoding == "proto":
+        from google.protobuf.any_pb2 import Any as AnyMessage
+        from google.rpc.error_details_pb2 import BadRequest
+        from google.rpc.status_pb2 import Status
+
+        status = Status(code=code, message=error.message)
+        if error.status == 400:
+            detail = AnyMessage()
+            detail.Pack(
+                BadRequest(
+                    field_violations=[
+                        BadRequest.FieldViolation(
+                            field=error.field or "body", description=error.message
+                        )
+                    ]
+                )
+            )
+            status.details.append(detail)
+        body = status.SerializeToString()
+        content_type = "application/x-protobuf"
+    else:
+        doc: dict[str, Any] = {"code": code, "message": error.message}
+        if error.status == 400:
+            doc["details"] = [
+                {
+                    "@type": _BAD_REQUEST_TYPE,
+                    "fieldViolations": [
+                        {"field": error.field or "body", "description": error.message}
+                    ],
+                }
+            ]
+        body = orjson.dumps(doc)
+        content_type = "application/json"
+    return Response(error.status, body, content_type, headers=error.headers, close=error.close)
+
+
+def _relocate(error: OTLPDecodeError, rs: int, ss: int, span: int | None) -> str:
+    """The message of an error found in a one-span request, with the span's real position."""
+    path = error.path
+    path = path.replace("resourceSpans[0]", f"resourceSpans[{rs}]", 1)
+    path = path.replace("scopeSpans[0]", f"scopeSpans[{ss}]", 1)
+    if span is not None:
+        path = path.replace("spans[0]", f"spans[{span}]", 1)
+    return f"{path}: {error.problem}" if path else error.problem
+
+
+def _rejected_message(errors: list[str], rejected: int) -> str:
+    shown = "; ".join(errors[:3])
+    more = f" (and {len(errors) - 3} more)" if len(errors) > 3 else ""
+    return f"{rejected} span(s) rejected: {shown}{more}"
+
+
+def decode_otlp(data: bytes, encoding: str) -> tuple[list[SpanRecord], int, list[str]]:
+    """The spans of an OTLP request, and the spans refused (count, reasons).
+
+    A request whose envelope is bad (unparseable, wrong shape) raises OTLPDecodeError. Within
+    a good envelope, a span the decoder refuses (an invalid id, say) is rejected alone: the
+    request is decoded again a group and then a span at a time, with the same decoder.
+    """
+    try:
+        if encoding == "proto":
+            return records_from_otlp_proto(data), 0, []
+        return records_from_otlp_json(data), 0, []
+    except OTLPDecodeError as first:
+        if not first.path.startswith("resourceSpans["):
+            raise
+        split = _split_proto if encoding == "proto" else _split_json
+        result = split(data)
+        if result is None:
+            raise
+        return result
+
+
+def _split_proto(data: bytes) -> tuple[list[SpanRecord], int, list[str]] | None:
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+    )
+
+    request = ExportTraceServiceRequest()
+    try:
+        request.ParseFromString(data)
+    except Exception:
+        return None
+
+    def one(rs: Any, ss: Any, spans: Sequence[Any]) -> list[SpanRecord]:
+        mini = ExportTraceServiceRequest()
+        r = mini.resource_spans.add()
+        r.resource.CopyFrom(rs.resource)
+        s = r.scope_spans.add()
+        s.scope.CopyFrom(ss.scope)
+        s.spans.extend(spans)
+        return records_from_otlp_proto(mini.SerializeToString())
+
+    records: list[SpanRecord] = []
+    errors: list[str] = []
+    rejected = 0
+    for i, rs in enumerate(request.resource_spans):
+        for j, ss in enumerate(rs.scope_spans):
+            try:
+                records.extend(one(rs, ss, ss.spans))
+                continue
+            except OTLPDecodeError:
+                pass
+            for k, span in enumerate(ss.spans):
+                try:
+                    records.extend(one(rs, ss, [span]))
+                except OTLPDecodeError as exc:
+                    rejected += 1
+                    errors.append(_relocate(exc, i, j, k))
+    return records, rejected, errors
+
+
+def _split_json(data: bytes) -> tuple[list[SpanRecord], int, list[str]] | None:
+    try:
+        doc = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return None
+    groups = doc.get("resourceSpans") if isinstance(doc, dict) else None
+    if not isinstance(groups, list):
+        return None
+    records: list[SpanRecord] = []
+    errors: list[str] = []
+    rejected = 0
+    for i, rs in enumerate(groups):
+        scope_groups = rs.get("scopeSpans") if isinstance(rs, dict) else None
+        if not isinstance(scope_groups, list):
+            return None  # not the layout the specification defines: refuse the whole request
+        for j, ss in enumerate(scope_groups):
+            spans = ss.get("spans") if isinstance(ss, dict) else None
+            if not isinstance(spans, list):
+                return None
+
+            def one(items: list[Any], rs: dict[str, Any] = rs, ss: dict[str, Any] = ss) -> Any:
+                mini = {"resource": rs.get("resource"), "scopeSpans": [{**ss, "spans": items}]}
+                return records_from_otlp_json({"resourceSpans": [mini]})
+
+            try:
+                records.extend(one(spans))
+                continue
+            except OTLPDecodeError:
+                pass
+            for k, span in enumerate(spans):
+                try:
+                    records.extend(one([span]))
+                except OTLPDecodeError as exc:
+                    rejected += 1
+                    errors.append(_relocate(exc, i, j, k))
+    return records, rejected, errors
+
+
+def _export_response(encoding: str, rejected: int, message: str) -> Response:
+    if encoding == "proto":
+        from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+            ExportTracePartialSuccess,
+            ExportTraceServiceResponse,
+        )
+
+        response = ExportTraceServiceResponse()
+        if rejected or message:
+            response.partial_success.CopyFrom(
+                ExportTracePartialSuccess(rejected_spans=rejected, error_message=message)
+            )
+        return Response(200, response.SerializeToString(), "application/x-protobuf")
+    doc: dict[str, Any] = {}
+    if rejected or message:
+        # int64 fields are decimal strings in the JSON mapping
+        doc["partialSuccess"] = {"rejectedSpans": str(rejected), "errorMessage": message}
+    return Response(200, orjson.dumps(doc), "application/json")
+
+
+# --------------------------------------------------------------------------------------------
+# the application
+
+
+class App:
+    """Routes a :class:`Request` to its handler: authentication, limits, errors."""
+
+    def __init__(
+        self,
+        config: ServerConfig,
+        store: Store,
+        pipeline: IngestPipeline,
+        tokens: TokenSet,
+    ) -> None:
+        self.config = config
+        self.store = store
+        self.pipeline = pipeline
+        self.tokens = tokens
+        self.limiter = RateLimiter(config.rate_limit, config.rate_burst)
+        self.draining = False
+        self._openapi: bytes | None = None
+
+    def dispatch(self, request: Request) -> Response:
+        allowed: list[str] = []
+        for route in ROUTES:
+            params = route.match(request.segments)
+            if params is None:
+                continue
+            if route.method != request.method:
+                allowed.append(route.method)
+                continue
+            if route.otlp:
+                # OTLP answers in its own terms (a google.rpc.Status), errors included.
+                return route.handler(self, request, params)
+            if self.draining and route.template != "/healthz":
+                raise HTTPError(
+                    503, "the server is shutting down", headers=_retry_after(1), close=True
+                )
+            if route.scope is not None:
+                self._authorize(request, route.scope)
+            return route.handler(self, request, params)
+        if allowed:
+            raise HTTPError(
+                405,
+                f"{request.method} is not allowed on {request.path}; use {', '.join(allowed)}",
+                code="method_not_allowed",
+                headers={"Allow": ", ".join(allowed)},
+            )
+        raise HTTPError(404, f"no such resource: {request.path[:200]}")
+
+    def _authorize(self, request: Request, scope: str) -> None:
+        principal = self.tokens.authenticate(request.header("Authorization"), request.client)
+        if principal is None:
+            # Failed attempts are rate-limited per client, so tokens cannot be guessed quickly.
+            wait = self.limiter.acquire(f"client:{request.client}")
+            if wait:
+                raise HTTPError(429, "too many requests", headers=_retry_after(wait))
+            has_header = bool(request.header("Authorization"))
+            raise HTTPError(
+                401,
+                "the bearer token is not valid"
+                if has_header
+                else "a bearer token is required (Authorization: Bearer <token>)",
+                headers={"WWW-Authenticate": 'Bearer realm="tracely"'},
+            )
+        wait = self.limiter.acquire(principal.key)
+        if wait:
+            raise HTTPError(
+                429,
+                f"too many requests for this token (the limit is {self.config.rate_limit:g} a second)",
+                headers=_retry_after(wait),
+            )
+        if not principal.may(scope):
+            needs = {INGEST: "ingest", READ: "read (or write)", WRITE: "write"}[scope]
+            raise HTTPError(403, f"this token may not do that: it needs the {needs} scope")
+
+    # store errors -----------------------------------------------------------------------
+
+    def _clean(self, message: str) -> str:
+        """A store message without the store's URL (a file path or a database address)."""
+        for url in {self.store.url, redact_url(self.store.url)}:
+            if url:
+                message = message.replace(f" in {url}", "").replace(url, "the store")
+        return message
+
+    def _call(self, fn: Callable[[], Any]) -> Any:
+        try:
+            return fn()
+        except NotFound as exc:
+            raise HTTPError(404, self._clean(str(exc)), code="not_found") from None
+        except Conflict as exc:
+            raise HTTPError(409, self._clean(str(exc)), code="conflict") from None
+        except InvalidCase as exc:
+            raise HTTPError(400, self._clean(str(exc)), code="invalid") from None
+        except StoreError as exc:
+            logger.warning("store error: %s", exc)
+            raise HTTPError(
+                503, "the store is unavailable; try again", headers=_retry_after(1)
+            ) from None
+        except (ValueError, TypeError) as exc:
+            raise HTTPError(400, self._clean(str(exc)), code="invalid") from None
+
+    # bodies -----------------------------------------------------------------------------
+
+    def _body(self, request: Request) -> tuple[bytes, bytes]:
+        """The body as received and decompressed (413 past the limit, either way)."""
+        limit = self.config.max_body_bytes
+        encoding = request.header("Content-Encoding").lower()
+        if encoding not in ("", "identity", "gzip"):
+            raise HTTPError(
+                415,
+                f"Content-Encoding {encoding[:40]!r} is not supported; send gzip or no encoding",
+            )
+        body = request.body(limit)
+        if encoding != "gzip":
+            return body, body
+        try:
+            return body, gunzip_bounded(body, limit)
+        except PayloadTooLarge:
+            raise HTTPError(
+                413,
+                f"the body decompresses to more than {limit} bytes",
+                detail={"limit": limit},
+            ) from None
+        except OTLPDecodeError as exc:
+            raise HTTPError(400, exc.problem, field="body") from None
+
+    def json_body(self, request: Request) -> Any:
+        media = request.media_type()
+        if media != "application/json":
+            raise HTTPError(
+                415,
+                f"the body must be application/json, not {media or 'untyped'}",
+                code="unsupported_media_type",
+            )
+        _, data = self._body(request)
+        try:
+            value = orjson.loads(data)
+        except orjson.JSONDecodeError as exc:
+            raise HTTPError(400, f"the body is not valid JSON: {exc}") from None
+        _check_depth(value)
+        return value
+
+    # OTLP ---------------------------------------------------------------------------------
+
+    def export(self, request: Request) -> Response:
+        """``POST /v1/traces``: an OTLP/HTTP export request."""
+        encoding = _otlp_encoding(request)
+        try:
+            if self.draining or self.pipeline.closing:
+                raise HTTPError(
+                    503, "the server is shutting down", headers=_retry_after(1), close=True
+                )
+            self._authorize(request, INGEST)
+            if encoding is None:
+                raise HTTPError(
+                    415,
+                    f"OTLP/HTTP bodies are application/x-protobuf or application/json, not "
+                    f"{request.media_type() or 'untyped'}",
+                )
+            return self._ingest(request, encoding)
+        except HTTPError as exc:
+            return _status_response(exc, encoding)
+
+    def _ingest(self, request: Request, encoding: str) -> Response:
+        raw, data = self._body(request)
+        compressed = request.header("Content-Encoding").lower() == "gzip"
+        try:
+            records, rejected, errors = decode_otlp(data, encoding)
+        except OTLPDecodeError as exc:
+            raise HTTPError(400, str(exc), field=exc.path or "body") from None
+        if rejected and not records:
+            raise HTTPError(400, _rejected_message(errors, rejected), field="resourceSpans")
+        if encoding == "proto":
+            kind = KIND_PROTO_GZIP if compressed else KIND_PROTO
+        else:
+            kind = KIND_JSON_GZIP if compressed else KIND_JSON
+        try:
+            receipt = self.pipeline.submit(
+                records, body=None if rejected else (raw if compressed else data), kind=kind
+            )
+        except Backpressure as exc:
+            raise HTTPError(
+                429, f"{exc.reason}; retry later", headers=_retry_after(exc.retry_after)
+            ) from None
+        except Unavailable as exc:
+            raise HTTPError(
+                503, f"{exc.reason}; retry later", headers=_retry_after(exc.retry_after)
+            ) from None
+        if receipt.rejected:
+            errors.append(receipt.message)
+        total = rejected + receipt.rejected
+        return _export_response(encoding, total, _rejected_message(errors, total) if total else "")
+
+    # plain routes -------------------------------------------------------------------------
+
+    def openapi(self) -> bytes:
+        if self._openapi is None:
+            from tracely_sdk.server._openapi import openapi_document
+
+            self._openapi = orjson.dumps(openapi_document())
+        return self._openapi
+
+
+# --------------------------------------------------------------------------------------------
+# handlers
+
+
+def _healthz(app: App, request: Request, params: dict[str, str]) -> Response:
+    _query(request, frozenset())
+    if app.draining:
+        return json_response(503, {"status": "draining"}, _retry_after(1))
+    return json_response(200, {"status": "ok"})
+
+
+def _openapi(app: App, request: Request, params: dict[str, str]) -> Response:
+    return Response(200, app.openapi())
+
+
+def _summary(recording: Recording) -> dict[str, Any]:
+    data = recording.to_dict()
+    del data["bundle"]
+    return data
+
+
+def _list_traces(app: App, request: Request, params: dict[str, str]) -> Response:
+    q = _query(request, frozenset({"limit", "offset", "service", "agent"}))
+    limit = _int_param(q, "limit", 50, 1, MAX_PAGE)
+    offset = _int_param(q, "offset", 0, 0, 10**9)
+    service = q.get("service") or None
+    agent = q.get("agent") or None
+    recordings = app._call(
+        lambda: app.store.list_recordings(limit=limit, offset=offset, service=service, agent=agent)
+    )
+    return json_response(200, {"traces": [_summary(r) for r in recordings]})
+
+
+def _get_trace(app: App, request: Request, params: dict[str, str]) -> Response:
+    _query(request, frozenset())
+    trace_id = _trace_id(params["trace_id"])
+    recording = app._call(lambda: app.store.get_recording(trace_id))
+    return json_response(200, recording.to_dict())
+
+
+def _put_recording(app: App, request: Request, params: dict[str, str]) -> Response:
+    _query(request, frozenset())
+    body = _fields(
+        app.json_body(request),
+        "the recording",
+        _RECORDING_FIELDS,
+        frozenset({"trace_id", "service", "started_at", "status", "bundle"}),
+    )
+    body["trace_id"] = _trace_id(body["trace_id"])
+    try:
+        validate_bundle(body["bundle"])
+    except BundleFormatError as exc:
+        raise HTTPError(400, f"the recording's bundle: {exc}", code="invalid") from None
+    if body.get("received_at") is None:
+        body["received_at"] = now_ns()
+    recording = app._call(lambda: Recording.from_dict(body))
+    stored = app._call(lambda: app.store.put_recording(recording))
+    return json_response(201, {"stored": bool(stored)})
+
+
+def _promote(app: App, request: Request, params: dict[str, str]) -> Response:
+    _query(request, frozenset())
+    body = _fields(
+        app.json_body(request),
+        "the promotion",
+        frozenset({"trace_id", "name", "id", "entrypoint", "tags"}),
+        frozenset({"trace_id", "name"}),
+    )
+    trace_id = _trace_id(body["trace_id"])
+    name = _string(body, "name")
+    case_id = _string(body, "id", optional=True)
+    if case_id is not None:
+        _case_id(case_id)
+    entrypoint = _string(body, "entrypoint", optional=True)
+    tags = _tags(body["tags"]) if body.get("tags") is not None else []
+    case = app._call(
+        lambda: app.store.promote(
+            trace_id, case_id=case_id, name=name or "", entrypoint=entrypoint, tags=tags
+        )
+    )
+    return json_response(201, case.to_dict(), {"Location": f"/api/cases/{case.id}"})
+
+
+def _list_cases(app: App, request: Request, params: dict[str, str]) -> Response:
+    q = _query(request, frozenset({"tag"}))
+    tag = q.get("tag") or None
+    if tag is not None:
+        _tags([tag])
+    cases = app._call(lambda: app.store.list_cases(tag=tag))
+    return json_response(200, {"cases": [c.to_dict() for c in cases]})
+
+
+def _get_case(app: App, request: Request, params: dict[str, str]) -> Response:
+    _query(request, frozenset())
+    case_id = _case_id(params["case_id"])
+    return json_response(200, app._call(lambda: app.store.get_case(case_id)).to_dict())
+
+
+def _versions(app: App, request: Request, params: dict[str, str]) -> Response:
+    _query(request, frozenset())
+    case_id = _case_id(params["case_id"])
+    history = app._call(lambda: app.store.case_history(case_id))
+    return json_response(200, {"versions": [v.to_dict() for v in history]})
+
+
+def _recapture(app: App, request: Request, params: dict[str, str]) -> Response:
+    _query(request, frozenset())
+    case_id = _case_id(params["case_id"])
+    body = _fields(
+        app.json_body(request),
+        "the recapture",
+        frozenset({"trace_id", "note"}),
+        frozenset({"trace_id"}),
+    )
+    trace_id = _trace_id(body["trace_id"])
+    note = _string(body, "note", optional=True)
+    try:
+        case = app._call(lambda: app.store.recapture(case_id, trace_id, note=note))
+    except HTTPError as exc:
+        if exc.status == 409:
+            exc.detail = _input_difference(app, case_id, trace_id)
+        raise
+    return json_response(200, case.to_dict())
+
+
+def _input_difference(app: App, case_id: str, trace_id: str) -> dict[str, Any] | None:
+    """Both inputs, when a recapture was refused because they differ."""
+    try:
+        case = app.store.get_case(case_id)
+        recording = app.store.get_recording(trace_id)
+    except StoreError:
+        return None
+    from tracely_sdk._canonical import canonical_equal
+
+    if recording.input is None or canonical_equal(case.input, recording.input):
+        return None
+    return {"case_input": case.input, "trace_input": recording.input}
+
+
+def _update_case(app: App, request: Request, params: dict[str, str]) -> Response:
+    _query(request, frozenset())
+    case_id = _case_id(params["case_id"])
+    body = _fields(app.json_body(request), "the update", frozenset({"name", "tags", "entrypoint"}))
+    name = _string(body, "name", optional=True)
+    entrypoint = _string(body, "entrypoint", optional=True)
+    tags = _tags(body["tags"]) if body.get("tags") is not None else None
+    case = app._call(
+        lambda: app.store.update_case(case_id, name=name, tags=tags, entrypoint=entrypoint)
+    )
+    return json_response(200, case.to_dict())
+
+
+def _put_case(app: App, request: Request, params: dict[str, str]) -> Response:
+    _query(request, frozenset())
+    case_id = _case_id(params["case_id"])
+    body = _fields(
+        app.json_body(request),
+        "the case import",
+        frozenset({"case", "history"}),
+        frozenset({"case", "history"}),
+    )
+    fields = _fields(body["case"], "case", _CASE_FIELDS, _CASE_FIELDS - {"entrypoint"})
+    if fields["id"] != case_id:
+        raise HTTPError(
+            400,
+            f"the case's id {fields['id']!r} is not the id in the path ({case_id!r})",
+            code="invalid",
+        )
+    if not isinstance(body["history"], list) or not body["history"]:
+        raise HTTPError(400, "history must be a non-empty list of versions", code="invalid")
+    case = app._call(lambda: Case(**{**fields, "tags": tuple(_tags(fields["tags"]))}))
+    history: list[CaseVersion] = []
+    for i, version in enumerate(body["history"]):
+        checked = _fields(
+            version,
+            f"history[{i}]",
+            _VERSION_FIELDS,
+            _VERSION_FIELDS - {"note", "expected_output", "source_trace_id"},
+        )
+        history.append(app._call(functools.partial(CaseVersion, case_id=case_id, **checked)))
+    stored = app._call(lambda: app.store.put_case(case, history))
+    return json_response(200, stored.to_dict())
+
+
+def _delete_case(app: App, request: Request, params: dict[str, str]) -> Response:
+    _query(request, frozenset())
+    case_id = _case_id(params["case_id"])
+    app._call(lambda: app.store.delete_case(case_id))
+    return Response(204, b"", content_type=None)
+
+
+def _export(app: App, request: Request, params: dict[str, str]) -> Response:
+    return app.export(request)
+
+
+ROUTES: Final[tuple[Route, ...]] = (
+    Route("GET", "/healthz", None, _healthz),
+    Route("GET", "/openapi.json", None, _openapi),
+    Route("POST", "/v1/traces", INGEST, _export, otlp=True),
+    Route("GET", "/api/traces", READ, _list_traces),
+    Route("GET", "/api/traces/{trace_id}", READ, _get_trace),
+    Route("POST", "/api/recordings", WRITE, _put_recording),
+    Route("GET", "/api/cases", READ, _list_cases),
+    Route("POST", "/api/cases", WRITE, _promote),
+    Route("GET", "/api/cases/{case_id}", READ, _get_case),
+    Route("PATCH", "/api/cases/{case_id}", WRITE, _update_case),
+    Route("PUT", "/api/cases/{case_id}", WRITE, _put_case),
+    Route("DELETE", "/api/cases/{case_id}", WRITE, _delete_case),
+    Route("GET", "/api/cases/{case_id}/versions", READ, _versions),
+    Route("POST", "/api/cases/{case_id}/recapture", WRITE, _recapture),
+)
+
+
+# --------------------------------------------------------------------------------------------
+# the server
+
+
+class TracelyServer:
+    """A running tracely server: ``start()`` serves in the background, ``serve_forever()`` in
+    the calling thread, ``shutdown()`` drains (idempotent). Use :func:`create_server`."""
+
+    def __init__(
+        self,
+        config: ServerConfig,
+        store: Store,
+        pipeline: IngestPipeline,
+        app: App,
+        httpd: HTTPServer,
+        *,
+        owns_store: bool,
+    ) -> None:
+        self.config = config
+        self.store = store
+        self.pipeline = pipeline
+        self.app = app
+        self._httpd = httpd
+        self._owns_store = owns_store
+        self._thread: threading.Thread | None = None
+        self._serving = threading.Event()
+        self._lock = threading.Lock()
+        self._shut = False
+        host, port = httpd.server_address[:2]
+        self.host = str(host)
+        self.port = int(port)
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+    def serve_forever(self) -> None:
+        self._serving.set()
+        self._httpd.serve_forever(poll_interval=0.2)
+
+    def start(self) -> TracelyServer:
+        """Serve in a background thread; returns self."""
+        self._thread = threading.Thread(target=self.serve_forever, name="tracely-http", daemon=True)
+        self._thread.start()
+        self._serving.wait(5)
+        return self
+
+    def shutdown(self) -> None:
+        """Stop accepting, finish in-flight requests, assemble and write what is held, close."""
+        with self._lock:
+            if self._shut:
+                return
+            self._shut = True
+        timeout = self.config.shutdown_timeout
+        self.app.draining = True
+        self._httpd.draining = True
+        if self._serving.is_set():
+            self._httpd.shutdown()
+        self._httpd.server_close()
+        if not self._httpd.wait_idle(timeout):
+            logger.warning("requests still running after %.0fs; shutting down anyway", timeout)
+        self._httpd.close_connections()
+        self.pipeline.shutdown(timeout)
+        if self._owns_store:
+            try:
+                self.store.close()
+            except StoreError as exc:
+                logger.warning("closing the store: %s", exc)
+        if self._thread is not None:
+            self._thread.join(5)
+
+    def __enter__(self) -> TracelyServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
+
+
+def create_server(
+    config: ServerConfig | None = None, *, store: Store | None = None
+) -> TracelyServer:
+    """Build a server from ``config`` (default: :meth:`ServerConfig.load` from the environment):
+    check the tokens, open the store, bind the port, recover the ingest journal.
+
+    Raises :class:`~tracely_sdk.errors.ConfigError` with one line a person can act on when a
+    setting is unusable, the store cannot be opened or the address cannot be bound.
+    """
+    config = config or ServerConfig.load()
+    tokens = load_tokens(config.tokens, config.tokens_file, insecure=config.insecure_no_auth)
+    owns_store = store is None
+    if store is None:
+        from tracely_sdk._config import resolve
+
+        try:
+            store = open_store(config.store or resolve("store", None))
+        except StoreError as exc:
+            raise ConfigError(f"cannot open the store: {exc}") from exc
+    if str(getattr(store, "url", "")).lower().startswith(("http://", "https://")):
+        if owns_store:
+            store.close()
+        raise ConfigError(
+            f"the store {redact_url(store.url)} is a tracely server: the server keeps its data "
+            "in SQLite or PostgreSQL, not in another tracely server; pass --store or set "
+            "TRACELY_SERVER_STORE"
+        )
+    httpd: HTTPServer | None = None
+    try:
+        app_ref: list[App] = []
+        try:
+            httpd = HTTPServer(
+                (config.host, config.port),
+                lambda request: app_ref[0].dispatch(request),
+                max_connections=config.max_connections,
+                max_concurrent=config.max_concurrent_requests,
+            )
+        except OSError as exc:
+            reason = exc.strerror or str(exc)
+            raise ConfigError(f"cannot listen on {config.host}:{config.port}: {reason}") from exc
+        journal_dir = config.journal_path(store)
+        if journal_dir is None:
+            logger.warning(
+                "the store is in memory: spans are not journaled, and a restart loses everything"
+            )
+        journal = Journal(journal_dir) if journal_dir is not None else None
+        pipeline = IngestPipeline(
+            store,
+            journal=journal,
+            quiet_seconds=config.quiet_seconds,
+            orphan_seconds=config.orphan_seconds,
+            retain_seconds=config.retain_seconds,
+            max_spans=config.max_spans,
+            max_traces=config.max_traces,
+            max_spans_per_trace=config.max_spans_per_trace,
+            write_queue_size=config.write_queue_size,
+            write_batch_size=config.write_batch_size,
+        )
+        try:
+            pipeline.start()
+        except JournalError as exc:
+            raise ConfigError(f"the ingest journal cannot be used: {exc}") from exc
+        app = App(config, store, pipeline, tokens)
+        app_ref.append(app)
+        return TracelyServer(config, store, pipeline, app, httpd, owns_store=owns_store)
+    except BaseException:
+        if httpd is not None:
+            httpd.server_close()
+        if owns_store:
+            store.close()
+        raise

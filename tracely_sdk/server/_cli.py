@@ -1,0 +1,183 @@
+"""``tracely serve``: run the server until SIGTERM or SIGINT, then drain and exit.
+
+The first line on stdout says where it listens (``tracely server listening on
+http://HOST:PORT``, the real port when ``--port 0`` asked for a free one); logs go to stderr.
+A configuration error is one line on stderr and exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import threading
+from collections.abc import Sequence
+from typing import Any, TextIO
+
+from tracely_sdk.errors import ConfigError
+
+__all__ = ["add_serve_arguments", "add_serve_command", "cmd_serve", "main", "run"]
+
+EXIT_OK = 0
+EXIT_USAGE = 2
+
+DESCRIPTION = """\
+Run the tracely server: an OTLP/HTTP receiver (POST /v1/traces) that turns the traces of any
+OpenTelemetry Collector or exporter into recordings, and the recordings and cases API that
+`TRACELY_STORE=http://host:port` points the CLI and CI at. The OpenAPI document is served at
+/openapi.json.
+
+Tokens: TRACELY_SERVER_TOKENS="ingest:<token>,write:<token>" (scopes ingest, read, write;
+write implies read) or --tokens-file. Every other setting also has a TRACELY_SERVER_*
+environment variable; an option given here wins.
+"""
+
+
+def add_serve_arguments(parser: argparse.ArgumentParser, *, store_option: bool = True) -> None:
+    """The options of ``tracely serve`` (``store_option=False`` when ``--store`` is shared)."""
+    parser.add_argument("--host", help="address to listen on (default 127.0.0.1)")
+    parser.add_argument(
+        "--port", help="TCP port (default 8711; 0 picks a free one, printed on stdout)"
+    )
+    if store_option:
+        parser.add_argument(
+            "--store",
+            metavar="URL",
+            help="sqlite:///path.db or postgresql://... (default: $TRACELY_SERVER_STORE, "
+            "$TRACELY_STORE, else .tracely/tracely.db in the project)",
+        )
+    parser.add_argument(
+        "--tokens-file", metavar="FILE", help="scope:token lines (# comments), read at start"
+    )
+    parser.add_argument(
+        "--insecure-no-auth",
+        action="store_true",
+        help="accept every request without a token (local demos only)",
+    )
+    parser.add_argument(
+        "--quiet-seconds",
+        metavar="S",
+        help="assemble a trace once its root arrived and no span came for S seconds (default 2)",
+    )
+    parser.add_argument(
+        "--orphan-seconds",
+        metavar="S",
+        help="assemble a trace whose root never arrived after S seconds (default 300)",
+    )
+    parser.add_argument(
+        "--journal-dir",
+        metavar="DIR",
+        help="the write-ahead journal of accepted spans (default: beside the SQLite store)",
+    )
+    parser.add_argument(
+        "--max-body-bytes", metavar="N", help="largest request body (default 16 MiB)"
+    )
+    parser.add_argument(
+        "--rate-limit", metavar="R", help="requests per second per token (default 200; 0: off)"
+    )
+    parser.add_argument("--verbose", action="store_true", help="log every request (stderr)")
+
+
+def add_serve_command(subparsers: Any, common: argparse.ArgumentParser | None = None) -> Any:
+    """Add ``serve`` to the ``tracely`` command's subparsers; returns its parser.
+
+    With ``common`` (the parent parser that already defines ``--store``) the option is shared.
+    """
+    parser = subparsers.add_parser(
+        "serve",
+        parents=[common] if common is not None else [],
+        help="run the tracely server (OTLP receiver and cases API)",
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_serve_arguments(parser, store_option=common is None)
+    parser.set_defaults(handler=cmd_serve)
+    return parser
+
+
+def _config(args: argparse.Namespace) -> Any:
+    from tracely_sdk.server._config import ServerConfig
+
+    return ServerConfig.load(
+        insecure_no_auth=bool(getattr(args, "insecure_no_auth", False)),
+        host=getattr(args, "host", None),
+        port=getattr(args, "port", None),
+        store=getattr(args, "store", None),
+        tokens_file=getattr(args, "tokens_file", None),
+        quiet_seconds=getattr(args, "quiet_seconds", None),
+        orphan_seconds=getattr(args, "orphan_seconds", None),
+        journal_dir=getattr(args, "journal_dir", None),
+        max_body_bytes=getattr(args, "max_body_bytes", None),
+        rate_limit=getattr(args, "rate_limit", None),
+    )
+
+
+def _setup_logging(verbose: bool) -> None:
+    logger = logging.getLogger("tracely")
+    if not logger.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("tracely server: %(levelname)s %(message)s"))
+        logger.addHandler(handler)
+        logger.propagate = False
+    logger.setLevel(logging.DEBUG if verbose else logging.INFO)
+
+
+def cmd_serve(args: argparse.Namespace, ctx: Any = None) -> int:
+    """The handler of ``tracely serve``. Raises ConfigError for an unusable setting."""
+    _setup_logging(bool(getattr(args, "verbose", False)))
+    return run(_config(args))
+
+
+def run(config: Any, *, out: TextIO | None = None) -> int:
+    """Serve until SIGTERM/SIGINT (a second one ends the process at once), then drain."""
+    from tracely_sdk.server._app import create_server
+
+    server = create_server(config)
+    stop = threading.Event()
+    handlers: dict[signal.Signals, Any] = {}
+
+    def on_signal(signum: int, frame: Any) -> None:
+        stop.set()
+        # A second signal ends the process without draining; the journal still holds
+        # everything that was acknowledged.
+        for sig in handlers:
+            signal.signal(sig, signal.SIG_DFL)
+
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            handlers[sig] = signal.signal(sig, on_signal)
+    try:
+        server.start()
+        print(f"tracely server listening on {server.url}", file=out or sys.stdout, flush=True)
+        while not stop.wait(0.5):
+            pass
+        logging.getLogger("tracely.server").info(
+            "shutting down: finishing requests, writing what is held"
+        )
+    finally:
+        server.shutdown()
+        for sig, previous in handlers.items():
+            signal.signal(sig, previous)
+    return EXIT_OK
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m tracely_sdk.server [options]``."""
+    parser = argparse.ArgumentParser(
+        prog="python -m tracely_sdk.server",
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_serve_arguments(parser)
+    try:
+        args = parser.parse_args(list(argv) if argv is not None else None)
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else EXIT_USAGE
+    try:
+        return cmd_serve(args)
+    except ConfigError as exc:
+        print(f"tracely serve: error: {' '.join(str(exc).split())}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        return 130

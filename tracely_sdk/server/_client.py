@@ -1,0 +1,588 @@
+"""The store interface over HTTP: a tracely server as the store (``TRACELY_STORE=http://...``).
+
+:class:`HTTPStore` implements every :class:`~tracely_sdk.store.Store` method against the server's
+JSON API with the standard library only, so that ``tracely replay`` and ``tracely cases ...``
+work the same against a team's server as against a local file:
+
+- the bearer token comes from ``TRACELY_TOKEN`` (it is never printed, logged or put in a
+  message);
+- every request has a timeout; a call that is safe to repeat (everything but promoting a
+  trace) is retried with exponential backoff on a connection failure, a timeout, ``429`` and
+  ``503``, waiting as long as the server's ``Retry-After`` asks (within a bound);
+- the server's answers map onto the store's errors: ``404`` → :class:`NotFound`, ``409`` →
+  :class:`Conflict` with the server's message, ``400`` → :class:`InvalidCase` (a
+  :class:`StoreError` and a ``ValueError``) with the server's message, ``401``/``403`` → a
+  :class:`StoreError` that says what is wrong with the token, a server that cannot be reached
+  → a :class:`StoreError` naming the URL and what to check;
+- redirects are not followed (the token would travel with them).
+
+The URL is the server's base URL (``https://tracely.example.com``, or with a path prefix behind a
+proxy), optionally with ``?timeout=SECONDS`` (per request, default 30) and ``?retries=N``
+(default 4).
+"""
+
+from __future__ import annotations
+
+import email.utils
+import http.client
+import ipaddress
+import os
+import random
+import re
+import socket
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, NoReturn
+
+import orjson
+
+from tracely_sdk.errors import ConfigError, Conflict, NotFound, StoreError
+from tracely_sdk.store import (
+    Case,
+    CaseVersion,
+    InvalidCase,
+    Recording,
+    Store,
+    redact_url,
+    validate_case_id,
+)
+from tracely_sdk.store._base import check_history
+from tracely_sdk.store._model import normalise_tags, validate_entrypoint
+
+__all__ = ["HTTPStore", "TOKEN_ENV"]
+
+TOKEN_ENV = "TRACELY_TOKEN"
+DEFAULT_TIMEOUT = 30.0
+DEFAULT_RETRIES = 4
+MAX_RETRY_WAIT = 30.0  # the longest one Retry-After is honoured for
+MAX_PAGE = 1000  # the largest page the server answers
+_TRACE_ID_RE = re.compile(r"^[0-9a-fA-F]{32}$")
+_RETRY_STATUSES = frozenset({429, 503})
+_FETCH_THREADS = 8
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """Turn a redirect into an error: following it would send the token elsewhere."""
+
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+def _is_loopback(host: str) -> bool:
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def _parse_url(url: str) -> tuple[str, float, int]:
+    """The base URL (no query, no trailing slash), the timeout and the retry count."""
+    try:
+        split = urllib.parse.urlsplit(url)
+        split.port  # noqa: B018 - raises ValueError for a bad port
+    except ValueError as exc:
+        raise ConfigError(f"store URL {redact_url(url)!r} is not a valid URL: {exc}") from None
+    if split.scheme.lower() not in ("http", "https") or not split.hostname:
+        raise ConfigError(
+            f"store URL {redact_url(url)!r}: expected http(s)://host[:port] of a tracely server"
+        )
+    if split.username is not None or split.password is not None:
+        raise ConfigError(
+            f"store URL {redact_url(url)!r}: do not put credentials in the URL; set the "
+            f"server's token in {TOKEN_ENV}"
+        )
+    timeout, retries = DEFAULT_TIMEOUT, DEFAULT_RETRIES
+    for key, value in urllib.parse.parse_qsl(split.query, keep_blank_values=True):
+        if key == "timeout":
+            try:
+                timeout = float(value)
+                if not timeout > 0:
+                    raise ValueError
+            except ValueError:
+                raise ConfigError(
+                    f"store URL {url!r}: timeout must be a positive number of seconds, got {value!r}"
+                ) from None
+        elif key == "retries":
+            if not value.isdigit():
+                raise ConfigError(
+                    f"store URL {url!r}: retries must be a whole number, got {value!r}"
+                )
+            retries = int(value)
+        else:
+            raise ConfigError(
+                f"store URL {url!r}: unknown option {key!r} (accepted: timeout, retries)"
+            )
+    base = urllib.parse.urlunsplit(
+        (split.scheme.lower(), split.netloc, split.path.rstrip("/"), "", "")
+    )
+    return base, timeout, retries
+
+
+def _retry_after(value: str | None) -> float | None:
+    """Seconds from a ``Retry-After`` header (delta-seconds or an HTTP date)."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when is None:
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def _q(segment: str) -> str:
+    return urllib.parse.quote(segment, safe="")
+
+
+def _valid_case_id(case_id: str) -> bool:
+    try:
+        validate_case_id(case_id)
+    except InvalidCase:
+        return False
+    return True
+
+
+class _Answer:
+    __slots__ = ("body", "headers", "status")
+
+    def __init__(self, status: int, headers: Any, body: bytes) -> None:
+        self.status = status
+        self.headers = headers
+        self.body = body
+
+
+class HTTPStore(Store):
+    """The store held by a tracely server at ``url`` (``http(s)://host:port``).
+
+    ``token`` defaults to ``$TRACELY_TOKEN``; ``timeout`` (seconds per request) and ``retries``
+    default to the URL's options, else 30 and 4. Constructing one sends nothing; the first
+    call finds out whether the server is there.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        token: str | None = None,
+        timeout: float | None = None,
+        retries: int | None = None,
+    ) -> None:
+        base, url_timeout, url_retries = _parse_url(url.strip())
+        self.url = base
+        self.timeout = float(timeout) if timeout is not None else url_timeout
+        self.retries = int(retries) if retries is not None else url_retries
+        raw = token if token is not None else os.environ.get(TOKEN_ENV, "")
+        raw = raw.strip()
+        if raw and (not raw.isascii() or any(ord(c) < 0x21 or ord(c) == 0x7F for c in raw)):
+            raise ConfigError(
+                f"{TOKEN_ENV} holds characters a bearer token cannot have (spaces, control "
+                "characters or non-ASCII); set it to the token alone"
+            )
+        self._token = raw or None
+        self._closed = False
+        host = urllib.parse.urlsplit(base).hostname or ""
+        proxies: dict[str, str] = {} if _is_loopback(host) else urllib.request.getproxies()
+        self._opener = urllib.request.build_opener(
+            urllib.request.ProxyHandler(proxies), _NoRedirect()
+        )
+        self._sleep: Callable[[float], None] = time.sleep
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"<HTTPStore {self.url}>"
+
+    # transport ----------------------------------------------------------------------------
+
+    def _send(self, method: str, url: str, data: bytes | None) -> _Answer:
+        headers = {"Accept": "application/json", "User-Agent": "tracely-store-client"}
+        if data is not None:
+            headers["Content-Type"] = "application/json"
+        if self._token:
+            headers["Authorization"] = f"Bearer {self._token}"
+        request = urllib.request.Request(url, data=data, headers=headers, method=method)
+        try:
+            with self._opener.open(request, timeout=self.timeout) as response:
+                return _Answer(response.status, response.headers, response.read())
+        except urllib.error.HTTPError as error:
+            try:
+                body = error.read()
+            except (OSError, http.client.HTTPException):
+                body = b""
+            finally:
+                error.close()
+            return _Answer(error.code, error.headers or {}, body)
+
+    def _request(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        query: Mapping[str, Any] | None = None,
+        idempotent: bool = True,
+        what: str = "",
+    ) -> Any:
+        """Send one API call (retrying what may be retried); the decoded JSON answer."""
+        if self._closed:
+            raise StoreError(f"the store {self.url} is closed")
+        url = self.url + path
+        if query:
+            url += "?" + urllib.parse.urlencode({k: v for k, v in query.items() if v is not None})
+        data = orjson.dumps(body) if body is not None else None
+        attempts = 1 + max(0, self.retries)
+        for attempt in range(attempts):
+            last = attempt == attempts - 1
+            try:
+                answer = self._send(method, url, data)
+            except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
+                reason = getattr(exc, "reason", exc)
+                # A refused connection never reached the server: safe to repeat any call.
+                refused = isinstance(reason, ConnectionRefusedError)
+                if not last and (idempotent or refused):
+                    self._sleep(self._backoff(attempt))
+                    continue
+                self._unreachable(reason, attempts=attempt + 1)
+            if answer.status in _RETRY_STATUSES and idempotent and not last:
+                wait = _retry_after(answer.headers.get("Retry-After"))
+                self._sleep(
+                    min(MAX_RETRY_WAIT, wait) if wait is not None else self._backoff(attempt)
+                )
+                continue
+            return self._decode(answer, method, path, what, attempts=attempt + 1)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    @staticmethod
+    def _backoff(attempt: int) -> float:
+        return float(min(5.0, 0.1 * 2**attempt) * random.uniform(0.5, 1.0))
+
+    def _unreachable(self, reason: Any, *, attempts: int) -> NoReturn:
+        if isinstance(reason, (socket.timeout, TimeoutError)):
+            problem = f"no answer within {self.timeout:g}s"
+        else:
+            problem = str(reason) or type(reason).__name__
+        tries = f" (tried {attempts} times)" if attempts > 1 else ""
+        raise StoreError(
+            f"cannot reach the tracely server at {self.url}: {problem}{tries}; check that "
+            "`tracely serve` is running there and that the store URL (--store or "
+            "TRACELY_STORE) names it"
+        )
+
+    def _decode(self, answer: _Answer, method: str, path: str, what: str, *, attempts: int) -> Any:
+        status = answer.status
+        if 200 <= status < 300:
+            if status == 204 or not answer.body:
+                return None
+            try:
+                return orjson.loads(answer.body)
+            except orjson.JSONDecodeError:
+                raise StoreError(
+                    f"{self.url} answered {method} {path} with something that is not JSON; is "
+                    "it a tracely server?"
+                ) from None
+        code, message, detail = self._error_of(answer)
+        if status == 401:
+            if self._token is None:
+                raise StoreError(
+                    f"the tracely server at {self.url} needs a token: set {TOKEN_ENV} to a "
+                    "token the server accepts"
+                )
+            raise StoreError(
+                f"the tracely server at {self.url} does not accept the token in {TOKEN_ENV}: "
+                "it is wrong or was revoked; set the right one"
+            )
+        if status == 403:
+            raise StoreError(
+                f"the token in {TOKEN_ENV} may not do this on {self.url} ({message}); use a "
+                "token with that scope"
+            )
+        if status == 404:
+            if message.startswith("no such resource"):
+                raise StoreError(
+                    f"{self.url} has no {path.split('?', 1)[0]}: is the URL that of a tracely "
+                    "server (without a path it does not serve)?"
+                )
+            raise NotFound(f"{message or what + ' not found'} on {self.url}")
+        if status == 409:
+            error = Conflict(message or f"{what} conflicts with what the server holds")
+            error.detail = detail  # type: ignore[attr-defined]
+            raise error
+        if status == 400 or status == 422:
+            if code == "invalid":
+                raise InvalidCase(message)
+            raise StoreError(f"the tracely server at {self.url} refused the request: {message}")
+        if 300 <= status < 400:
+            where = answer.headers.get("Location", "?")
+            raise StoreError(
+                f"{self.url} redirects to {redact_url(where)}; use that URL as the store"
+            )
+        if status == 413:
+            raise StoreError(f"the tracely server at {self.url} refused it as too large: {message}")
+        if status in _RETRY_STATUSES:
+            tries = f" (tried {attempts} times)" if attempts > 1 else ""
+            busy = "busy" if status == 429 else "unavailable"
+            raise StoreError(
+                f"the tracely server at {self.url} is {busy}{tries}: {message or status}; try "
+                "again later"
+            )
+        raise StoreError(
+            f"the tracely server at {self.url} failed on {method} {path} with HTTP {status}: "
+            f"{message or 'no message'}"
+        )
+
+    @staticmethod
+    def _error_of(answer: _Answer) -> tuple[str, str, Any]:
+        try:
+            doc = orjson.loads(answer.body) if answer.body else None
+        except orjson.JSONDecodeError:
+            doc = None
+        error = doc.get("error") if isinstance(doc, dict) else None
+        if not isinstance(error, dict):
+            text = answer.body[:200].decode("utf-8", "replace").strip()
+            return "", " ".join(text.split()), None
+        return str(error.get("code") or ""), str(error.get("message") or ""), error.get("detail")
+
+    # mapping answers back ------------------------------------------------------------------
+
+    def _malformed(self, what: str, exc: Exception) -> StoreError:
+        return StoreError(f"{self.url} answered with a malformed {what}: {exc}")
+
+    def _recording(self, data: Any) -> Recording:
+        if not isinstance(data, dict):
+            raise self._malformed("recording", TypeError("not a JSON object"))
+        try:
+            return Recording.from_dict(data)
+        except (ValueError, TypeError) as exc:
+            raise self._malformed("recording", exc) from None
+
+    def _case(self, data: Any) -> Case:
+        try:
+            if not isinstance(data, dict):
+                raise TypeError("not a JSON object")
+            return Case(
+                id=data["id"],
+                name=data["name"],
+                entrypoint=data.get("entrypoint"),
+                input=data["input"],
+                expected_output=data.get("expected_output"),
+                bundle=data["bundle"],
+                source_trace_id=data.get("source_trace_id"),
+                version=data["version"],
+                tags=tuple(data.get("tags") or ()),
+                created_at=data["created_at"],
+                updated_at=data["updated_at"],
+            )
+        except KeyError as exc:
+            raise self._malformed("case", ValueError(f"it has no {exc.args[0]!r}")) from None
+        except (ValueError, TypeError) as exc:
+            raise self._malformed("case", exc) from None
+
+    def _version(self, case_id: str, data: Any) -> CaseVersion:
+        try:
+            if not isinstance(data, dict):
+                raise TypeError("not a JSON object")
+            return CaseVersion(
+                case_id=case_id,
+                version=data["version"],
+                input=data["input"],
+                expected_output=data.get("expected_output"),
+                bundle=data["bundle"],
+                source_trace_id=data.get("source_trace_id"),
+                created_at=data["created_at"],
+                note=data.get("note"),
+            )
+        except KeyError as exc:
+            raise self._malformed(
+                "case version", ValueError(f"it has no {exc.args[0]!r}")
+            ) from None
+        except (ValueError, TypeError) as exc:
+            raise self._malformed("case version", exc) from None
+
+    def _field(self, doc: Any, key: str) -> Any:
+        if not isinstance(doc, dict) or key not in doc:
+            raise self._malformed("answer", ValueError(f"it has no {key!r}"))
+        return doc[key]
+
+    def _no_trace(self, trace_id: str) -> NotFound:
+        return NotFound(
+            f"no recording of trace {trace_id!r} on {self.url} (the server holds only "
+            "32-hex-digit trace ids)"
+        )
+
+    def _no_case(self, case_id: str) -> NotFound:
+        return NotFound(f"no case {case_id!r} on {self.url}")
+
+    # recordings ---------------------------------------------------------------------------
+
+    def put_recording(self, recording: Recording) -> bool:
+        """Store ``recording`` on the server. Retried when the answer is lost, which is safe
+        (the server ignores the same recording again), though the retry then reports False."""
+        doc = self._request("POST", "/api/recordings", recording.to_dict(), what="recording")
+        return bool(self._field(doc, "stored"))
+
+    def get_recording(self, trace_id: str) -> Recording:
+        if not isinstance(trace_id, str) or not _TRACE_ID_RE.fullmatch(trace_id):
+            raise self._no_trace(trace_id)
+        doc = self._request("GET", f"/api/traces/{_q(trace_id)}", what=f"trace {trace_id}")
+        return self._recording(doc)
+
+    def list_recordings(
+        self,
+        limit: int = 50,
+        offset: int = 0,
+        service: str | None = None,
+        agent: str | None = None,
+    ) -> list[Recording]:
+        for name, n in (("limit", limit), ("offset", offset)):
+            if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+                raise ValueError(f"{name} must be a non-negative integer, got {n!r}")
+        summaries: list[Any] = []
+        while len(summaries) < limit:
+            page = min(MAX_PAGE, limit - len(summaries))
+            doc = self._request(
+                "GET",
+                "/api/traces",
+                query={
+                    "limit": page,
+                    "offset": offset + len(summaries),
+                    "service": service,
+                    "agent": agent,
+                },
+                what="traces",
+            )
+            items = self._field(doc, "traces")
+            if not isinstance(items, list):
+                raise self._malformed("trace list", TypeError("traces is not a list"))
+            summaries.extend(items)
+            if len(items) < page:
+                break
+        ids = [self._field(s, "trace_id") for s in summaries]
+        # The listing carries no bundles; each recording is fetched whole.
+        if len(ids) <= 1:
+            return [self.get_recording(t) for t in ids]
+        with ThreadPoolExecutor(max_workers=min(_FETCH_THREADS, len(ids))) as pool:
+            return list(pool.map(self.get_recording, ids))
+
+    # cases --------------------------------------------------------------------------------
+
+    def promote(
+        self,
+        trace_id: str,
+        *,
+        case_id: str | None = None,
+        name: str,
+        entrypoint: str | None = None,
+        tags: Iterable[str] = (),
+    ) -> Case:
+        # The same checks, in the same words, as every other backend, before anything is sent.
+        if not isinstance(name, str) or not name.strip():
+            raise InvalidCase(f"a case needs a non-empty name, got {name!r}")
+        validate_entrypoint(entrypoint)
+        tag_list = list(normalise_tags(tags))
+        if case_id is not None:
+            validate_case_id(case_id)
+        if not isinstance(trace_id, str) or not _TRACE_ID_RE.fullmatch(trace_id):
+            raise self._no_trace(trace_id)
+        body: dict[str, Any] = {"trace_id": trace_id, "name": name, "tags": tag_list}
+        if case_id is not None:
+            body["id"] = case_id
+        if entrypoint is not None:
+            body["entrypoint"] = entrypoint
+        # Not repeated after a lost answer: a second promotion would make a second case.
+        doc = self._request("POST", "/api/cases", body, idempotent=False, what=f"trace {trace_id}")
+        return self._case(doc)
+
+    def get_case(self, case_id: str) -> Case:
+        if not isinstance(case_id, str) or not _valid_case_id(case_id):
+            raise self._no_case(case_id)
+        return self._case(self._request("GET", f"/api/cases/{_q(case_id)}", what=f"case {case_id}"))
+
+    def list_cases(self, tag: str | None = None) -> list[Case]:
+        if tag is not None:
+            try:
+                normalise_tags([tag])
+            except InvalidCase:
+                return []  # no case can carry such a tag
+        doc = self._request("GET", "/api/cases", query={"tag": tag}, what="cases")
+        items = self._field(doc, "cases")
+        if not isinstance(items, list):
+            raise self._malformed("case list", TypeError("cases is not a list"))
+        return [self._case(c) for c in items]
+
+    def case_history(self, case_id: str) -> list[CaseVersion]:
+        if not isinstance(case_id, str) or not _valid_case_id(case_id):
+            raise self._no_case(case_id)
+        doc = self._request("GET", f"/api/cases/{_q(case_id)}/versions", what=f"case {case_id}")
+        items = self._field(doc, "versions")
+        if not isinstance(items, list):
+            raise self._malformed("version list", TypeError("versions is not a list"))
+        return sorted((self._version(case_id, v) for v in items), key=lambda v: v.version)
+
+    def recapture(self, case_id: str, trace_id: str, *, note: str | None = None) -> Case:
+        """Re-record ``case_id`` from ``trace_id``. Safe to repeat: recapturing from the trace
+        the case already holds changes nothing, so a lost answer is retried."""
+        if note is not None and not isinstance(note, str):
+            raise ValueError("note must be a string")
+        if not isinstance(case_id, str) or not _valid_case_id(case_id):
+            raise self._no_case(case_id)
+        if not isinstance(trace_id, str) or not _TRACE_ID_RE.fullmatch(trace_id):
+            raise self._no_trace(trace_id)
+        body: dict[str, Any] = {"trace_id": trace_id}
+        if note is not None:
+            body["note"] = note
+        doc = self._request(
+            "POST", f"/api/cases/{_q(case_id)}/recapture", body, what=f"case {case_id}"
+        )
+        return self._case(doc)
+
+    def update_case(
+        self,
+        case_id: str,
+        *,
+        name: str | None = None,
+        tags: Iterable[str] | None = None,
+        entrypoint: str | None = None,
+    ) -> Case:
+        body: dict[str, Any] = {}
+        if name is not None:
+            body["name"] = name
+        if tags is not None:
+            body["tags"] = list(normalise_tags(tags))
+        if entrypoint is not None:
+            validate_entrypoint(entrypoint or None)
+            body["entrypoint"] = entrypoint
+        if not isinstance(case_id, str) or not _valid_case_id(case_id):
+            raise self._no_case(case_id)
+        doc = self._request("PATCH", f"/api/cases/{_q(case_id)}", body, what=f"case {case_id}")
+        return self._case(doc)
+
+    def delete_case(self, case_id: str) -> None:
+        if not isinstance(case_id, str) or not _valid_case_id(case_id):
+            raise self._no_case(case_id)
+        self._request("DELETE", f"/api/cases/{_q(case_id)}", what=f"case {case_id}")
+
+    def put_case(self, case: Case, history: Sequence[CaseVersion]) -> Case:
+        ordered = check_history(case, history)  # the case ids of the versions are not sent
+        body = {"case": case.to_dict(), "history": [v.to_dict() for v in ordered]}
+        doc = self._request("PUT", f"/api/cases/{_q(case.id)}", body, what=f"case {case.id}")
+        return self._case(doc)
+
+    # lifecycle ----------------------------------------------------------------------------
+
+    def health(self) -> dict[str, Any]:
+        """The server's ``/healthz`` answer (raises StoreError when it is not healthy)."""
+        doc = self._request("GET", "/healthz", what="health")
+        return doc if isinstance(doc, dict) else {}
+
+    def close(self) -> None:
+        self._closed = True

@@ -1,0 +1,319 @@
+"""The server's settings, once each: environment variable, default and meaning.
+
+Precedence: a command-line option (or an explicit argument to :meth:`ServerConfig.load`), then
+the environment, then the default. An empty string counts as unset. A value that cannot be
+used raises :class:`~tracely_sdk.errors.ConfigError` naming the option or variable it came from.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+from typing import Any
+
+from tracely_sdk._config import Setting
+from tracely_sdk.errors import ConfigError
+
+__all__ = ["DEFAULT_PORT", "SERVER_SETTINGS", "ServerConfig"]
+
+DEFAULT_PORT = 8711
+MIB = 1024 * 1024
+
+
+def _text(source: str, value: Any) -> str:
+    if not isinstance(value, str):
+        raise ConfigError(f"{source}={value!r} must be a string")
+    return value.strip()
+
+
+def _port(source: str, value: Any) -> int:
+    number = _integer(source, value)
+    if not 0 <= number <= 65535:
+        raise ConfigError(f"{source}={value!r} is not a TCP port (0-65535; 0 picks a free one)")
+    return number
+
+
+def _integer(source: str, value: Any) -> int:
+    if isinstance(value, bool):
+        raise ConfigError(f"{source}={value!r} is not a whole number")
+    if isinstance(value, int):
+        return value
+    try:
+        return int(str(value).strip().replace("_", ""))
+    except ValueError:
+        raise ConfigError(f"{source}={value!r} is not a whole number") from None
+
+
+def _positive(source: str, value: Any) -> int:
+    number = _integer(source, value)
+    if number < 1:
+        raise ConfigError(f"{source}={value!r} must be at least 1")
+    return number
+
+
+def _seconds(source: str, value: Any) -> float:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{source}={value!r} is not a number of seconds") from None
+    if not math.isfinite(number) or number < 0:
+        raise ConfigError(f"{source}={value!r} must be a non-negative number of seconds")
+    return number
+
+
+def _rate(source: str, value: Any) -> float:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{source}={value!r} is not a number of requests per second") from None
+    if not math.isfinite(number) or number < 0:
+        raise ConfigError(f"{source}={value!r} must be a non-negative number of requests a second")
+    return number
+
+
+SERVER_SETTINGS: dict[str, Setting] = {
+    s.name: s
+    for s in (
+        Setting("host", ("TRACELY_SERVER_HOST",), "127.0.0.1", _text, "Address to listen on."),
+        Setting(
+            "port",
+            ("TRACELY_SERVER_PORT",),
+            DEFAULT_PORT,
+            _port,
+            "TCP port to listen on (0 picks a free one and prints it).",
+        ),
+        Setting(
+            "store",
+            ("TRACELY_SERVER_STORE", "TRACELY_STORE"),
+            None,
+            _text,
+            "Where the server keeps recordings and cases: sqlite:///path.db (default "
+            ".tracely/tracely.db in the project) or postgresql://...",
+        ),
+        Setting(
+            "tokens",
+            ("TRACELY_SERVER_TOKENS",),
+            "",
+            _text,
+            "Bearer tokens, comma-separated scope:token pairs (scopes: ingest, read, write).",
+        ),
+        Setting(
+            "tokens_file",
+            ("TRACELY_SERVER_TOKENS_FILE",),
+            None,
+            _text,
+            "A file of scope:token lines (# starts a comment), read at start.",
+        ),
+        Setting(
+            "quiet_seconds",
+            ("TRACELY_SERVER_QUIET_SECONDS",),
+            2.0,
+            _seconds,
+            "How long a trace must receive no spans, once its root has arrived, before its "
+            "recording is assembled.",
+        ),
+        Setting(
+            "orphan_seconds",
+            ("TRACELY_SERVER_ORPHAN_SECONDS",),
+            300.0,
+            _seconds,
+            "How long a trace whose root span never arrived is held before it is assembled "
+            "from the spans it has.",
+        ),
+        Setting(
+            "retain_seconds",
+            ("TRACELY_SERVER_RETAIN_SECONDS",),
+            30.0,
+            _seconds,
+            "How long an assembled trace's spans stay in memory so that late spans update its "
+            "recording (later ones can no longer be merged).",
+        ),
+        Setting(
+            "max_body_bytes",
+            ("TRACELY_SERVER_MAX_BODY_BYTES",),
+            16 * MIB,
+            _positive,
+            "Largest request body, compressed and decompressed; larger ones get 413.",
+        ),
+        Setting(
+            "write_queue_size",
+            ("TRACELY_SERVER_WRITE_QUEUE_SIZE",),
+            2048,
+            _positive,
+            "Assembled recordings waiting for the store; when full, /v1/traces answers 429.",
+        ),
+        Setting(
+            "write_batch_size",
+            ("TRACELY_SERVER_WRITE_BATCH_SIZE",),
+            256,
+            _positive,
+            "Recordings written to the store in one transaction.",
+        ),
+        Setting(
+            "max_spans",
+            ("TRACELY_SERVER_MAX_SPANS",),
+            100_000,
+            _positive,
+            "Spans held in memory across all traces; above it /v1/traces answers 429.",
+        ),
+        Setting(
+            "max_traces",
+            ("TRACELY_SERVER_MAX_TRACES",),
+            50_000,
+            _positive,
+            "Traces held in memory; above it /v1/traces answers 429.",
+        ),
+        Setting(
+            "max_spans_per_trace",
+            ("TRACELY_SERVER_MAX_SPANS_PER_TRACE",),
+            10_000,
+            _positive,
+            "Spans kept of one trace; further ones are rejected (OTLP partial success).",
+        ),
+        Setting(
+            "rate_limit",
+            ("TRACELY_SERVER_RATE_LIMIT",),
+            200.0,
+            _rate,
+            "Requests per second per token (a token bucket; 0 turns it off); above it 429.",
+        ),
+        Setting(
+            "rate_burst",
+            ("TRACELY_SERVER_RATE_BURST",),
+            None,
+            _positive,
+            "Requests a token may make at once before the rate applies (default: 2 x rate).",
+        ),
+        Setting(
+            "max_concurrent_requests",
+            ("TRACELY_SERVER_MAX_CONCURRENT_REQUESTS",),
+            32,
+            _positive,
+            "Requests handled at the same time; others wait briefly, then get 503.",
+        ),
+        Setting(
+            "max_connections",
+            ("TRACELY_SERVER_MAX_CONNECTIONS",),
+            256,
+            _positive,
+            "Open client connections; further ones are answered 503 and closed.",
+        ),
+        Setting(
+            "journal_dir",
+            ("TRACELY_SERVER_JOURNAL_DIR",),
+            None,
+            _text,
+            "The write-ahead journal of accepted spans (default: ingest-journal/ beside a SQLite "
+            "store, else .tracely/ingest-journal/<store> in the project).",
+        ),
+        Setting(
+            "shutdown_timeout",
+            ("TRACELY_SERVER_SHUTDOWN_TIMEOUT",),
+            30.0,
+            _seconds,
+            "How long shutdown waits for in-flight requests and store writes.",
+        ),
+    )
+}
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    """Everything ``tracely serve`` is configured with. Build one with :meth:`load`."""
+
+    host: str = "127.0.0.1"
+    port: int = DEFAULT_PORT
+    store: str | None = None
+    tokens: str = ""
+    tokens_file: str | None = None
+    insecure_no_auth: bool = False
+    quiet_seconds: float = 2.0
+    orphan_seconds: float = 300.0
+    retain_seconds: float = 30.0
+    max_body_bytes: int = 16 * MIB
+    write_queue_size: int = 2048
+    write_batch_size: int = 256
+    max_spans: int = 100_000
+    max_traces: int = 50_000
+    max_spans_per_trace: int = 10_000
+    rate_limit: float = 200.0
+    rate_burst: int | None = None
+    max_concurrent_requests: int = 32
+    max_connections: int = 256
+    journal_dir: str | None = None
+    shutdown_timeout: float = 30.0
+
+    @classmethod
+    def load(
+        cls,
+        environ: Mapping[str, str] | None = None,
+        *,
+        insecure_no_auth: bool = False,
+        **arguments: Any,
+    ) -> ServerConfig:
+        """Resolve every setting: ``arguments`` (``None`` = not given), then ``environ``
+        (default ``os.environ``), then the default."""
+        env = os.environ if environ is None else environ
+        unknown = set(arguments) - set(SERVER_SETTINGS)
+        if unknown:
+            raise TypeError(f"unknown server settings: {', '.join(sorted(unknown))}")
+        values: dict[str, Any] = {"insecure_no_auth": bool(insecure_no_auth)}
+        for name, setting in SERVER_SETTINGS.items():
+            values[name] = _resolve(setting, arguments.get(name), env)
+        return cls(**values).checked()
+
+    def checked(self) -> ServerConfig:
+        """This configuration, or ConfigError for settings that contradict each other."""
+        if not self.host:
+            raise ConfigError("--host / TRACELY_SERVER_HOST is empty")
+        if self.rate_limit > 0 and self.rate_burst is None:
+            return replace(self, rate_burst=max(1, math.ceil(2 * self.rate_limit))).checked()
+        if self.store and self.store.split("://", 1)[0].lower() in ("http", "https"):
+            from tracely_sdk.store import redact_url
+
+            raise ConfigError(
+                f"the store {redact_url(self.store)} is a tracely server: the server keeps its "
+                "data in SQLite or PostgreSQL, not in another tracely server; pass --store or set "
+                "TRACELY_SERVER_STORE (it takes precedence over TRACELY_STORE)"
+            )
+        return self
+
+    @property
+    def listen_url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+    def journal_path(self, store: Any) -> Path | None:
+        """The journal directory for ``store`` (None for an in-memory store: nothing survives)."""
+        if self.journal_dir:
+            return Path(self.journal_dir).expanduser().absolute()
+        if getattr(store, "memory", False):
+            return None
+        path = getattr(store, "path", None)
+        if isinstance(path, Path):
+            return path.parent / "ingest-journal"
+        import hashlib
+
+        from tracely_sdk.store import redact_url, tracely_dir
+
+        url = redact_url(str(getattr(store, "url", "")))
+        return tracely_dir() / "ingest-journal" / hashlib.sha256(url.encode()).hexdigest()[:16]
+
+
+def _resolve(setting: Setting, argument: Any, env: Mapping[str, str]) -> Any:
+    option = "--" + setting.name.replace("_", "-")
+    if argument is not None and argument != "":
+        return setting.parse(option, argument)
+    for var in setting.env:
+        raw = env.get(var, "").strip()
+        if raw:
+            return setting.parse(var, raw)
+    return setting.default
+
+
+def setting_names() -> tuple[str, ...]:
+    """The settings :meth:`ServerConfig.load` takes as arguments."""
+    return tuple(f.name for f in fields(ServerConfig) if f.name in SERVER_SETTINGS)

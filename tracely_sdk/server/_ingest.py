@@ -1,0 +1,933 @@
+"""From accepted spans to stored recordings, without losing anything acknowledged.
+
+The spans of one trace reach the server in many requests, out of order and sometimes twice.
+The :class:`IngestPipeline` holds them per trace (deduplicated by span id) and hands a trace to
+the one extractor (:func:`tracely_otel.bundle_from_spans`) once its root span has arrived and
+it has been quiet for ``quiet_seconds``; a single writer thread stores the recordings in
+batches. A span that arrives after its trace was assembled re-opens the trace, and the larger
+bundle replaces the stored one (the store keeps the more complete recording; duplicates
+change nothing).
+
+Durability: a request is acknowledged only once its spans are in memory and in the
+write-ahead :class:`Journal`, an append-only file fsync'd before the answer (concurrent
+requests share one fsync). A journal segment is deleted once every trace with spans in it has
+been written to the store and let go of; on start, the segments left are read back and
+assembled again, so a crash or a kill loses nothing that was acknowledged.
+
+Memory is bounded: spans and traces held, spans per trace, and recordings waiting for the
+store. When a bound is reached, :meth:`IngestPipeline.submit` raises :class:`Backpressure`
+(the server answers 429 with Retry-After) and accepts nothing of the request.
+
+::
+
+    request ─► submit() ─► journal append + fsync ─► trace table ─► assembler thread
+                                                                  (root + quiet, or orphan)
+                                                                        │ bundle_from_spans
+    store ◄── put_recordings(batch) ◄── writer thread ◄── write queue ◄─┘
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import struct
+import threading
+import time
+import zlib
+from collections import OrderedDict
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+import orjson
+
+from tracely_otel._extract import bundle_from_spans
+from tracely_otel._otlp import (
+    OTLPDecodeError,
+    encode_records_otlp_json,
+    gunzip_bounded,
+    records_from_otlp_json,
+    records_from_otlp_proto,
+)
+from tracely_otel._spans import SpanRecord
+from tracely_sdk.errors import ConfigError, StoreError
+from tracely_sdk.store import Recording, Store
+
+__all__ = [
+    "KIND_JSON",
+    "KIND_JSON_GZIP",
+    "KIND_PROTO",
+    "KIND_PROTO_GZIP",
+    "Backpressure",
+    "IngestPipeline",
+    "Journal",
+    "JournalError",
+    "Receipt",
+    "Unavailable",
+]
+
+logger = logging.getLogger("tracely.server")
+
+KIND_PROTO: Final = 1
+KIND_JSON: Final = 2
+KIND_PROTO_GZIP: Final = 3
+KIND_JSON_GZIP: Final = 4
+_KINDS: Final = frozenset({KIND_PROTO, KIND_JSON, KIND_PROTO_GZIP, KIND_JSON_GZIP})
+_RECOVERY_MAX_BYTES: Final = 1 << 31
+
+
+class Backpressure(Exception):
+    """The server holds as much as it may; retry after ``retry_after`` seconds."""
+
+    def __init__(self, reason: str, retry_after: float = 1.0) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.retry_after = retry_after
+
+
+class Unavailable(Exception):
+    """The server cannot accept spans now (shutting down, or the journal cannot be written)."""
+
+    def __init__(self, reason: str, retry_after: float = 1.0) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.retry_after = retry_after
+
+
+class JournalError(Exception):
+    """The journal could not be written; nothing of the request was acknowledged."""
+
+
+@dataclass(frozen=True)
+class Receipt:
+    """What :meth:`IngestPipeline.submit` did with a request's spans."""
+
+    accepted: int
+    rejected: int = 0
+    message: str = ""
+
+
+# --------------------------------------------------------------------------------------------
+# the journal
+
+
+_HEADER: Final = struct.Struct("<4sBxxxII")  # magic, kind, payload length, crc32 of payload
+_MAGIC: Final = b"TJ01"
+_SEGMENT_PREFIX: Final = "segment-"
+_SEGMENT_SUFFIX: Final = ".journal"
+
+
+def _segment_name(segment: int) -> str:
+    return f"{_SEGMENT_PREFIX}{segment:010d}{_SEGMENT_SUFFIX}"
+
+
+def _fsync_dir(directory: Path) -> None:
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return  # not possible on every platform; the file's own fsync still holds its data
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+class Journal:
+    """An append-only, fsync'd log of accepted request bodies, in numbered segments.
+
+    Each record is a 16-byte header (magic, kind, length, CRC-32) and the payload. A record is
+    durable once :meth:`sync` has returned for it; concurrent callers share one fsync. A torn
+    record at the end of a segment (a crash mid-write, never acknowledged) ends that segment's
+    replay. Segments are reference-counted by what still needs them and deleted at zero once
+    a newer segment is being written.
+    """
+
+    def __init__(
+        self,
+        directory: Path,
+        *,
+        segment_bytes: int = 8 * 1024 * 1024,
+        segment_seconds: float = 5.0,
+    ) -> None:
+        self.directory = directory
+        self.segment_bytes = segment_bytes
+        self.segment_seconds = segment_seconds
+        self._lock = threading.Lock()  # appends, rotation, refs
+        self._sync = threading.Condition(threading.Lock())
+        self._fd = -1
+        self._active = 0
+        self._active_size = 0
+        self._active_since = 0.0
+        self._refs: dict[int, int] = {}
+        self._written = 0  # records appended
+        self._synced = 0  # records known durable
+        self._syncing = False
+        self._lock_fd = -1
+        self._closed = False
+
+    # lifecycle ------------------------------------------------------------------------------
+
+    def open(self) -> list[int]:
+        """Lock the directory and start a new segment; returns the segments left to recover."""
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ConfigError(f"cannot create the ingest journal {self.directory}: {exc}") from exc
+        self._lock_directory()
+        existing = sorted(
+            int(p.name[len(_SEGMENT_PREFIX) : -len(_SEGMENT_SUFFIX)])
+            for p in self.directory.glob(f"{_SEGMENT_PREFIX}*{_SEGMENT_SUFFIX}")
+            if p.name[len(_SEGMENT_PREFIX) : -len(_SEGMENT_SUFFIX)].isdigit()
+        )
+        for segment in existing:
+            self._refs[segment] = 0
+        with self._lock:
+            self._start_segment((existing[-1] if existing else 0) + 1)
+        return existing
+
+    def _lock_directory(self) -> None:
+        path = self.directory / ".lock"
+        try:
+            self._lock_fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError as exc:
+            raise ConfigError(f"cannot open {path}: {exc}") from exc
+        try:
+            import fcntl
+        except ImportError:  # pragma: no cover - not POSIX: one server per directory, unchecked
+            return
+        try:
+            fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(self._lock_fd)
+            self._lock_fd = -1
+            raise ConfigError(
+                f"the ingest journal {self.directory} is in use by another tracely server; "
+                "give each server its own --journal-dir"
+            ) from None
+
+    def close(self) -> None:
+        """Close the active segment (deleted if nothing needs it) and release the lock."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            if self._fd >= 0:
+                try:
+                    os.fsync(self._fd)
+                except OSError:
+                    pass
+                os.close(self._fd)
+                self._fd = -1
+            for segment, refs in list(self._refs.items()):
+                if refs <= 0:
+                    self._delete(segment)
+        if self._lock_fd >= 0:
+            os.close(self._lock_fd)
+            self._lock_fd = -1
+
+    # segments -------------------------------------------------------------------------------
+
+    def _path(self, segment: int) -> Path:
+        return self.directory / _segment_name(segment)
+
+    def _start_segment(self, segment: int) -> None:
+        path = self._path(segment)
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_EXCL, 0o600)
+        except OSError as exc:
+            raise JournalError(f"cannot create {path}: {exc}") from exc
+        _fsync_dir(self.directory)
+        self._fd, self._active, self._active_size = fd, segment, 0
+        self._active_since = time.monotonic()
+        self._refs.setdefault(segment, 0)
+
+    def _rotate(self) -> None:
+        """Seal the active segment (fsync'd, so every record in it is durable) and start one."""
+        old, fd = self._active, self._fd
+        try:
+            os.fsync(fd)
+        except OSError as exc:
+            raise JournalError(f"cannot sync {self._path(old)}: {exc}") from exc
+        with self._sync:
+            self._synced = max(self._synced, self._written)
+        os.close(fd)
+        self._fd = -1
+        self._start_segment(old + 1)
+        if self._refs.get(old, 0) <= 0:
+            self._delete(old)
+
+    def _delete(self, segment: int) -> None:
+        self._refs.pop(segment, None)
+        try:
+            self._path(segment).unlink()
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            logger.warning("cannot delete journal segment %s: %s", self._path(segment), exc)
+
+    def read(self, segment: int) -> Iterator[tuple[int, bytes]]:
+        """The records of a segment left from an earlier run, in order (kind, payload)."""
+        path = self._path(segment)
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            logger.error("cannot read journal segment %s: %s", path, exc)
+            return
+        offset = 0
+        while offset < len(data):
+            end = offset + _HEADER.size
+            if end > len(data):
+                break
+            magic, kind, length, crc = _HEADER.unpack_from(data, offset)
+            payload = data[end : end + length]
+            if magic != _MAGIC or kind not in _KINDS or len(payload) != length:
+                break
+            if zlib.crc32(payload) != crc:
+                break
+            yield kind, payload
+            offset = end + length
+        if offset < len(data):
+            # Only the last record can be torn (a crash while writing it, before its fsync
+            # returned), so nothing after this point was ever acknowledged.
+            logger.warning(
+                "journal segment %s: ignoring %d bytes of an incomplete record at its end",
+                path.name,
+                len(data) - offset,
+            )
+
+    # writing --------------------------------------------------------------------------------
+
+    def append(self, kind: int, payload: bytes) -> tuple[int, int]:
+        """Write one record; returns (segment, sequence) with the segment pinned (see
+        :meth:`unref`). The record is durable only after :meth:`sync` of the sequence."""
+        header = _HEADER.pack(_MAGIC, kind, len(payload), zlib.crc32(payload))
+        with self._lock:
+            if self._closed:
+                raise JournalError("the journal is closed")
+            if self._fd < 0:
+                self._start_segment(self._active + 1)
+            elif self._active_size and (
+                self._active_size + len(payload) > self.segment_bytes
+                or time.monotonic() - self._active_since > self.segment_seconds
+            ):
+                self._rotate()
+            start = self._active_size
+            try:
+                self._write_all(header, payload)
+            except OSError as exc:
+                self._undo(start)
+                raise JournalError(f"cannot write the ingest journal: {exc}") from exc
+            self._active_size += len(header) + len(payload)
+            self._written += 1
+            self._refs[self._active] = self._refs.get(self._active, 0) + 1
+            return self._active, self._written
+
+    def _write_all(self, header: bytes, payload: bytes) -> None:
+        views = [memoryview(header), memoryview(payload)]
+        while views:
+            written = os.writev(self._fd, views)
+            while views and written >= len(views[0]):
+                written -= len(views[0])
+                views.pop(0)
+            if views and written:
+                views[0] = views[0][written:]
+
+    def _undo(self, start: int) -> None:
+        """Cut a failed append off, so that the segment stays readable past it."""
+        try:
+            os.ftruncate(self._fd, start)
+        except OSError:
+            # Leave the damaged segment behind (replay stops at the damage, and nothing in it
+            # after that point was acknowledged) and continue in a new one, once what came
+            # before the damage is on disk.
+            try:
+                os.fsync(self._fd)
+            except OSError:
+                pass
+            try:
+                os.close(self._fd)
+            finally:
+                self._fd = -1
+
+    def sync(self, sequence: int) -> None:
+        """Return once record ``sequence`` is on disk (one fsync covers every waiting caller)."""
+        with self._sync:
+            while self._synced < sequence:
+                if self._syncing:
+                    self._sync.wait()
+                    continue
+                self._syncing = True
+                self._sync.release()
+                try:
+                    with self._lock:
+                        target = self._written
+                        fd = os.dup(self._fd) if self._fd >= 0 else -1
+                    if fd >= 0:
+                        try:
+                            os.fsync(fd)
+                        finally:
+                            os.close(fd)
+                except OSError as exc:
+                    raise JournalError(f"cannot sync the ingest journal: {exc}") from exc
+                finally:
+                    self._sync.acquire()
+                    self._syncing = False
+                    self._sync.notify_all()
+                self._synced = max(self._synced, target)
+
+    # references -----------------------------------------------------------------------------
+
+    def ref(self, segment: int) -> None:
+        with self._lock:
+            self._refs[segment] = self._refs.get(segment, 0) + 1
+
+    def unref(self, segment: int) -> None:
+        with self._lock:
+            if segment not in self._refs:
+                return
+            refs = self._refs[segment] - 1
+            if refs > 0:
+                self._refs[segment] = refs
+                return
+            self._refs[segment] = 0
+            if segment != self._active or self._closed:
+                self._delete(segment)
+
+    def release_unreferenced(self) -> None:
+        """Delete the sealed segments nothing refers to (after recovery)."""
+        with self._lock:
+            for segment, refs in list(self._refs.items()):
+                if refs <= 0 and segment != self._active:
+                    self._delete(segment)
+
+    def segments(self) -> dict[int, int]:
+        """Segment → references (for tests and diagnostics)."""
+        with self._lock:
+            return dict(self._refs)
+
+
+# --------------------------------------------------------------------------------------------
+# the trace table
+
+_OPEN: Final = 0  # has spans not yet assembled
+_QUEUED: Final = 1  # a snapshot is being assembled or written
+_DONE: Final = 2  # written; kept for late spans until evicted
+
+
+@dataclass(slots=True)
+class _Trace:
+    spans: dict[str, SpanRecord] = field(default_factory=dict)
+    root: bool = False
+    touched: float = 0.0
+    done_at: float = 0.0
+    generation: int = 0
+    state: int = _OPEN
+    segments: set[int] = field(default_factory=set)
+
+
+@dataclass(slots=True)
+class _Job:
+    trace_id: str
+    generation: int
+    recording: Recording | None
+
+
+_STOP: Final = object()
+
+
+def decode_journal(kind: int, payload: bytes) -> list[SpanRecord]:
+    """The spans of one journal record."""
+    if kind in (KIND_PROTO_GZIP, KIND_JSON_GZIP):
+        payload = gunzip_bounded(payload, _RECOVERY_MAX_BYTES)
+    if kind in (KIND_PROTO, KIND_PROTO_GZIP):
+        return records_from_otlp_proto(payload)
+    return records_from_otlp_json(payload)
+
+
+def _group(records: Iterable[SpanRecord]) -> dict[str, list[SpanRecord]]:
+    by_trace: dict[str, list[SpanRecord]] = {}
+    for record in records:
+        spans = by_trace.get(record.trace_id)
+        if spans is None:
+            by_trace[record.trace_id] = [record]
+        else:
+            spans.append(record)
+    return by_trace
+
+
+class IngestPipeline:
+    """Spans in, recordings out: the trace table, the assembler thread and the writer thread."""
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        journal: Journal | None,
+        quiet_seconds: float = 2.0,
+        orphan_seconds: float = 300.0,
+        retain_seconds: float = 30.0,
+        max_spans: int = 100_000,
+        max_traces: int = 50_000,
+        max_spans_per_trace: int = 10_000,
+        write_queue_size: int = 2048,
+        write_batch_size: int = 256,
+    ) -> None:
+        self.store = store
+        self.journal = journal
+        self.quiet_seconds = quiet_seconds
+        self.orphan_seconds = max(orphan_seconds, quiet_seconds)
+        self.retain_seconds = retain_seconds
+        self.max_spans = max_spans
+        self.max_traces = max_traces
+        self.max_spans_per_trace = max_spans_per_trace
+        self.write_batch_size = write_batch_size
+        self._lock = threading.Lock()
+        self._traces: dict[str, _Trace] = {}
+        self._dirty: OrderedDict[str, _Trace] = OrderedDict()  # open, by last span received
+        self._orphans: OrderedDict[str, _Trace] = OrderedDict()  # quiet, still no root
+        self._retained: OrderedDict[str, _Trace] = OrderedDict()  # written, by when
+        self._span_count = 0
+        self._reserved = 0
+        self._queue: queue.Queue[Any] = queue.Queue(maxsize=write_queue_size)
+        self._wake = threading.Event()
+        self._stopping = threading.Event()
+        self._closing = False
+        self._give_up_at = float("inf")
+        self._assembler: threading.Thread | None = None
+        self._writer: threading.Thread | None = None
+        self.counters: dict[str, int] = {
+            "spans_accepted": 0,
+            "spans_rejected": 0,
+            "requests_refused": 0,
+            "traces_assembled": 0,
+            "recordings_written": 0,
+            "recordings_changed": 0,
+            "store_errors": 0,
+        }
+
+    # lifecycle ------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Recover what the journal holds, then start the assembler and writer threads."""
+        self._writer = threading.Thread(target=self._write_loop, name="tracely-writer", daemon=True)
+        self._writer.start()
+        if self.journal is not None:
+            self._recover(self.journal)
+        self._assembler = threading.Thread(
+            target=self._assemble_loop, name="tracely-assembler", daemon=True
+        )
+        self._assembler.start()
+
+    def _recover(self, journal: Journal) -> None:
+        segments = journal.open()
+        spans = records = 0
+        for segment in segments:
+            for kind, payload in journal.read(segment):
+                try:
+                    batch = decode_journal(kind, payload)
+                except OTLPDecodeError as exc:  # written by this server, so not expected
+                    logger.error("journal segment %d: a record cannot be decoded: %s", segment, exc)
+                    continue
+                with self._lock:
+                    self._add(_group(batch), segment, time.monotonic())
+                spans += len(batch)
+                records += 1
+            # Recovery holds what was acknowledged whatever the bounds; relieve memory
+            # pressure as it goes rather than refusing it.
+            if self._over_budget():
+                self._tick(force=True)
+        journal.release_unreferenced()
+        if records:
+            logger.info(
+                "recovered %d span(s) from %d journal record(s) in %d segment(s); %d trace(s) "
+                "pending",
+                spans,
+                records,
+                len(segments),
+                len(self._traces),
+            )
+
+    def shutdown(self, timeout: float = 30.0) -> None:
+        """Stop accepting, assemble every open trace that has its root, drain the writes.
+
+        Traces without a root stay in the journal for the next start. Written traces are let
+        go of, so their journal segments are deleted.
+        """
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            if self._closing:
+                return
+            self._closing = True
+        self._stopping.set()
+        self._wake.set()
+        if self._assembler is not None:
+            self._assembler.join(max(0.0, deadline - time.monotonic()))
+        self._flush(deadline)
+        self._give_up_at = deadline
+        if self._writer is not None:
+            self._put(_STOP, deadline)
+            self._writer.join(max(0.0, deadline - time.monotonic()))
+            if self._writer.is_alive():
+                logger.error(
+                    "the store did not take every recording within %.0fs; the rest stay in the "
+                    "ingest journal and are written at the next start",
+                    timeout,
+                )
+        with self._lock:
+            for trace_id in list(self._retained):
+                self._evict(trace_id)
+            pending = len(self._traces)
+        if self.journal is not None:
+            self.journal.close()
+        c = self.counters
+        logger.info(
+            "ingest stopped: %d span(s) accepted, %d trace(s) assembled, %d recording(s) "
+            "written (%d new or updated); %d trace(s) wait in the journal",
+            c["spans_accepted"],
+            c["traces_assembled"],
+            c["recordings_written"],
+            c["recordings_changed"],
+            pending,
+        )
+
+    @property
+    def closing(self) -> bool:
+        return self._closing
+
+    # accepting spans ------------------------------------------------------------------------
+
+    def submit(
+        self, records: Sequence[SpanRecord], *, body: bytes | None = None, kind: int = KIND_PROTO
+    ) -> Receipt:
+        """Take a request's spans: all of them durably, or (Backpressure/Unavailable) none.
+
+        ``body``/``kind`` is the request as received, journaled as is when every span is
+        taken; otherwise the spans taken are journaled as OTLP/JSON. Spans past the per-trace
+        cap are rejected and counted in the receipt.
+        """
+        if not records:
+            return Receipt(0)
+        by_trace = _group(records)
+        with self._lock:
+            if self._closing:
+                raise Unavailable("the server is shutting down")
+            if self._queue.full():
+                self.counters["requests_refused"] += 1
+                raise Backpressure("the write queue is full")
+            new_traces = sum(1 for t in by_trace if t not in self._traces)
+            if (
+                self._span_count + self._reserved + len(records) > self.max_spans
+                or len(self._traces) + new_traces > self.max_traces
+            ):
+                self.counters["requests_refused"] += 1
+                self._wake.set()
+                raise Backpressure("the server holds as many spans as it may")
+            taken, rejected, over = self._admit(by_trace)
+            self._reserved += len(records)
+        accepted = len(records) - rejected
+        try:
+            segment = -1
+            if self.journal is not None and taken:
+                if rejected or body is None:
+                    taken_records = [r for spans in taken.values() for r in spans]
+                    body, kind = orjson.dumps(encode_records_otlp_json(taken_records)), KIND_JSON
+                segment = self._journal(self.journal, kind, body)
+            with self._lock:
+                self._add(taken, segment, time.monotonic())
+                self.counters["spans_accepted"] += accepted
+                self.counters["spans_rejected"] += rejected
+            if segment >= 0 and self.journal is not None:
+                self.journal.unref(segment)  # the trace table holds it now
+        finally:
+            with self._lock:
+                self._reserved -= len(records)
+        message = ""
+        if rejected:
+            message = (
+                f"trace(s) {', '.join(over[:3])}{' and others' if len(over) > 3 else ''} already "
+                f"hold {self.max_spans_per_trace} spans, the most the server keeps of one trace"
+            )
+        return Receipt(accepted, rejected, message)
+
+    @staticmethod
+    def _journal(journal: Journal, kind: int, body: bytes) -> int:
+        """Append and fsync one record; the segment it is in, pinned."""
+        try:
+            segment, sequence = journal.append(kind, body)
+        except JournalError as exc:
+            logger.error("%s", exc)
+            raise Unavailable("the ingest journal cannot be written") from exc
+        try:
+            journal.sync(sequence)
+        except JournalError as exc:
+            journal.unref(segment)
+            logger.error("%s", exc)
+            raise Unavailable("the ingest journal cannot be written") from exc
+        return segment
+
+    def _admit(
+        self, by_trace: dict[str, list[SpanRecord]]
+    ) -> tuple[dict[str, list[SpanRecord]], int, list[str]]:
+        """Split off the spans past the per-trace cap (duplicates are always taken)."""
+        taken: dict[str, list[SpanRecord]] = {}
+        rejected = 0
+        over: list[str] = []
+        for trace_id, spans in by_trace.items():
+            trace = self._traces.get(trace_id)
+            have = trace.spans if trace is not None else {}
+            room = self.max_spans_per_trace - len(have)
+            if room >= len(spans):
+                taken[trace_id] = spans
+                continue
+            keep: list[SpanRecord] = []
+            seen: set[str] = set()
+            for span in spans:
+                if span.span_id in have or span.span_id in seen:
+                    keep.append(span)
+                elif room > 0:
+                    room -= 1
+                    seen.add(span.span_id)
+                    keep.append(span)
+                else:
+                    rejected += 1
+            if len(keep) < len(spans):
+                over.append(trace_id)
+            if keep:
+                taken[trace_id] = keep
+        return taken, rejected, over
+
+    def _add(self, by_trace: dict[str, list[SpanRecord]], segment: int, now: float) -> None:
+        """Put spans into the trace table (lock held). Duplicates change nothing."""
+        for trace_id, spans in by_trace.items():
+            trace = self._traces.get(trace_id)
+            if trace is None:
+                trace = self._traces[trace_id] = _Trace()
+            before = len(trace.spans)
+            for span in spans:
+                if span.span_id not in trace.spans:
+                    trace.spans[span.span_id] = span
+                    if span.is_root:
+                        trace.root = True
+            added = len(trace.spans) - before
+            if not added:
+                if not before:  # a new entry that took nothing (cannot happen, but never leak)
+                    del self._traces[trace_id]
+                continue
+            self._span_count += added
+            if segment >= 0 and segment not in trace.segments and self.journal is not None:
+                trace.segments.add(segment)
+                self.journal.ref(segment)
+            trace.generation += 1
+            trace.touched = now
+            if trace.state == _DONE:
+                self._retained.pop(trace_id, None)
+                trace.state = _OPEN
+            if trace.state == _OPEN:
+                self._orphans.pop(trace_id, None)
+                self._dirty[trace_id] = trace
+                self._dirty.move_to_end(trace_id)
+
+    # assembling -----------------------------------------------------------------------------
+
+    def _over_budget(self, fraction: float = 1.0) -> bool:
+        return (
+            self._span_count > self.max_spans * fraction
+            or len(self._traces) > self.max_traces * fraction
+        )
+
+    def _assemble_loop(self) -> None:
+        interval = min(0.25, max(0.01, self.quiet_seconds / 4))
+        while not self._stopping.is_set():
+            self._wake.wait(interval)
+            self._wake.clear()
+            if self._stopping.is_set():
+                break
+            try:
+                self._tick()
+            except Exception:  # never let the assembler die: log, and keep going
+                logger.exception("the trace assembler failed; continuing")
+                time.sleep(interval)
+
+    def _tick(self, *, force: bool = False) -> None:
+        now = time.monotonic()
+        ready: list[tuple[str, int, list[SpanRecord]]] = []
+        with self._lock:
+            quiet, orphan = self.quiet_seconds, self.orphan_seconds
+            while self._dirty:
+                trace_id, trace = next(iter(self._dirty.items()))
+                if trace.touched + quiet > now:
+                    break
+                del self._dirty[trace_id]
+                if trace.root:
+                    ready.append(self._snapshot(trace_id, trace))
+                else:
+                    self._orphans[trace_id] = trace
+            while self._orphans:
+                trace_id, trace = next(iter(self._orphans.items()))
+                if trace.touched + orphan > now:
+                    break
+                del self._orphans[trace_id]
+                ready.append(self._snapshot(trace_id, trace))
+            while self._retained:
+                trace_id, trace = next(iter(self._retained.items()))
+                if trace.done_at + self.retain_seconds > now and not self._over_budget(0.75):
+                    break
+                self._evict(trace_id)
+            if force or self._over_budget(0.9):
+                # Still too much held: assemble the longest-waiting open traces now, so that
+                # they can be written and let go of (a late root still updates them).
+                goal = self.max_spans * 0.75
+                pending = self._span_count - sum(len(spans) for _, _, spans in ready)
+                for table in (self._orphans, self._dirty):
+                    while table and pending > goal:
+                        trace_id, trace = table.popitem(last=False)
+                        ready.append(self._snapshot(trace_id, trace))
+                        pending -= len(trace.spans)
+        for trace_id, generation, spans in ready:
+            self._put(_Job(trace_id, generation, self._extract(trace_id, spans)))
+
+    def _snapshot(self, trace_id: str, trace: _Trace) -> tuple[str, int, list[SpanRecord]]:
+        trace.state = _QUEUED
+        return trace_id, trace.generation, list(trace.spans.values())
+
+    def _extract(self, trace_id: str, spans: list[SpanRecord]) -> Recording | None:
+        try:
+            bundle = bundle_from_spans(spans)
+            if bundle is None:
+                return None
+            return Recording.from_bundle(bundle)
+        except Exception:  # one bad trace must not stop the others
+            logger.exception("trace %s: cannot extract a recording from its spans", trace_id)
+            return None
+
+    def _flush(self, deadline: float) -> None:
+        """Assemble every open trace that has its root, quiet or not (shutdown)."""
+        with self._lock:
+            ready = []
+            for table in (self._dirty, self._orphans):
+                for trace_id, trace in list(table.items()):
+                    if trace.root:
+                        del table[trace_id]
+                        ready.append(self._snapshot(trace_id, trace))
+        for trace_id, generation, spans in ready:
+            self._put(_Job(trace_id, generation, self._extract(trace_id, spans)), deadline)
+
+    def _put(self, item: Any, deadline: float | None = None) -> None:
+        while True:
+            try:
+                self._queue.put(item, timeout=0.5)
+                return
+            except queue.Full:
+                if deadline is not None and time.monotonic() > deadline:
+                    logger.error("the write queue stayed full until the shutdown deadline")
+                    return
+                if self._writer is None or not self._writer.is_alive():
+                    return
+
+    # writing --------------------------------------------------------------------------------
+
+    def _write_loop(self) -> None:
+        stop = False
+        while not stop:
+            item = self._queue.get()
+            if item is _STOP:
+                break
+            batch: list[_Job] = [item]
+            while len(batch) < self.write_batch_size:
+                try:
+                    item = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if item is _STOP:
+                    stop = True
+                    break
+                batch.append(item)
+            try:
+                self._write(batch)
+            except Exception:  # never let the writer die
+                logger.exception("the recording writer failed; the batch stays in the journal")
+
+    def _write(self, batch: list[_Job]) -> None:
+        jobs = [job for job in batch if job.recording is not None]
+        if jobs:
+            recordings = [job.recording for job in jobs if job.recording is not None]
+            written = self._store(recordings)
+            if written is None:
+                return  # gave up at shutdown: the journal keeps these traces
+            with self._lock:
+                self.counters["recordings_written"] += len(recordings)
+                self.counters["recordings_changed"] += sum(written)
+        with self._lock:
+            now = time.monotonic()
+            for job in batch:
+                self.counters["traces_assembled"] += 1
+                self._written(job, now)
+
+    def _store(self, recordings: list[Recording]) -> list[bool] | None:
+        attempt = 0
+        while True:
+            try:
+                return self.store.put_recordings(recordings)
+            except StoreError as exc:
+                with self._lock:
+                    self.counters["store_errors"] += 1
+                if time.monotonic() > self._give_up_at:
+                    return None
+                delay = min(5.0, 0.05 * 2**attempt)
+                if attempt == 0 or delay >= 5.0:
+                    logger.warning("the store refused a batch (%s); retrying in %.1fs", exc, delay)
+                attempt += 1
+                time.sleep(delay)
+            except (ValueError, TypeError):
+                if len(recordings) == 1:
+                    logger.exception(
+                        "trace %s: the store cannot hold its recording", recordings[0].trace_id
+                    )
+                    return [False]
+                # Find the one the store cannot hold; the others are written.
+                results: list[bool] = []
+                for recording in recordings:
+                    one = self._store([recording])
+                    if one is None:
+                        return None
+                    results.extend(one)
+                return results
+
+    def _written(self, job: _Job, now: float) -> None:
+        """A job is in the store (lock held): the trace is done, unless spans came meanwhile."""
+        trace = self._traces.get(job.trace_id)
+        if trace is None or trace.state != _QUEUED:
+            return
+        if trace.generation == job.generation:
+            trace.state = _DONE
+            trace.done_at = now
+            self._retained[job.trace_id] = trace
+        else:
+            trace.state = _OPEN
+            self._dirty[job.trace_id] = trace  # its new spans set touched; quiet from then
+
+    def _evict(self, trace_id: str) -> None:
+        trace = self._traces.pop(trace_id, None)
+        self._retained.pop(trace_id, None)
+        if trace is None:
+            return
+        self._span_count -= len(trace.spans)
+        if self.journal is not None:
+            for segment in trace.segments:
+                self.journal.unref(segment)
+
+    # diagnostics ----------------------------------------------------------------------------
+
+    def stats(self) -> dict[str, int]:
+        with self._lock:
+            return {
+                **self.counters,
+                "traces_in_memory": len(self._traces),
+                "spans_in_memory": self._span_count,
+                "traces_open": len(self._dirty) + len(self._orphans),
+                "write_queue": self._queue.qsize(),
+            }

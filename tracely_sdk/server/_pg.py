@@ -1,0 +1,505 @@
+"""PostgreSQL as the store's engine, for several tracely servers sharing one database.
+
+:class:`PostgresStore` is the :class:`~tracely_sdk.store.SQLStore` (every query, the schema and
+its migrations, written once) on psycopg 3, through the PostgreSQL
+:class:`~tracely_sdk.store._migrations.Dialect`. What SQLite got from ``BEGIN IMMEDIATE`` (one
+writer at a time) comes here from the engine's own locks, so that many processes on many
+machines can write at once:
+
+- a pool of autocommit connections, each used by one thread at a time, each write in one
+  transaction (``BEGIN`` ... ``COMMIT``, rolled back on any error), each read in one
+  ``REPEATABLE READ READ ONLY`` snapshot;
+- a batch of recordings is one ``INSERT ... ON CONFLICT DO UPDATE ... WHERE`` that only a more
+  complete bundle passes, in trace id order (two batches never wait for each other in a
+  cycle);
+- a case being recaptured, renamed, replaced or deleted is locked (``SELECT ... FOR UPDATE``)
+  before it is read, so concurrent changes to one case apply one after the other and none is
+  lost;
+- a write that lost a race (two promotions choosing the same id, a deadlock, a serialisation
+  failure) is rolled back and run again from the start, a few times;
+- migrations run under a transaction-level advisory lock, so servers starting together apply
+  them once; a database from a newer tracely is refused untouched.
+
+The URL is libpq's (``postgresql://user:password@host:port/dbname?sslmode=require``), plus
+``pool_size`` (connections per store, default 10) and ``pool_timeout`` (seconds a request waits
+for a free connection, default 30). The password never appears in :attr:`url`, a message or a
+log line.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import random
+import threading
+import time
+import urllib.parse
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+from tracely_sdk.errors import ConfigError, MissingDependency, NotFound, StoreError
+from tracely_sdk.store import Case, CaseVersion, Recording, SQLStore, redact_url
+from tracely_sdk.store._migrations import POSTGRES, migrate
+from tracely_sdk.store._model import bundle_weight, dumps_json
+from tracely_sdk.store._sqlite import _CASE_COLUMNS, _REC_COLUMNS, _case
+
+try:
+    import psycopg
+    from psycopg import errors as _pg_errors
+except ImportError:  # pragma: no cover - exercised only without the extra installed
+    psycopg = None  # type: ignore[assignment]
+    _pg_errors = None  # type: ignore[assignment]
+
+__all__ = ["PostgresStore"]
+
+_T = TypeVar("_T")
+
+DEFAULT_POOL_SIZE = 10
+DEFAULT_POOL_TIMEOUT = 30.0
+DEFAULT_CONNECT_TIMEOUT = "10"
+# How many times a write that lost a race is run again before the error is reported.
+WRITE_ATTEMPTS = 16
+MAX_BACKOFF = 0.5
+
+
+def _transient_errors() -> tuple[type[BaseException], ...]:
+    if _pg_errors is None:  # pragma: no cover
+        return ()
+    return (
+        _pg_errors.UniqueViolation,
+        _pg_errors.DeadlockDetected,
+        _pg_errors.SerializationFailure,
+    )
+
+
+def display_url(url: str) -> str:
+    """``url`` without its password, whether in the authority or as a ``password=`` option."""
+    shown = redact_url(url)
+    base, sep, query = shown.partition("?")
+    if not sep:
+        return shown
+    parts = []
+    for item in query.split("&"):
+        key = item.split("=", 1)[0]
+        parts.append(f"{key}=***" if urllib.parse.unquote(key).lower() == "password" else item)
+    return base + "?" + "&".join(parts)
+
+
+def _parse(url: str) -> tuple[str, int, float, list[str]]:
+    """The libpq conninfo of ``url``, the pool options it carries, and the secrets to scrub."""
+    split = urllib.parse.urlsplit(url)
+    if split.scheme.lower() not in ("postgresql", "postgres"):
+        raise ConfigError(
+            f"store URL {display_url(url)!r} is not a PostgreSQL URL "
+            "(postgresql://user:password@host:port/dbname)"
+        )
+    pool_size, pool_timeout = DEFAULT_POOL_SIZE, DEFAULT_POOL_TIMEOUT
+    secrets: list[str] = []
+    if split.password:
+        secrets.extend({split.password, urllib.parse.quote(split.password, safe="")})
+    kept: list[tuple[str, str]] = []
+    for key, value in urllib.parse.parse_qsl(split.query, keep_blank_values=True):
+        if key == "pool_size":
+            try:
+                pool_size = int(value)
+                if pool_size < 1:
+                    raise ValueError
+            except ValueError:
+                raise ConfigError(
+                    f"store URL {display_url(url)!r}: pool_size must be a whole number from 1, "
+                    f"got {value!r}"
+                ) from None
+        elif key == "pool_timeout":
+            try:
+                pool_timeout = float(value)
+                if pool_timeout <= 0:
+                    raise ValueError
+            except ValueError:
+                raise ConfigError(
+                    f"store URL {display_url(url)!r}: pool_timeout must be a positive number of "
+                    f"seconds, got {value!r}"
+                ) from None
+        else:
+            if key.lower() == "password" and value:
+                secrets.append(value)
+            kept.append((key, value))
+    if not any(k == "connect_timeout" for k, _ in kept):
+        kept.append(("connect_timeout", DEFAULT_CONNECT_TIMEOUT))
+    if not any(k == "application_name" for k, _ in kept):
+        kept.append(("application_name", "tracely"))
+    conninfo = urllib.parse.urlunsplit(
+        ("postgresql", split.netloc, split.path, urllib.parse.urlencode(kept), "")
+    )
+    return conninfo, pool_size, pool_timeout, [s for s in secrets if s]
+
+
+class _Pool:
+    """At most ``size`` open connections, each lent to one thread at a time."""
+
+    def __init__(self, connect: Callable[[], Any], size: int, timeout: float, what: str) -> None:
+        self._connect = connect
+        self._size = size
+        self._timeout = timeout
+        self._what = what
+        self._idle: list[Any] = []
+        self._open = 0
+        self._closed = False
+        self._cond = threading.Condition()
+
+    def get(self) -> Any:
+        deadline = time.monotonic() + self._timeout
+        with self._cond:
+            while True:
+                if self._closed:
+                    raise StoreError(f"the store {self._what} is closed")
+                if self._idle:
+                    return self._idle.pop()
+                if self._open < self._size:
+                    self._open += 1
+                    break
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise StoreError(
+                        f"store {self._what}: all {self._size} connections stayed busy for "
+                        f"{self._timeout:g}s; raise pool_size in the store URL or the "
+                        "server's max_connections"
+                    )
+                self._cond.wait(remaining)
+        try:
+            return self._connect()
+        except BaseException:
+            with self._cond:
+                self._open -= 1
+                self._cond.notify()
+            raise
+
+    def add(self, conn: Any) -> None:
+        """Adopt a connection opened outside :meth:`get` (counts against the size)."""
+        with self._cond:
+            self._open += 1
+        self.put(conn, reusable=True)
+
+    def put(self, conn: Any, *, reusable: bool) -> None:
+        with self._cond:
+            if reusable and not self._closed:
+                self._idle.append(conn)
+                self._cond.notify()
+                return
+            self._open -= 1
+            self._cond.notify()
+        _close_quietly(conn)
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            idle, self._idle = self._idle, []
+            self._cond.notify_all()
+        for conn in idle:
+            _close_quietly(conn)
+
+    def abandon(self) -> list[Any]:
+        """After fork: forget every connection without touching it (the parent still uses them)."""
+        with self._cond:
+            self._closed = True
+            idle, self._idle = self._idle, []
+        return idle
+
+
+_UPSERT_ROWS = 500  # rows per statement (11 parameters each, far below the protocol's limit)
+_REC_FIELDS = [c.strip() for c in _REC_COLUMNS.split(",")] + ["span_count"]
+
+
+def _recording_row(r: Recording) -> tuple[Any, ...]:
+    """The columns of ``r`` in :data:`_REC_FIELDS` order (as :meth:`SQLStore.put_recordings`)."""
+    return (
+        r.trace_id,
+        r.service,
+        r.agent_name,
+        r.started_at,
+        r.status,
+        None if r.input is None else dumps_json(r.input),
+        None if r.output is None else dumps_json(r.output),
+        dumps_json(r.bundle),
+        r.replay_mode,
+        r.received_at,
+        bundle_weight(r.bundle),
+    )
+
+
+@functools.lru_cache(maxsize=16)
+def _upsert_sql(rows: int) -> str:
+    one = "(" + ", ".join(["%s"] * len(_REC_FIELDS)) + ")"
+    updates = ", ".join(f"{c} = EXCLUDED.{c}" for c in _REC_FIELDS if c != "trace_id")
+    return (
+        f"INSERT INTO recordings ({', '.join(_REC_FIELDS)}) VALUES {', '.join([one] * rows)} "
+        f"ON CONFLICT (trace_id) DO UPDATE SET {updates} "
+        "WHERE recordings.span_count < EXCLUDED.span_count RETURNING trace_id"
+    )
+
+
+def _close_quietly(conn: Any) -> None:
+    try:
+        conn.close()
+    except Exception:
+        pass
+
+
+def _healthy(conn: Any) -> bool:
+    if conn.closed or getattr(conn, "broken", False):
+        return False
+    return bool(conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE)
+
+
+class PostgresStore(SQLStore):
+    """The store in a PostgreSQL database (the tables are created on first use).
+
+    ``url`` is a ``postgresql://`` (or ``postgres://``) URL as libpq takes it, optionally with
+    ``pool_size`` and ``pool_timeout``. The database must exist and the user must be allowed to
+    create tables in its current schema (choose another with ``options=-csearch_path%3DNAME``).
+    Raises :class:`~tracely_sdk.errors.MissingDependency` without psycopg and
+    :class:`~tracely_sdk.errors.StoreError` when the server cannot be reached or used.
+    """
+
+    dialect = POSTGRES
+    _db_errors: tuple[type[BaseException], ...] = (psycopg.Error,) if psycopg is not None else ()
+
+    def __init__(self, url: str) -> None:
+        if psycopg is None:
+            raise MissingDependency("psycopg", "postgres")
+        conninfo, pool_size, pool_timeout, secrets = _parse(url)
+        super().__init__(display_url(url))
+        self._conninfo = conninfo
+        self._secrets = sorted(secrets, key=len, reverse=True)
+        self.pool_size = pool_size
+        self.pool_timeout = pool_timeout
+        self._local = threading.local()
+        self._migrated = False
+        self._pool = self._new_pool()
+        # Connect and migrate now: a wrong URL or a newer schema fails here, not on first use.
+        self._pool.add(self._connect())
+
+    # connections --------------------------------------------------------------------------
+
+    def _new_pool(self) -> _Pool:
+        return _Pool(self._connect, self.pool_size, self.pool_timeout, self.url)
+
+    def _scrub(self, text: str) -> str:
+        for secret in self._secrets:
+            text = text.replace(secret, "***")
+        return " ".join(text.split())
+
+    def _fail(self, exc: BaseException) -> StoreError:
+        return StoreError(f"store {self.url}: {self._scrub(str(exc))}")
+
+    def _connect(self) -> Any:
+        try:
+            conn = psycopg.connect(self._conninfo, autocommit=True)
+        except psycopg.Error as exc:
+            raise StoreError(
+                f"cannot connect to PostgreSQL at {self.url}: {self._scrub(str(exc))} (check "
+                "that the server is running and reachable there, and the user, password and "
+                "database in the URL)"
+            ) from None
+        if self._migrated:
+            return conn
+        try:
+            migrate(conn, self.dialect, where=self.url)
+        except StoreError:
+            _close_quietly(conn)
+            raise
+        except psycopg.Error as exc:
+            _close_quietly(conn)
+            raise StoreError(
+                f"cannot use {self.url} as a tracely store: {self._scrub(str(exc))}"
+            ) from None
+        self._migrated = True
+        return conn
+
+    def _connection(self) -> Any:
+        """An autocommit connection of this store's own, outside the pool (for inspection)."""
+        with self._lock:
+            if self._closed:
+                raise StoreError(f"the store {self.url} is closed")
+            if self._conn is None or self._conn.closed:
+                self._conn = self._connect()
+            return self._conn
+
+    def _check_fork(self) -> None:
+        if self._pid != os.getpid():
+            # The parent's connections must not be used (or closed) by the child: it opens its own.
+            self._pid = os.getpid()
+            self._lock = threading.RLock()
+            self._stale.extend(self._pool.abandon())
+            if self._conn is not None:
+                self._stale.append(self._conn)
+                self._conn = None
+            self._pool = self._new_pool()
+
+    def _begin(self, begin: str) -> Any:
+        """A pooled connection with a transaction open; a connection that died is replaced."""
+        attempts = self.pool_size + 1
+        for attempt in range(attempts):
+            conn = self._pool.get()
+            try:
+                conn.execute(begin)
+                return conn
+            except psycopg.Error as exc:
+                healthy = not (conn.closed or getattr(conn, "broken", False))
+                if healthy:
+                    try:
+                        conn.execute("ROLLBACK")
+                    except psycopg.Error:
+                        healthy = False
+                self._pool.put(conn, reusable=healthy and _healthy(conn))
+                if healthy or attempt == attempts - 1:
+                    raise self._fail(exc) from exc
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    @contextmanager
+    def _tx(self, begin: str) -> Iterator[Any]:
+        if self._closed:
+            raise StoreError(f"the store {self.url} is closed")
+        self._check_fork()
+        conn = self._begin(begin)
+        writing = getattr(self._local, "writing", False)
+        self._local.writing = begin == self.dialect.begin_write
+        try:
+            try:
+                yield conn
+            except BaseException as exc:
+                self._rollback(conn)
+                if isinstance(exc, psycopg.Error):
+                    raise self._fail(exc) from exc
+                raise
+            try:
+                conn.execute("COMMIT")
+            except psycopg.Error as exc:
+                self._rollback(conn)
+                raise self._fail(exc) from exc
+        finally:
+            self._local.writing = writing
+            self._pool.put(conn, reusable=_healthy(conn))
+
+    def _rollback(self, conn: Any) -> None:
+        try:
+            conn.execute("ROLLBACK")
+        except psycopg.Error:
+            pass
+
+    def _retrying(self, operation: Callable[[], _T]) -> _T:
+        """Run a write again (from the start) when it lost a race that rolled it back."""
+        transient = _transient_errors()
+        for attempt in range(WRITE_ATTEMPTS):
+            try:
+                return operation()
+            except StoreError as exc:
+                if attempt == WRITE_ATTEMPTS - 1 or not isinstance(exc.__cause__, transient):
+                    raise
+            time.sleep(random.uniform(0, min(MAX_BACKOFF, 0.005 * 2**attempt)))
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            conn, self._conn = self._conn, None
+            if self._pid != os.getpid():
+                return
+            self._pool.close()
+            if conn is not None:
+                _close_quietly(conn)
+
+    # row locks where SQLite had one writer --------------------------------------------------
+
+    def _load_case(self, conn: Any, case_id: str) -> Case:
+        if not getattr(self._local, "writing", False):
+            return super()._load_case(conn, case_id)
+        row = conn.execute(
+            self._q(f"SELECT {_CASE_COLUMNS} FROM cases WHERE id = ? FOR UPDATE"), (case_id,)
+        ).fetchone()
+        if row is None:
+            raise NotFound(f"no case {case_id!r} in {self.url}")
+        return _case(row)
+
+    def _delete_case(self, conn: Any, case_id: str) -> bool:
+        conn.execute(self._q("SELECT 1 FROM cases WHERE id = ? FOR UPDATE"), (case_id,))
+        return super()._delete_case(conn, case_id)
+
+    # writes, run again when they lose a race --------------------------------------------------
+
+    def put_recordings(self, recordings: Iterable[Recording]) -> list[bool]:
+        """One ``INSERT ... ON CONFLICT DO UPDATE ... WHERE`` per batch, in one transaction.
+
+        Only a bundle reflecting more spans updates a stored row (the rule of
+        :meth:`SQLStore.put_recordings`), decided by the engine row by row, so concurrent
+        writers never overwrite a more complete recording. Rows go in trace id order, so two
+        batches touching the same traces lock them in the same order. A trace given twice in
+        one call is applied in order, as separate statements.
+        """
+        items = list(recordings)
+        if not items:
+            return []
+        rows = [_recording_row(r) for r in items]
+        rounds: list[list[int]] = []  # the n-th occurrence of each trace id goes in round n
+        seen: dict[str, int] = {}
+        for index, recording in enumerate(items):
+            n = seen.get(recording.trace_id, 0)
+            seen[recording.trace_id] = n + 1
+            if n == len(rounds):
+                rounds.append([])
+            rounds[n].append(index)
+
+        def write() -> list[bool]:
+            results = [False] * len(items)
+            with self._write() as conn:
+                for indexes in rounds:
+                    indexes.sort(key=lambda i: items[i].trace_id)
+                    for start in range(0, len(indexes), _UPSERT_ROWS):
+                        chunk = indexes[start : start + _UPSERT_ROWS]
+                        params = [value for i in chunk for value in rows[i]]
+                        changed = {row[0] for row in conn.execute(_upsert_sql(len(chunk)), params)}
+                        for i in chunk:
+                            results[i] = items[i].trace_id in changed
+            return results
+
+        return self._retrying(write)
+
+    def promote(
+        self,
+        trace_id: str,
+        *,
+        case_id: str | None = None,
+        name: str,
+        entrypoint: str | None = None,
+        tags: Iterable[str] = (),
+    ) -> Case:
+        tags = tuple(tags) if not isinstance(tags, (str, bytes)) else tags
+        return self._retrying(
+            lambda: SQLStore.promote(
+                self, trace_id, case_id=case_id, name=name, entrypoint=entrypoint, tags=tags
+            )
+        )
+
+    def recapture(self, case_id: str, trace_id: str, *, note: str | None = None) -> Case:
+        return self._retrying(lambda: SQLStore.recapture(self, case_id, trace_id, note=note))
+
+    def update_case(
+        self,
+        case_id: str,
+        *,
+        name: str | None = None,
+        tags: Iterable[str] | None = None,
+        entrypoint: str | None = None,
+    ) -> Case:
+        if tags is not None and not isinstance(tags, (str, bytes)):
+            tags = tuple(tags)
+        return self._retrying(
+            lambda: SQLStore.update_case(self, case_id, name=name, tags=tags, entrypoint=entrypoint)
+        )
+
+    def delete_case(self, case_id: str) -> None:
+        self._retrying(lambda: SQLStore.delete_case(self, case_id))
+
+    def put_case(self, case: Case, history: Sequence[CaseVersion]) -> Case:
+        history = list(history)
+        return self._retrying(lambda: SQLStore.put_case(self, case, history))
