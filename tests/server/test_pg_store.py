@@ -403,7 +403,7 @@ def test_migrates_v1_database(schema_url: str) -> None:
         assert s.get_recording(trace_id("r")).replay_mode == "recorded"
         assert s.get_recording(trace_id("l")).replay_mode is None
         counts = dict(conn.execute("SELECT trace_id, span_count FROM recordings").fetchall())
-        assert counts[trace_id("l")] == 4  # agent + 2 tools + 1 llm
+        assert counts[trace_id("l")] == 8  # agent + 2 tools + 1 llm, each seen (1) and servable (1)
         assert [c.id for c in s.list_cases(tag="legacy")] == ["old-case"]
         with pytest.raises(Conflict, match="replay run"):
             s.promote(trace_id("r"), name="x")

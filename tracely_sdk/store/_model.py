@@ -149,16 +149,18 @@ def _check_ns(what: str, value: object) -> int:
 
 
 def bundle_weight(bundle: Mapping[str, Any]) -> int:
-    """How many spans of its trace a bundle reflects (agent root, recorded calls, incomplete ones).
+    """How complete a bundle is as a recording of its trace: more is more complete.
 
-    A trace's spans can arrive in several batches; the bundle with the larger weight is the more
-    complete recording of the same trace.
+    A trace's spans can arrive in several batches, and a late span can also turn a call that
+    was incomplete into a complete one; the bundle with the larger weight is kept. Each span
+    seen counts one (agent root, recorded calls, incomplete calls) and each call that can be
+    served counts one more, so a more complete recording of the same spans outweighs it too.
     """
-    weight = 1 if isinstance(bundle.get("agent"), Mapping) else 0
+    weight = 2 if isinstance(bundle.get("agent"), Mapping) else 0
     for kind in ("tools", "llm"):
         section = bundle.get(kind)
         if isinstance(section, Mapping):
-            weight += sum(len(v) for v in section.values() if isinstance(v, (list, tuple)))
+            weight += 2 * sum(len(v) for v in section.values() if isinstance(v, (list, tuple)))
     incomplete = bundle.get("incomplete")
     if isinstance(incomplete, (list, tuple)):
         weight += len(incomplete)

@@ -710,7 +710,7 @@ def test_migrates_v1_database(tmp_path: Path) -> None:
         assert s.get_recording(trace_id("r")).replay_mode == "recorded"
         assert s.get_recording(trace_id("l")).replay_mode is None
         counts = dict(conn.execute("SELECT trace_id, span_count FROM recordings").fetchall())
-        assert counts[trace_id("l")] == 4  # agent + 2 tools + 1 llm
+        assert counts[trace_id("l")] == 8  # agent + 2 tools + 1 llm, each seen (1) and servable (1)
         assert [c.id for c in s.list_cases(tag="legacy")] == ["old-case"]
         with pytest.raises(Conflict, match="replay run"):
             s.promote(trace_id("r"), name="x")
@@ -787,3 +787,20 @@ def test_a_row_changed_outside_tracely_is_a_store_error_naming_the_case(tmp_path
             store.list_cases()
     finally:
         store.close()
+
+
+def test_a_late_span_that_completes_a_call_replaces_the_recording(tmp_path: Path) -> None:
+    from tests.sdk.store._helpers import make_recording
+    from tracely_otel import seal
+    from tracely_sdk.store import Recording, SQLiteStore
+
+    complete = make_recording("late", tools=2)
+    # The first assembly saw the same spans, but one call's output had not arrived yet.
+    early = {k: v for k, v in complete.bundle.items() if k != "checksum"}
+    early["tools"] = {"get_weather": complete.bundle["tools"]["get_weather"][:1]}
+    early["incomplete"] = [{"label": "tools:get_weather", "seq": 1, "reason": "no output"}]
+    with SQLiteStore(tmp_path / "t.db") as store:
+        assert store.put_recording(Recording.from_bundle(seal(early))) is True
+        assert store.put_recording(complete) is True
+        assert store.get_recording(complete.trace_id).bundle == complete.bundle
+        assert store.put_recording(Recording.from_bundle(seal(early))) is False
