@@ -9,6 +9,7 @@ a value the SDK truncated or evicted fails that check, and the call is listed un
 
 from __future__ import annotations
 
+import logging
 import zlib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -19,6 +20,8 @@ import orjson
 from tracely_otel import _attributes as A
 from tracely_otel._bundle import FORMAT, seal
 from tracely_otel._spans import SpanRecord, record_from_readable
+
+logger = logging.getLogger("tracely.otel")
 
 
 def value_digest(text: str) -> list[Any]:
@@ -198,7 +201,13 @@ def register_reader(reader: SpanReader) -> None:
 
 def _read(span: SpanRecord) -> ExtractedCall | NotReplayable | None:
     for reader in _READERS:
-        result = reader(span)
+        try:
+            result = reader(span)
+        except Exception:  # one broken reader must not cost the whole trace its recording
+            logger.warning(
+                "tracely: span reader %r failed on span %s", reader, span.span_id, exc_info=True
+            )
+            continue
         if result is not None:
             return result
     return None
@@ -321,3 +330,10 @@ def agent_status(bundle: Mapping[str, Any]) -> str:
     """``"error"`` when the recorded agent run raised, else ``"ok"``."""
     agent = bundle.get("agent") or {}
     return "error" if "error" in agent else "ok"
+
+
+# Readers for other instrumentors' LLM spans, after tracely's own (imported last: they use the
+# classes above).
+from tracely_otel._foreign import FOREIGN_READERS  # noqa: E402
+
+_READERS.extend(FOREIGN_READERS)

@@ -121,3 +121,17 @@ def test_a_value_rewritten_on_the_wire_fails_the_digest(capture: Any) -> None:
     bundle = bundle_from_spans([SpanRecord(**fields)])
     assert bundle is not None and bundle["tools"] == {}
     assert "does not match" in bundle["incomplete"][0]["reason"]
+
+
+def test_a_broken_reader_never_costs_the_trace_its_recording(
+    capture: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tracely_otel import _extract
+
+    def broken(span: Any) -> Any:
+        raise RuntimeError("reader bug")
+
+    monkeypatch.setattr(_extract, "_READERS", [broken, *_extract._READERS])
+    with tracely.agent("a", input=1):
+        tracely.call_tool("t", lambda: 1)
+    assert capture.last_bundle["tools"]["t"][0]["output"] == 1
