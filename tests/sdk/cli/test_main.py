@@ -22,6 +22,7 @@ COMMANDS = [
     ["traces"],
     ["traces", "list"],
     ["traces", "show"],
+    ["traces", "import"],
     ["cases"],
     *(
         ["cases", name]
@@ -37,6 +38,7 @@ COMMANDS = [
         )
     ),
     ["replay"],
+    ["serve"],
 ]
 
 
