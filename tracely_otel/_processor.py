@@ -50,6 +50,12 @@ class FixtureSpanProcessor(SpanProcessor):
             if on_bundle not in self._callbacks:
                 self._callbacks.append(on_bundle)
 
+    def remove_callback(self, on_bundle: BundleCallback) -> None:
+        """Stop delivering bundles to ``on_bundle`` (no error if it was not attached)."""
+        with self._lock:
+            if on_bundle in self._callbacks:
+                self._callbacks.remove(on_bundle)
+
     def _warn_once(self, key: str, message: str, *args: Any, exc_info: bool = False) -> None:
         if key not in self._warned:
             self._warned.add(key)

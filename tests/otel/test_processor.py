@@ -81,3 +81,18 @@ def test_add_callback_does_not_duplicate() -> None:
     with tracer.start_as_current_span("execute_tool t", attributes=_tool_attrs("t")):
         pass
     assert len(got) == 1
+
+
+def test_removed_callback_gets_nothing_and_an_idle_processor_buffers_nothing() -> None:
+    got: list[Any] = []
+    processor = FixtureSpanProcessor()
+    callback = lambda t, b: got.append(b)  # noqa: E731
+    processor.add_callback(callback)
+    processor.remove_callback(callback)
+    processor.remove_callback(callback)  # not attached: no error
+    tracer = _provider(processor)
+    with tracer.start_as_current_span("root"):
+        with tracer.start_as_current_span("execute_tool t", attributes=_tool_attrs("t")):
+            pass
+        assert processor.pending_traces() == 0
+    assert got == []
