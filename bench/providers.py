@@ -1,0 +1,300 @@
+"""Provider patches: replay against vcrpy, and the live cost of auto-instrumentation.
+
+Both measurements use the real ``openai`` SDK and the bundled local server
+(``examples.llm_server``, run as a separate process so that it does not share this process's
+interpreter lock). Every variant runs in the same process, in interleaved rounds; the median
+and the best round are reported (the best is the least disturbed by other load on the
+machine), and only the calls are timed: opening a cassette or a ``fixtures()`` block, and
+ending an agent run, are left out on both sides.
+
+(a) One replayed ``client.chat.completions.create(...)``. One HTTP exchange with the local
+server is recorded by both at once (vcrpy at the transport, tracely at ``create``); then the
+server is stopped, so nothing can reach a network.
+
+- *vcrpy*: vcrpy 9.4 hooks httpx2 (the HTTP library the SDK rides on) at
+  ``httpx2.HTTPTransport.handle_request``, so the cassette is replayed under the real SDK,
+  unchanged: each call goes through the SDK's whole request path (building the request, the
+  retry loop, the client, vcrpy's request matching at the transport) and the SDK's own
+  response parsing into a ``ChatCompletion``. The cassette is open (``allow_playback_repeats``).
+- *tracely*: the patched ``create`` inside ``tracely.fixtures()`` and an agent run, as
+  ``tracely replay`` runs a case: the matcher finds the entry and the codec rebuilds the
+  ``ChatCompletion`` (pydantic ``model_validate``); the call's span goes through a real
+  pipeline (a BatchSpanProcessor to a no-op exporter, and the FixtureSpanProcessor). The
+  same replay with tracing off (spans not sampled) is printed too.
+
+  Both return equal ``ChatCompletion`` objects (checked). Target: tracely at least 20x faster.
+
+(b) The live overhead of ``tracely.init(instrument="openai")`` on a call to the local server:
+the same ``create`` recorded by tracely (its span, ``tracely.input``/``output``, the
+FixtureSpanProcessor making a bundle per call, each call being its own trace; and, second,
+the calls inside one agent run) against the call with the SDK unpatched (``uninstrument()``
+puts the original function back). Target: <= 1.10x.
+
+    python bench/providers.py [--calls N] [--rounds R]
+
+Prints ratios; asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import openai  # noqa: E402
+import vcr  # noqa: E402
+from opentelemetry import trace  # noqa: E402
+from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
+from opentelemetry.sdk.trace.export import (  # noqa: E402
+    BatchSpanProcessor,
+    SpanExporter,
+    SpanExportResult,
+)
+from opentelemetry.sdk.trace.sampling import Decision, Sampler, SamplingResult  # noqa: E402
+
+import tracely_sdk as tracely  # noqa: E402
+from tracely_otel import FixtureSpanProcessor  # noqa: E402
+from tracely_sdk import providers  # noqa: E402
+
+MODEL = "gpt-4o"
+MESSAGES = [
+    {"role": "system", "content": "You are a weather assistant."},
+    {"role": "user", "content": "What is the weather like in Paris this afternoon?"},
+]
+
+
+class NoOpExporter(SpanExporter):
+    def export(self, spans: Sequence[Any]) -> SpanExportResult:
+        return SpanExportResult.SUCCESS
+
+    def shutdown(self) -> None:
+        pass
+
+
+class ServerProcess:
+    """``python -m examples.llm_server`` on a free port, in its own process."""
+
+    def __init__(self) -> None:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            self.port = sock.getsockname()[1]
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "examples.llm_server", "--port", str(self.port)],
+            cwd=ROOT,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+        )
+        assert self.process.stdout is not None
+        self.process.stdout.readline()  # the base URL: it is listening
+        self.base_url = f"http://127.0.0.1:{self.port}/v1"
+
+    def stop(self) -> None:
+        self.process.terminate()
+        self.process.wait(timeout=10)
+
+
+def client(base_url: str) -> openai.OpenAI:
+    return openai.OpenAI(api_key="bench-key", base_url=base_url, max_retries=0)
+
+
+def call(c: openai.OpenAI) -> Any:
+    return c.chat.completions.create(model=MODEL, messages=MESSAGES)
+
+
+def loop(n: int, fn: Callable[[], Any]) -> tuple[float, float]:
+    """Wall and CPU seconds (this process only) that ``n`` calls of ``fn`` take: the per-call
+    cost, with setup and teardown left out."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    for _ in range(n):
+        fn()
+    return time.perf_counter() - wall, time.process_time() - cpu
+
+
+class Switch(Sampler):
+    """Samples every span while ``on``; none (non-recording spans, as with tracing off) else."""
+
+    on = True
+
+    def should_sample(
+        self,
+        parent_context: Any,
+        trace_id: int,
+        name: str,
+        kind: Any = None,
+        attributes: Any = None,
+        links: Any = None,
+        trace_state: Any = None,
+    ) -> SamplingResult:
+        # The span starts with the attributes the sampler passes on.
+        decision = Decision.RECORD_AND_SAMPLE if self.on else Decision.DROP
+        return SamplingResult(decision, attributes if self.on else None)
+
+    def get_description(self) -> str:
+        return "Switch"
+
+
+SWITCH = Switch()
+BUNDLES: list[dict[str, Any]] = []
+
+
+def pipeline() -> TracerProvider:
+    """A real pipeline: a BatchSpanProcessor to a no-op exporter and the FixtureSpanProcessor."""
+    provider = TracerProvider(sampler=SWITCH)
+    provider.add_span_processor(BatchSpanProcessor(NoOpExporter(), max_queue_size=1 << 20))
+    provider.add_span_processor(
+        FixtureSpanProcessor(lambda trace_id, bundle: BUNDLES.append(bundle))
+    )
+    trace.set_tracer_provider(provider)
+    return provider
+
+
+def record_entry(base_url: str) -> dict[str, Any]:
+    providers.instrument("openai")
+    call(client(base_url))
+    providers.uninstrument("openai")
+    (entry,) = BUNDLES[-1]["llm"][MODEL]
+    return {k: v for k, v in entry.items() if k != "seq"}
+
+
+def interleaved(
+    variants: dict[str, Callable[[], tuple[float, float]]], rounds: int, after: Callable[[], Any]
+) -> dict[str, list[tuple[float, float]]]:
+    """Each variant's (wall, CPU) timings over ``rounds`` interleaved rounds, after a warm-up."""
+    for fn in variants.values():  # warm up imports, caches, connections
+        fn()
+        after()
+    samples: dict[str, list[tuple[float, float]]] = {name: [] for name in variants}
+    for _ in range(rounds):
+        for name, fn in variants.items():
+            samples[name].append(fn())
+            after()
+    return samples
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--calls", type=int, default=300, help="calls per round (default 300)")
+    parser.add_argument("--rounds", type=int, default=11, help="interleaved rounds (default 11)")
+    opts = parser.parse_args()
+    n = opts.calls
+
+    server = ServerProcess()
+    cassette = Path(tempfile.mkdtemp()) / "chat.yaml"
+    provider = pipeline()
+    try:
+        with vcr.use_cassette(str(cassette), record_mode="once"):
+            # One HTTP exchange, recorded by both: vcrpy at the transport, tracely at `create`.
+            entry = record_entry(server.base_url)
+        live_client = client(server.base_url)
+
+        def plain() -> tuple[float, float]:
+            return loop(n, lambda: call(live_client))
+
+        def traced() -> tuple[float, float]:
+            providers.instrument("openai")
+            try:
+                return loop(n, lambda: call(live_client))
+            finally:
+                providers.uninstrument("openai")
+
+        def traced_in_agent() -> tuple[float, float]:
+            providers.instrument("openai")
+            try:
+                with tracely.agent("bench"):
+                    return loop(n, lambda: call(live_client))
+            finally:
+                providers.uninstrument("openai")
+
+        live = interleaved(
+            {"live_plain": plain, "live_traced": traced, "live_traced_in_agent": traced_in_agent},
+            opts.rounds,
+            provider.force_flush,
+        )
+    finally:
+        server.stop()
+
+    # (a) replay, the server gone
+    closed = client(server.base_url)
+    bundle = {"llm": {MODEL: [entry] * n}}
+
+    def vcr_calls() -> tuple[float, float]:
+        with vcr.use_cassette(str(cassette), record_mode="none", allow_playback_repeats=True):
+            return loop(n, lambda: call(closed))
+
+    def tracely_calls() -> tuple[float, float]:
+        with tracely.fixtures(bundle), tracely.agent("bench"):
+            return loop(n, lambda: call(closed))
+
+    def tracely_untraced() -> tuple[float, float]:
+        SWITCH.on = False  # tracing off: the same replay, with non-recording spans
+        try:
+            return tracely_calls()
+        finally:
+            SWITCH.on = True
+
+    # The same value both ways: the SDK's own ChatCompletion, equal to the live one.
+    by_vcr, by_tracely = _one(closed, cassette), _one_tracely(bundle, closed)
+    assert type(by_vcr) is type(by_tracely)
+    assert by_vcr.model_dump() == by_tracely.model_dump()
+    replayed = interleaved(
+        {"vcrpy": vcr_calls, "tracely": tracely_calls, "tracely_untraced": tracely_untraced},
+        opts.rounds,
+        provider.force_flush,
+    )
+    timings = {**replayed, **live}
+    stats = {"median": statistics.median, "best": min}
+    wall = {
+        how: {name: pick(w for w, _ in values) / n * 1e6 for name, values in timings.items()}
+        for how, pick in stats.items()
+    }
+    cpu = {
+        name: statistics.median(c for _, c in values) / n * 1e6 for name, values in timings.items()
+    }
+    print(f"per call, over {opts.rounds} interleaved rounds of {n} calls:")
+    print(f"  {'':22s} {'median':>10s} {'best':>10s} {'cpu, median':>12s}")
+    for name in timings:
+        print(
+            f"  {name:22s} {wall['median'][name]:7.1f} us {wall['best'][name]:7.1f} us "
+            f"{cpu[name]:9.1f} us"
+        )
+    for how in stats:
+        w = wall[how]
+        print(f"{how}:")
+        print(
+            f"  (a) replayed create, vcrpy / tracely            = "
+            f"{w['vcrpy'] / w['tracely']:6.1f}x  (target >= 20x); "
+            f"tracing off {w['vcrpy'] / w['tracely_untraced']:.1f}x"
+        )
+        print(
+            f"  (b) live create, instrumented / uninstrumented  = "
+            f"{w['live_traced'] / w['live_plain']:6.3f}x  (target <= 1.10x); "
+            f"in one agent run {w['live_traced_in_agent'] / w['live_plain']:.3f}x"
+        )
+    provider.shutdown()
+    return 0
+
+
+def _one(closed: openai.OpenAI, cassette: Path) -> Any:
+    with vcr.use_cassette(str(cassette), record_mode="none", allow_playback_repeats=True):
+        return call(closed)
+
+
+def _one_tracely(bundle: dict[str, Any], closed: openai.OpenAI) -> Any:
+    with tracely.fixtures({"llm": {MODEL: bundle["llm"][MODEL][:1]}}):
+        return call(closed)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,249 @@
+"""Instrumenting the OpenTelemetry way, optional SDKs, and what importing tracely imports.
+
+The ``opentelemetry-instrument`` tests run the real command in a subprocess. When this
+checkout's installed metadata does not register tracely's instrumentor entry points yet, the
+test adds a throwaway distribution on ``PYTHONPATH`` that registers exactly those two.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from importlib.metadata import entry_points
+from pathlib import Path
+
+import pytest
+from openai.resources.chat.completions.completions import Completions
+
+from tracely_sdk import providers
+from tracely_sdk.errors import MissingDependency
+
+ROOT = Path(__file__).resolve().parents[3]
+ENTRY_POINTS = {
+    "tracely_openai": "tracely_sdk.providers._instrumentors:TracelyOpenAIInstrumentor",
+    "tracely_anthropic": "tracely_sdk.providers._instrumentors:TracelyAnthropicInstrumentor",
+}
+
+
+def _python(
+    code: str, *, env: dict[str, str] | None = None, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        env={**_clean_env(), **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        cwd=cwd,
+    )
+
+
+def _clean_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "TRACELY_"))}
+    env["PYTHONPATH"] = str(ROOT)
+    return env
+
+
+# --------------------------------------------------------------------------- imports
+
+
+def test_importing_tracely_imports_no_provider_sdk() -> None:
+    result = _python(
+        """
+        import sys
+        import tracely_sdk, tracely_sdk.providers, tracely_otel
+        with tracely_sdk.fixtures({}):
+            pass
+        print(sorted(m for m in ("openai", "anthropic", "httpx2") if m in sys.modules))
+        """
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"
+
+
+def test_an_sdk_imported_after_a_fixtures_block_started_is_patched_on_import() -> None:
+    result = _python(
+        """
+        import tracely_sdk
+        from tracely_sdk import providers
+        with tracely_sdk.fixtures({"llm": {"gpt-4o": [{"output": "Hello"}]}}) as rep:
+            import openai  # imported inside the block, after it started
+            client = openai.OpenAI(api_key="k", base_url="http://127.0.0.1:9/v1", max_retries=0)
+            reply = client.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "hi"}])
+        print(reply.choices[0].message.content, rep.served, "OpenAI.chat.completions.create" in providers.patched_methods())
+        """
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "Hello ['llm:gpt-4o'] True"
+
+
+def test_a_missing_sdk_names_the_extra_to_install() -> None:
+    result = _python(
+        """
+        import sys
+        sys.modules["openai"] = None  # as if it were not installed
+        from tracely_sdk import providers
+        from tracely_sdk.errors import MissingDependency
+        try:
+            providers.instrument("openai")
+        except MissingDependency as exc:
+            print("missing:", exc.package, exc.extra, "|", exc)
+        print("auto:", providers.instrument("auto"))  # anthropic: patched once imported
+        import anthropic
+        print("imported:", providers.patched_methods())
+        """
+    )
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == (
+        "missing: openai openai | openai is not installed; install it with: "
+        "pip install 'tracely[openai]'"
+    )
+    assert lines[1] == "auto: []"
+    assert lines[2].startswith("imported: ['Anthropic.messages.create'")
+    assert "OpenAI" not in lines[2]
+
+
+def test_missing_dependency_is_an_import_error() -> None:
+    assert issubclass(MissingDependency, ImportError)
+    with pytest.raises(ValueError, match="unknown provider 'gemini'"):
+        providers.instrument("gemini")
+
+
+def test_tracely_init_instruments_from_the_environment(tmp_path: Path) -> None:
+    result = _python(
+        """
+        import tracely_sdk as tracely
+        from tracely_sdk import providers
+        from openai.resources.chat.completions.completions import Completions
+        from tracely_sdk.providers import _patching
+        tracely.init(record=False)
+        print(providers.patched_methods()[:1], _patching.is_installed(Completions, "create"))
+        """,
+        env={"TRACELY_INSTRUMENT": "auto", "OTEL_TRACES_EXPORTER": "none"},
+        cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "['Anthropic.messages.create'] True"
+
+
+# --------------------------------------------------------------------------- BaseInstrumentor
+
+
+@pytest.fixture
+def clean_patches() -> Iterator[None]:
+    providers.uninstrument()
+    yield
+    providers.uninstrument()
+
+
+def test_the_instrumentors_patch_and_restore(clean_patches: None) -> None:
+    pytest.importorskip("opentelemetry.instrumentation.instrumentor")
+    from tracely_sdk.providers._instrumentors import (
+        TracelyAnthropicInstrumentor,
+        TracelyOpenAIInstrumentor,
+    )
+
+    original = Completions.__dict__["create"]
+    instrumentor = TracelyOpenAIInstrumentor()
+    assert (
+        instrumentor is TracelyOpenAIInstrumentor()
+    )  # OpenTelemetry's instrumentors are singletons
+    assert list(instrumentor.instrumentation_dependencies()) == ["openai >= 1.40"]
+    assert list(TracelyAnthropicInstrumentor().instrumentation_dependencies()) == [
+        "anthropic >= 0.40"
+    ]
+    instrumentor.instrument()
+    try:
+        assert Completions.__dict__["create"].__wrapped__ is original
+        assert "OpenAI.chat.completions.create" in providers.patched_methods()
+        assert not any(m.startswith("Anthropic") for m in providers.patched_methods())
+    finally:
+        instrumentor.uninstrument()
+    assert Completions.__dict__["create"] is original
+
+
+# --------------------------------------------------------------------------- opentelemetry-instrument
+
+
+def _entry_points_path(tmp_path: Path) -> str:
+    """A PYTHONPATH entry that registers the instrumentors, unless tracely's metadata does."""
+    registered = {ep.name for ep in entry_points(group="opentelemetry_instrumentor")}
+    if set(ENTRY_POINTS) <= registered:
+        return ""
+    info = tmp_path / "site" / "tracely_instrumentors-0.0.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: tracely-instrumentors\nVersion: 0.0.0\n"
+    )
+    lines = ["[opentelemetry_instrumentor]", *(f"{k} = {v}" for k, v in ENTRY_POINTS.items())]
+    (info / "entry_points.txt").write_text("\n".join(lines) + "\n")
+    return str(tmp_path / "site")
+
+
+APP = """
+from openai.resources.chat.completions.completions import Completions
+from anthropic.resources.messages.messages import Messages
+from tracely_sdk import providers
+from tracely_sdk.providers import _patching, openai as tracely_openai
+
+# Whether the method's outermost wrapper is tracely's own, that is: no other instrumentor's.
+alone = _patching.wrapper_of(Completions, "create") is Completions.__dict__["create"]
+print(providers.patched_methods() != [], _patching.is_installed(Completions, "create"),
+      _patching.is_installed(Messages, "create"), tracely_openai._live, alone)
+"""
+
+
+def _instrument(tmp_path: Path, disabled: str) -> list[str]:
+    if shutil.which("opentelemetry-instrument") is None:
+        pytest.skip("opentelemetry-instrument is not installed")
+    app = tmp_path / "app.py"
+    app.write_text(APP)
+    extra = _entry_points_path(tmp_path)
+    env = _clean_env()
+    env.update(
+        PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), extra) if p),
+        OTEL_PYTHON_DISABLED_INSTRUMENTATIONS=disabled,
+        OTEL_TRACES_EXPORTER="none",
+        OTEL_METRICS_EXPORTER="none",
+        OTEL_LOGS_EXPORTER="none",
+        TRACELY_RECORD="false",
+    )
+    result = subprocess.run(
+        ["opentelemetry-instrument", sys.executable, str(app)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stdout.split()
+
+
+def test_opentelemetry_instrument_loads_tracelys_instrumentors_by_their_own_names(
+    tmp_path: Path,
+) -> None:
+    # Disabling the other instrumentors' shared names leaves tracely's on, and alone.
+    patched, openai_on, anthropic_on, live, alone = _instrument(tmp_path, "openai,anthropic")
+    assert (patched, openai_on, anthropic_on, live, alone) == ("True",) * 5
+
+
+def test_otel_python_disabled_instrumentations_switches_tracely_off(tmp_path: Path) -> None:
+    patched, openai_on, anthropic_on, live, _ = _instrument(
+        tmp_path, "tracely_openai,tracely_anthropic,openai,anthropic"
+    )
+    assert (patched, openai_on, anthropic_on, live) == ("False", "False", "False", "False")
+
+
+def test_only_one_provider_can_be_switched_off(tmp_path: Path) -> None:
+    patched, openai_on, anthropic_on, _, _ = _instrument(
+        tmp_path, "tracely_anthropic,openai,anthropic"
+    )
+    assert (patched, openai_on, anthropic_on) == ("True", "True", "False")

@@ -1,0 +1,194 @@
+"""Provider SDK patches: OpenAI and Anthropic calls recorded live and served on replay.
+
+Importing this package imports no provider SDK; a provider's patch module is loaded only when
+its SDK is asked for, or is already imported by the application.
+
+- :func:`instrument` (``tracely.init(instrument=...)``, ``TRACELY_INSTRUMENT``, or the
+  ``tracely_openai`` / ``tracely_anthropic`` OpenTelemetry instrumentors) patches the SDKs'
+  create-methods and records every call as a tracely ``llm`` span (``chat MODEL``) with the
+  GenAI attributes. The recording replay needs is tracely's own ``tracely.input`` /
+  ``tracely.output`` (redacted, always written). The plain ``gen_ai.input.messages`` /
+  ``gen_ai.output.messages`` are written only when
+  ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`` is true.
+- Inside every ``fixtures()`` block the same methods are patched (on the block's first start in
+  the process; they then stay installed, as pass-throughs whenever nothing is instrumented or
+  replayed), so SDK calls are served from the recording and never reach the network. A safety
+  net on the SDKs' ``request`` raises ReplayError for anything else that would, in recorded
+  mode. ``rep.providers`` lists the patched methods (:func:`patched_methods`).
+
+Streams are recorded as every chunk or event the SDK yielded, in order (the span ends when the
+stream is exhausted, closed or dropped; a stream closed early records what was read, which is
+what the agent saw), and replayed as the SDK's own ``Stream`` objects. A failure in the middle
+of a live stream is recorded as the call's error, and replays at the call.
+
+With another instrumentor of the same SDK active (the contrib ``openai-v2``, OpenLLMetry,
+OpenInference), both see each call; tracely records it once. Whichever patched last is the
+outer wrapper. Tracely outermost: its span is the parent, and on replay it serves the call
+without calling into the other instrumentor (which then records nothing). The other
+outermost: its span is the parent, and on replay it sees tracely's served response. Either
+way the extractor makes one ``llm:`` entry of the pair. Undo instrumentors in the reverse
+order of installing them: OpenTelemetry's ``unwrap`` removes whatever wrapper is outermost.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+import threading
+from collections.abc import Iterable
+from types import ModuleType
+
+from tracely_sdk._replay import register_activation_hook
+from tracely_sdk.errors import MissingDependency
+
+__all__ = ["PROVIDERS", "instrument", "patched_methods", "uninstrument"]
+
+PROVIDERS: dict[str, tuple[str, str]] = {
+    # name: (the SDK's top-level module, tracely's patch module)
+    "openai": ("openai", "tracely_sdk.providers.openai"),
+    "anthropic": ("anthropic", "tracely_sdk.providers.anthropic"),
+}
+"""The providers tracely patches; each name is also its extra: ``pip install 'tracely[openai]'``."""
+
+_lock = threading.RLock()
+_live: set[str] = set()  # providers whose calls are recorded live
+_deferred: set[str] = set()  # providers to patch when their SDK is imported
+_hooked: set[str] = set()  # SDK names with a post-import hook registered
+
+
+def _installed(sdk: str) -> bool:
+    if sdk in sys.modules:
+        return sys.modules[sdk] is not None
+    try:
+        return importlib.util.find_spec(sdk) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def _module(name: str) -> ModuleType:
+    return importlib.import_module(PROVIDERS[name][1])
+
+
+def _apply(name: str) -> None:
+    """Patch ``name``'s SDK (already imported) and switch live recording as wanted."""
+    module = _module(name)
+    module.install()
+    module.set_live(name in _live)
+
+
+def _on_import(name: str) -> None:
+    with _lock:
+        if name in _deferred:
+            _deferred.discard(name)
+            _apply(name)
+
+
+def _defer(name: str) -> None:
+    """Patch ``name`` as soon as the application imports its SDK."""
+    import wrapt
+
+    _deferred.add(name)
+    sdk = PROVIDERS[name][0]
+    if sdk not in _hooked:
+        _hooked.add(sdk)
+        wrapt.register_post_import_hook(lambda _module: _on_import(name), sdk)
+
+
+def _names(names: Iterable[str] | str | None) -> list[str]:
+    if names is None:
+        return list(PROVIDERS)
+    if isinstance(names, str):
+        names = [names]
+    out: list[str] = []
+    for raw in names:
+        name = str(raw).strip().lower()
+        if name == "auto":
+            out.extend(n for n in PROVIDERS if n not in out)
+        elif name in PROVIDERS:
+            if name not in out:
+                out.append(name)
+        else:
+            raise ValueError(f"unknown provider {raw!r}; use {', '.join(['auto', *PROVIDERS])}")
+    return out
+
+
+def instrument(names: Iterable[str] | str = ("auto",)) -> list[str]:
+    """Record every call of the named provider SDKs live (``"auto"``: every installed one).
+
+    A provider named explicitly must be installed, else :class:`MissingDependency` names the
+    extra to install; ``"auto"`` skips the ones that are not. An SDK not yet imported is
+    patched when the application imports it. Idempotent. Returns the patched methods.
+    """
+    from tracely_sdk.providers import _patching
+
+    requested = [names] if isinstance(names, str) else list(names)
+    explicit = {str(n).strip().lower() for n in requested} - {"auto"}
+    _patching.refresh_settings()
+    with _lock:
+        for name in _names(requested):
+            sdk = PROVIDERS[name][0]
+            if name in explicit:
+                try:
+                    importlib.import_module(sdk)
+                except ImportError as exc:
+                    raise MissingDependency(sdk, name) from exc
+            elif not _installed(sdk):
+                continue
+            _live.add(name)
+            if sys.modules.get(sdk) is not None:
+                _apply(name)
+            else:
+                _defer(name)
+    return patched_methods()
+
+
+def uninstrument(names: Iterable[str] | str | None = None) -> None:
+    """Stop recording ``names`` (default: every provider) and remove their patches.
+
+    Each patched method gets back exactly the object it had, unless another instrumentor
+    wrapped it since; tracely's wrapper then stays inside that chain as a pass-through. The
+    next ``fixtures()`` block patches again.
+    """
+    from tracely_sdk.providers import _patching
+
+    with _lock:
+        for name in _names(names):
+            _live.discard(name)
+            _deferred.discard(name)
+            if (
+                sys.modules.get(PROVIDERS[name][0]) is not None
+                and PROVIDERS[name][1] in sys.modules
+            ):
+                module = sys.modules[PROVIDERS[name][1]]
+                module.set_live(False)
+                module.uninstall()
+    _patching.close_finished_streams()
+
+
+def patched_methods() -> list[str]:
+    """The SDK methods tracely has patched in this process, e.g. ``OpenAI.chat.completions.create``."""
+    methods: list[str] = []
+    for sdk, module_name in PROVIDERS.values():
+        module = sys.modules.get(module_name)
+        if module is not None and sys.modules.get(sdk) is not None:
+            methods.extend(module.patched())
+    return sorted(methods)
+
+
+def _activate() -> list[str]:
+    """On entering a fixtures() block: patch every provider SDK the application uses."""
+    from tracely_sdk.providers import _patching
+
+    _patching.close_finished_streams()
+    _patching.refresh_settings()
+    with _lock:
+        for name, (sdk, _) in PROVIDERS.items():
+            if sys.modules.get(sdk) is not None:
+                _apply(name)
+            elif _installed(sdk):
+                _defer(name)
+    return patched_methods()
+
+
+register_activation_hook(_activate)

@@ -1,0 +1,63 @@
+"""OpenTelemetry instrumentors for the provider patches, for ``opentelemetry-instrument``.
+
+Registered under the ``opentelemetry_instrumentor`` entry point group as ``tracely_openai`` and
+``tracely_anthropic`` (names of their own, so ``OTEL_PYTHON_DISABLED_INSTRUMENTATIONS=openai``
+switches off the other ``openai`` instrumentors and leaves tracely's, and
+``...=tracely_openai`` the reverse). This module is imported only through those entry points
+(or by hand), so ``opentelemetry-instrumentation`` stays an optional dependency.
+
+They are the same patches as ``tracely.init(instrument=...)``: spans go to the global tracer
+provider (a ``tracer_provider`` argument is not used: tracely's calls share one tracer).
+
+When another instrumentor of the same SDK is active too (the contrib ``openai-v2``,
+OpenLLMetry, OpenInference), both record: whichever wrapped the method last is the outer
+span, and the extractor makes one ``llm:`` entry of the pair (a call nested in tracely's is
+dropped; another instrumentor's span around tracely's is the same call). Tracely never records
+a call twice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from typing import Any
+
+from opentelemetry.instrumentation.instrumentor import (  # type: ignore[attr-defined]
+    BaseInstrumentor,
+)
+
+from tracely_sdk import providers
+from tracely_sdk.errors import MissingDependency
+
+__all__ = ["TracelyAnthropicInstrumentor", "TracelyOpenAIInstrumentor"]
+
+
+class _TracelyInstrumentor(BaseInstrumentor):  # type: ignore[misc]
+    provider = ""
+    requirement = ""
+
+    def instrumentation_dependencies(self) -> Collection[str]:
+        return (self.requirement,)
+
+    def _instrument(self, **kwargs: Any) -> None:
+        try:
+            providers.instrument((self.provider,))
+        except MissingDependency as exc:
+            # What opentelemetry-instrument reports quietly: this library is not installed.
+            raise ModuleNotFoundError(str(exc), name=self.provider) from exc
+
+    def _uninstrument(self, **kwargs: Any) -> None:
+        providers.uninstrument((self.provider,))
+
+
+class TracelyOpenAIInstrumentor(_TracelyInstrumentor):
+    """Record and replay ``openai`` SDK calls (``tracely_openai``)."""
+
+    provider = "openai"
+    requirement = "openai >= 1.40"
+
+
+class TracelyAnthropicInstrumentor(_TracelyInstrumentor):
+    """Record and replay ``anthropic`` SDK calls (``tracely_anthropic``)."""
+
+    provider = "anthropic"
+    requirement = "anthropic >= 0.40"

@@ -1,0 +1,819 @@
+"""How provider methods are patched, and how a patched call runs.
+
+Installing (``install`` / ``uninstall``)
+    A patch is a wrapt ``FunctionWrapper`` put on a class attribute (``Completions.create``),
+    so every client, old or new, sees it at call time. Installing is idempotent: a method
+    carries at most one tracely wrapper. Uninstalling restores exactly the object that was
+    there before, when tracely's wrapper is still the outermost one. When another
+    instrumentor wrapped the method after tracely, its wrapper holds tracely's as
+    ``__wrapped__``: removing tracely's would break its chain, and putting the original back
+    would remove it. Tracely's wrapper then stays where it is, switched to a pure
+    pass-through, and a later ``install`` switches it back on instead of adding a second one.
+
+Running (``intercept`` / ``aintercept``)
+    A patched call becomes one :class:`~tracely_sdk._seam.Call`, the seam every recorded call
+    goes through. Under ``fixtures()`` it is served from the recording, rebuilt into the
+    SDK's own type by the provider module; live, the SDK's method runs with the call's span
+    current (so the SDK's own spans are its children) and its result is recorded. A live
+    stream is returned to the caller as the SDK's own stream object, teed in place: each item
+    is kept as it passes, and the call is recorded, and its span ended, when the stream is
+    exhausted, closed, fails, or is dropped unread.
+
+A replayed stream the agent never reads is closed when its ``fixtures()`` block ends (when
+the block's session is released), or at the latest when the next block starts.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import weakref
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, NoReturn, Protocol
+
+import orjson
+import wrapt
+from opentelemetry import trace
+
+from tracely_otel import attributes as A
+from tracely_sdk import _redact, _replay
+from tracely_sdk._seam import Call
+from tracely_sdk.errors import ConfigError
+
+logger = logging.getLogger("tracely")
+
+Wrapper = Callable[[Callable[..., Any], Any, tuple[Any, ...], dict[str, Any]], Any]
+
+# GenAI semantic-convention names not (yet) in tracely_otel._attributes.
+GEN_AI_REQUEST_MAX_TOKENS = "gen_ai.request.max_tokens"
+GEN_AI_REQUEST_TEMPERATURE = "gen_ai.request.temperature"
+GEN_AI_REQUEST_TOP_P = "gen_ai.request.top_p"
+GEN_AI_OUTPUT_TYPE = "gen_ai.output.type"
+GEN_AI_SYSTEM_INSTRUCTIONS = "gen_ai.system_instructions"
+SERVER_ADDRESS = "server.address"
+SERVER_PORT = "server.port"
+
+_warned: set[str] = set()
+
+
+def warn_once(key: str, message: str, *args: Any, exc_info: bool = False) -> None:
+    if key not in _warned:
+        _warned.add(key)
+        logger.warning(message, *args, exc_info=exc_info)
+
+
+# --------------------------------------------------------------------------- installing wrappers
+
+
+@dataclass(eq=False)
+class _Installed:
+    owner: type
+    attribute: str
+    original: Any
+    wrapper: Any
+    enabled: bool = True
+
+
+_installed: dict[tuple[type, str], _Installed] = {}
+_install_lock = threading.RLock()
+
+
+def in_chain(obj: Any, target: Any) -> bool:
+    """Whether ``target`` is ``obj`` or one of the wrappers/functions it wraps."""
+    if target is None:
+        return False
+    for _ in range(64):
+        if obj is None:
+            return False
+        # A wrapt wrapper bound to a class (what getattr on the class gives) names its parent.
+        if obj is target or getattr(obj, "_self_parent", None) is target:
+            return True
+        try:
+            obj = getattr(obj, "__wrapped__", None)
+        except Exception:
+            return False
+    return False
+
+
+def _gate(record: _Installed, wrapper: Wrapper) -> Wrapper:
+    def gate(wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any) -> Any:
+        if not record.enabled:
+            return wrapped(*args, **kwargs)
+        return wrapper(wrapped, instance, args, kwargs)
+
+    return gate
+
+
+def install(owner: type, attribute: str, wrapper: Wrapper) -> None:
+    """Wrap ``owner.attribute`` with ``wrapper`` (wrapt's signature); idempotent."""
+    with _install_lock:
+        key = (owner, attribute)
+        current = owner.__dict__.get(attribute)
+        record = _installed.get(key)
+        if record is not None:
+            if in_chain(current, record.wrapper):
+                record.enabled = True
+                return
+            # Someone removed tracely's wrapper (a naive unwrap of a wrapper under it).
+            record.enabled = False
+            del _installed[key]
+        if current is None:
+            raise AttributeError(f"{owner.__qualname__} has no attribute {attribute!r} to patch")
+        record = _Installed(owner, attribute, current, None)
+        function_wrapper = wrapt.FunctionWrapper(current, _gate(record, wrapper))
+        record.wrapper = function_wrapper
+        setattr(owner, attribute, function_wrapper)
+        _installed[key] = record
+
+
+def uninstall(owner: type, attribute: str) -> None:
+    """Undo :func:`install`: restore the original, or leave a pass-through (module docstring)."""
+    with _install_lock:
+        key = (owner, attribute)
+        record = _installed.get(key)
+        if record is None:
+            return
+        current = owner.__dict__.get(attribute)
+        # OpenTelemetry's `unwrap` puts back `getattr(owner, attribute).__wrapped__`: tracely's
+        # wrapper bound to the class, which is still tracely's own at the top of the chain.
+        if current is record.wrapper or getattr(current, "_self_parent", None) is record.wrapper:
+            setattr(owner, attribute, record.original)
+            record.enabled = False
+            del _installed[key]
+        elif in_chain(current, record.wrapper):
+            record.enabled = False  # stays in the other wrapper's chain, as a pass-through
+        else:
+            record.enabled = False
+            del _installed[key]
+
+
+def is_installed(owner: type, attribute: str) -> bool:
+    """Whether tracely's wrapper on ``owner.attribute`` is in place and switched on."""
+    record = _installed.get((owner, attribute))
+    return (
+        record is not None
+        and record.enabled
+        and in_chain(owner.__dict__.get(attribute), record.wrapper)
+    )
+
+
+def wrapper_of(owner: type, attribute: str) -> Any:
+    """Tracely's wrapper object on ``owner.attribute`` (None when not installed)."""
+    record = _installed.get((owner, attribute))
+    return None if record is None else record.wrapper
+
+
+# --------------------------------------------------------------------------- settings
+
+
+class _Settings:
+    """Read when a provider is instrumented and when a fixtures() block starts, never per call."""
+
+    capture_content = False
+
+
+settings = _Settings()
+
+
+# The GenAI instrumentations' newer values of the variable, besides true/false.
+_CAPTURE_MODES = {
+    "span_only": True,
+    "span_and_event": True,
+    "event_only": False,
+    "no_content": False,
+}
+
+
+def refresh_settings() -> None:
+    import os
+
+    from tracely_sdk._config import resolve
+
+    try:
+        settings.capture_content = bool(resolve("capture_content"))
+    except ConfigError as exc:
+        raw = os.environ.get("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "")
+        mode = _CAPTURE_MODES.get(raw.strip().lower())
+        if mode is None:
+            warn_once("capture", "tracely: %s; message content is not captured", exc)
+        settings.capture_content = bool(mode)
+
+
+def find_stream(value: Any, classes: tuple[type, ...]) -> Any:
+    """The SDK stream object inside ``value``, which another instrumentor may have wrapped
+    (a wrapt proxy, or an object keeping the stream as ``stream``); None when there is none."""
+    for _ in range(8):
+        if value is None:
+            return None
+        if issubclass(type(value), classes):
+            return value
+        inner = getattr(value, "__wrapped__", None)
+        if inner is None:
+            fields = getattr(value, "__dict__", None) or {}
+            inner = fields.get("stream", fields.get("_stream"))
+        value = inner
+    return None
+
+
+def content_json(value: Any) -> str:
+    """A gen_ai content attribute's JSON text, redacted like every recorded value."""
+    from tracely_sdk._types import dumps
+
+    return _redact.redact(dumps(value).decode())
+
+
+_servers: weakref.WeakKeyDictionary[Any, tuple[Any, dict[str, Any]]] = weakref.WeakKeyDictionary()
+
+
+def server_attributes(client: Any) -> dict[str, Any]:
+    """``server.address`` / ``server.port`` of an SDK client, worked out once per base URL."""
+    try:
+        url = client.base_url
+        cached = _servers.get(client)
+        if cached is not None and cached[0] is url:
+            return cached[1]
+        port = url.port or (443 if url.scheme == "https" else 80)
+        attributes = {SERVER_ADDRESS: url.host, SERVER_PORT: port}
+        _servers[client] = (url, attributes)
+        return attributes
+    except Exception:
+        return {}
+
+
+# --------------------------------------------------------------------------- JSON helpers
+
+
+def plain(value: Any, omitted: tuple[type, ...] = ()) -> Any:
+    """``value`` as JSON data, SDK objects dumped as the SDK sends them (unset fields left out)."""
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    if isinstance(value, Mapping):
+        return {str(k): plain(v, omitted) for k, v in value.items() if not isinstance(v, omitted)}
+    if isinstance(value, (list, tuple)):
+        return [plain(v, omitted) for v in value]
+    dump = getattr(value, "model_dump", None)
+    if callable(dump):
+        try:
+            return plain(dump(mode="json", exclude_unset=True, warnings=False), omitted)
+        except TypeError:
+            return plain(dump(mode="json"), omitted)
+    return str(value)
+
+
+def materialise(kwargs: dict[str, Any], key: str, omitted: tuple[type, ...] = ()) -> None:
+    """A one-shot iterable argument (a generator of messages), made a list so that it can be
+    both recorded and sent."""
+    value = kwargs.get(key)
+    if value is None or isinstance(value, (str, bytes, list, tuple, Mapping, *omitted)):
+        return
+    if isinstance(value, Iterable):
+        kwargs[key] = list(value)
+
+
+def json_text(value: Any) -> str:
+    """Tool-call arguments as the JSON text the APIs send."""
+    if isinstance(value, str):
+        return value
+    return orjson.dumps(value if value is not None else {}).decode()
+
+
+def json_value(text: Any) -> Any:
+    """Tool-call arguments as data where the text is JSON."""
+    if not isinstance(text, str):
+        return text
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return text
+
+
+def pieces(text: str) -> list[str]:
+    """``text`` in word-sized pieces that join back to it, for synthesised streams."""
+    words = text.split(" ")
+    return [w if i == 0 else " " + w for i, w in enumerate(words)] if text else []
+
+
+def entry_usage(entry: Mapping[str, Any]) -> tuple[int, int] | None:
+    usage = entry.get("usage")
+    if isinstance(usage, (list, tuple)) and len(usage) == 2:
+        return int(usage[0]), int(usage[1])
+    return None
+
+
+# --------------------------------------------------------------------------- replies
+
+
+ToolCall = tuple[str, str, str]  # (call id, tool name, arguments as JSON text)
+
+
+@dataclass(slots=True)
+class Reply:
+    """What a recording says the model answered, in a form any SDK response can be made from.
+
+    ``messages`` holds one ``(text, tool calls, finish reason)`` per choice; finish reasons
+    are the GenAI conventions' values (``stop``, ``length``, ``tool_call``, ...).
+    """
+
+    messages: list[tuple[str | None, list[ToolCall], str]]
+    model: str
+    response_id: str
+    usage: tuple[int, int] | None
+
+
+def reply_from_genai(
+    output: Mapping[str, Any], *, model: str, usage: tuple[int, int] | None
+) -> Reply:
+    """The reply of an entry read from another instrumentor's span (``gen_ai.messages``)."""
+    messages: list[tuple[str | None, list[ToolCall], str]] = []
+    for index, message in enumerate(output.get("messages") or []):
+        if not isinstance(message, Mapping):
+            continue
+        texts: list[str] = []
+        calls: list[ToolCall] = []
+        for part in message.get("parts") or []:
+            if not isinstance(part, Mapping):
+                continue
+            if part.get("type") == "text" and isinstance(part.get("content"), str):
+                texts.append(part["content"])
+            elif part.get("type") == "tool_call":
+                call_id = str(part.get("id") or f"call_replay_{index}_{len(calls)}")
+                arguments = json_text(part.get("arguments"))
+                calls.append((call_id, str(part.get("name") or ""), arguments))
+        reason = message.get("finish_reason")
+        finish = reason if isinstance(reason, str) else ("tool_call" if calls else "stop")
+        messages.append(("".join(texts) if texts else None, calls, finish))
+    if not messages:
+        messages.append(("", [], "stop"))
+    recorded_model = output.get("model")
+    recorded_id = output.get("id")
+    return Reply(
+        messages,
+        model=recorded_model if isinstance(recorded_model, str) and recorded_model else model,
+        response_id=recorded_id if isinstance(recorded_id, str) and recorded_id else "replay",
+        usage=usage,
+    )
+
+
+def reply_from_value(output: Any, *, model: str, usage: tuple[int, int] | None) -> Reply:
+    """The reply of a hand-written entry: its text, or its JSON data answered as JSON text."""
+    if isinstance(output, Mapping) and isinstance(output.get("content"), str):
+        text = output["content"]
+    elif isinstance(output, str):
+        text = output
+    else:
+        text = orjson.dumps(output).decode()
+    return Reply([(text, [], "stop")], model=model, response_id="replay", usage=usage)
+
+
+# --------------------------------------------------------------------------- one intercepted call
+
+
+@dataclass(slots=True)
+class Recording:
+    """What a live call recorded: the JSON value, its type tag, usage and closing attributes."""
+
+    value: Any
+    tag: str
+    usage: tuple[int, int] | None = None
+    attributes: Mapping[str, Any] | None = None
+
+
+@dataclass(slots=True)
+class TeeStream:
+    """A live result whose stream must be teed; ``headers`` are the response's kept headers."""
+
+    stream: Any
+    headers: Mapping[str, str] | None = None
+
+
+@dataclass(slots=True)
+class Refused:
+    """A recorded answer that the SDK's own parser refuses on replay, as it did live
+    (``LengthFinishReasonError``): raised at the call site once the call is served.
+
+    The seam turns any exception from rebuilding into ReplayError, so the provider's
+    ``rebuild`` returns this instead of raising the SDK's exception itself.
+    """
+
+    error: BaseException
+
+
+def _answer(call: Call, value: Any) -> Any:
+    if isinstance(value, Refused):
+        error = value.error
+        call.span.set_attribute(A.ERROR_TYPE, type(error).__qualname__)
+        call.span.set_status(
+            trace.Status(trace.StatusCode.ERROR, f"{type(error).__qualname__}: {error}")
+        )
+        raise error
+    return value
+
+
+class InterceptedCall(Protocol):
+    """What a provider module knows about one call to a patched method."""
+
+    model: str
+    provider: str
+    input: Any
+    attributes: dict[str, Any]
+    call: Call | None
+
+    def recordable(self, result: Any) -> Recording | TeeStream:
+        """The recording of a live non-streamed ``result``, or the stream to tee."""
+
+    async def arecordable(self, result: Any) -> Recording | TeeStream:
+        """:meth:`recordable` for async results (an async raw response parses with await)."""
+
+    def record_stream(self, items: list[Any], headers: Mapping[str, str] | None) -> Recording:
+        """The recording of a live stream's items (possibly cut short)."""
+
+    def failure_recording(self, exc: BaseException) -> Recording | None:
+        """For a failure that carries the API's answer (a parse error): that answer."""
+
+    def rebuild(self, output: Any, entry: Mapping[str, Any]) -> Any:
+        """The value to serve for a recorded ``output``."""
+
+    def record_error(self, exc: BaseException) -> dict[str, Any]:
+        """The recorded form of a live failure."""
+
+    def raise_error(self, error: Mapping[str, Any], label: str) -> NoReturn:
+        """Raise the SDK's exception for a recorded failure."""
+
+
+class _Codec:
+    """The :class:`~tracely_sdk._seam.OutputCodec` of an intercepted call."""
+
+    __slots__ = ("spec",)
+
+    def __init__(self, spec: InterceptedCall) -> None:
+        self.spec = spec
+
+    def record(self, result: Any) -> tuple[Any, str | None]:
+        if not isinstance(result, Recording):
+            raise TypeError("a provider call records a Recording")
+        return result.value, result.tag
+
+    def rebuild(self, output: Any, entry: Mapping[str, Any]) -> Any:
+        return self.spec.rebuild(output, entry)
+
+    def record_error(self, exc: BaseException) -> dict[str, Any]:
+        return self.spec.record_error(exc)
+
+    def raise_error(self, error: Mapping[str, Any], label: str) -> NoReturn:
+        self.spec.raise_error(error, label)
+
+
+def _usage(result: Any) -> tuple[int, int] | None:
+    return result.usage if isinstance(result, Recording) else None
+
+
+def _new_call(spec: InterceptedCall) -> Call:
+    call = Call(
+        A.KIND_LLM,
+        spec.model,
+        input=spec.input,
+        usage=_usage,
+        codec=_Codec(spec),
+        attributes=spec.attributes,
+        provider=spec.provider,
+    )
+    spec.call = call
+    return call
+
+
+def _release(call: Call, spec: InterceptedCall) -> None:
+    """End the call and break the call/spec cycle, so the call (and the replay session it
+    holds) is freed at once: the session's end closes its unread replayed streams."""
+    call.end()
+    spec.call = None
+
+
+def _set(call: Call, attributes: Mapping[str, Any] | None) -> None:
+    if attributes:
+        try:
+            call.span.set_attributes(attributes)
+        except Exception:
+            warn_once("attrs", "tracely: could not set the response attributes", exc_info=True)
+
+
+def _succeed(call: Call, recording: Recording) -> None:
+    # Closing attributes first: the seam sets the recorded values, then tracely.kind, last.
+    _set(call, recording.attributes)
+    call.succeeded(recording)
+
+
+def _fail(call: Call, spec: InterceptedCall, exc: BaseException) -> None:
+    try:
+        recording = spec.failure_recording(exc) if isinstance(exc, Exception) else None
+    except Exception:
+        recording = None
+    if recording is None:
+        call.failed(exc)
+        return
+    # The API answered and the SDK's own parser refused the answer: record the answer, so the
+    # same parser refuses it again on replay.
+    _succeed(call, recording)
+    call.span.set_attribute(A.ERROR_TYPE, type(exc).__qualname__)
+    call.span.set_status(trace.Status(trace.StatusCode.ERROR, f"{type(exc).__qualname__}: {exc}"))
+
+
+def _recorded(
+    call: Call, spec: InterceptedCall, outcome: Recording | TeeStream, result: Any
+) -> Any:
+    if isinstance(outcome, Recording):
+        _succeed(call, outcome)
+        _release(call, spec)
+        return result
+    if not tee(outcome.stream, call, spec, outcome.headers):
+        _release(call, spec)
+    return result
+
+
+def _unrecordable(call: Call, spec: InterceptedCall) -> None:
+    warn_once("recordable", "tracely: could not record the result of %s", call.label, exc_info=True)
+    _release(call, spec)
+
+
+def intercept(spec: InterceptedCall, live: Callable[[], Any]) -> Any:
+    """Serve the call from the recording, or run ``live()`` and record it."""
+    call = _new_call(spec)  # under strict replay, a miss raises ReplayError here
+    if call.served:
+        try:
+            return _answer(call, call.serve())
+        finally:
+            _release(call, spec)
+    try:
+        with trace.use_span(
+            call.span, end_on_exit=False, record_exception=False, set_status_on_exception=False
+        ):
+            result = live()
+    except BaseException as exc:
+        _fail(call, spec, exc)
+        _release(call, spec)
+        raise
+    try:
+        outcome = spec.recordable(result)
+    except Exception:
+        _unrecordable(call, spec)
+        return result
+    return _recorded(call, spec, outcome, result)
+
+
+async def aintercept(spec: InterceptedCall, live: Callable[[], Awaitable[Any]]) -> Any:
+    """Async :func:`intercept`: ``live()`` returns an awaitable, awaited only when live."""
+    call = _new_call(spec)
+    if call.served:
+        try:
+            return _answer(call, call.serve())
+        finally:
+            _release(call, spec)
+    try:
+        with trace.use_span(
+            call.span, end_on_exit=False, record_exception=False, set_status_on_exception=False
+        ):
+            result = await live()
+    except BaseException as exc:
+        _fail(call, spec, exc)
+        _release(call, spec)
+        raise
+    try:
+        outcome = await spec.arecordable(result)
+    except Exception:
+        _unrecordable(call, spec)
+        return result
+    return _recorded(call, spec, outcome, result)
+
+
+# --------------------------------------------------------------------------- teeing a live stream
+
+
+class _StreamRecorder:
+    """The items of one live stream, recorded on the call when the stream is done."""
+
+    __slots__ = ("active", "call", "done", "headers", "items", "spec")
+
+    def __init__(self, call: Call, spec: InterceptedCall, headers: Mapping[str, str] | None):
+        self.call = call
+        self.spec = spec
+        self.headers = headers
+        self.items: list[Any] = []
+        self.active = False  # inside the SDK's own next(): its closing is its end, not a cut
+        self.done = False
+
+    def finish(self) -> None:
+        if self.done:
+            return
+        self.done = True
+        try:
+            _succeed(self.call, self.spec.record_stream(self.items, self.headers))
+        except Exception:
+            warn_once(
+                "stream",
+                "tracely: could not record the stream of %s",
+                self.call.label,
+                exc_info=True,
+            )
+        finally:
+            self.items = []
+            _release(self.call, self.spec)
+
+    def fail(self, exc: BaseException) -> None:
+        if self.done:
+            return
+        self.done = True
+        try:
+            self.call.failed(exc)
+        finally:
+            self.items = []
+            _release(self.call, self.spec)
+
+    def closed(self) -> None:
+        if not self.active:
+            self.finish()
+
+
+def _sync_tee(inner: Iterator[Any], recorder: _StreamRecorder) -> Iterator[Any]:
+    try:
+        while True:
+            recorder.active = True
+            try:
+                item = next(inner)
+            except StopIteration:
+                recorder.active = False
+                recorder.finish()
+                return
+            except BaseException as exc:
+                recorder.active = False
+                recorder.fail(exc)
+                raise
+            recorder.active = False
+            recorder.items.append(item)
+            yield item
+    finally:
+        # Closed early: closing the SDK's generator closes the response (and ends the call).
+        close = getattr(inner, "close", None)
+        if close is not None:
+            close()
+        recorder.closed()
+
+
+async def _async_tee(inner: AsyncIterator[Any], recorder: _StreamRecorder) -> AsyncIterator[Any]:
+    try:
+        while True:
+            recorder.active = True
+            try:
+                item = await inner.__anext__()
+            except StopAsyncIteration:
+                recorder.active = False
+                recorder.finish()
+                return
+            except BaseException as exc:
+                recorder.active = False
+                recorder.fail(exc)
+                raise
+            recorder.active = False
+            recorder.items.append(item)
+            yield item
+    finally:
+        aclose = getattr(inner, "aclose", None)
+        if aclose is not None:
+            await aclose()
+        recorder.closed()
+
+
+def _hook_close(response: Any, recorder: _StreamRecorder, is_async: bool) -> None:
+    """Finish the recording when the stream's HTTP response is closed, by whatever path.
+
+    The SDK's stream, its helpers (``ChatCompletionStream``, ``MessageStream``) and the SDK's
+    own generator at exhaustion all close the stream by closing this response. The hook holds
+    the response weakly so that a dropped stream is still freed at once.
+    """
+    ref = weakref.ref(response)
+    cls = type(response)
+    if is_async:
+        original_aclose = cls.aclose
+
+        async def aclose() -> None:
+            target = ref()
+            try:
+                if target is not None:
+                    await original_aclose(target)
+            finally:
+                recorder.closed()
+
+        response.aclose = aclose
+    else:
+        original_close = cls.close
+
+        def close() -> None:
+            target = ref()
+            try:
+                if target is not None:
+                    original_close(target)
+            finally:
+                recorder.closed()
+
+        response.close = close
+
+
+def tee(stream: Any, call: Call, spec: InterceptedCall, headers: Mapping[str, str] | None) -> bool:
+    """Record ``stream``'s items as they pass, in place: the caller keeps the SDK's object.
+
+    Returns False when the stream cannot be teed (an SDK without the stream internals this
+    relies on); the call then ends unrecorded and the stream is untouched.
+    """
+    try:
+        inner = stream._iterator
+        response = stream.response
+        is_async = hasattr(inner, "__anext__")
+    except Exception:
+        warn_once("tee", "tracely: cannot record %s streams of this SDK", type(stream).__name__)
+        return False
+    recorder = _StreamRecorder(call, spec, headers)
+    stream._iterator = _async_tee(inner, recorder) if is_async else _sync_tee(inner, recorder)
+    try:
+        _hook_close(response, recorder, is_async)
+    except Exception:
+        warn_once("tee-close", "tracely: cannot observe the closing of %s", type(stream).__name__)
+    # Dropped unread and never closed: record what was read when the stream is freed.
+    weakref.finalize(stream, recorder.finish)
+    return True
+
+
+# --------------------------------------------------------------------------- replayed streams
+
+
+_served: dict[int, tuple[weakref.ref[Any], list[weakref.ref[Any]]]] = {}
+_served_lock = threading.Lock()
+
+
+def served_stream(session: Any, response: Any) -> None:
+    """Remember a replayed stream's response, to close it when ``session``'s block ends."""
+    if session is None:
+        return
+    key = id(session)
+    with _served_lock:
+        entry = _served.get(key)
+        if entry is None or entry[0]() is not session:
+            entry = (weakref.ref(session), [])
+            _served[key] = entry
+            weakref.finalize(session, _close_served, key)
+        entry[1].append(weakref.ref(response))
+
+
+def _close_served(key: int) -> None:
+    with _served_lock:
+        entry = _served.pop(key, None)
+    if entry is None:
+        return
+    for ref in entry[1]:
+        response = ref()
+        if response is not None and not getattr(response, "is_closed", True):
+            try:
+                # A replayed body is sync and async at once: a sync close works for both.
+                response.close()
+            except Exception:
+                warn_once("close-replayed", "tracely: could not close a replayed stream")
+
+
+def close_finished_streams() -> None:
+    """Close the replayed streams of every fixtures() block that has ended."""
+    with _replay._active_lock:
+        active = {id(s) for s in _replay._active}
+    with _served_lock:
+        keys = [k for k, (ref, _) in _served.items() if ref() is None or k not in active]
+    for key in keys:
+        _close_served(key)
+
+
+__all__ = [
+    "InterceptedCall",
+    "Recording",
+    "Refused",
+    "Reply",
+    "TeeStream",
+    "aintercept",
+    "close_finished_streams",
+    "entry_usage",
+    "find_stream",
+    "in_chain",
+    "install",
+    "intercept",
+    "is_installed",
+    "json_text",
+    "json_value",
+    "materialise",
+    "pieces",
+    "plain",
+    "refresh_settings",
+    "reply_from_genai",
+    "reply_from_value",
+    "served_stream",
+    "server_attributes",
+    "settings",
+    "tee",
+    "uninstall",
+    "warn_once",
+    "wrapper_of",
+]

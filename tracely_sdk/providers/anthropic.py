@@ -1,0 +1,794 @@
+"""Anthropic SDK patches: ``messages.create`` / ``.stream`` / ``.parse``, sync and async.
+
+Patched (class attributes, so every client sees them, the Bedrock and Vertex clients
+included): ``Messages.create``, ``Messages.stream`` and ``Messages.parse`` and their async
+twins. ``messages.stream()`` does not go through ``create``: tracely keeps the SDK's own
+``MessageStreamManager`` and intercepts the request it makes on entering, so ``text_stream``,
+``get_final_message()`` and ``get_final_text()`` run unchanged, live and replayed.
+``.with_raw_response`` / ``.with_streaming_response`` call ``create`` with a header saying
+which wrapper made the call, and get the SDK's raw response objects back.
+
+The recording of a call (``tracely.output``): ``anthropic.message``, the message as the API
+sent it (``{"object", "body", "request_id"}``, plus ``headers`` when the call saw them), or
+``anthropic.message.events``, ``{"chunks": [...], "headers": {...}}`` with every streamed event
+in order under its SSE event name. Its input (``tracely.input``) is ``{"system", "messages",
+"tools", "output_format"}``, the keys the call gave.
+
+The SDK's own spans: live, the SDK makes an ``anthropic.messages.create`` span (when a tracer
+provider is set) inside its ``request``; tracely's ``chat MODEL`` span is current around it, so
+the SDK's span is its child, and the extractor (which drops calls nested in a recorded call)
+makes one ``llm:`` entry of the pair. A replayed call is served above ``request``, so it
+makes tracely's span only.
+
+Not intercepted: ``client.beta.messages`` (its own classes, returning beta types) and
+``count_tokens``; under recorded replay they reach the safety net and raise ReplayError.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, NoReturn
+
+import anthropic
+from anthropic._base_client import AsyncAPIClient, SyncAPIClient
+from anthropic.resources.messages.messages import AsyncMessages, Messages
+
+from tracely_otel import attributes as A
+from tracely_sdk import _replay
+from tracely_sdk.errors import LLMError, ReplayError
+from tracely_sdk.providers import _anthropic_codec as codec
+from tracely_sdk.providers import _patching as P
+
+PROVIDER = "anthropic"
+
+TAG_MESSAGE = "anthropic.message"
+TAG_EVENTS = "anthropic.message.events"
+TAG_GENAI = "gen_ai.messages"
+
+_OMIT = (anthropic.NotGiven, anthropic.Omit)
+_STREAMS: tuple[type, ...] = (anthropic.Stream, anthropic.AsyncStream)
+_live = False
+
+
+def set_live(live: bool) -> None:
+    """Record calls outside fixtures() blocks too (``instrument``)."""
+    global _live
+    _live = live
+
+
+def _wanted() -> bool:
+    return _live or _replay.current_session() is not None
+
+
+def _given(kwargs: Mapping[str, Any], key: str) -> Any:
+    value = kwargs.get(key)
+    return None if value is None or isinstance(value, _OMIT) else value
+
+
+# --------------------------------------------------------------------------- GenAI conventions
+
+_STOP_TO_GENAI = {
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "pause_turn": "stop",
+    "max_tokens": "length",
+    "model_context_window_exceeded": "length",
+    "tool_use": "tool_call",
+    "refusal": "content_filter",
+}
+_STOP_FROM_GENAI = {
+    "stop": "end_turn",
+    "length": "max_tokens",
+    "tool_call": "tool_use",
+    "content_filter": "refusal",
+}
+
+
+def _block_parts(content: Any) -> list[dict[str, Any]]:
+    if content is None:
+        return []
+    if isinstance(content, str):
+        return [{"type": "text", "content": content}]
+    parts: list[dict[str, Any]] = []
+    for block in content if isinstance(content, list) else [content]:
+        if isinstance(block, str):
+            parts.append({"type": "text", "content": block})
+            continue
+        if not isinstance(block, Mapping):
+            continue
+        kind = block.get("type")
+        if kind == "text":
+            parts.append({"type": "text", "content": block.get("text")})
+        elif kind in ("tool_use", "server_tool_use"):
+            parts.append(
+                {
+                    "type": "tool_call",
+                    "id": block.get("id"),
+                    "name": block.get("name"),
+                    "arguments": block.get("input"),
+                }
+            )
+        elif kind == "tool_result":
+            response = block.get("content")
+            if isinstance(response, list):
+                response = " ".join(
+                    str(p.get("content")) for p in _block_parts(response) if "content" in p
+                )
+            parts.append(
+                {"type": "tool_call_response", "id": block.get("tool_use_id"), "response": response}
+            )
+        elif kind == "thinking":
+            parts.append({"type": "reasoning", "content": block.get("thinking")})
+        elif kind == "image" and isinstance(block.get("source"), Mapping):
+            source = block["source"]
+            if source.get("type") == "url":
+                parts.append({"type": "uri", "modality": "image", "uri": source.get("url")})
+            else:
+                parts.append(
+                    {
+                        "type": "blob",
+                        "modality": "image",
+                        "mime_type": source.get("media_type"),
+                        "content": source.get("data"),
+                    }
+                )
+        else:
+            parts.append(dict(block))
+    return parts
+
+
+def genai_input_messages(messages: Any) -> list[dict[str, Any]]:
+    """Anthropic messages in the GenAI conventions' ``gen_ai.input.messages`` shape."""
+    out: list[dict[str, Any]] = []
+    for raw in P.plain(messages, _OMIT) or []:
+        if isinstance(raw, dict):
+            out.append({"role": raw.get("role"), "parts": _block_parts(raw.get("content"))})
+    return out
+
+
+def genai_output_messages(body: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """A message body in the GenAI conventions' ``gen_ai.output.messages`` shape."""
+    reason = body.get("stop_reason")
+    return [
+        {
+            "role": "assistant",
+            "parts": _block_parts(body.get("content")),
+            "finish_reason": _STOP_TO_GENAI.get(str(reason), reason or "stop"),
+        }
+    ]
+
+
+# --------------------------------------------------------------------------- synthesis
+
+
+def message_body_from_reply(reply: P.Reply) -> dict[str, Any]:
+    """A message body (``record_response``'s ``body``) answering ``reply``."""
+    body: dict[str, Any] = codec.recording_from_text(
+        "", model=reply.model, usage=reply.usage or (0, 0), message_id=reply.response_id
+    )["body"]
+    content: list[dict[str, Any]] = []
+    finish = "stop"
+    for text, calls, reason in reply.messages:
+        finish = reason if reason != "stop" else finish
+        if text is not None and (text or not calls):
+            content.append({"type": "text", "text": text})
+        content.extend(
+            {"type": "tool_use", "id": cid, "name": name, "input": P.json_value(arguments)}
+            for cid, name, arguments in calls
+        )
+    body["content"] = content
+    body["stop_reason"] = _STOP_FROM_GENAI.get(finish, "end_turn")
+    return body
+
+
+def events_from_body(body: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The events (``record_chunk``'s shape) a streamed call would have sent for ``body``."""
+    usage = dict(body.get("usage") or {})
+    start = {
+        **body,
+        "content": [],
+        "stop_reason": None,
+        "stop_sequence": None,
+        "usage": {**usage, "output_tokens": 0},
+    }
+    events: list[dict[str, Any]] = [{"type": "message_start", "message": start}]
+    for index, block in enumerate(body.get("content") or []):
+        if not isinstance(block, Mapping):
+            continue
+        kind = block.get("type")
+        if kind == "text":
+            events.append(
+                {
+                    "type": "content_block_start",
+                    "index": index,
+                    "content_block": {**block, "text": ""},
+                }
+            )
+            events.extend(
+                {
+                    "type": "content_block_delta",
+                    "index": index,
+                    "delta": {"type": "text_delta", "text": piece},
+                }
+                for piece in P.pieces(str(block.get("text") or ""))
+            )
+        elif kind in ("tool_use", "server_tool_use"):
+            events.append(
+                {
+                    "type": "content_block_start",
+                    "index": index,
+                    "content_block": {**block, "input": {}},
+                }
+            )
+            events.append(
+                {
+                    "type": "content_block_delta",
+                    "index": index,
+                    "delta": {
+                        "type": "input_json_delta",
+                        "partial_json": P.json_text(block.get("input")),
+                    },
+                }
+            )
+        elif kind == "thinking":
+            events.append(
+                {
+                    "type": "content_block_start",
+                    "index": index,
+                    "content_block": {**block, "thinking": "", "signature": ""},
+                }
+            )
+            events.append(
+                {
+                    "type": "content_block_delta",
+                    "index": index,
+                    "delta": {"type": "thinking_delta", "thinking": block.get("thinking") or ""},
+                }
+            )
+            if block.get("signature"):
+                events.append(
+                    {
+                        "type": "content_block_delta",
+                        "index": index,
+                        "delta": {"type": "signature_delta", "signature": block["signature"]},
+                    }
+                )
+        else:
+            events.append(
+                {"type": "content_block_start", "index": index, "content_block": dict(block)}
+            )
+        events.append({"type": "content_block_stop", "index": index})
+    events.append(
+        {
+            "type": "message_delta",
+            "delta": {
+                "stop_reason": body.get("stop_reason"),
+                "stop_sequence": body.get("stop_sequence"),
+            },
+            "usage": {"output_tokens": usage.get("output_tokens", 0)},
+        }
+    )
+    events.append({"type": "message_stop"})
+    return [{"event": event["type"], "data": event} for event in events]
+
+
+def body_from_events(chunks: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The message that recorded ``chunks`` add up to."""
+    body: dict[str, Any] | None = None
+    blocks: dict[int, dict[str, Any]] = {}
+    json_parts: dict[int, str] = {}
+    for recorded in chunks:
+        data = recorded.get("data") if isinstance(recorded, Mapping) else None
+        if not isinstance(data, Mapping):
+            continue
+        kind = data.get("type")
+        if kind == "message_start" and isinstance(data.get("message"), Mapping):
+            body = dict(data["message"])
+            body["usage"] = dict(body.get("usage") or {})
+        elif kind == "content_block_start":
+            blocks[int(data.get("index") or 0)] = dict(data.get("content_block") or {})
+        elif kind == "content_block_delta":
+            index = int(data.get("index") or 0)
+            block = blocks.setdefault(index, {"type": "text", "text": ""})
+            delta = data.get("delta") or {}
+            dtype = delta.get("type")
+            if dtype == "text_delta":
+                block["text"] = (block.get("text") or "") + str(delta.get("text") or "")
+            elif dtype == "input_json_delta":
+                json_parts[index] = json_parts.get(index, "") + str(delta.get("partial_json") or "")
+            elif dtype == "thinking_delta":
+                block["thinking"] = (block.get("thinking") or "") + str(delta.get("thinking") or "")
+            elif dtype == "signature_delta":
+                block["signature"] = str(delta.get("signature") or "")
+            elif dtype == "citations_delta":
+                block.setdefault("citations", []).append(delta.get("citation"))
+        elif kind == "message_delta" and body is not None:
+            delta = data.get("delta") or {}
+            for key in ("stop_reason", "stop_sequence"):
+                if key in delta:
+                    body[key] = delta[key]
+            for key, value in (data.get("usage") or {}).items():
+                if value is not None:
+                    body["usage"][key] = value
+    if body is None:
+        raise ValueError("the recorded message stream has no message_start event")
+    for index, text in json_parts.items():
+        blocks[index]["input"] = P.json_value(text) if text else {}
+    body["content"] = [blocks[i] for i in sorted(blocks)]
+    return body
+
+
+def _reply_from_body(body: Mapping[str, Any]) -> P.Reply:
+    texts: list[str] = []
+    calls: list[P.ToolCall] = []
+    for block in body.get("content") or []:
+        if not isinstance(block, Mapping):
+            continue
+        if block.get("type") == "text":
+            texts.append(str(block.get("text") or ""))
+        elif block.get("type") == "tool_use":
+            calls.append(
+                (str(block.get("id")), str(block.get("name")), P.json_text(block.get("input")))
+            )
+    reason = body.get("stop_reason")
+    return P.Reply(
+        [("".join(texts) if texts else None, calls, _STOP_TO_GENAI.get(str(reason), "stop"))],
+        model=str(body.get("model") or ""),
+        response_id=str(body.get("id") or "replay"),
+        usage=_usage_of(body),
+    )
+
+
+def _usage_of(body: Mapping[str, Any]) -> tuple[int, int] | None:
+    usage = body.get("usage")
+    if not isinstance(usage, Mapping):
+        return None
+    tokens_in, tokens_out = usage.get("input_tokens"), usage.get("output_tokens")
+    if not isinstance(tokens_in, int) or not isinstance(tokens_out, int):
+        return None
+    # The conventions count every input token; the API reports cache reads/writes apart.
+    for key in ("cache_creation_input_tokens", "cache_read_input_tokens"):
+        cached = usage.get(key)
+        if isinstance(cached, int):
+            tokens_in += cached
+    return tokens_in, tokens_out
+
+
+# --------------------------------------------------------------------------- one call
+
+
+def _format_name(kwargs: Mapping[str, Any]) -> str | None:
+    output_format = _given(kwargs, "output_format")
+    if isinstance(output_format, type):
+        return output_format.__name__
+    config = _given(kwargs, "output_config")
+    fmt = config.get("format") if isinstance(config, Mapping) else None
+    if isinstance(fmt, Mapping):
+        return str(fmt.get("name") or fmt.get("type") or "json_schema")
+    return None
+
+
+class _Call:
+    """One call to a patched Anthropic method: what to record, and how to serve it."""
+
+    __slots__ = (
+        "attributes",
+        "call",
+        "client",
+        "input",
+        "kwargs",
+        "model",
+        "parsed",
+        "provider",
+        "raw",
+        "stream",
+    )
+
+    def __init__(
+        self,
+        provider: str,
+        instance: Any,
+        kwargs: dict[str, Any],
+        model: str,
+        *,
+        parsed: bool,
+        stream: bool,
+    ) -> None:
+        self.provider = provider
+        self.client = instance._client
+        self.kwargs = kwargs
+        self.model = model
+        self.parsed = parsed
+        self.stream = stream
+        self.call: Any = None
+        extra_headers = kwargs.get("extra_headers")
+        self.raw = codec.raw_response_mode(extra_headers) if extra_headers else None
+        P.materialise(kwargs, "messages", _OMIT)
+        P.materialise(kwargs, "tools", _OMIT)
+        key: dict[str, Any] = {"messages": kwargs.get("messages")}
+        system = _given(kwargs, "system")
+        if system is not None:
+            key["system"] = system
+        if _given(kwargs, "tools") is not None:
+            key["tools"] = kwargs["tools"]
+        attributes: dict[str, Any] = {
+            A.GEN_AI_PROVIDER_NAME: PROVIDER,
+            **P.server_attributes(self.client),
+        }
+        fmt = _format_name(kwargs)
+        if fmt is not None:
+            key["output_format"] = fmt
+            attributes[P.GEN_AI_OUTPUT_TYPE] = "json"
+        self.input = key
+        for name, value in (
+            (P.GEN_AI_REQUEST_MAX_TOKENS, _given(kwargs, "max_tokens")),
+            (P.GEN_AI_REQUEST_TEMPERATURE, _given(kwargs, "temperature")),
+            (P.GEN_AI_REQUEST_TOP_P, _given(kwargs, "top_p")),
+        ):
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                attributes[name] = value
+        if P.settings.capture_content:
+            try:
+                attributes[A.GEN_AI_INPUT_MESSAGES] = P.content_json(
+                    genai_input_messages(kwargs.get("messages"))
+                )
+                if system is not None:
+                    attributes[P.GEN_AI_SYSTEM_INSTRUCTIONS] = P.content_json(
+                        _block_parts(P.plain(system, _OMIT))
+                    )
+            except Exception:
+                P.warn_once(
+                    "anthropic-content",
+                    "tracely: could not capture the input messages",
+                    exc_info=True,
+                )
+        self.attributes = attributes
+
+    @property
+    def _kind(self) -> Any:
+        return "message.parsed" if self.parsed else "message"
+
+    def _output_format(self) -> Any:
+        return _given(self.kwargs, "output_format") if self.parsed else None
+
+    # -- recording -----------------------------------------------------------------------
+
+    def _response_attributes(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if isinstance(body.get("model"), str):
+            out[A.GEN_AI_RESPONSE_MODEL] = body["model"]
+        if isinstance(body.get("id"), str):
+            out[A.GEN_AI_RESPONSE_ID] = body["id"]
+        if isinstance(body.get("stop_reason"), str):
+            out[A.GEN_AI_RESPONSE_FINISH_REASONS] = (body["stop_reason"],)
+        if P.settings.capture_content:
+            try:
+                out[A.GEN_AI_OUTPUT_MESSAGES] = P.content_json(genai_output_messages(body))
+            except Exception:
+                P.warn_once(
+                    "anthropic-output",
+                    "tracely: could not capture the output messages",
+                    exc_info=True,
+                )
+        return out
+
+    def _recording(self, result: Any, headers: Mapping[str, str] | None) -> P.Recording:
+        value = codec.record_response(result)
+        if headers:
+            value["headers"] = dict(headers)
+        body = value["body"]
+        return P.Recording(value, TAG_MESSAGE, _usage_of(body), self._response_attributes(body))
+
+    def _parsed_recordable(
+        self, result: Any, headers: Mapping[str, str] | None
+    ) -> P.Recording | P.TeeStream:
+        stream = P.find_stream(result, _STREAMS) if self.stream else None
+        if stream is not None:
+            if headers is None:
+                headers = codec.record_headers(stream.response.headers)
+            return P.TeeStream(stream, headers)
+        return self._recording(result, headers)
+
+    def recordable(self, result: Any) -> P.Recording | P.TeeStream:
+        if self.raw is not None:
+            return self._parsed_recordable(result.parse(), codec.record_headers(result.headers))
+        return self._parsed_recordable(result, None)
+
+    async def arecordable(self, result: Any) -> P.Recording | P.TeeStream:
+        if self.raw is not None:
+            parsed = result.parse()
+            if inspect.isawaitable(parsed):
+                parsed = await parsed
+            return self._parsed_recordable(parsed, codec.record_headers(result.headers))
+        return self._parsed_recordable(result, None)
+
+    def record_stream(self, items: list[Any], headers: Mapping[str, str] | None) -> P.Recording:
+        chunks = [codec.record_chunk(item) for item in items]
+        value: dict[str, Any] = {"chunks": chunks}
+        if headers:
+            value["headers"] = dict(headers)
+        try:
+            body = body_from_events(chunks)
+        except ValueError:
+            body = {}  # cut short before message_start
+        return P.Recording(value, TAG_EVENTS, _usage_of(body), self._response_attributes(body))
+
+    def failure_recording(self, exc: BaseException) -> P.Recording | None:
+        return None
+
+    def record_error(self, exc: BaseException) -> dict[str, Any]:
+        if isinstance(exc, anthropic.APIError):
+            return codec.record_error(exc)
+        return {"type": type(exc).__qualname__, "message": str(exc)}
+
+    def raise_error(self, error: Mapping[str, Any], label: str) -> NoReturn:
+        if "status" in error and "timeout" in error:
+            raise codec.rebuild_error(error, url=self._url())
+        raise LLMError(label, str(error.get("type")), str(error.get("message")))
+
+    def _url(self) -> str:
+        return str(self.client.base_url).rstrip("/") + "/v1/messages"
+
+    # -- serving -------------------------------------------------------------------------
+
+    def _reply(self, output: Any, tag: Any, entry: Mapping[str, Any]) -> P.Reply:
+        usage = P.entry_usage(entry)
+        if tag == TAG_GENAI and isinstance(output, Mapping):
+            return P.reply_from_genai(output, model=self.model, usage=usage)
+        if isinstance(tag, str) and tag.startswith("openai."):
+            raise ReplayError(
+                f"llm:{self.model}: the recorded call was made with the openai SDK and cannot be "
+                "served to an Anthropic call; re-record the case",
+                label=f"llm:{self.model}",
+            )
+        return P.reply_from_value(output, model=self.model, usage=usage)
+
+    def _body_of(self, output: Any, entry: Mapping[str, Any]) -> dict[str, Any]:
+        tag = entry.get("output_type")
+        if tag == TAG_MESSAGE:
+            return output if type(output) is dict else dict(output)
+        if tag == TAG_EVENTS:
+            return {
+                "object": "message",
+                "body": body_from_events(output.get("chunks") or []),
+                "headers": output.get("headers") or {},
+            }
+        body = message_body_from_reply(self._reply(output, tag, entry))
+        return {"object": "message", "body": body, "request_id": None}
+
+    def _chunks_of(self, output: Any, entry: Mapping[str, Any]) -> tuple[list[Any], dict[str, str]]:
+        if entry.get("output_type") == TAG_EVENTS:
+            return list(output.get("chunks") or []), dict(output.get("headers") or {})
+        recording = self._body_of(output, entry)
+        headers = dict(recording.get("headers") or {})
+        if isinstance(recording.get("request_id"), str):
+            headers.setdefault("request-id", recording["request_id"])
+        return events_from_body(recording["body"]), headers
+
+    def rebuild(self, output: Any, entry: Mapping[str, Any]) -> Any:
+        session = self.call.session if self.call is not None else None
+        if self.stream:
+            chunks, headers = self._chunks_of(output, entry)
+            if self.raw is not None:
+                served = codec.rebuild_raw_response(
+                    self._kind, None, client=self.client, chunks=chunks, headers=headers
+                )
+                P.served_stream(session, served.http_response)
+            else:
+                served = codec.rebuild_stream(
+                    "message", chunks, client=self.client, headers=headers
+                )
+                P.served_stream(session, served.response)
+            try:
+                self._serve_attributes(body_from_events(chunks))
+            except ValueError:
+                pass
+            return served
+        recording = self._body_of(output, entry)
+        self._serve_attributes(recording["body"])
+        if self.raw is not None:
+            return codec.rebuild_raw_response(
+                self._kind,
+                recording,
+                client=self.client,
+                headers=recording.get("headers") or {},
+                output_format=self._output_format(),
+            )
+        if self.parsed:
+            return codec.rebuild_response(
+                "message.parsed", recording, output_format=self._output_format()
+            )
+        return codec.rebuild_response("message", recording)
+
+    def _serve_attributes(self, body: Mapping[str, Any]) -> None:
+        if self.call is not None:
+            try:
+                self.call.span.set_attributes(self._response_attributes(body))
+            except Exception:
+                P.warn_once(
+                    "anthropic-serve-attrs",
+                    "tracely: could not set the response attributes",
+                    exc_info=True,
+                )
+
+
+def _spec(
+    provider: str,
+    instance: Any,
+    kwargs: dict[str, Any],
+    *,
+    parsed: bool,
+    stream: bool | None = None,
+) -> _Call | None:
+    model = kwargs.get("model")
+    if not isinstance(model, str) or not model:
+        return None  # the SDK's own argument checks answer this call
+    streamed = bool(_given(kwargs, "stream")) if stream is None else stream
+    return _Call(provider, instance, kwargs, model, parsed=parsed, stream=streamed)
+
+
+def _wrapper(provider: str, parsed: bool, is_async: bool) -> P.Wrapper:
+    if is_async:
+
+        async def async_wrapper(
+            wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any
+        ) -> Any:
+            spec = _spec(provider, instance, kwargs, parsed=parsed) if _wanted() else None
+            if spec is None:
+                return await wrapped(*args, **kwargs)
+            return await P.aintercept(spec, lambda: wrapped(*args, **kwargs))
+
+        return async_wrapper
+
+    def sync_wrapper(wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any) -> Any:
+        spec = _spec(provider, instance, kwargs, parsed=parsed) if _wanted() else None
+        if spec is None:
+            return wrapped(*args, **kwargs)
+        return P.intercept(spec, lambda: wrapped(*args, **kwargs))
+
+    return sync_wrapper
+
+
+_MANAGER_REQUEST = {
+    False: "_MessageStreamManager__api_request",
+    True: "_AsyncMessageStreamManager__api_request",
+}
+
+
+def _close_unawaited(awaitable: Any) -> None:
+    try:
+        if inspect.getcoroutinestate(awaitable) == inspect.CORO_CREATED:
+            awaitable.close()  # served from the recording: the request is never made
+    except TypeError:
+        pass
+
+
+def _stream_wrapper(provider: str, is_async: bool) -> P.Wrapper:
+    """``messages.stream()``: the SDK's manager, whose request tracely records or serves."""
+    attribute = _MANAGER_REQUEST[is_async]
+
+    def stream_wrapper(wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any) -> Any:
+        spec = _spec(provider, instance, kwargs, parsed=False, stream=True) if _wanted() else None
+        manager = wrapped(*args, **kwargs)
+        if spec is None:
+            return manager
+        request = getattr(manager, attribute, None)
+        if request is None:
+            P.warn_once(
+                "anthropic-manager", "tracely: cannot intercept messages.stream() of this SDK"
+            )
+            return manager
+        if is_async:
+
+            async def arequest() -> Any:
+                try:
+                    return await P.aintercept(spec, lambda: request)
+                finally:
+                    _close_unawaited(request)
+
+            setattr(manager, attribute, arequest())
+        else:
+            setattr(manager, attribute, lambda: P.intercept(spec, request))
+        return manager
+
+    return stream_wrapper
+
+
+# --------------------------------------------------------------------------- the safety net
+
+
+def _network_error(args: Any, kwargs: Any, session: Any) -> ReplayError:
+    options = args[1] if len(args) > 1 else kwargs.get("options")
+    method = str(getattr(options, "method", "?")).upper()
+    url = str(getattr(options, "url", "?"))
+    body = getattr(options, "json_data", None)
+    model = body.get("model") if isinstance(body, Mapping) else None
+    headers = getattr(options, "headers", None) or {}
+    if codec.raw_response_mode(headers if isinstance(headers, Mapping) else {}) is not None:
+        why = (
+            "it came through a .with_raw_response/.with_streaming_response wrapper that this "
+            "client bound before tracely patched the SDK; patch at startup with "
+            "tracely.init(instrument='anthropic') (or tracely.providers.instrument('anthropic')) "
+            "so the wrappers bind the patched methods"
+        )
+    else:
+        why = "tracely does not serve this SDK method from a recording"
+    error = ReplayError(
+        f"recorded replay: anthropic {method} {url} would reach the network ({why}). Recorded "
+        "mode never makes a live call; tracely serves " + ", ".join(patched()) + ".",
+        label=f"llm:{model}" if isinstance(model, str) else None,
+    )
+    session.report.errors.append(error)
+    return error
+
+
+def _net(wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any) -> Any:
+    session = _replay.current_session()
+    if session is None or not session.strict:
+        return wrapped(*args, **kwargs)
+    raise _network_error(args, kwargs, session)
+
+
+async def _anet(wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any) -> Any:
+    session = _replay.current_session()
+    if session is None or not session.strict:
+        return await wrapped(*args, **kwargs)
+    raise _network_error(args, kwargs, session)
+
+
+# --------------------------------------------------------------------------- installing
+
+_TARGETS: list[tuple[type, str, str, P.Wrapper]] = []
+for _owner, _client, _async in (
+    (Messages, "Anthropic", False),
+    (AsyncMessages, "AsyncAnthropic", True),
+):
+    for _method in ("create", "parse", "stream"):
+        _name = f"{_client}.messages.{_method}"
+        _TARGETS.append(
+            (
+                _owner,
+                _method,
+                _name,
+                _stream_wrapper(_name, _async)
+                if _method == "stream"
+                else _wrapper(_name, _method == "parse", _async),
+            )
+        )
+
+_CLIENTS: tuple[type, ...] = (anthropic.Anthropic, anthropic.AsyncAnthropic)
+
+
+def _nets() -> list[tuple[type, P.Wrapper]]:
+    nets: list[tuple[type, P.Wrapper]] = [(SyncAPIClient, _net), (AsyncAPIClient, _anet)]
+    # A client class with a `request` of its own (another instrumentor put one there, around
+    # the original function) goes around the base class's net: it gets the net too.
+    for client in _CLIENTS:
+        is_async = issubclass(client, AsyncAPIClient)
+        base = AsyncAPIClient if is_async else SyncAPIClient
+        own = client.__dict__.get("request")
+        if own is not None and not P.in_chain(own, P.wrapper_of(base, "request")):
+            nets.append((client, _anet if is_async else _net))
+    return nets
+
+
+def install() -> None:
+    """Patch the create-methods and the network safety net (idempotent)."""
+    for owner, method, _, wrapper in _TARGETS:
+        P.install(owner, method, wrapper)
+    for owner, net in _nets():
+        P.install(owner, "request", net)
+
+
+def uninstall() -> None:
+    """Remove every patch (see :func:`tracely_sdk.providers._patching.uninstall`)."""
+    for owner, method, _, _ in _TARGETS:
+        P.uninstall(owner, method)
+    for client in (*_CLIENTS, SyncAPIClient, AsyncAPIClient):
+        P.uninstall(client, "request")
+
+
+def patched() -> list[str]:
+    """The patched methods, as ``Anthropic.messages.create``."""
+    return [name for owner, method, name, _ in _TARGETS if P.is_installed(owner, method)]

@@ -1,0 +1,1117 @@
+"""OpenAI SDK patches: chat completions and the Responses API, sync and async.
+
+Patched (class attributes, so every client sees them, ``AzureOpenAI`` included):
+``Completions.create`` / ``.parse`` and ``Responses.create`` / ``.parse``, sync and async.
+``chat.completions.stream()`` and ``responses.stream()`` make their request through
+``create(stream=True)``, so they are recorded and replayed there, under the SDK's own stream
+managers. ``.with_raw_response`` / ``.with_streaming_response`` call the same methods (with a
+header saying which wrapper made the call) and get the SDK's raw response objects back.
+
+The recording of a call (``tracely.output``, the codec's recorded form):
+
+- ``openai.chat.completion`` / ``openai.response``: the response body as the API sent it
+  (``{"object", "body", "request_id"}``, plus ``headers`` when the call saw them);
+- ``openai.chat.completion.chunks`` / ``openai.response.events``: ``{"chunks": [...],
+  "headers": {...}}``, every streamed chunk in order, with its SSE event name.
+
+Its input (``tracely.input``) is ``{"messages", "tools", "response_format"}`` (chat) or
+``{"input", "instructions", "tools", "text_format", "previous_response_id"}`` (Responses),
+the keys the call gave, so a changed prompt shows as divergence on replay.
+
+Replay serves any entry as the type the call returns: a recorded body as a streamed call
+(chunks made from it), recorded chunks as a plain call (accumulated), a chat recording to
+the Responses API and back, an entry read from another instrumentor's span (``gen_ai.messages``)
+and a hand-written ``"output": "Hello"``. Pre-flight checks that the SDK makes before sending
+(``response_format`` given a class in ``create``, ``parse``'s strict-tool validation) do not run
+on a replayed call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, NoReturn
+
+import openai
+from openai._base_client import AsyncAPIClient, SyncAPIClient
+from openai.resources.chat.completions.completions import AsyncCompletions, Completions
+from openai.resources.responses.responses import AsyncResponses, Responses
+
+from tracely_otel import attributes as A
+from tracely_sdk import _replay
+from tracely_sdk.errors import LLMError, ReplayError
+from tracely_sdk.providers import _openai_codec as codec
+from tracely_sdk.providers import _patching as P
+
+PROVIDER = "openai"
+
+TAG_CHAT = "openai.chat.completion"
+TAG_CHAT_CHUNKS = "openai.chat.completion.chunks"
+TAG_RESPONSE = "openai.response"
+TAG_RESPONSE_EVENTS = "openai.response.events"
+TAG_GENAI = "gen_ai.messages"
+
+_STREAMS: tuple[type, ...] = (openai.Stream, openai.AsyncStream)
+_live = False
+
+
+def set_live(live: bool) -> None:
+    """Record calls outside fixtures() blocks too (``instrument``)."""
+    global _live
+    _live = live
+
+
+def _wanted() -> bool:
+    return _live or _replay.current_session() is not None
+
+
+_OMIT = (openai.NotGiven, openai.Omit)
+
+
+def _omitted(value: Any) -> bool:
+    return isinstance(value, _OMIT)
+
+
+def _given(kwargs: Mapping[str, Any], key: str) -> Any:
+    value = kwargs.get(key)
+    return None if value is None or _omitted(value) else value
+
+
+def _plain(value: Any) -> Any:
+    return P.plain(value, _OMIT)
+
+
+def _materialised(kwargs: dict[str, Any], key: str) -> None:
+    P.materialise(kwargs, key, _OMIT)
+
+
+_json_text = P.json_text
+_json_value = P.json_value
+
+
+# --------------------------------------------------------------------------- GenAI conventions
+
+_FINISH_TO_GENAI = {
+    "stop": "stop",
+    "length": "length",
+    "content_filter": "content_filter",
+    "tool_calls": "tool_call",
+    "function_call": "tool_call",
+}
+_FINISH_FROM_GENAI = {
+    "stop": "stop",
+    "length": "length",
+    "content_filter": "content_filter",
+    "tool_call": "tool_calls",
+    "tool_calls": "tool_calls",
+    "function_call": "tool_calls",
+}
+
+
+def _text_parts(content: Any) -> list[dict[str, Any]]:
+    if content is None:
+        return []
+    if isinstance(content, str):
+        return [{"type": "text", "content": content}]
+    parts: list[dict[str, Any]] = []
+    for part in content if isinstance(content, list) else [content]:
+        if isinstance(part, str):
+            parts.append({"type": "text", "content": part})
+        elif isinstance(part, Mapping):
+            kind = part.get("type")
+            if kind in ("text", "input_text", "output_text") and isinstance(part.get("text"), str):
+                parts.append({"type": "text", "content": part["text"]})
+            elif kind == "refusal" and isinstance(part.get("refusal"), str):
+                parts.append({"type": "text", "content": part["refusal"]})
+            elif kind == "image_url":
+                url = (part.get("image_url") or {}).get("url")
+                parts.append({"type": "uri", "modality": "image", "uri": url})
+            elif kind == "input_image" and part.get("image_url"):
+                parts.append({"type": "uri", "modality": "image", "uri": part["image_url"]})
+            else:
+                parts.append(dict(part))
+    return parts
+
+
+def _tool_call_part(call_id: Any, name: Any, arguments: Any) -> dict[str, Any]:
+    return {"type": "tool_call", "id": call_id, "name": name, "arguments": _json_value(arguments)}
+
+
+def genai_chat_messages(messages: Any) -> list[dict[str, Any]]:
+    """Chat messages in the GenAI conventions' ``gen_ai.input.messages`` shape."""
+    out: list[dict[str, Any]] = []
+    for raw in _plain(messages) or []:
+        if not isinstance(raw, dict):
+            continue
+        role = raw.get("role")
+        if role in ("tool", "function"):
+            response = raw.get("content")
+            if isinstance(response, list):
+                response = " ".join(p["content"] for p in _text_parts(response) if "content" in p)
+            out.append(
+                {
+                    "role": "tool",
+                    "parts": [
+                        {
+                            "type": "tool_call_response",
+                            "id": raw.get("tool_call_id"),
+                            "response": response,
+                        }
+                    ],
+                }
+            )
+            continue
+        parts = _text_parts(raw.get("content"))
+        for call in raw.get("tool_calls") or []:
+            function = call.get("function") or {}
+            parts.append(
+                _tool_call_part(call.get("id"), function.get("name"), function.get("arguments"))
+            )
+        message: dict[str, Any] = {"role": role, "parts": parts}
+        if isinstance(raw.get("name"), str):
+            message["name"] = raw["name"]
+        out.append(message)
+    return out
+
+
+def genai_responses_input(value: Any) -> list[dict[str, Any]]:
+    """A Responses API ``input`` in the GenAI conventions' ``gen_ai.input.messages`` shape."""
+    if isinstance(value, str):
+        return [{"role": "user", "parts": [{"type": "text", "content": value}]}]
+    out: list[dict[str, Any]] = []
+    for item in _plain(value) or []:
+        if not isinstance(item, dict):
+            continue
+        kind = item.get("type")
+        if kind == "function_call":
+            parts = [_tool_call_part(item.get("call_id"), item.get("name"), item.get("arguments"))]
+            out.append({"role": "assistant", "parts": parts})
+        elif kind == "function_call_output":
+            response = {
+                "type": "tool_call_response",
+                "id": item.get("call_id"),
+                "response": item.get("output"),
+            }
+            out.append({"role": "tool", "parts": [response]})
+        elif kind == "reasoning":
+            text = " ".join(
+                s.get("text", "") for s in item.get("summary") or [] if isinstance(s, dict)
+            )
+            out.append({"role": "assistant", "parts": [{"type": "reasoning", "content": text}]})
+        elif "role" in item:
+            out.append({"role": item["role"], "parts": _text_parts(item.get("content"))})
+        else:
+            out.append({"role": "user", "parts": [item]})
+    return out
+
+
+def genai_chat_output(body: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """A chat completion body's choices in the ``gen_ai.output.messages`` shape."""
+    out: list[dict[str, Any]] = []
+    for choice in body.get("choices") or []:
+        message = choice.get("message") or {}
+        parts = _text_parts(message.get("content"))
+        if message.get("refusal"):
+            parts.append({"type": "text", "content": message["refusal"]})
+        for call in message.get("tool_calls") or []:
+            function = call.get("function") or {}
+            parts.append(
+                _tool_call_part(call.get("id"), function.get("name"), function.get("arguments"))
+            )
+        reason = choice.get("finish_reason")
+        out.append(
+            {
+                "role": "assistant",
+                "parts": parts,
+                "finish_reason": _FINISH_TO_GENAI.get(reason, reason or "stop"),
+            }
+        )
+    return out
+
+
+def _responses_finish(body: Mapping[str, Any]) -> str:
+    output = body.get("output") or []
+    if body.get("status") == "incomplete":
+        reason = (body.get("incomplete_details") or {}).get("reason")
+        return "content_filter" if reason == "content_filter" else "length"
+    if any(isinstance(i, dict) and i.get("type") == "function_call" for i in output):
+        return "tool_call"
+    return "stop"
+
+
+def genai_responses_output(body: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """A Responses API response's output in the ``gen_ai.output.messages`` shape."""
+    parts: list[dict[str, Any]] = []
+    for item in body.get("output") or []:
+        if not isinstance(item, dict):
+            continue
+        kind = item.get("type")
+        if kind == "message":
+            parts.extend(_text_parts(item.get("content")))
+        elif kind == "function_call":
+            parts.append(
+                _tool_call_part(item.get("call_id"), item.get("name"), item.get("arguments"))
+            )
+        elif kind == "reasoning":
+            text = " ".join(
+                s.get("text", "") for s in item.get("summary") or [] if isinstance(s, dict)
+            )
+            parts.append({"type": "reasoning", "content": text})
+    return [{"role": "assistant", "parts": parts, "finish_reason": _responses_finish(body)}]
+
+
+# --------------------------------------------------------------------------- replies (synthesis)
+
+
+_Reply = P.Reply
+_entry_usage = P.entry_usage
+reply_from_genai = P.reply_from_genai
+reply_from_value = P.reply_from_value
+
+
+def _reply_from_chat(body: Mapping[str, Any]) -> _Reply:
+    messages = []
+    for choice in body.get("choices") or []:
+        message = choice.get("message") or {}
+        calls = [
+            (
+                str(c.get("id")),
+                str((c.get("function") or {}).get("name")),
+                _json_text((c.get("function") or {}).get("arguments")),
+            )
+            for c in message.get("tool_calls") or []
+        ]
+        reason = choice.get("finish_reason")
+        messages.append((message.get("content"), calls, _FINISH_TO_GENAI.get(reason, "stop")))
+    return _Reply(
+        messages or [("", [], "stop")],
+        model=str(body.get("model") or ""),
+        response_id=str(body.get("id") or "replay"),
+        usage=_usage_of(body, ("prompt_tokens", "completion_tokens")),
+    )
+
+
+def _reply_from_response(body: Mapping[str, Any]) -> _Reply:
+    texts: list[str] = []
+    calls: list[tuple[str, str, str]] = []
+    for item in body.get("output") or []:
+        if not isinstance(item, dict):
+            continue
+        if item.get("type") == "message":
+            texts.extend(p["content"] for p in _text_parts(item.get("content")) if "content" in p)
+        elif item.get("type") == "function_call":
+            calls.append(
+                (str(item.get("call_id")), str(item.get("name")), _json_text(item.get("arguments")))
+            )
+    return _Reply(
+        [("".join(texts) if texts else None, calls, _responses_finish(body))],
+        model=str(body.get("model") or ""),
+        response_id=str(body.get("id") or "replay"),
+        usage=_usage_of(body, ("input_tokens", "output_tokens")),
+    )
+
+
+def chat_body_from_reply(reply: _Reply) -> dict[str, Any]:
+    """A chat completion body (``record_response``'s ``body``) answering ``reply``."""
+    choices = []
+    for index, (text, calls, finish) in enumerate(reply.messages):
+        message: dict[str, Any] = {"role": "assistant", "content": text, "refusal": None}
+        if calls:
+            message["tool_calls"] = [
+                {"id": cid, "type": "function", "function": {"name": name, "arguments": args}}
+                for cid, name, args in calls
+            ]
+        choices.append(
+            {
+                "index": index,
+                "finish_reason": _FINISH_FROM_GENAI.get(finish, "stop"),
+                "logprobs": None,
+                "message": message,
+            }
+        )
+    body: dict[str, Any] = {
+        "id": reply.response_id,
+        "object": "chat.completion",
+        "created": 0,
+        "model": reply.model,
+        "choices": choices,
+    }
+    if reply.usage is not None:
+        prompt, completion = reply.usage
+        body["usage"] = {
+            "prompt_tokens": prompt,
+            "completion_tokens": completion,
+            "total_tokens": prompt + completion,
+        }
+    return body
+
+
+def response_body_from_reply(reply: _Reply) -> dict[str, Any]:
+    """A Responses API response body answering ``reply``."""
+    body: dict[str, Any] = codec.recording_from_text(
+        "response", "", model=reply.model, usage=reply.usage, response_id=reply.response_id
+    )["body"]
+    output: list[dict[str, Any]] = []
+    finish = "stop"
+    for index, (text, calls, reason) in enumerate(reply.messages):
+        finish = reason if reason != "stop" else finish
+        if text is not None:
+            output.append(
+                {
+                    "id": f"msg_{reply.response_id}_{index}",
+                    "type": "message",
+                    "role": "assistant",
+                    "status": "completed",
+                    "content": [{"type": "output_text", "text": text, "annotations": []}],
+                }
+            )
+        for n, (cid, name, args) in enumerate(calls):
+            output.append(
+                {
+                    "id": f"fc_{reply.response_id}_{index}_{n}",
+                    "type": "function_call",
+                    "status": "completed",
+                    "call_id": cid,
+                    "name": name,
+                    "arguments": args,
+                }
+            )
+    body["output"] = output
+    if finish in ("length", "content_filter"):
+        body["status"] = "incomplete"
+        reason = "max_output_tokens" if finish == "length" else "content_filter"
+        body["incomplete_details"] = {"reason": reason}
+    return body
+
+
+_pieces = P.pieces
+
+
+def chat_chunks_from_body(body: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The chunks (``record_chunk``'s shape) a streamed call would have sent for ``body``."""
+    base = {
+        "id": body.get("id"),
+        "object": "chat.completion.chunk",
+        "created": body.get("created", 0),
+        "model": body.get("model"),
+    }
+    for key in ("system_fingerprint", "service_tier"):
+        if body.get(key) is not None:
+            base[key] = body[key]
+
+    def chunk(index: int, delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        choice = {"index": index, "delta": delta, "logprobs": None, "finish_reason": finish}
+        return {"event": None, "data": {**base, "choices": [choice]}}
+
+    chunks = []
+    for choice in body.get("choices") or []:
+        index = int(choice.get("index") or 0)
+        message = choice.get("message") or {}
+        content = message.get("content")
+        chunks.append(
+            chunk(index, {"role": "assistant", "content": "" if content is not None else None})
+        )
+        chunks.extend(chunk(index, {"content": piece}) for piece in _pieces(content or ""))
+        if message.get("refusal"):
+            chunks.append(chunk(index, {"refusal": message["refusal"]}))
+        for n, call in enumerate(message.get("tool_calls") or []):
+            delta_call = {
+                "index": n,
+                "id": call.get("id"),
+                "type": "function",
+                "function": dict(call.get("function") or {}),
+            }
+            chunks.append(chunk(index, {"tool_calls": [delta_call]}))
+        chunks.append(chunk(index, {}, choice.get("finish_reason") or "stop"))
+    if body.get("usage") is not None:
+        chunks.append({"event": None, "data": {**base, "choices": [], "usage": body["usage"]}})
+    return chunks
+
+
+def chat_body_from_chunks(chunks: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The chat completion body that recorded ``chunks`` add up to."""
+    base: dict[str, Any] = {}
+    usage: Any = None
+    acc: dict[int, dict[str, Any]] = {}
+    for recorded in chunks:
+        data = recorded.get("data") if isinstance(recorded, Mapping) else None
+        if not isinstance(data, Mapping):
+            continue
+        if not base:
+            base = {k: data.get(k) for k in ("id", "created", "model")}
+            for key in ("system_fingerprint", "service_tier"):
+                if data.get(key) is not None:
+                    base[key] = data[key]
+        if data.get("usage") is not None:
+            usage = data["usage"]
+        for choice in data.get("choices") or []:
+            index = int(choice.get("index") or 0)
+            state = acc.setdefault(
+                index, {"content": None, "refusal": None, "calls": {}, "finish": None}
+            )
+            delta = choice.get("delta") or {}
+            if isinstance(delta.get("content"), str):
+                state["content"] = (state["content"] or "") + delta["content"]
+            if isinstance(delta.get("refusal"), str):
+                state["refusal"] = (state["refusal"] or "") + delta["refusal"]
+            for call in delta.get("tool_calls") or []:
+                slot = state["calls"].setdefault(
+                    int(call.get("index") or 0),
+                    {"id": None, "type": "function", "function": {"name": "", "arguments": ""}},
+                )
+                if call.get("id"):
+                    slot["id"] = call["id"]
+                function = call.get("function") or {}
+                if function.get("name"):
+                    slot["function"]["name"] = function["name"]
+                if function.get("arguments"):
+                    slot["function"]["arguments"] += function["arguments"]
+            if choice.get("finish_reason"):
+                state["finish"] = choice["finish_reason"]
+    choices = []
+    for index in sorted(acc):
+        state = acc[index]
+        message: dict[str, Any] = {
+            "role": "assistant",
+            "content": state["content"],
+            "refusal": state["refusal"],
+        }
+        if state["calls"]:
+            message["tool_calls"] = [state["calls"][n] for n in sorted(state["calls"])]
+        choices.append(
+            {
+                "index": index,
+                "finish_reason": state["finish"] or "stop",
+                "logprobs": None,
+                "message": message,
+            }
+        )
+    body = {
+        "id": base.get("id") or "replay",
+        "object": "chat.completion",
+        "created": base.get("created") or 0,
+        "model": base.get("model") or "",
+        "choices": choices,
+        **{k: v for k, v in base.items() if k not in ("id", "created", "model")},
+    }
+    if usage is not None:
+        body["usage"] = usage
+    return body
+
+
+def response_events_from_body(body: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The Responses API events (``record_chunk``'s shape) a streamed call would have sent."""
+    events: list[dict[str, Any]] = []
+
+    def add(event: dict[str, Any]) -> None:
+        event["sequence_number"] = len(events)
+        events.append({"event": event["type"], "data": event})
+
+    started = {**body, "status": "in_progress", "output": [], "usage": None}
+    started.pop("completed_at", None)
+    add({"type": "response.created", "response": started})
+    add({"type": "response.in_progress", "response": dict(started)})
+    for index, item in enumerate(body.get("output") or []):
+        if not isinstance(item, dict):
+            continue
+        item_id = item.get("id")
+        if item.get("type") == "message":
+            add(
+                {
+                    "type": "response.output_item.added",
+                    "output_index": index,
+                    "item": {**item, "status": "in_progress", "content": []},
+                }
+            )
+            for n, part in enumerate(item.get("content") or []):
+                empty = {**part, "text": ""} if part.get("type") == "output_text" else part
+                add(
+                    {
+                        "type": "response.content_part.added",
+                        "item_id": item_id,
+                        "output_index": index,
+                        "content_index": n,
+                        "part": empty,
+                    }
+                )
+                if part.get("type") == "output_text":
+                    for piece in _pieces(part.get("text") or ""):
+                        add(
+                            {
+                                "type": "response.output_text.delta",
+                                "item_id": item_id,
+                                "output_index": index,
+                                "content_index": n,
+                                "delta": piece,
+                                "logprobs": [],
+                            }
+                        )
+                    add(
+                        {
+                            "type": "response.output_text.done",
+                            "item_id": item_id,
+                            "output_index": index,
+                            "content_index": n,
+                            "text": part.get("text") or "",
+                            "logprobs": [],
+                        }
+                    )
+                add(
+                    {
+                        "type": "response.content_part.done",
+                        "item_id": item_id,
+                        "output_index": index,
+                        "content_index": n,
+                        "part": part,
+                    }
+                )
+        elif item.get("type") == "function_call":
+            add(
+                {
+                    "type": "response.output_item.added",
+                    "output_index": index,
+                    "item": {**item, "status": "in_progress", "arguments": ""},
+                }
+            )
+            arguments = item.get("arguments") or ""
+            add(
+                {
+                    "type": "response.function_call_arguments.delta",
+                    "item_id": item_id,
+                    "output_index": index,
+                    "delta": arguments,
+                }
+            )
+            add(
+                {
+                    "type": "response.function_call_arguments.done",
+                    "item_id": item_id,
+                    "output_index": index,
+                    "arguments": arguments,
+                }
+            )
+        else:
+            add({"type": "response.output_item.added", "output_index": index, "item": item})
+        add({"type": "response.output_item.done", "output_index": index, "item": item})
+    final = "response.incomplete" if body.get("status") == "incomplete" else "response.completed"
+    add({"type": final, "response": dict(body)})
+    return events
+
+
+def response_body_from_events(chunks: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The response a recorded Responses stream ended with."""
+    last: Any = None
+    for recorded in chunks:
+        data = recorded.get("data") if isinstance(recorded, Mapping) else None
+        if isinstance(data, Mapping) and isinstance(data.get("response"), Mapping):
+            last = data["response"]
+            if data.get("type") in ("response.completed", "response.incomplete", "response.failed"):
+                break
+    if last is None:
+        raise ValueError("the recorded Responses stream holds no response event")
+    return dict(last)
+
+
+# --------------------------------------------------------------------------- one call
+
+
+def _format_name(value: Any) -> str | None:
+    if value is None or _omitted(value):
+        return None
+    if isinstance(value, type):
+        return value.__name__
+    if isinstance(value, Mapping):
+        kind = value.get("type")
+        if kind == "json_schema":
+            inner = value.get("json_schema")
+            named = inner if isinstance(inner, Mapping) else value
+            return str(named.get("name") or "json_schema")
+        return str(kind) if kind and kind != "text" else None
+    return type(value).__name__
+
+
+def _usage_of(body: Mapping[str, Any], keys: tuple[str, str]) -> tuple[int, int] | None:
+    usage = body.get("usage")
+    if not isinstance(usage, Mapping):
+        return None
+    tokens_in, tokens_out = usage.get(keys[0]), usage.get(keys[1])
+    if isinstance(tokens_in, int) and isinstance(tokens_out, int):
+        return tokens_in, tokens_out
+    return None
+
+
+class _Call:
+    """One call to a patched OpenAI method: what to record, and how to serve it."""
+
+    __slots__ = (
+        "api",
+        "attributes",
+        "call",
+        "client",
+        "input",
+        "kwargs",
+        "model",
+        "parsed",
+        "provider",
+        "raw",
+        "stream",
+    )
+
+    def __init__(
+        self,
+        api: str,
+        parsed: bool,
+        provider: str,
+        instance: Any,
+        kwargs: dict[str, Any],
+        model: str,
+    ) -> None:
+        self.api = api  # "chat" | "responses"
+        self.parsed = parsed
+        self.provider = provider
+        self.client = instance._client
+        self.kwargs = kwargs
+        self.model = model
+        self.call: Any = None
+        self.stream = bool(_given(kwargs, "stream"))
+        extra_headers = kwargs.get("extra_headers")
+        self.raw = codec.raw_response_mode(extra_headers) if extra_headers else None
+        attributes: dict[str, Any] = {
+            A.GEN_AI_PROVIDER_NAME: PROVIDER,
+            **P.server_attributes(self.client),
+        }
+        if api == "chat":
+            _materialised(kwargs, "messages")
+            _materialised(kwargs, "tools")
+            key: dict[str, Any] = {"messages": kwargs.get("messages")}
+            fmt = _format_name(kwargs.get("response_format"))
+            max_tokens = _given(kwargs, "max_completion_tokens") or _given(kwargs, "max_tokens")
+        else:
+            _materialised(kwargs, "input")
+            _materialised(kwargs, "tools")
+            key = {"input": _given(kwargs, "input")}
+            for name in ("instructions", "previous_response_id"):
+                if _given(kwargs, name) is not None:
+                    key[name] = kwargs[name]
+            fmt = _format_name(kwargs.get("text_format")) or _format_name(
+                (_given(kwargs, "text") or {}).get("format")
+            )
+            max_tokens = _given(kwargs, "max_output_tokens")
+        if _given(kwargs, "tools") is not None:
+            key["tools"] = kwargs["tools"]
+        if fmt is not None:
+            key["response_format" if api == "chat" else "text_format"] = fmt
+            attributes[P.GEN_AI_OUTPUT_TYPE] = "json" if fmt != "text" else "text"
+        self.input = key
+        for name, value in (
+            (P.GEN_AI_REQUEST_MAX_TOKENS, max_tokens),
+            (P.GEN_AI_REQUEST_TEMPERATURE, _given(kwargs, "temperature")),
+            (P.GEN_AI_REQUEST_TOP_P, _given(kwargs, "top_p")),
+        ):
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                attributes[name] = value
+        if P.settings.capture_content:
+            self._input_content(attributes)
+        self.attributes = attributes
+
+    def _input_content(self, attributes: dict[str, Any]) -> None:
+        try:
+            if self.api == "chat":
+                messages = genai_chat_messages(self.kwargs.get("messages"))
+            else:
+                messages = genai_responses_input(_given(self.kwargs, "input"))
+                instructions = _given(self.kwargs, "instructions")
+                if isinstance(instructions, str):
+                    attributes[P.GEN_AI_SYSTEM_INSTRUCTIONS] = P.content_json(
+                        [{"type": "text", "content": instructions}]
+                    )
+            attributes[A.GEN_AI_INPUT_MESSAGES] = P.content_json(messages)
+        except Exception:
+            P.warn_once(
+                "openai-content", "tracely: could not capture the input messages", exc_info=True
+            )
+
+    # -- what the call returns -----------------------------------------------------------
+
+    @property
+    def _kind(self) -> Any:
+        if self.api == "chat":
+            return "chat.completion.parsed" if self.parsed else "chat.completion"
+        return "response.parsed" if self.parsed else "response"
+
+    @property
+    def _stream_kind(self) -> Any:
+        return "chat.completion" if self.api == "chat" else "response"
+
+    @property
+    def _tags(self) -> tuple[str, str]:
+        return (
+            (TAG_CHAT, TAG_CHAT_CHUNKS)
+            if self.api == "chat"
+            else (TAG_RESPONSE, TAG_RESPONSE_EVENTS)
+        )
+
+    def _parse_arguments(self) -> dict[str, Any]:
+        if not self.parsed:
+            return {}
+        tools = _given(self.kwargs, "tools")
+        if self.api == "chat":
+            return {"response_format": _given(self.kwargs, "response_format"), "input_tools": tools}
+        return {"text_format": _given(self.kwargs, "text_format"), "input_tools": tools}
+
+    # -- recording -----------------------------------------------------------------------
+
+    def _response_attributes(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if isinstance(body.get("model"), str):
+            out[A.GEN_AI_RESPONSE_MODEL] = body["model"]
+        if isinstance(body.get("id"), str):
+            out[A.GEN_AI_RESPONSE_ID] = body["id"]
+        if self.api == "chat":
+            reasons = [
+                str(c.get("finish_reason"))
+                for c in body.get("choices") or []
+                if c.get("finish_reason")
+            ]
+            messages = genai_chat_output if P.settings.capture_content else None
+        else:
+            reasons = [_responses_finish(body)]
+            messages = genai_responses_output if P.settings.capture_content else None
+        if reasons:
+            out[A.GEN_AI_RESPONSE_FINISH_REASONS] = tuple(reasons)
+        if messages is not None:
+            try:
+                out[A.GEN_AI_OUTPUT_MESSAGES] = P.content_json(messages(body))
+            except Exception:
+                P.warn_once(
+                    "openai-output", "tracely: could not capture the output messages", exc_info=True
+                )
+        return out
+
+    def _body_usage(self, body: Mapping[str, Any]) -> tuple[int, int] | None:
+        keys = (
+            ("prompt_tokens", "completion_tokens")
+            if self.api == "chat"
+            else ("input_tokens", "output_tokens")
+        )
+        return _usage_of(body, keys)
+
+    def _recording(self, result: Any, headers: Mapping[str, str] | None) -> P.Recording:
+        value = codec.record_response(result)
+        if headers:
+            value["headers"] = dict(headers)
+        body = value["body"]
+        return P.Recording(
+            value, self._tags[0], self._body_usage(body), self._response_attributes(body)
+        )
+
+    def recordable(self, result: Any) -> P.Recording | P.TeeStream:
+        if self.raw is not None:
+            headers = codec.record_headers(result.headers)
+            return self._parsed_recordable(result.parse(), headers)
+        return self._parsed_recordable(result, None)
+
+    async def arecordable(self, result: Any) -> P.Recording | P.TeeStream:
+        if self.raw is not None:
+            headers = codec.record_headers(result.headers)
+            parsed = result.parse()
+            if hasattr(parsed, "__await__"):
+                parsed = await parsed
+            return self._parsed_recordable(parsed, headers)
+        return self._parsed_recordable(result, None)
+
+    def _parsed_recordable(
+        self, result: Any, headers: Mapping[str, str] | None
+    ) -> P.Recording | P.TeeStream:
+        stream = P.find_stream(result, _STREAMS) if self.stream else None
+        if stream is not None:
+            if headers is None:
+                headers = codec.record_headers(stream.response.headers)
+            return P.TeeStream(stream, headers)
+        return self._recording(result, headers)
+
+    def record_stream(self, items: list[Any], headers: Mapping[str, str] | None) -> P.Recording:
+        chunks = [codec.record_chunk(item) for item in items]
+        value: dict[str, Any] = {"chunks": chunks}
+        if headers:
+            value["headers"] = dict(headers)
+        body = chat_body_from_chunks(chunks) if self.api == "chat" else self._events_body(chunks)
+        return P.Recording(
+            value, self._tags[1], self._body_usage(body), self._response_attributes(body)
+        )
+
+    @staticmethod
+    def _events_body(chunks: list[dict[str, Any]]) -> dict[str, Any]:
+        try:
+            return response_body_from_events(chunks)
+        except ValueError:
+            return {}  # a stream cut short before its first event
+
+    def failure_recording(self, exc: BaseException) -> P.Recording | None:
+        completion = getattr(exc, "completion", None)
+        if (
+            isinstance(exc, (openai.LengthFinishReasonError, openai.ContentFilterFinishReasonError))
+            and completion is not None
+        ):
+            return self._recording(completion, None)
+        return None
+
+    def record_error(self, exc: BaseException) -> dict[str, Any]:
+        if isinstance(exc, openai.APIError):
+            return codec.record_error(exc)
+        return {"type": type(exc).__qualname__, "message": str(exc)}
+
+    def raise_error(self, error: Mapping[str, Any], label: str) -> NoReturn:
+        if "status" in error and "timeout" in error:
+            raise codec.rebuild_error(error, url=self._url())
+        raise LLMError(label, str(error.get("type")), str(error.get("message")))
+
+    def _url(self) -> str:
+        base = str(self.client.base_url).rstrip("/")
+        return f"{base}/{'chat/completions' if self.api == 'chat' else 'responses'}"
+
+    # -- serving -------------------------------------------------------------------------
+
+    def _body_of(self, output: Any, entry: Mapping[str, Any]) -> dict[str, Any]:
+        """The recorded value of ``output`` as this API's response recording."""
+        tag = entry.get("output_type")
+        body_tag, chunks_tag = self._tags
+        if tag == body_tag:
+            return output if type(output) is dict else dict(output)
+        if tag == chunks_tag:
+            chunks = output.get("chunks") or []
+            body = (
+                chat_body_from_chunks(chunks)
+                if self.api == "chat"
+                else response_body_from_events(chunks)
+            )
+            return {
+                "object": "chat.completion" if self.api == "chat" else "response",
+                "body": body,
+                "headers": output.get("headers") or {},
+            }
+        reply = self._reply(output, tag, entry)
+        body = (
+            chat_body_from_reply(reply) if self.api == "chat" else response_body_from_reply(reply)
+        )
+        return {"object": body["object"], "body": body, "request_id": None}
+
+    def _chunks_of(self, output: Any, entry: Mapping[str, Any]) -> tuple[list[Any], dict[str, str]]:
+        tag = entry.get("output_type")
+        if tag == self._tags[1]:
+            return list(output.get("chunks") or []), dict(output.get("headers") or {})
+        recording = self._body_of(output, entry)
+        body = recording["body"]
+        chunks = (
+            chat_chunks_from_body(body) if self.api == "chat" else response_events_from_body(body)
+        )
+        headers = dict(recording.get("headers") or {})
+        if isinstance(recording.get("request_id"), str):
+            headers.setdefault("x-request-id", recording["request_id"])
+        return chunks, headers
+
+    def _reply(self, output: Any, tag: Any, entry: Mapping[str, Any]) -> _Reply:
+        usage = _entry_usage(entry)
+        if tag == TAG_GENAI and isinstance(output, Mapping):
+            return reply_from_genai(output, model=self.model, usage=usage)
+        if tag in (TAG_CHAT, TAG_RESPONSE) and isinstance(output, Mapping):
+            body = output.get("body") or {}
+            return _reply_from_chat(body) if tag == TAG_CHAT else _reply_from_response(body)
+        if tag in (TAG_CHAT_CHUNKS, TAG_RESPONSE_EVENTS) and isinstance(output, Mapping):
+            chunks = output.get("chunks") or []
+            if tag == TAG_CHAT_CHUNKS:
+                return _reply_from_chat(chat_body_from_chunks(chunks))
+            return _reply_from_response(response_body_from_events(chunks))
+        if isinstance(tag, str) and tag.startswith("anthropic."):
+            raise ReplayError(
+                f"llm:{self.model}: the recorded call was made with the anthropic SDK and cannot "
+                "be served to an OpenAI call; re-record the case",
+                label=f"llm:{self.model}",
+            )
+        return reply_from_value(output, model=self.model, usage=usage)
+
+    def rebuild(self, output: Any, entry: Mapping[str, Any]) -> Any:
+        session = self.call.session if self.call is not None else None
+        if self.stream:
+            chunks, headers = self._chunks_of(output, entry)
+            if self.raw is not None:
+                served = codec.rebuild_raw_response(
+                    self._kind,
+                    None,
+                    client=self.client,
+                    chunks=chunks,
+                    mode=self.raw,
+                    headers=headers,
+                    **self._parse_arguments(),
+                )
+                P.served_stream(session, served.http_response)
+            else:
+                served = codec.rebuild_stream(
+                    self._stream_kind, chunks, client=self.client, headers=headers
+                )
+                P.served_stream(session, served.response)
+            self._serve_attributes(
+                chat_body_from_chunks(chunks) if self.api == "chat" else self._events_body(chunks)
+            )
+            return served
+        recording = self._body_of(output, entry)
+        self._serve_attributes(recording["body"])
+        if self.raw is not None:
+            return codec.rebuild_raw_response(
+                self._kind,
+                recording,
+                client=self.client,
+                mode=self.raw,
+                headers=recording.get("headers") or {},
+                **self._parse_arguments(),
+            )
+        try:
+            return codec.rebuild_response(self._kind, recording, **self._parse_arguments())
+        except (openai.LengthFinishReasonError, openai.ContentFilterFinishReasonError) as exc:
+            return P.Refused(exc)  # the SDK's parser refuses the recorded answer, as it did live
+
+    def _serve_attributes(self, body: Mapping[str, Any]) -> None:
+        if self.call is not None:
+            try:
+                self.call.span.set_attributes(self._response_attributes(body))
+            except Exception:
+                P.warn_once(
+                    "openai-serve-attrs",
+                    "tracely: could not set the response attributes",
+                    exc_info=True,
+                )
+
+
+def _spec(
+    api: str, parsed: bool, provider: str, instance: Any, kwargs: dict[str, Any]
+) -> _Call | None:
+    model = kwargs.get("model")
+    if not isinstance(model, str) or not model:
+        return None  # the SDK's own argument checks answer this call
+    return _Call(api, parsed, provider, instance, kwargs, model)
+
+
+def _wrapper(api: str, parsed: bool, provider: str, is_async: bool) -> P.Wrapper:
+    if is_async:
+
+        async def async_wrapper(
+            wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any
+        ) -> Any:
+            spec = _spec(api, parsed, provider, instance, kwargs) if _wanted() else None
+            if spec is None:
+                return await wrapped(*args, **kwargs)
+            return await P.aintercept(spec, lambda: wrapped(*args, **kwargs))
+
+        return async_wrapper
+
+    def sync_wrapper(wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any) -> Any:
+        spec = _spec(api, parsed, provider, instance, kwargs) if _wanted() else None
+        if spec is None:
+            return wrapped(*args, **kwargs)
+        return P.intercept(spec, lambda: wrapped(*args, **kwargs))
+
+    return sync_wrapper
+
+
+# --------------------------------------------------------------------------- the safety net
+
+
+def _network_error(instance: Any, args: Any, kwargs: Any, session: Any) -> ReplayError:
+    options = args[1] if len(args) > 1 else kwargs.get("options")
+    method = str(getattr(options, "method", "?")).upper()
+    url = str(getattr(options, "url", "?"))
+    body = getattr(options, "json_data", None)
+    model = body.get("model") if isinstance(body, Mapping) else None
+    headers = getattr(options, "headers", None) or {}
+    raw = codec.raw_response_mode(headers if isinstance(headers, Mapping) else {})
+    if raw is not None:
+        why = (
+            "it came through a .with_raw_response/.with_streaming_response wrapper that this "
+            "client bound before tracely patched the SDK; patch at startup with "
+            "tracely.init(instrument='openai') (or tracely.providers.instrument('openai')) so "
+            "the wrappers bind the patched methods"
+        )
+    else:
+        why = "tracely does not serve this SDK method from a recording"
+    label = f"llm:{model}" if isinstance(model, str) else None
+    error = ReplayError(
+        f"recorded replay: openai {method} {url} would reach the network ({why}). Recorded mode "
+        "never makes a live call; tracely serves " + ", ".join(patched()) + ".",
+        label=label,
+    )
+    session.report.errors.append(error)
+    return error
+
+
+def _net(wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any) -> Any:
+    session = _replay.current_session()
+    if session is None or not session.strict:
+        return wrapped(*args, **kwargs)
+    raise _network_error(instance, args, kwargs, session)
+
+
+async def _anet(wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any) -> Any:
+    session = _replay.current_session()
+    if session is None or not session.strict:
+        return await wrapped(*args, **kwargs)
+    raise _network_error(instance, args, kwargs, session)
+
+
+# --------------------------------------------------------------------------- installing
+
+_TARGETS: list[tuple[type, str, str, P.Wrapper]] = [
+    (
+        owner,
+        method,
+        f"{client}.{path}.{method}",
+        _wrapper(api, method == "parse", f"{client}.{path}.{method}", is_async),
+    )
+    for owner, client, path, api, is_async in (
+        (Completions, "OpenAI", "chat.completions", "chat", False),
+        (AsyncCompletions, "AsyncOpenAI", "chat.completions", "chat", True),
+        (Responses, "OpenAI", "responses", "responses", False),
+        (AsyncResponses, "AsyncOpenAI", "responses", "responses", True),
+    )
+    for method in ("create", "parse")
+]
+
+
+_CLIENTS: tuple[type, ...] = (
+    openai.OpenAI,
+    openai.AzureOpenAI,
+    openai.AsyncOpenAI,
+    openai.AsyncAzureOpenAI,
+)
+
+
+def _nets() -> list[tuple[type, P.Wrapper]]:
+    nets: list[tuple[type, P.Wrapper]] = [(SyncAPIClient, _net), (AsyncAPIClient, _anet)]
+    # A client class with a `request` of its own (another instrumentor put one there, around
+    # the original function) goes around the base class's net: it gets the net too.
+    for client in _CLIENTS:
+        is_async = issubclass(client, AsyncAPIClient)
+        base = AsyncAPIClient if is_async else SyncAPIClient
+        own = client.__dict__.get("request")
+        if own is not None and not P.in_chain(own, P.wrapper_of(base, "request")):
+            nets.append((client, _anet if is_async else _net))
+    return nets
+
+
+def install() -> None:
+    """Patch the create-methods and the network safety net (idempotent)."""
+    for owner, method, _, wrapper in _TARGETS:
+        P.install(owner, method, wrapper)
+    for owner, net in _nets():
+        P.install(owner, "request", net)
+
+
+def uninstall() -> None:
+    """Remove every patch (see :func:`tracely_sdk.providers._patching.uninstall`)."""
+    for owner, method, _, _ in _TARGETS:
+        P.uninstall(owner, method)
+    for client in (*_CLIENTS, SyncAPIClient, AsyncAPIClient):
+        P.uninstall(client, "request")
+
+
+def patched() -> list[str]:
+    """The patched methods, as ``OpenAI.chat.completions.create``."""
+    return [name for owner, method, name, _ in _TARGETS if P.is_installed(owner, method)]
