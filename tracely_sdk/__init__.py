@@ -7,6 +7,7 @@ served from a recorded trace and never runs.
 
 from __future__ import annotations
 
+from tracely_sdk import providers as _providers  # noqa: F401 (registers the SDK-patching hook)
 from tracely_sdk._init import init
 from tracely_sdk._replay import ReplayReport, fixture, fixtures
 from tracely_sdk._seam import (

@@ -50,8 +50,18 @@ def _instrument(source: str, value: Any) -> tuple[str, ...]:
     if "off" in names:
         return ()
     if "auto" in names:
-        return ("openai", "anthropic")
+        return ("auto",)  # every installed SDK; a missing one is skipped, not an error
     return names
+
+
+def _capture(source: str, value: Any) -> bool:
+    # The GenAI instrumentations' values as well as plain booleans.
+    lowered = str(value).strip().lower()
+    if lowered in ("span_only", "span_and_event"):
+        return True
+    if lowered in ("event_only", "no_content"):
+        return False
+    return _bool(source, value)
 
 
 @dataclass(frozen=True)

@@ -37,7 +37,11 @@ _TOKENS = re.compile(
     r"|AIza[0-9A-Za-z\-_]{35})"  # Google API keys
 )
 # Substrings every match contains (in lowercase); checking them first keeps clean values cheap.
-_HINTS = re.compile(r"sk-|bearer|akia|gh[pousr]_|xox|aiza|key|auth|pass|secret|token|cookie")
+# Credential-like keys all end in one of these words followed by the key's closing quote, so
+# "prompt_tokens" or "keyword" do not send every value through both substitutions.
+_HINTS = re.compile(
+    r'sk-|bearer|akia|gh[pousr]_|xox|aiza|key"|token"|authorization"|passw|secret"|cookie"'
+)
 
 RedactHook = Callable[[Any], Any]
 

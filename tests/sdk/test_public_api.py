@@ -1,0 +1,40 @@
+"""The public surface is exactly what the package front exports."""
+
+from __future__ import annotations
+
+import tracely_otel
+import tracely_sdk
+
+SDK = {
+    "AgentRun", "acall_llm", "acall_tool", "agent", "call_llm", "call_tool", "init", "observe",
+    "ReplayReport", "fixture", "fixtures",
+    "BundleError", "ConfigError", "Conflict", "LLMError", "MissingDependency", "NotFound",
+    "RecordedError", "ReplayError", "StoreError", "ToolError", "TracelyError", "__version__",
+}  # fmt: skip
+
+OTEL = {
+    "FORMAT", "BundleFormatError", "bundle_checksum", "entry_labels", "seal", "validate_bundle",
+    "BundleCallback", "ExtractedCall", "FixtureSpanProcessor", "NotReplayable", "SpanEvent",
+    "SpanRecord", "bundle_from_spans", "record_from_readable", "register_reader", "value_digest",
+    "SetupError", "attributes", "find_fixture_processor", "sdk_disabled", "setup",
+}  # fmt: skip
+
+
+def test_tracely_sdk_all() -> None:
+    assert set(tracely_sdk.__all__) == SDK
+    assert len(tracely_sdk.__all__) == len(SDK)
+    for name in SDK:
+        assert hasattr(tracely_sdk, name), name
+
+
+def test_tracely_otel_all() -> None:
+    assert set(tracely_otel.__all__) == OTEL
+    for name in OTEL:
+        assert hasattr(tracely_otel, name), name
+
+
+def test_errors_form_one_tree() -> None:
+    for name in SDK:
+        obj = getattr(tracely_sdk, name)
+        if isinstance(obj, type) and issubclass(obj, Exception):
+            assert issubclass(obj, tracely_sdk.TracelyError), name
