@@ -74,8 +74,9 @@ def write_many(path: str, worker: int, count: int) -> None:
 def crash_mid_write(spool: str, db: str, count: int) -> None:
     """Run in a separate process: the process dies while the store is writing a batch.
 
-    The first write waits until every recording has been submitted, so the second batch holds
-    all the others; the process is killed after committing half of it.
+    Every write waits until all recordings have been submitted; the batch that holds the last
+    of them is cut short: the process is killed after committing half of it, with nothing left
+    in the writer's memory.
     """
     import os
     import threading
@@ -90,8 +91,10 @@ def crash_mid_write(spool: str, db: str, count: int) -> None:
         def put_recordings(self, recordings):  # type: ignore[no-untyped-def]
             recordings = list(recordings)
             calls.append(len(recordings))
-            if len(calls) == 1:
-                all_submitted.wait(30)
+            all_submitted.wait(30)
+            if len(calls) == 1 and len(recordings) < count:
+                # the writer took a first batch while recordings were still arriving: the
+                # next batch holds every other one, so nothing is left in memory at the crash
                 return super().put_recordings(recordings)
             super().put_recordings(recordings[: len(recordings) // 2])  # half committed...
             os._exit(3)  # ...then the process is killed
