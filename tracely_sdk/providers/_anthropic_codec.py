@@ -33,11 +33,13 @@ decoder builds the events and ``messages.stream()``'s ``text_stream`` / ``get_fi
 from __future__ import annotations
 
 import functools
-from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Literal, cast, overload
 
 import orjson
+
+from tracely_sdk.providers._wire import ReplayBody, replay_body_class
 
 if TYPE_CHECKING:
     import httpx2
@@ -245,31 +247,6 @@ def _parse(message: Any, output_format: Any) -> Any:
 # --------------------------------------------------------------------------------------------- wire bodies
 
 
-class _ReplayBody:
-    """An in-memory response body, sync and async at once, that yields one piece per recorded event."""
-
-    def __init__(self, pieces: Sequence[bytes]) -> None:
-        self._pieces = list(pieces)
-
-    @property
-    def elapsed(self) -> timedelta:
-        # `httpx2.Response.elapsed` reads it from its stream until the client sets it: nothing was waited for.
-        return timedelta(0)
-
-    def __iter__(self) -> Iterator[bytes]:
-        yield from self._pieces
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        for piece in self._pieces:
-            yield piece
-
-    def close(self) -> None:
-        pass
-
-    async def aclose(self) -> None:
-        pass
-
-
 @functools.cache
 def _http() -> Any:
     """The HTTP library the installed SDK is built on: ``httpx2`` (anthropic 2.x) or ``httpx`` (earlier)."""
@@ -281,12 +258,9 @@ def _http() -> Any:
     return module
 
 
-@functools.cache
-def _replay_body_class() -> type[_ReplayBody]:
-    http = _http()
-    # Made on first use, so that the HTTP library is imported then and not with this module. It subclasses
-    # both stream bases, as the library's own `ByteStream` does, so one body serves the sync and async SDK.
-    return type("ReplayBody", (_ReplayBody, http.SyncByteStream, http.AsyncByteStream), {})
+def _replay_body_class() -> type[ReplayBody]:
+    # Made on first use, so that the HTTP library is imported then and not with this module.
+    return replay_body_class(_http())
 
 
 def sse_pieces(kind: StreamKind, chunks: Sequence[Mapping[str, Any]]) -> list[bytes]:
