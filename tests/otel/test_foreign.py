@@ -1101,7 +1101,9 @@ def test_the_event_based_conventions_are_read() -> None:
         ),
     )
     result = read(
-        span("chat gpt-4o", GENAI_SPAN_ATTRIBUTES, scope="some.genai.instrumentation", events=events)
+        span(
+            "chat gpt-4o", GENAI_SPAN_ATTRIBUTES, scope="some.genai.instrumentation", events=events
+        )
     )
     assert isinstance(result, ExtractedCall) and result.name == "gpt-4o"
     entry = result.entry
