@@ -28,7 +28,15 @@ from __future__ import annotations
 import logging
 import threading
 import weakref
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Iterable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from dataclasses import dataclass
 from typing import Any, NoReturn, Protocol
 
@@ -165,6 +173,56 @@ def wrapper_of(owner: type, attribute: str) -> Any:
 
 
 # --------------------------------------------------------------------------- settings
+
+
+class ProviderPatches:
+    """One SDK's patch set: its create-method targets and the network safety net.
+
+    ``targets`` are ``(owner, method, name, wrapper)``; ``net``/``anet`` guard the sync and
+    async base clients' ``request``, and any of ``clients`` that has a ``request`` of its own.
+    """
+
+    def __init__(
+        self,
+        targets: Sequence[tuple[type, str, str, Wrapper]],
+        clients: tuple[type, ...],
+        bases: tuple[type, type],
+        nets: tuple[Wrapper, Wrapper],
+    ) -> None:
+        self.targets = targets
+        self.clients = clients
+        self.sync_base, self.async_base = bases
+        self.net, self.anet = nets
+
+    def _nets(self) -> list[tuple[type, Wrapper]]:
+        nets: list[tuple[type, Wrapper]] = [
+            (self.sync_base, self.net),
+            (self.async_base, self.anet),
+        ]
+        # A client class with a `request` of its own (another instrumentor put one there, around
+        # the original function) goes around the base class's net: it gets the net too.
+        for client in self.clients:
+            is_async = issubclass(client, self.async_base)
+            base = self.async_base if is_async else self.sync_base
+            own = client.__dict__.get("request")
+            if own is not None and not in_chain(own, wrapper_of(base, "request")):
+                nets.append((client, self.anet if is_async else self.net))
+        return nets
+
+    def install(self) -> None:
+        for owner, method, _, wrapper in self.targets:
+            install(owner, method, wrapper)
+        for owner, net in self._nets():
+            install(owner, "request", net)
+
+    def uninstall(self) -> None:
+        for owner, method, _, _ in self.targets:
+            uninstall(owner, method)
+        for client in (*self.clients, self.sync_base, self.async_base):
+            uninstall(client, "request")
+
+    def patched(self) -> list[str]:
+        return [name for owner, method, name, _ in self.targets if is_installed(owner, method)]
 
 
 class _Settings:

@@ -1083,35 +1083,19 @@ _CLIENTS: tuple[type, ...] = (
 )
 
 
-def _nets() -> list[tuple[type, P.Wrapper]]:
-    nets: list[tuple[type, P.Wrapper]] = [(SyncAPIClient, _net), (AsyncAPIClient, _anet)]
-    # A client class with a `request` of its own (another instrumentor put one there, around
-    # the original function) goes around the base class's net: it gets the net too.
-    for client in _CLIENTS:
-        is_async = issubclass(client, AsyncAPIClient)
-        base = AsyncAPIClient if is_async else SyncAPIClient
-        own = client.__dict__.get("request")
-        if own is not None and not P.in_chain(own, P.wrapper_of(base, "request")):
-            nets.append((client, _anet if is_async else _net))
-    return nets
+_PATCHES = P.ProviderPatches(_TARGETS, _CLIENTS, (SyncAPIClient, AsyncAPIClient), (_net, _anet))
 
 
 def install() -> None:
     """Patch the create-methods and the network safety net (idempotent)."""
-    for owner, method, _, wrapper in _TARGETS:
-        P.install(owner, method, wrapper)
-    for owner, net in _nets():
-        P.install(owner, "request", net)
+    _PATCHES.install()
 
 
 def uninstall() -> None:
     """Remove every patch (see :func:`tracely_sdk.providers._patching.uninstall`)."""
-    for owner, method, _, _ in _TARGETS:
-        P.uninstall(owner, method)
-    for client in (*_CLIENTS, SyncAPIClient, AsyncAPIClient):
-        P.uninstall(client, "request")
+    _PATCHES.uninstall()
 
 
 def patched() -> list[str]:
     """The patched methods, as ``OpenAI.chat.completions.create``."""
-    return [name for owner, method, name, _ in _TARGETS if P.is_installed(owner, method)]
+    return _PATCHES.patched()
