@@ -455,7 +455,10 @@ def openapi_document() -> dict[str, Any]:
                 None,
                 {
                     "200": _json(_ref("Health"), "Serving."),
-                    "503": _json(_ref("Health"), "Shutting down."),
+                    "503": _json(
+                        {"oneOf": [_ref("Health"), _ref("Error")]},
+                        "Shutting down (Health), or every connection slot is taken (Error).",
+                    ),
                 },
             )
         },
