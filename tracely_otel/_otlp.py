@@ -291,8 +291,14 @@ def _pb_attributes(kvs: Iterable[KeyValue]) -> dict[str, AttributeValue]:
     out: dict[str, AttributeValue] = {}
     for kv in kvs:
         value = kv.value
+        # A non-empty string_value can only mean the oneof holds a string (the common case by
+        # far); reading it directly saves a WhichOneof call per attribute.
+        text = value.string_value
+        if text:
+            out[kv.key] = text
+            continue
         which = value.WhichOneof("value")
-        if which in _PB_SCALARS:  # the common case, without a call per attribute
+        if which in _PB_SCALARS:
             out[kv.key] = getattr(value, which)
         elif which is not None:
             try:
@@ -302,17 +308,29 @@ def _pb_attributes(kvs: Iterable[KeyValue]) -> dict[str, AttributeValue]:
     return out
 
 
-def _pb_span(span: PBSpan, resource: Mapping[str, AttributeValue], scope: str) -> SpanRecord:
-    trace_id = span.trace_id
-    if len(trace_id) != 16:
-        raise OTLPDecodeError(f"trace id has {len(trace_id)} bytes, expected 16", "traceId")
-    if trace_id == _ZERO_TRACE_ID:
-        raise OTLPDecodeError("trace id is all zeros, which is invalid", "traceId")
+def _pb_id_error(value: bytes, size: int, what: str, field_name: str) -> OTLPDecodeError:
+    if len(value) != size:
+        return OTLPDecodeError(f"{what} has {len(value)} bytes, expected {size}", field_name)
+    return OTLPDecodeError(f"{what} is all zeros, which is invalid", field_name)
+
+
+def _pb_span(
+    span: PBSpan,
+    resource: Mapping[str, AttributeValue],
+    scope: str,
+    trace_ids: dict[bytes, str],
+) -> SpanRecord:
+    """One span; ``resource`` is shared by the spans of one ResourceSpans (read-only), and
+    ``trace_ids`` holds the trace ids of the request already checked, as text."""
+    raw_trace_id = span.trace_id
+    trace_id = trace_ids.get(raw_trace_id)
+    if trace_id is None:
+        if len(raw_trace_id) != 16 or raw_trace_id == _ZERO_TRACE_ID:
+            raise _pb_id_error(raw_trace_id, 16, "trace id", "traceId")
+        trace_id = trace_ids[raw_trace_id] = raw_trace_id.hex()
     span_id = span.span_id
-    if len(span_id) != 8:
-        raise OTLPDecodeError(f"span id has {len(span_id)} bytes, expected 8", "spanId")
-    if span_id == _ZERO_SPAN_ID:
-        raise OTLPDecodeError("span id is all zeros, which is invalid", "spanId")
+    if len(span_id) != 8 or span_id == _ZERO_SPAN_ID:
+        raise _pb_id_error(span_id, 8, "span id", "spanId")
     parent = span.parent_span_id
     parent_id: str | None = None
     if parent and parent != _ZERO_SPAN_ID:
@@ -328,15 +346,19 @@ def _pb_span(span: PBSpan, resource: Mapping[str, AttributeValue], scope: str) -
     code = status.code
     if not 0 <= code < len(_STATUSES):
         raise OTLPDecodeError(f"unknown status code {code}", "status.code")
-    events: list[SpanEvent] = []
-    for index, event in enumerate(span.events):
-        try:
-            attrs = _pb_attributes(event.attributes)
-        except OTLPDecodeError as error:
-            raise error._within(f"events[{index}]") from None
-        events.append(SpanEvent(event.name, event.time_unix_nano, attrs))
+    events: tuple[SpanEvent, ...] = ()
+    pb_events = span.events
+    if pb_events:
+        converted: list[SpanEvent] = []
+        for index, event in enumerate(pb_events):
+            try:
+                attrs = _pb_attributes(event.attributes)
+            except OTLPDecodeError as error:
+                raise error._within(f"events[{index}]") from None
+            converted.append(SpanEvent(event.name, event.time_unix_nano, attrs))
+        events = tuple(converted)
     return SpanRecord(
-        trace_id=trace_id.hex(),
+        trace_id=trace_id,
         span_id=span_id.hex(),
         parent_span_id=parent_id,
         name=span.name,
@@ -345,9 +367,9 @@ def _pb_span(span: PBSpan, resource: Mapping[str, AttributeValue], scope: str) -
         attributes=_pb_attributes(span.attributes),
         status_code=_STATUSES[code],
         status_message=status.message,
-        events=tuple(events),
+        events=events,
         dropped_attributes_count=span.dropped_attributes_count,
-        resource=dict(resource),
+        resource=resource,
         scope_name=scope,
         parent_is_remote=parent_id is not None and span.flags & _REMOTE_BITS == _REMOTE_BITS,
         kind=_KINDS[kind],
@@ -356,9 +378,13 @@ def _pb_span(span: PBSpan, resource: Mapping[str, AttributeValue], scope: str) -
 
 def _pb_resource_spans(resource_spans: Iterable[ResourceSpans]) -> list[SpanRecord]:
     records: list[SpanRecord] = []
+    append = records.append
+    trace_ids: dict[bytes, str] = {}
     for r_index, rs in enumerate(resource_spans):
         try:
             try:
+                # One dict per ResourceSpans, shared by its spans as the SDK shares a
+                # Resource's attributes between the spans it makes.
                 resource = _pb_attributes(rs.resource.attributes)
             except OTLPDecodeError as error:
                 raise error._within("resource") from None
@@ -368,7 +394,7 @@ def _pb_resource_spans(resource_spans: Iterable[ResourceSpans]) -> list[SpanReco
                     scope = ss.scope.name
                     for index, span in enumerate(ss.spans):
                         try:
-                            records.append(_pb_span(span, resource, scope))
+                            append(_pb_span(span, resource, scope, trace_ids))
                         except OTLPDecodeError as error:
                             raise error._within(_span_segment(index, span.name)) from None
                 except OTLPDecodeError as error:

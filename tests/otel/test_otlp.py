@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import dataclasses
 import gzip
 import json
 import math
@@ -1382,6 +1383,93 @@ def test_proto_round_trip(records: list[SpanRecord]) -> None:
     assert decode_any(body, "application/x-protobuf") == records
     # protobuf's canonical JSON of the same message (base64 ids, enum names)
     assert records_from_otlp_json(json_format.MessageToJson(_build_proto(records))) == records
+
+
+def _build_grouped_proto(records: Sequence[SpanRecord]) -> ExportTraceServiceRequest:
+    """Spans grouped as exporters send them: one ResourceSpans per resource, one ScopeSpans per
+    scope within it (records must come grouped, see ``_grouped``)."""
+    request = ExportTraceServiceRequest()
+    one = _build_proto(records)
+    last_resource: Any = None
+    last_scope: Any = None
+    for record, single in zip(records, one.resource_spans, strict=True):
+        if last_resource is None or record.resource != last_resource[0]:
+            rs = request.resource_spans.add()
+            rs.resource.CopyFrom(single.resource)
+            last_resource, last_scope = (record.resource, rs), None
+        if last_scope is None or record.scope_name != last_scope[0]:
+            ss = last_resource[1].scope_spans.add()
+            ss.scope.name = record.scope_name
+            last_scope = (record.scope_name, ss)
+        last_scope[1].spans.extend(single.scope_spans[0].spans)
+    return request
+
+
+@st.composite
+def _grouped(draw: st.DrawFn) -> list[SpanRecord]:
+    """Records of a few traces, in runs of one resource and one scope."""
+    records = draw(_records())
+    traces = [format(n, "032x") for n in draw(st.lists(st.integers(1, 2**128 - 1), min_size=1))]
+    records = [dataclasses.replace(r, trace_id=draw(st.sampled_from(traces))) for r in records] + [
+        dataclasses.replace(r, trace_id=traces[0]) for r in draw(_records())
+    ]
+    order = {
+        orjson.dumps(r.resource, option=orjson.OPT_SORT_KEYS): n for n, r in enumerate(records)
+    }
+    return sorted(
+        records,
+        key=lambda r: (order[orjson.dumps(r.resource, option=orjson.OPT_SORT_KEYS)], r.scope_name),
+    )
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_grouped())
+def test_proto_round_trip_grouped(records: list[SpanRecord]) -> None:
+    request = _build_grouped_proto(records)
+    decoded = records_from_otlp_proto(request.SerializeToString())
+    assert decoded == records
+    # one resource mapping per ResourceSpans, shared by its spans
+    assert len({id(r.resource) for r in decoded}) == len(request.resource_spans)
+
+
+def test_proto_bad_ids_are_found_after_good_spans_of_the_same_trace() -> None:
+    request = ExportTraceServiceRequest()
+    spans = request.resource_spans.add().scope_spans.add().spans
+    trace_id = bytes(range(1, 17))
+    spans.add(trace_id=trace_id, span_id=b"\x01" * 8, name="ok")
+    spans.add(trace_id=trace_id, span_id=b"\x00" * 8, name="zero span id")
+    spans.add(trace_id=bytes(16), span_id=b"\x02" * 8, name="zero trace id")
+    with pytest.raises(OTLPDecodeError) as info:
+        records_from_otlp_proto(request.SerializeToString())
+    assert info.value.path == "resourceSpans[0].scopeSpans[0].spans[1] (span 'zero span id').spanId"
+    assert info.value.problem == "span id is all zeros, which is invalid"
+    del spans[1]
+    with pytest.raises(OTLPDecodeError) as info:
+        records_from_otlp_proto(request.SerializeToString())
+    assert (
+        info.value.path == "resourceSpans[0].scopeSpans[0].spans[1] (span 'zero trace id').traceId"
+    )
+    assert info.value.problem == "trace id is all zeros, which is invalid"
+
+
+def test_proto_empty_string_attributes_are_kept() -> None:
+    request = ExportTraceServiceRequest()
+    span = (
+        request.resource_spans.add()
+        .scope_spans.add()
+        .spans.add(trace_id=bytes(range(1, 17)), span_id=b"\x01" * 8)
+    )
+    span.attributes.extend(
+        [
+            KeyValue(key="empty", value=AnyValue(string_value="")),
+            KeyValue(key="zero", value=AnyValue(int_value=0)),
+            KeyValue(key="false", value=AnyValue(bool_value=False)),
+            KeyValue(key="unset", value=AnyValue()),
+        ]
+    )
+    (record,) = records_from_otlp_proto(request.SerializeToString())
+    assert record.attributes == {"empty": "", "zero": 0, "false": False}
+    assert type(record.attributes["zero"]) is int
 
 
 def _only_decode_errors(payload: bytes | str) -> None:
