@@ -71,34 +71,37 @@ def _check_error(where: str, err: Any) -> None:
 
 
 def _check_entry(label: str, index: int, entry: Any, kind: str) -> None:
-    where = f"{label}[{index}]"
+    # Replay validates every entry of a bundle on load: the message is built only on failure.
     if not isinstance(entry, Mapping):
-        raise _fail(where, "each recorded call must be an object")
-    unknown = set(entry) - _ENTRY_KEYS
-    if unknown:
+        raise _fail(f"{label}[{index}]", "each recorded call must be an object")
+    if not _ENTRY_KEYS.issuperset(entry):
         raise _fail(
-            where,
-            f"unknown field(s) {sorted(unknown)}; an entry has output or error, "
-            "and optionally args, input, usage, seq",
+            f"{label}[{index}]",
+            f"unknown field(s) {sorted(set(entry) - _ENTRY_KEYS)}; an entry has output or "
+            "error, and optionally args, input, usage, seq",
         )
     if ("output" in entry) == ("error" in entry):
-        raise _fail(where, "an entry needs exactly one of 'output' or 'error'")
+        raise _fail(f"{label}[{index}]", "an entry needs exactly one of 'output' or 'error'")
     if "error" in entry:
-        _check_error(where, entry["error"])
-    if kind == "tools" and ("input" in entry or "usage" in entry):
-        raise _fail(where, "tool entries take 'args', not 'input'/'usage'")
-    if kind == "llm" and "args" in entry:
-        raise _fail(where, "LLM entries take 'input', not 'args'")
+        _check_error(f"{label}[{index}]", entry["error"])
+    if kind == "tools":
+        if "input" in entry or "usage" in entry:
+            raise _fail(f"{label}[{index}]", "tool entries take 'args', not 'input'/'usage'")
+    elif "args" in entry:
+        raise _fail(f"{label}[{index}]", "LLM entries take 'input', not 'args'")
     usage = entry.get("usage")
     if usage is not None and not (
         isinstance(usage, (list, tuple))
         and len(usage) == 2
         and all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in usage)
     ):
-        raise _fail(where, "usage must be [input_tokens, output_tokens], two non-negative ints")
+        raise _fail(
+            f"{label}[{index}]",
+            "usage must be [input_tokens, output_tokens], two non-negative ints",
+        )
     seq = entry.get("seq")
     if seq is not None and (not isinstance(seq, int) or isinstance(seq, bool)):
-        raise _fail(where, "seq must be an integer")
+        raise _fail(f"{label}[{index}]", "seq must be an integer")
 
 
 def validate_bundle(bundle: Any) -> dict[str, Any]:

@@ -68,6 +68,6 @@ def canonical_equal(a: Any, b: Any) -> bool:
     return canonical_json(a) == canonical_json(b)
 
 
-def canonical_json_text(text: str) -> bytes:
+def canonical_json_bytes(text: bytes) -> bytes:
     """:func:`canonical_json` of the value that compact JSON ``text`` holds (one parse)."""
-    return orjson.dumps(_from_text(text.encode()), option=orjson.OPT_SORT_KEYS)
+    return orjson.dumps(_from_text(text), option=orjson.OPT_SORT_KEYS)

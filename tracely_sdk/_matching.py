@@ -19,11 +19,44 @@ from typing import Any
 
 import orjson
 
-from tracely_sdk._canonical import canonical, canonical_json
+from tracely_sdk._canonical import canonical, canonical_json_bytes
+from tracely_sdk._types import dumps
 
 TOOLS = "tools"
 LLM = "llm"
+_NON_STR_KEYS = orjson.OPT_NON_STR_KEYS
 _MAX_DIFFERENCES = 5
+
+
+class CallKey:
+    """A call's args or input as the matcher compares them.
+
+    Two keys are equal when their values are canonically equal. The canonical form costs a
+    parse and a sorted dump, so it is made only when the recorded JSON texts differ: equal
+    texts hold equal values, and a replayed call usually passes exactly what was recorded.
+    """
+
+    __slots__ = ("_canonical", "text")
+
+    def __init__(self, text: bytes) -> None:
+        self.text = text  # compact JSON, as the recording encoder writes it
+        self._canonical: bytes | None = None
+
+    def canonical(self) -> bytes:
+        """The canonical JSON (sorted keys): equal bytes iff canonically equal."""
+        if self._canonical is None:
+            self._canonical = canonical_json_bytes(self.text)
+        return self._canonical
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, CallKey):
+            return NotImplemented
+        return self.text == other.text or self.canonical() == other.canonical()
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"CallKey({self.text!r})"
 
 
 @dataclass(slots=True)
@@ -35,7 +68,7 @@ class Entry:
     index: int  # position among the entries of this name
     seq: int  # place in the trace's order of calls
     raw: Mapping[str, Any]
-    key: bytes | None  # canonical JSON of args (tools) / input (llm); None when not recorded
+    key: CallKey | None  # args (tools) / input (llm); None when not recorded
     output_json: bytes | None  # the recorded output, serialised once
     used: bool = False
 
@@ -80,9 +113,9 @@ class _Queue:
         return next(self.unused(), None)
 
 
-def call_key(value: Any) -> bytes:
-    """The canonical key of a call's args or input."""
-    return canonical_json(value)
+def call_key(value: Any) -> CallKey:
+    """The key of a call's args or input, compared canonically."""
+    return CallKey(dumps(value))
 
 
 class Recording:
@@ -99,18 +132,15 @@ class Recording:
                 queue = self._queues.setdefault((kind, name), _Queue())
                 for index, raw in enumerate(raws):
                     order += 1
+                    output = raw.get("output", _ABSENT)
                     entry = Entry(
-                        kind=kind,
-                        name=name,
-                        index=index,
-                        seq=int(raw.get("seq", order)),
-                        raw=raw,
-                        key=call_key(raw[field]) if field in raw else None,
-                        output_json=(
-                            orjson.dumps(raw["output"], option=orjson.OPT_NON_STR_KEYS)
-                            if "output" in raw
-                            else None
-                        ),
+                        kind,
+                        name,
+                        index,
+                        int(raw.get("seq", order)),
+                        raw,
+                        call_key(raw[field]) if field in raw else None,
+                        None if output is _ABSENT else orjson.dumps(output, option=_NON_STR_KEYS),
                     )
                     queue.entries.append(entry)
                     entries.append(entry)
@@ -122,7 +152,7 @@ class Recording:
 
     # -- lookups -------------------------------------------------------------------------
 
-    def match_tool(self, name: str, key: bytes | None, *, strict: bool) -> Match | None:
+    def match_tool(self, name: str, key: CallKey | None, *, strict: bool) -> Match | None:
         queue = self._queues.get((TOOLS, name))
         if queue is None:
             return None
@@ -138,7 +168,7 @@ class Recording:
         first.used = True
         return Match(first, diverged=True)
 
-    def match_llm(self, model: str, key: bytes | None) -> Match | None:
+    def match_llm(self, model: str, key: CallKey | None) -> Match | None:
         queue = self._queues.get((LLM, model))
         entry = queue.first_unused() if queue is not None else None
         fallback = False
@@ -167,7 +197,7 @@ class Recording:
     # -- explaining a miss ---------------------------------------------------------------
 
     def explain_miss(
-        self, kind: str, name: str, key: bytes | None
+        self, kind: str, name: str, key: CallKey | None
     ) -> tuple[str, list[dict[str, Any]]]:
         """The message of a strict miss and the closest recorded entries with what differed."""
         label = f"{kind}:{name}"
@@ -183,7 +213,7 @@ class Recording:
                     f"the recording has {len(queue.entries)} call(s) to {label}, all already "
                     "served; this run makes more calls than the recorded one"
                 )
-            called = canonical(orjson.loads(key)) if key is not None else None
+            called = orjson.loads(key.canonical()) if key is not None else None
             for entry in candidates[:3]:
                 recorded = canonical(entry.raw.get("args")) if entry.key is not None else None
                 diffs = differences(recorded, called, "args")

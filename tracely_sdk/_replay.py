@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from tracely_otel import BundleFormatError, validate_bundle
-from tracely_sdk._matching import LLM, TOOLS, Match, Recording, call_key
+from tracely_sdk._matching import LLM, TOOLS, CallKey, Match, Recording, call_key
 from tracely_sdk._types import rebuild
 from tracely_sdk.errors import BundleError, ReplayError
 
@@ -89,7 +89,7 @@ class ReplaySession:
     def mode(self) -> Mode:
         return self.report.mode
 
-    def decide(self, kind: str, name: str, key: bytes | None) -> Decision:
+    def decide(self, kind: str, name: str, key: CallKey | None) -> Decision:
         """Find the entry that answers a call; a strict miss raises ReplayError."""
         label = f"{kind}:{name}"
         with self._lock:

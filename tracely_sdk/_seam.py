@@ -21,8 +21,7 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 from tracely_otel import attributes as A
 from tracely_otel import value_digest
 from tracely_sdk import _redact
-from tracely_sdk._canonical import canonical_json_text
-from tracely_sdk._matching import LLM, TOOLS
+from tracely_sdk._matching import LLM, TOOLS, CallKey
 from tracely_sdk._replay import Decision, ReplaySession, current_session
 from tracely_sdk._types import NO_ANNOTATION, encode_value, rebuild, return_annotation
 from tracely_sdk._version import __version__
@@ -100,6 +99,7 @@ class Call:
         "_attrs",
         "_done",
         "_ended",
+        "_span",
         "annotation",
         "codec",
         "decision",
@@ -107,7 +107,6 @@ class Call:
         "label",
         "name",
         "session",
-        "span",
         "usage",
     )
 
@@ -153,40 +152,55 @@ class Call:
             if encoded.unserialisable:
                 attrs[A.UNSERIALISABLE] = A.ARGS if kind == A.KIND_TOOL else A.INPUT
         self._attrs = attrs
+        self._span: Span | None = None
         self.session = current_session()
         self.decision: Decision | None = None
-        span_kind = SpanKind.CLIENT if kind == A.KIND_LLM else SpanKind.INTERNAL
-        self.span: Span = _tracers.get().start_span(
-            A.span_name(kind, name),
-            kind=span_kind,
-            attributes=attrs,
-            record_exception=False,
-            set_status_on_exception=False,
-        )
         if self.session is not None:
             self._decide(section, key_json)
 
+    @property
+    def span(self) -> Span:
+        """The call's span, started on first use.
+
+        A live call starts it before ``fn`` runs. A served call starts it when the recorded
+        value is known, with every attribute at once: one pass of the SDK's attribute checks
+        instead of one per attribute, which is most of what a replayed call costs.
+        """
+        span = self._span
+        if span is None:
+            span = self._span = self._start(self._attrs)
+        return span
+
+    def _start(self, attributes: Mapping[str, Any]) -> Span:
+        return _tracers.get().start_span(
+            A.span_name(self.kind, self.name),
+            kind=SpanKind.CLIENT if self.kind == A.KIND_LLM else SpanKind.INTERNAL,
+            attributes=attributes,
+            record_exception=False,
+            set_status_on_exception=False,
+        )
+
     def _decide(self, section: str, key_json: str | None) -> None:
         assert self.session is not None
-        key = canonical_json_text(key_json) if key_json is not None else None
-        span = self.span
+        key = CallKey(key_json.encode()) if key_json is not None else None
+        attrs = self._attrs
         try:
             self.decision = self.session.decide(section, self.name, key)
         except ReplayError as exc:
-            span.set_attribute(A.REPLAY_MISS, True)
-            span.set_attribute(A.ERROR_TYPE, "ReplayError")
-            span.set_status(Status(StatusCode.ERROR, str(exc)))
+            attrs[A.REPLAY_MISS] = True
+            attrs[A.ERROR_TYPE] = "ReplayError"
+            self.span.set_status(Status(StatusCode.ERROR, str(exc)))
             self.end()
             raise
         match = self.decision.match
         if match is None:
-            span.set_attribute(A.REPLAY_LIVE, True)
+            attrs[A.REPLAY_LIVE] = True
             return
-        span.set_attribute(A.REPLAY_SERVED, True)
+        attrs[A.REPLAY_SERVED] = True
         if match.diverged:
-            span.set_attribute(A.REPLAY_DIVERGENCE, "input" if section == LLM else "args")
+            attrs[A.REPLAY_DIVERGENCE] = "input" if section == LLM else "args"
         if match.fallback:
-            span.set_attribute(A.REPLAY_RECORDED_NAME, match.entry.name)
+            attrs[A.REPLAY_RECORDED_NAME] = match.entry.name
 
     @property
     def served(self) -> bool:
@@ -208,8 +222,9 @@ class Call:
         error = entry.error
         if error is not None:
             type_name, message = str(error.get("type")), str(error.get("message"))
-            self._error_attrs(orjson.dumps(dict(error)).decode(), type_name, message, out)
+            status = self._error_attrs(orjson.dumps(dict(error)).decode(), type_name, message, out)
             self._flush(out)
+            self.span.set_status(status)
             if self.codec is not None:
                 self.codec.raise_error(error, self.label)
             cls = ToolError if self.kind == A.KIND_TOOL else LLMError
@@ -305,7 +320,10 @@ class Call:
             record = self.codec.record_error(exc) if self.codec is not None else _error_record(exc)
             text = _redact.redact(orjson.dumps(record, default=str).decode())
             out: dict[str, Any] = {}
-            self._error_attrs(text, str(record.get("type")), str(record.get("message")), out)
+            status = self._error_attrs(
+                text, str(record.get("type")), str(record.get("message")), out
+            )
+            self.span.set_status(status)
             self.span.record_exception(exc)
             self._flush(out)
         except Exception:
@@ -330,10 +348,12 @@ class Call:
         out[A.GEN_AI_USAGE_INPUT_TOKENS] = tokens_in
         out[A.GEN_AI_USAGE_OUTPUT_TOKENS] = tokens_out
 
-    def _error_attrs(self, text: str, type_name: str, message: str, out: dict[str, Any]) -> None:
+    @staticmethod
+    def _error_attrs(text: str, type_name: str, message: str, out: dict[str, Any]) -> Status:
+        """Put a failure's attributes in ``out``; the span's status to set is returned."""
         out[A.ERROR] = text
         out[A.ERROR_TYPE] = type_name
-        self.span.set_status(Status(StatusCode.ERROR, f"{type_name}: {message}"))
+        return Status(StatusCode.ERROR, f"{type_name}: {message}")
 
     def _flush(self, out: dict[str, Any]) -> None:
         """Set the call's closing attributes at once, the integrity digest last."""
@@ -347,7 +367,13 @@ class Call:
         # tracely.kind again, last: a span over the attribute count limit then evicts the
         # recorded values first, and the extractor sees what is missing and refuses the call.
         out[A.KIND] = self.kind
-        self.span.set_attributes(out)
+        if self._span is not None:
+            self._span.set_attributes(out)
+            return
+        # Not started yet (a served call): start it with everything, in the same order.
+        del attrs[A.KIND]
+        attrs.update(out)
+        self._span = self._start(attrs)
 
     def end(self) -> None:
         """End the span (idempotent)."""

@@ -9,7 +9,7 @@ import orjson
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tracely_sdk._canonical import canonical, canonical_equal, canonical_json, canonical_json_text
+from tracely_sdk._canonical import canonical, canonical_equal, canonical_json, canonical_json_bytes
 
 scalars = (
     st.none()
@@ -104,6 +104,6 @@ def test_non_json_values_compare_as_they_are_recorded() -> None:
 
 
 @given(json_values)
-def test_canonical_json_text_agrees_with_canonical_json(value: Any) -> None:
+def test_canonical_json_bytes_agrees_with_canonical_json(value: Any) -> None:
     for v in (value, containers_as_json_strings(value)):
-        assert canonical_json_text(orjson.dumps(v).decode()) == canonical_json(v)
+        assert canonical_json_bytes(orjson.dumps(v)) == canonical_json(v)

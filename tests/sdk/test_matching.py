@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.sdk.test_canonical import (
+    containers_as_json_strings,
+    json_values,
+    lists_to_tuples,
+    shuffle_keys,
+)
+from tracely_sdk._canonical import canonical_equal
 from tracely_sdk._matching import Recording, call_key
 
 names = st.sampled_from(["a", "b", "c"])
@@ -96,3 +104,19 @@ def test_ten_thousand_same_name_calls_stay_linear() -> None:
     recording = Recording({"tools": {"t": [{"output": i} for i in range(n)]}})
     for i in range(n):
         assert recording.match_tool("t", None, strict=True).entry.raw["output"] == i  # type: ignore[union-attr]
+
+
+@given(json_values, json_values, st.randoms(use_true_random=False))
+def test_call_keys_are_equal_exactly_when_canonically_equal(
+    a: Any, b: Any, rnd: random.Random
+) -> None:
+    variants = (
+        a,
+        b,
+        shuffle_keys(a, rnd),
+        lists_to_tuples(a),
+        containers_as_json_strings(a),
+    )
+    for x in variants:
+        for y in variants:
+            assert (call_key(x) == call_key(y)) is canonical_equal(x, y)
