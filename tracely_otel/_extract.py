@@ -33,6 +33,16 @@ def value_digest(text: str) -> list[Any]:
     return [len(text), format(zlib.crc32(text.encode("utf-8", "surrogatepass")), "08x")]
 
 
+def digest_item(key: str, text: str) -> str:
+    """``"key":[length,"crc32"]``: one member of the ``tracely.digest`` JSON object.
+
+    The same pair as :func:`value_digest`, written directly: the call seam adds one for every
+    recorded value, and formatting is cheaper than building and serialising a dict.
+    """
+    crc = zlib.crc32(text.encode("utf-8", "surrogatepass"))
+    return f'"{key}":[{len(text)},"{crc:08x}"]'
+
+
 def _digest_matches(value: str, expected: Any, in_process: bool) -> bool:
     if in_process:
         return isinstance(expected, list) and bool(expected) and bool(expected[0] == len(value))
@@ -279,6 +289,10 @@ def bundle_from_spans(spans: Iterable[Any]) -> dict[str, Any] | None:
         for anc in ancestors(by_id[sid])
         if anc in reads and reads[anc].foreign
     }
+    # So is one beside it: an instrumentor that does not make its span current.
+    from tracely_otel._foreign import same_call_beside
+
+    shadowed |= same_call_beside({k: v for k, v in reads.items() if k not in shadowed}, by_id)
     top_agents = [
         a for a in agents if not any(p in {x.span_id for x in agents} for p in ancestors(a))
     ]

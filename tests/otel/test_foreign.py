@@ -773,24 +773,17 @@ def test_calls_from_mixed_sources_keep_trace_order(
 
 @pytest.mark.parametrize(
     "source",
-    [
-        BY_ID["openinference-anthropic"],
-        pytest.param(
-            BY_ID["openllmetry-anthropic"],
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="OpenLLMetry's anthropic span is not made current, so the SDK's own "
-                "span of the same call is its sibling, not its child; the extractor dedupes "
-                "by nesting only (merging LLM reads that share gen_ai.response.id would fix it)",
-            ),
-        ),
-    ],
+    [BY_ID["openinference-anthropic"], BY_ID["openllmetry-anthropic"]],
     ids=lambda s: s.id,
 )
 def test_an_instrumentor_span_and_the_sdks_own_are_one_entry(
     source: Source, server: LLMServer, provider: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """An instrumentor's span (content) and the anthropic SDK's own (no content), one call."""
+    """An instrumentor's span (content) and the anthropic SDK's own (no content), one call.
+
+    OpenInference makes its span current, so the SDK's span is its child; OpenLLMetry does
+    not, so the SDK's span is its sibling, and the shared response id makes them one call.
+    """
     tp, exporter = provider
     with instrumented(source, tp, monkeypatch):
         client = anthropic.Anthropic(
@@ -1066,6 +1059,49 @@ GENAI_SPAN_ATTRIBUTES = {
     "gen_ai.usage.input_tokens": 25,
     "gen_ai.usage.output_tokens": 6,
 }
+
+
+def _beside(
+    span_id: str, scope: str, start: int, end: int, *, content: bool = True, rid: str = "r-1"
+) -> SpanRecord:
+    """An LLM span of ``scope`` under the root span ``...0f``, from ``start`` to ``end``."""
+    attrs: dict[str, Any] = {**GENAI_SPAN_ATTRIBUTES, "gen_ai.response.id": rid}
+    if content:
+        attrs["gen_ai.input.messages"] = json.dumps(
+            [{"role": "user", "parts": [{"type": "text", "content": "hi"}]}]
+        )
+        attrs["gen_ai.output.messages"] = json.dumps(
+            [{"role": "assistant", "parts": [{"type": "text", "content": "hello"}]}]
+        )
+    record = span("chat gpt-4o", attrs, scope=scope, span_id=span_id, parent="0" * 15 + "f")
+    return replace(record, start_time_unix_nano=start, end_time_unix_nano=end)
+
+
+def test_spans_of_one_call_beside_each_other_are_one_entry() -> None:
+    """Siblings of different scopes with one response id, overlapping in time: one call,
+    and the read that can be served is kept, whichever came first."""
+    for first_content in (True, False):
+        outer = _beside("00000000000000a1", "instrumentor.a", 10, 40, content=first_content)
+        inner = _beside("00000000000000a2", "instrumentor.b", 20, 30, content=not first_content)
+        bundle = bundle_from_spans([outer, inner])
+        assert bundle is not None and "incomplete" not in bundle
+        (entry,) = bundle["llm"]["gpt-4o"]
+        assert entry["seq"] == 1 and texts(entry["output"]["messages"][0]) == "hello"
+
+
+@pytest.mark.parametrize(
+    "second",
+    [
+        _beside("00000000000000a2", "instrumentor.b", 50, 60),  # after the first: another call
+        _beside("00000000000000a2", "instrumentor.a", 20, 30),  # one instrumentor, two calls
+        _beside("00000000000000a2", "instrumentor.b", 20, 30, rid="r-2"),
+    ],
+    ids=["later", "same-scope", "other-id"],
+)
+def test_spans_beside_each_other_that_are_not_one_call_stay_two(second: SpanRecord) -> None:
+    first = _beside("00000000000000a1", "instrumentor.a", 10, 40)
+    bundle = bundle_from_spans([first, second])
+    assert bundle is not None and len(bundle["llm"]["gpt-4o"]) == 2
 
 
 def test_the_event_based_conventions_are_read() -> None:

@@ -465,13 +465,25 @@ def test_instrumenting_twice_wraps_once_and_uninstrument_restores_the_original()
     assert AsyncMessages.__dict__["create"] is async_create
 
 
-def test_with_another_instrumentor_active_each_call_is_one_entry(capture: Any) -> None:
+@pytest.mark.parametrize("tracely_outermost", [True, False], ids=["tracely-outer", "other-outer"])
+def test_with_another_instrumentor_active_each_call_is_one_entry(
+    capture: Any, tracely_outermost: bool
+) -> None:
+    """OpenLLMetry's span is not made current: with it outermost, tracely's span of the same
+    call is its sibling, and the two are still one entry."""
     module = pytest.importorskip("opentelemetry.instrumentation.anthropic")
     other = module.AnthropicInstrumentor()
-    other.instrument()
-    providers.instrument("anthropic")
+    if tracely_outermost:
+        other.instrument()
+        providers.instrument("anthropic")
+    else:
+        providers.instrument("anthropic")
+        other.instrument()
     try:
         live = record(capture, lambda c: (_create(c), list(_create(c, "streamed", stream=True))))
+        spans = [s for s in capture.spans if s.name.startswith("anthropic.chat")]
+        assert len(spans) == 2  # the other instrumentor recorded both calls too
+        assert "incomplete" not in live.bundle
         assert [e["provider"] for e in live.bundle["llm"][MODEL]] == [
             "Anthropic.messages.create"
         ] * 2
@@ -482,5 +494,9 @@ def test_with_another_instrumentor_active_each_call_is_one_entry(capture: Any) -
         assert [e.model_dump() for e in events] == [e.model_dump() for e in live.value[1]]
         assert rep.clean
     finally:
-        providers.uninstrument("anthropic")
-        other.uninstrument()
+        if tracely_outermost:
+            providers.uninstrument("anthropic")
+            other.uninstrument()
+        else:
+            other.uninstrument()
+            providers.uninstrument("anthropic")
