@@ -20,6 +20,7 @@ from tracely_otel._extract import (
     ExtractedCall,
     NotReplayable,
     bundle_from_spans,
+    digest_item,
     register_reader,
     value_digest,
 )
@@ -43,6 +44,7 @@ __all__ = [
     "SpanEvent",
     "SpanRecord",
     "bundle_from_spans",
+    "digest_item",
     "record_from_readable",
     "register_reader",
     "value_digest",

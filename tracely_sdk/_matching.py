@@ -156,10 +156,19 @@ class Recording:
         queue = self._queues.get((TOOLS, name))
         if queue is None:
             return None
-        for entry in queue.unused():
-            if entry.key is None or entry.key == key:
+        # The loop of _Queue.unused, inlined: this runs on every replayed tool call.
+        entries = queue.entries
+        count = len(entries)
+        i = queue.cursor
+        while i < count and entries[i].used:
+            i += 1
+        queue.cursor = i
+        while i < count:
+            entry = entries[i]
+            if not entry.used and (entry.key is None or entry.key == key):
                 entry.used = True
                 return Match(entry)
+            i += 1
         if strict:
             return None
         first = queue.first_unused()  # lenient: ordered serve on an args mismatch

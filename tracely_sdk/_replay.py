@@ -68,14 +68,6 @@ class ReplayReport:
         }
 
 
-@dataclass(slots=True)
-class Decision:
-    """The answer to one call under replay: serve ``match``, or run live (lenient only)."""
-
-    match: Match | None
-    label: str
-
-
 class ReplaySession:
     """One active recording: the matcher state and the report, shared by threads."""
 
@@ -89,8 +81,12 @@ class ReplaySession:
     def mode(self) -> Mode:
         return self.report.mode
 
-    def decide(self, kind: str, name: str, key: CallKey | None) -> Decision:
-        """Find the entry that answers a call; a strict miss raises ReplayError."""
+    def decide(self, kind: str, name: str, key_text: bytes | None) -> Match | None:
+        """The entry that answers a call whose args/input are ``key_text`` (recorded JSON).
+
+        None means run live (lenient mode only); a strict miss raises ReplayError.
+        """
+        key = None if key_text is None else CallKey(key_text)
         label = f"{kind}:{name}"
         with self._lock:
             if kind == TOOLS:
@@ -101,10 +97,10 @@ class ReplaySession:
                 self.report.served.append(label)
                 if match.diverged:
                     self.report.diverged.append(label)
-                return Decision(match, label)
+                return match
             if not self.strict:
                 self.report.live.append(label)
-                return Decision(None, label)
+                return None
             message, closest = self.recording.explain_miss(kind, name, key)
             error = ReplayError(message, label=label, closest=closest)
             self.report.errors.append(error)
@@ -221,7 +217,6 @@ def fixture(kind: str, name: str) -> Any:
 
 
 __all__ = [
-    "Decision",
     "ReplayReport",
     "ReplaySession",
     "call_key",

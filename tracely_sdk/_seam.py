@@ -19,11 +19,18 @@ from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from tracely_otel import attributes as A
-from tracely_otel import value_digest
+from tracely_otel import digest_item
 from tracely_sdk import _redact
-from tracely_sdk._matching import LLM, TOOLS, CallKey
-from tracely_sdk._replay import Decision, ReplaySession, current_session
-from tracely_sdk._types import NO_ANNOTATION, encode_value, rebuild, return_annotation
+from tracely_sdk._matching import LLM, TOOLS, Match
+from tracely_sdk._replay import ReplaySession, current_session
+from tracely_sdk._types import (
+    NO_ANNOTATION,
+    dumps,
+    encode_value,
+    is_lossy,
+    rebuild,
+    return_annotation,
+)
 from tracely_sdk._version import __version__
 from tracely_sdk.errors import LLMError, ReplayError, ToolError
 
@@ -58,6 +65,21 @@ def _warn_once(key: str, message: str, *args: Any, exc_info: bool = False) -> No
     if key not in _warned:
         _warned.add(key)
         logger.warning(message, *args, exc_info=exc_info)
+
+
+def _encode_input(value: Any) -> tuple[str, bool]:
+    """A call's args or input as recorded (redacted JSON text), and whether anything was lost."""
+    text = dumps(value).decode("utf-8")
+    return _redact.redact(text), is_lossy(text)
+
+
+def _digest_json(items: list[str]) -> str:
+    """The ``tracely.digest`` attribute from :func:`digest_item` members."""
+    return "{" + ",".join(items) + "}"
+
+
+# The closing values whose digests _flush adds to the input's (set by the call's start).
+_CLOSING_DIGESTED = tuple(k for k in A.DIGESTED if k not in (A.ARGS, A.INPUT))
 
 
 class _Encoded:
@@ -97,14 +119,14 @@ class Call:
 
     __slots__ = (
         "_attrs",
+        "_digest",
         "_done",
         "_ended",
         "_span",
         "annotation",
         "codec",
-        "decision",
         "kind",
-        "label",
+        "match",
         "name",
         "session",
         "usage",
@@ -130,33 +152,46 @@ class Call:
         self.usage = usage
         self._done = False
         self._ended = False
-        section = TOOLS if kind == A.KIND_TOOL else LLM
-        self.label = f"{section}:{name}"
-        attrs: dict[str, Any] = {A.KIND: kind, A.NAME: name}
-        if kind == A.KIND_TOOL:
-            attrs[A.GEN_AI_OPERATION_NAME] = A.OP_EXECUTE_TOOL
-            attrs[A.GEN_AI_TOOL_NAME] = name
+        self._span: Span | None = None
+        self.match: Match | None = None
+        tool = kind == A.KIND_TOOL
+        if tool:
+            attrs: dict[str, Any] = {
+                A.KIND: kind,
+                A.NAME: name,
+                A.GEN_AI_OPERATION_NAME: A.OP_EXECUTE_TOOL,
+                A.GEN_AI_TOOL_NAME: name,
+            }
         else:
-            attrs[A.GEN_AI_OPERATION_NAME] = A.OP_CHAT
-            attrs[A.GEN_AI_REQUEST_MODEL] = name
+            attrs = {
+                A.KIND: kind,
+                A.NAME: name,
+                A.GEN_AI_OPERATION_NAME: A.OP_CHAT,
+                A.GEN_AI_REQUEST_MODEL: name,
+            }
         if provider is not None:
             attrs[A.PROVIDER] = provider
         if attributes:
             attrs.update(attributes)
-        value = args if kind == A.KIND_TOOL else input
-        key_json: str | None = None
+        value = args if tool else input
+        text: str | None = None
+        self._digest = ""
         if value is not _UNSET and value is not None:
-            encoded = _Encoded(value)
-            key_json = encoded.json
-            attrs[A.ARGS if kind == A.KIND_TOOL else A.INPUT] = encoded.json
-            if encoded.unserialisable:
-                attrs[A.UNSERIALISABLE] = A.ARGS if kind == A.KIND_TOOL else A.INPUT
+            text, unserialisable = _encode_input(value)
+            key = A.ARGS if tool else A.INPUT
+            attrs[key] = text
+            if unserialisable:
+                attrs[A.UNSERIALISABLE] = key
+            self._digest = digest_item(key, text)
         self._attrs = attrs
-        self._span: Span | None = None
-        self.session = current_session()
-        self.decision: Decision | None = None
-        if self.session is not None:
-            self._decide(section, key_json)
+        self.session = session = current_session()
+        if session is not None:
+            self._decide(session, TOOLS if tool else LLM, text)
+
+    @property
+    def label(self) -> str:
+        """``tools:NAME`` or ``llm:MODEL``, as reports name the call."""
+        return f"{TOOLS if self.kind == A.KIND_TOOL else LLM}:{self.name}"
 
     @property
     def span(self) -> Span:
@@ -180,22 +215,20 @@ class Call:
             set_status_on_exception=False,
         )
 
-    def _decide(self, section: str, key_json: str | None) -> None:
-        assert self.session is not None
-        key = CallKey(key_json.encode()) if key_json is not None else None
+    def _decide(self, session: ReplaySession, section: str, text: str | None) -> None:
         attrs = self._attrs
         try:
-            self.decision = self.session.decide(section, self.name, key)
+            match = session.decide(section, self.name, None if text is None else text.encode())
         except ReplayError as exc:
             attrs[A.REPLAY_MISS] = True
             attrs[A.ERROR_TYPE] = "ReplayError"
             self.span.set_status(Status(StatusCode.ERROR, str(exc)))
             self.end()
             raise
-        match = self.decision.match
         if match is None:
             attrs[A.REPLAY_LIVE] = True
             return
+        self.match = match
         attrs[A.REPLAY_SERVED] = True
         if match.diverged:
             attrs[A.REPLAY_DIVERGENCE] = "input" if section == LLM else "args"
@@ -205,22 +238,23 @@ class Call:
     @property
     def served(self) -> bool:
         """True when the call is answered from the recording (``fn`` must not run)."""
-        return self.decision is not None and self.decision.match is not None
+        return self.match is not None
 
     # -- replay --------------------------------------------------------------------------
 
     def serve(self) -> Any:
         """The recorded value (rebuilt to its live type), or raise the recorded failure."""
-        assert self.decision is not None and self.decision.match is not None
-        entry = self.decision.match.entry
+        assert self.match is not None
+        entry = self.match.entry
         raw = entry.raw
         self._done = True
         out: dict[str, Any] = {}
         usage = raw.get("usage")
         if usage is not None:
             self._usage_attrs(usage, out)
-        error = entry.error
-        if error is not None:
+        output_json = entry.output_json
+        if output_json is None:
+            error = raw["error"]
             type_name, message = str(error.get("type")), str(error.get("message"))
             status = self._error_attrs(orjson.dumps(dict(error)).decode(), type_name, message, out)
             self._flush(out)
@@ -229,13 +263,12 @@ class Call:
                 self.codec.raise_error(error, self.label)
             cls = ToolError if self.kind == A.KIND_TOOL else LLMError
             raise cls(self.label, type_name, message)
-        assert entry.output_json is not None
-        out[A.OUTPUT] = entry.output_json.decode()
+        out[A.OUTPUT] = output_json.decode()
         tag = raw.get("output_type")
-        if isinstance(tag, str):
+        if tag is not None:
             out[A.OUTPUT_TYPE] = tag
         self._flush(out)
-        output = orjson.loads(entry.output_json)  # a fresh copy: the agent may mutate it
+        output = orjson.loads(output_json)  # a fresh copy: the agent may mutate it
         try:
             if self.codec is not None:
                 return self.codec.rebuild(output, raw)
@@ -357,13 +390,12 @@ class Call:
 
     def _flush(self, out: dict[str, Any]) -> None:
         """Set the call's closing attributes at once, the integrity digest last."""
-        attrs = self._attrs
-        digest = {}
-        for key in A.DIGESTED:
-            text = out.get(key) or attrs.get(key)
+        items = [self._digest] if self._digest else []
+        for key in _CLOSING_DIGESTED:
+            text = out.get(key)
             if text is not None:
-                digest[key] = value_digest(text)
-        out[A.DIGEST] = orjson.dumps(digest).decode()
+                items.append(digest_item(key, text))
+        out[A.DIGEST] = _digest_json(items)
         # tracely.kind again, last: a span over the attribute count limit then evicts the
         # recorded values first, and the extractor sees what is missing and refuses the call.
         out[A.KIND] = self.kind
@@ -371,6 +403,7 @@ class Call:
             self._span.set_attributes(out)
             return
         # Not started yet (a served call): start it with everything, in the same order.
+        attrs = self._attrs
         del attrs[A.KIND]
         attrs.update(out)
         self._span = self._start(attrs)
@@ -494,12 +527,12 @@ class AgentRun:
             A.GEN_AI_AGENT_NAME: self.name,
             A.SDK_VERSION: __version__,
         }
-        digest: dict[str, Any] = {}
+        digest: list[str] = []
         try:
             if self._input is not None:
                 encoded = _Encoded(self._input)
                 attrs[A.INPUT] = encoded.json
-                digest[A.INPUT] = value_digest(encoded.json)
+                digest.append(digest_item(A.INPUT, encoded.json))
             session = current_session()
             if session is not None:
                 _stamp_session(attrs, session)
@@ -532,14 +565,14 @@ class AgentRun:
                 span.set_attributes({A.ERROR: text, A.ERROR_TYPE: type(exc).__qualname__})
                 span.set_status(Status(StatusCode.ERROR, f"{type(exc).__qualname__}: {exc}"))
                 span.record_exception(exc)
-                digest[A.ERROR] = value_digest(text)
+                digest.append(digest_item(A.ERROR, text))
             elif self._output is not _UNSET:
                 encoded = _Encoded(self._output)
                 span.set_attribute(A.OUTPUT, encoded.json)
                 if encoded.tag:
                     span.set_attribute(A.OUTPUT_TYPE, encoded.tag)
-                digest[A.OUTPUT] = value_digest(encoded.json)
-            span.set_attributes({A.DIGEST: orjson.dumps(digest).decode(), A.KIND: A.KIND_AGENT})
+                digest.append(digest_item(A.OUTPUT, encoded.json))
+            span.set_attributes({A.DIGEST: _digest_json(digest), A.KIND: A.KIND_AGENT})
         except Exception:
             _warn_once(
                 "agent-output",

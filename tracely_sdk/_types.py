@@ -69,6 +69,7 @@ import orjson
 
 __all__ = [
     "MARKER_KEY",
+    "is_lossy",
     "NO_ANNOTATION",
     "Encoded",
     "RebuildError",
@@ -360,6 +361,11 @@ def encode_value(value: Any) -> Encoded:
     """``value`` encoded for a span attribute: JSON text, top-level type tag, lossiness."""
     text = dumps(value).decode("utf-8")
     return _new_tuple(Encoded, (text, type_tag(value), _MARKER_PATTERN in text))
+
+
+def is_lossy(text: str) -> bool:
+    """True when JSON ``text`` from :func:`dumps` holds an unserialisable marker."""
+    return _MARKER_PATTERN in text
 
 
 # --------------------------------------------------------------------------------------------

@@ -5,7 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+import orjson
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from opentelemetry import trace
 from opentelemetry.sdk.trace import SpanLimits, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -16,8 +19,10 @@ from tracely_otel import (
     FixtureSpanProcessor,
     SpanRecord,
     bundle_from_spans,
+    digest_item,
     record_from_readable,
     validate_bundle,
+    value_digest,
 )
 
 
@@ -135,3 +140,8 @@ def test_a_broken_reader_never_costs_the_trace_its_recording(
     with tracely.agent("a", input=1):
         tracely.call_tool("t", lambda: 1)
     assert capture.last_bundle["tools"]["t"][0]["output"] == 1
+
+
+@given(st.text(), st.sampled_from(["tracely.args", "tracely.output", "tracely.error"]))
+def test_digest_item_is_the_value_digest_pair_as_json(text: str, key: str) -> None:
+    assert orjson.loads("{" + digest_item(key, text) + "}") == {key: value_digest(text)}

@@ -15,7 +15,7 @@ SDK = {
 OTEL = {
     "FORMAT", "BundleFormatError", "bundle_checksum", "entry_labels", "seal", "validate_bundle",
     "BundleCallback", "ExtractedCall", "FixtureSpanProcessor", "NotReplayable", "SpanEvent",
-    "SpanRecord", "bundle_from_spans", "record_from_readable", "register_reader", "value_digest",
+    "SpanRecord", "bundle_from_spans", "digest_item", "record_from_readable", "register_reader", "value_digest",
     "SetupError", "attributes", "find_fixture_processor", "sdk_disabled", "setup",
 }  # fmt: skip
 
