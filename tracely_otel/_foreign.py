@@ -42,7 +42,10 @@ Parts are the conventions' ``text`` (``content``), ``tool_call`` (``id``, ``name
 ``arguments`` parsed from JSON text when it is JSON), ``tool_call_response`` (``id``,
 ``response``) and, kept as the source wrote them, any other part (``reasoning``, ``uri``,
 ...). System instructions recorded apart from the messages become a leading ``system``
-message. ``finish_reason`` is the conventions' value (``stop``, ``length``,
+message, and a message that only returns tool results has the role ``tool`` (Anthropic sends
+them as ``user``), its text results as text (not text blocks): one form for one conversation,
+whoever recorded it, which :func:`input_messages` also gives a replayed call's arguments so
+that they compare. ``finish_reason`` is the conventions' value (``stop``, ``length``,
 ``content_filter``, ``tool_call``, ``error``) where the source's maps to one, else the
 source's own; where none was recorded it is ``tool_call`` for a message that calls a tool and
 ``stop`` otherwise. The entry is named after the request model (what a replayed call asks
@@ -74,6 +77,7 @@ from tracely_otel._spans import SpanRecord
 __all__ = [
     "FOREIGN_READERS",
     "OUTPUT_TYPE",
+    "input_messages",
     "read_anthropic_sdk_span",
     "read_genai_span",
     "read_openinference_span",
@@ -352,7 +356,28 @@ def _tool_call(call_id: Any, name: Any, arguments: Any) -> dict[str, Any]:
 
 
 def _tool_response(call_id: Any, response: Any) -> dict[str, Any]:
-    return {"type": "tool_call_response", "id": _opt_str(call_id), "response": _plain(response)}
+    return {
+        "type": "tool_call_response",
+        "id": _opt_str(call_id),
+        "response": _response_value(_plain(response)),
+    }
+
+
+def _response_value(response: Any) -> Any:
+    """A tool result in one form however the source kept it: text blocks become their text.
+
+    The anthropic SDK writes a result given as text as a list of text blocks, the
+    instrumentors as the text; without one form the same prompt would read as two.
+    """
+    if not isinstance(response, list) or not response:
+        return response
+    texts: list[str] = []
+    for block in response:
+        text = block.get("text", block.get("content")) if isinstance(block, dict) else None
+        if not (isinstance(block, dict) and block.get("type") == "text" and isinstance(text, str)):
+            return response
+        texts.append(text)
+    return "".join(texts)
 
 
 def _block_part(block: Mapping[str, Any]) -> dict[str, Any]:
@@ -529,6 +554,38 @@ def _reasons(value: Any) -> list[Any]:
     return []
 
 
+def _tool_roles(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Messages that only return tool results get the role ``tool``.
+
+    Anthropic sends tool results in a ``user`` message; some sources keep that role and some
+    write ``tool``. One role makes the same conversation one input, whoever recorded it.
+    """
+    for message in messages:
+        parts = message["parts"]
+        if parts and all(p.get("type") == "tool_call_response" for p in parts):
+            message["role"] = "tool"
+    return messages
+
+
+def input_messages(messages: Any, system: Any = None) -> list[dict[str, Any]]:
+    """A call's ``messages`` (and a ``system`` prompt given apart from them) in the one form
+    the readers give an entry's ``input``.
+
+    ``messages`` may be in the conventions' shape, OpenAI's or Anthropic's. A replayed call
+    answered by an entry read from another instrumentor's span is compared with it in this
+    form, so an unchanged prompt is not divergence and a changed one is. Raises ValueError
+    for what is not a list of messages.
+    """
+    try:
+        inputs = _messages(_plain(messages), "input", output=False)
+        lead = _system_message(_plain(system))
+    except _Unservable as exc:
+        raise ValueError(exc.reason) from None
+    if lead is not None and not (inputs and inputs[0]["role"] == "system"):
+        inputs.insert(0, lead)
+    return _tool_roles(inputs)
+
+
 def _entry(
     source: _Source,
     inputs: list[dict[str, Any]],
@@ -539,7 +596,7 @@ def _entry(
     usage: tuple[int | None, int | None],
 ) -> dict[str, Any]:
     entry: dict[str, Any] = {
-        "input": inputs,
+        "input": _tool_roles(inputs),
         "output": {"messages": outputs, "model": _opt_str(model), "id": _opt_str(response_id)},
         "output_type": OUTPUT_TYPE,
     }

@@ -658,6 +658,48 @@ def test_foreign_entries_survive_the_wire(
     assert remote is not None and remote["llm"] == local["llm"]
 
 
+# --------------------------------------------------------------------------------- replaying them
+
+
+def closed_port_url() -> str:
+    with contextlib.closing(__import__("socket").socket()) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{sock.getsockname()[1]}"
+
+
+@pytest.mark.parametrize("source", SOURCES, ids=lambda s: s.id)
+def test_a_replayed_entry_diverges_only_when_the_prompt_changed(
+    source: Source, server: LLMServer, provider: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An entry read from another instrumentor's span holds its input as GenAI messages; the
+    patched SDK call compares its own arguments with it in that form."""
+    tp, exporter = provider
+    with instrumented(source, tp, monkeypatch):
+        if source.sdk == "openai":
+            live_client: Any = openai_client(server)
+            conversation: Any = openai_conversation
+        else:
+            live_client = anthropic_client(server, source, tp)
+            conversation = anthropic_conversation
+        live = []
+        bundle = one_bundle(tp, exporter, lambda: live.extend(conversation(live_client)))
+    assert len(bundle["llm"][OPENAI_MODEL if source.sdk == "openai" else ANTHROPIC_MODEL]) == 2
+    url = closed_port_url()
+    if source.sdk == "openai":
+        client: Any = openai.OpenAI(api_key="k", base_url=url + "/v1", max_retries=0)
+    else:
+        client = anthropic.Anthropic(api_key="k", base_url=url, max_retries=0)
+    with tracely.fixtures(bundle) as rep:
+        replayed = conversation(client)
+    assert rep.diverged == [] and len(rep.served) == 2 and rep.clean
+    for got, want in zip(replayed, live, strict=True):
+        assert got.model_dump(warnings=False)["id"] == want.id
+    monkeypatch.setattr(sys.modules[__name__], "QUESTION", "And in Oslo?")
+    with tracely.fixtures(bundle) as rep:
+        conversation(client)
+    assert len(rep.diverged) == 2 and not rep.errors
+
+
 # --------------------------------------------------------------------------------- one call, two spans
 
 

@@ -45,7 +45,9 @@ import wrapt
 from opentelemetry import trace
 
 from tracely_otel import attributes as A
+from tracely_otel._foreign import input_messages
 from tracely_sdk import _redact, _replay
+from tracely_sdk._matching import LLM
 from tracely_sdk._seam import Call
 from tracely_sdk.errors import ConfigError
 
@@ -272,6 +274,31 @@ def find_stream(value: Any, classes: tuple[type, ...]) -> Any:
             inner = fields.get("stream", fields.get("_stream"))
         value = inner
     return None
+
+
+def compared_as_messages(model: str) -> bool:
+    """Whether the entry that will answer a call to ``model`` in this context's fixtures()
+    block holds its input as the GenAI conventions' messages (an entry read from another
+    instrumentor's span, or written by hand in that shape).
+
+    The call's input is then compared in that form (:func:`input_messages`), not as the
+    provider's own arguments, which such an entry never has: an unchanged prompt is served
+    without divergence and a changed one is reported. The entry is looked up again when the
+    call is matched; a concurrent call taking it in between only changes which form is
+    compared.
+    """
+    session = _replay.current_session()
+    if session is None:
+        return False
+    entry = session.recording.peek(LLM, model)
+    if entry is None:
+        return False
+    recorded = entry.raw.get("input")
+    return (
+        isinstance(recorded, list)
+        and bool(recorded)
+        and all(isinstance(m, Mapping) and "parts" in m for m in recorded)
+    )
 
 
 def content_json(value: Any) -> str:
@@ -855,7 +882,9 @@ __all__ = [
     "close_finished_streams",
     "entry_usage",
     "find_stream",
+    "compared_as_messages",
     "in_chain",
+    "input_messages",
     "install",
     "intercept",
     "is_installed",

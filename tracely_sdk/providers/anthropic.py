@@ -12,7 +12,8 @@ The recording of a call (``tracely.output``): ``anthropic.message``, the message
 sent it (``{"object", "body", "request_id"}``, plus ``headers`` when the call saw them), or
 ``anthropic.message.events``, ``{"chunks": [...], "headers": {...}}`` with every streamed event
 in order under its SSE event name. Its input (``tracely.input``) is ``{"system", "messages",
-"tools", "output_format"}``, the keys the call gave.
+"tools", "output_format"}``, the keys the call gave; a call answered by an entry whose input
+is GenAI messages (read from another instrumentor's span) is compared in that form instead.
 
 The SDK's own spans: live, the SDK makes an ``anthropic.messages.create`` span (when a tracer
 provider is set) inside its ``request``; tracely's ``chat MODEL`` span is current around it, so
@@ -420,7 +421,15 @@ class _Call:
         if fmt is not None:
             key["output_format"] = fmt
             attributes[P.GEN_AI_OUTPUT_TYPE] = "json"
-        self.input = key
+        self.input: Any = key
+        if P.compared_as_messages(model):
+            # The only form the recorded entry has: compare the input as messages.
+            try:
+                self.input = P.input_messages(
+                    P.plain(kwargs.get("messages"), _OMIT), P.plain(system, _OMIT)
+                )
+            except ValueError:
+                pass  # not messages: compared as given, which reports the difference
         for name, value in (
             (P.GEN_AI_REQUEST_MAX_TOKENS, _given(kwargs, "max_tokens")),
             (P.GEN_AI_REQUEST_TEMPERATURE, _given(kwargs, "temperature")),

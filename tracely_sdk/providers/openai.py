@@ -16,7 +16,9 @@ The recording of a call (``tracely.output``, the codec's recorded form):
 
 Its input (``tracely.input``) is ``{"messages", "tools", "response_format"}`` (chat) or
 ``{"input", "instructions", "tools", "text_format", "previous_response_id"}`` (Responses),
-the keys the call gave, so a changed prompt shows as divergence on replay.
+the keys the call gave, so a changed prompt shows as divergence on replay. A call answered
+by an entry whose input is GenAI messages (read from another instrumentor's span) is compared
+in that form instead: its messages (and ``instructions``) as the extractor writes them.
 
 Replay serves any entry as the type the call returns: a recorded body as a streamed call
 (chunks made from it), recorded chunks as a plain call (accumulated), a chat recording to
@@ -701,7 +703,9 @@ class _Call:
         if fmt is not None:
             key["response_format" if api == "chat" else "text_format"] = fmt
             attributes[P.GEN_AI_OUTPUT_TYPE] = "json" if fmt != "text" else "text"
-        self.input = key
+        self.input: Any = key
+        if P.compared_as_messages(model):
+            self._messages_key()
         for name, value in (
             (P.GEN_AI_REQUEST_MAX_TOKENS, max_tokens),
             (P.GEN_AI_REQUEST_TEMPERATURE, _given(kwargs, "temperature")),
@@ -712,6 +716,19 @@ class _Call:
         if P.settings.capture_content:
             self._input_content(attributes)
         self.attributes = attributes
+
+    def _messages_key(self) -> None:
+        """Compare the input as messages, the only form the recorded entry has."""
+        try:
+            if self.api == "chat":
+                self.input = P.input_messages(_plain(self.kwargs.get("messages")))
+            else:
+                self.input = P.input_messages(
+                    genai_responses_input(_given(self.kwargs, "input")),
+                    _given(self.kwargs, "instructions"),
+                )
+        except ValueError:
+            pass  # not messages: compared as given, which reports the difference
 
     def _input_content(self, attributes: dict[str, Any]) -> None:
         try:
