@@ -719,7 +719,7 @@ def _json_span(
             0,
             _U32,
         ),
-        resource=dict(resource),
+        resource=resource,  # one dict per ResourceSpans, as in the protobuf decoder
         scope_name=scope,
         parent_is_remote=parent_id is not None and flags & _REMOTE_BITS == _REMOTE_BITS,
         kind=_KINDS[kind],

@@ -1430,6 +1430,9 @@ def test_proto_round_trip_grouped(records: list[SpanRecord]) -> None:
     assert decoded == records
     # one resource mapping per ResourceSpans, shared by its spans
     assert len({id(r.resource) for r in decoded}) == len(request.resource_spans)
+    from_json = records_from_otlp_json(json_format.MessageToJson(request))
+    assert from_json == records
+    assert len({id(r.resource) for r in from_json}) == len(request.resource_spans)
 
 
 def test_proto_bad_ids_are_found_after_good_spans_of_the_same_trace() -> None:
