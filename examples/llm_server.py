@@ -13,7 +13,9 @@ and every call is answered by a deterministic toy "model", over real HTTP, inclu
 
 Routes: ``POST /v1/chat/completions`` (JSON, or SSE ``data:`` chunks ending in ``[DONE]``, with the usage chunk
 when ``stream_options.include_usage`` is set), ``POST /v1/responses`` (JSON, or SSE with typed ``event:`` lines),
-``POST /v1/messages`` (Anthropic JSON, or its named SSE events including ``ping``).
+``POST /v1/messages`` (Anthropic JSON, or its named SSE events including ``ping``), and ``GET
+/v1/responses/{id}`` for a response this server made (JSON, or with ``?stream=true`` its events again,
+after ``starting_after`` when given: what ``responses.stream(response_id=...)`` resumes).
 
 The model: when the request offers tools and the last turn is the user's, it calls the first tool, with
 arguments made from the tool's JSON schema and the user's text (a string property gets the last capitalised
@@ -41,6 +43,7 @@ import json
 import re
 import socket
 import threading
+import urllib.parse
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -201,6 +204,7 @@ class LLMServer(ThreadingHTTPServer):
         self._queued_faults: list[str] = []
         self._counter = 0
         self._thread: threading.Thread | None = None
+        self._responses: dict[str, tuple[dict[str, Any], int]] = {}  # id -> (request, number)
 
     @property
     def port(self) -> int:
@@ -246,6 +250,7 @@ class LLMServer(ThreadingHTTPServer):
             self.requests.clear()
             self._queued_faults.clear()
             self._counter = 0
+            self._responses.clear()
 
     def paths(self) -> list[str]:
         return [r.path for r in self.requests]
@@ -349,8 +354,28 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         request = self._record(None)
-        self.server._admit(request)
-        self._not_found(request)
+        number = self.server._admit(request)
+        path, _, query = self.path.partition("?")
+        stored = None
+        if path.startswith("/v1/responses/"):
+            with self.server._lock:
+                stored = self.server._responses.get(path[len("/v1/responses/") :])
+        if stored is None:
+            self._not_found(request)
+            return
+        if request.fault in ("429", "500"):
+            self._fault(request, number)
+            return
+        body, created = stored
+        completed, events = _responses_payload(body, created)
+        headers = {"x-request-id": f"req_{number:06d}", "openai-processing-ms": "1"}
+        params = urllib.parse.parse_qs(query)
+        if params.get("stream") != ["true"]:
+            self._send_json(200, completed, headers, cut=request.fault == "cut")
+            return
+        after = int(params.get("starting_after", ["-1"])[0])
+        wire = [_event_bytes(e) for e in events if e["sequence_number"] > after]
+        self._send_events(wire, headers, cut=request.fault == "cut")
 
     def do_POST(self) -> None:
         body = self._read_body()
@@ -560,156 +585,14 @@ class _Handler(BaseHTTPRequestHandler):
     # -- responses
 
     def _responses(self, body: dict[str, Any], number: int, *, cut: bool) -> None:
-        reply = _responses_reply(body)
-        model = str(body.get("model") or "gpt-4o")
+        completed, events = _responses_payload(body, number)
+        with self.server._lock:
+            self.server._responses[completed["id"]] = (body, number)
         headers = {"x-request-id": f"req_{number:06d}", "openai-processing-ms": "1"}
-        response_id = f"resp_{number:06d}"
-        if reply.tool_name:
-            item: dict[str, Any] = {
-                "id": f"fc_{number:06d}",
-                "type": "function_call",
-                "status": "completed",
-                "arguments": reply.arguments_json,
-                "call_id": f"call_{number:06d}_0",
-                "name": reply.tool_name,
-            }
-        else:
-            item = {
-                "id": f"msg_{number:06d}",
-                "type": "message",
-                "status": "completed",
-                "role": "assistant",
-                "content": [
-                    {
-                        "type": "output_text",
-                        "text": reply.text or "",
-                        "annotations": [],
-                        "logprobs": [],
-                    }
-                ],
-            }
-        usage = {
-            "input_tokens": reply.prompt_tokens,
-            "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
-            "output_tokens": reply.completion_tokens,
-            "output_tokens_details": {"reasoning_tokens": 0},
-            "total_tokens": reply.prompt_tokens + reply.completion_tokens,
-        }
-
-        def response(status: str, output: list[Any], usage_: Any) -> dict[str, Any]:
-            return {
-                "id": response_id,
-                "object": "response",
-                "created_at": CREATED,
-                "status": status,
-                "background": False,
-                "completed_at": CREATED if status == "completed" else None,
-                "error": None,
-                "incomplete_details": None,
-                "instructions": body.get("instructions"),
-                "max_output_tokens": body.get("max_output_tokens"),
-                "metadata": body.get("metadata") or {},
-                "model": model,
-                "output": output,
-                "parallel_tool_calls": bool(body.get("parallel_tool_calls", True)),
-                "previous_response_id": body.get("previous_response_id"),
-                "store": bool(body.get("store", True)),
-                "temperature": float(body.get("temperature", 1.0)),
-                "text": body.get("text") or {"format": {"type": "text"}},
-                "tool_choice": body.get("tool_choice", "auto"),
-                "tools": [_response_tool(t) for t in body.get("tools") or []],
-                "top_p": float(body.get("top_p", 1.0)),
-                "truncation": body.get("truncation") or "disabled",
-                "usage": usage_,
-                "user": body.get("user"),
-            }
-
         if not body.get("stream"):
-            self._send_json(200, response("completed", [item], usage), headers, cut=cut)
+            self._send_json(200, completed, headers, cut=cut)
             return
-
-        events: list[dict[str, Any]] = [
-            {"type": "response.created", "response": response("in_progress", [], None)},
-            {"type": "response.in_progress", "response": response("in_progress", [], None)},
-        ]
-        if reply.tool_name:
-            added = {**item, "status": "in_progress", "arguments": ""}
-            events.append({"type": "response.output_item.added", "output_index": 0, "item": added})
-            events.extend(
-                {
-                    "type": "response.function_call_arguments.delta",
-                    "item_id": item["id"],
-                    "output_index": 0,
-                    "delta": piece,
-                }
-                for piece in _split(reply.arguments_json, 8)
-            )
-            events.append(
-                {
-                    "type": "response.function_call_arguments.done",
-                    "item_id": item["id"],
-                    "output_index": 0,
-                    "arguments": reply.arguments_json,
-                }
-            )
-        else:
-            text = reply.text or ""
-            added = {**item, "status": "in_progress", "content": []}
-            empty_part = {"type": "output_text", "text": "", "annotations": [], "logprobs": []}
-            events.append({"type": "response.output_item.added", "output_index": 0, "item": added})
-            events.append(
-                {
-                    "type": "response.content_part.added",
-                    "item_id": item["id"],
-                    "output_index": 0,
-                    "content_index": 0,
-                    "part": empty_part,
-                }
-            )
-            events.extend(
-                {
-                    "type": "response.output_text.delta",
-                    "item_id": item["id"],
-                    "output_index": 0,
-                    "content_index": 0,
-                    "delta": piece,
-                    "logprobs": [],
-                }
-                for piece in _tokens(text)
-            )
-            events.append(
-                {
-                    "type": "response.output_text.done",
-                    "item_id": item["id"],
-                    "output_index": 0,
-                    "content_index": 0,
-                    "text": text,
-                    "logprobs": [],
-                }
-            )
-            events.append(
-                {
-                    "type": "response.content_part.done",
-                    "item_id": item["id"],
-                    "output_index": 0,
-                    "content_index": 0,
-                    "part": item["content"][0],
-                }
-            )
-        events.append({"type": "response.output_item.done", "output_index": 0, "item": item})
-        events.append(
-            {"type": "response.completed", "response": response("completed", [item], usage)}
-        )
-        wire = []
-        for sequence, event in enumerate(events):
-            event["sequence_number"] = sequence
-            wire.append(
-                f"event: {event['type']}\n".encode()
-                + b"data: "
-                + json.dumps(event).encode()
-                + b"\n\n"
-            )
-        self._send_events(wire, headers, cut=cut)
+        self._send_events([_event_bytes(e) for e in events], headers, cut=cut)
 
     # -- anthropic messages
 
@@ -809,6 +692,152 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 # --------------------------------------------------------------------------------------------- replies
+
+
+def _responses_payload(
+    body: dict[str, Any], number: int
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The completed response to a Responses request, and the events that stream it."""
+    reply = _responses_reply(body)
+    model = str(body.get("model") or "gpt-4o")
+    response_id = f"resp_{number:06d}"
+    if reply.tool_name:
+        item: dict[str, Any] = {
+            "id": f"fc_{number:06d}",
+            "type": "function_call",
+            "status": "completed",
+            "arguments": reply.arguments_json,
+            "call_id": f"call_{number:06d}_0",
+            "name": reply.tool_name,
+        }
+    else:
+        item = {
+            "id": f"msg_{number:06d}",
+            "type": "message",
+            "status": "completed",
+            "role": "assistant",
+            "content": [
+                {
+                    "type": "output_text",
+                    "text": reply.text or "",
+                    "annotations": [],
+                    "logprobs": [],
+                }
+            ],
+        }
+    usage = {
+        "input_tokens": reply.prompt_tokens,
+        "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
+        "output_tokens": reply.completion_tokens,
+        "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": reply.prompt_tokens + reply.completion_tokens,
+    }
+
+    def response(status: str, output: list[Any], usage_: Any) -> dict[str, Any]:
+        return {
+            "id": response_id,
+            "object": "response",
+            "created_at": CREATED,
+            "status": status,
+            "background": False,
+            "completed_at": CREATED if status == "completed" else None,
+            "error": None,
+            "incomplete_details": None,
+            "instructions": body.get("instructions"),
+            "max_output_tokens": body.get("max_output_tokens"),
+            "metadata": body.get("metadata") or {},
+            "model": model,
+            "output": output,
+            "parallel_tool_calls": bool(body.get("parallel_tool_calls", True)),
+            "previous_response_id": body.get("previous_response_id"),
+            "store": bool(body.get("store", True)),
+            "temperature": float(body.get("temperature", 1.0)),
+            "text": body.get("text") or {"format": {"type": "text"}},
+            "tool_choice": body.get("tool_choice", "auto"),
+            "tools": [_response_tool(t) for t in body.get("tools") or []],
+            "top_p": float(body.get("top_p", 1.0)),
+            "truncation": body.get("truncation") or "disabled",
+            "usage": usage_,
+            "user": body.get("user"),
+        }
+
+    events: list[dict[str, Any]] = [
+        {"type": "response.created", "response": response("in_progress", [], None)},
+        {"type": "response.in_progress", "response": response("in_progress", [], None)},
+    ]
+    if reply.tool_name:
+        added = {**item, "status": "in_progress", "arguments": ""}
+        events.append({"type": "response.output_item.added", "output_index": 0, "item": added})
+        events.extend(
+            {
+                "type": "response.function_call_arguments.delta",
+                "item_id": item["id"],
+                "output_index": 0,
+                "delta": piece,
+            }
+            for piece in _split(reply.arguments_json, 8)
+        )
+        events.append(
+            {
+                "type": "response.function_call_arguments.done",
+                "item_id": item["id"],
+                "output_index": 0,
+                "arguments": reply.arguments_json,
+            }
+        )
+    else:
+        text = reply.text or ""
+        added = {**item, "status": "in_progress", "content": []}
+        empty_part = {"type": "output_text", "text": "", "annotations": [], "logprobs": []}
+        events.append({"type": "response.output_item.added", "output_index": 0, "item": added})
+        events.append(
+            {
+                "type": "response.content_part.added",
+                "item_id": item["id"],
+                "output_index": 0,
+                "content_index": 0,
+                "part": empty_part,
+            }
+        )
+        events.extend(
+            {
+                "type": "response.output_text.delta",
+                "item_id": item["id"],
+                "output_index": 0,
+                "content_index": 0,
+                "delta": piece,
+                "logprobs": [],
+            }
+            for piece in _tokens(text)
+        )
+        events.append(
+            {
+                "type": "response.output_text.done",
+                "item_id": item["id"],
+                "output_index": 0,
+                "content_index": 0,
+                "text": text,
+                "logprobs": [],
+            }
+        )
+        events.append(
+            {
+                "type": "response.content_part.done",
+                "item_id": item["id"],
+                "output_index": 0,
+                "content_index": 0,
+                "part": item["content"][0],
+            }
+        )
+    events.append({"type": "response.output_item.done", "output_index": 0, "item": item})
+    events.append({"type": "response.completed", "response": response("completed", [item], usage)})
+    for sequence, event in enumerate(events):
+        event["sequence_number"] = sequence
+    return response("completed", [item], usage), events
+
+
+def _event_bytes(event: dict[str, Any]) -> bytes:
+    return f"event: {event['type']}\n".encode() + b"data: " + json.dumps(event).encode() + b"\n\n"
 
 
 def _tokens(text: str) -> list[str]:

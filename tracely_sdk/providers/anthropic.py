@@ -21,8 +21,11 @@ the SDK's span is its child, and the extractor (which drops calls nested in a re
 makes one ``llm:`` entry of the pair. A replayed call is served above ``request``, so it
 makes tracely's span only.
 
-Not intercepted: ``client.beta.messages`` (its own classes, returning beta types) and
-``count_tokens``; under recorded replay they reach the safety net and raise ReplayError.
+Not intercepted, so under recorded replay they reach the safety net and raise ReplayError:
+``messages.count_tokens`` (a token count, not a model's answer) and everything under
+``client.beta``, ``client.beta.messages`` included (classes of its own returning beta types;
+the supported surface is ``messages.create`` / ``.stream`` / ``.parse``). Run them live in
+lenient mode, or outside the replayed code.
 """
 
 from __future__ import annotations

@@ -4,7 +4,11 @@ Patched (class attributes, so every client sees them, ``AzureOpenAI`` included):
 ``Completions.create`` / ``.parse`` and ``Responses.create`` / ``.parse``, sync and async.
 ``chat.completions.stream()`` and ``responses.stream()`` make their request through
 ``create(stream=True)``, so they are recorded and replayed there, under the SDK's own stream
-managers. ``.with_raw_response`` / ``.with_streaming_response`` call the same methods (with a
+managers; ``responses.stream(response_id=...)`` resumes a stream through
+``Responses.retrieve(stream=True)``, which is patched for that (its input is
+``{"response_id"}``, its name the model of that response when this process saw it, else the
+id). A plain ``retrieve`` fetches a stored object, not a model's answer: it is not recorded,
+and under recorded replay the safety net refuses it. ``.with_raw_response`` / ``.with_streaming_response`` call the same methods (with a
 header saying which wrapper made the call) and get the SDK's raw response objects back.
 
 The recording of a call (``tracely.output``, the codec's recorded form):
@@ -666,6 +670,7 @@ class _Call:
         instance: Any,
         kwargs: dict[str, Any],
         model: str,
+        resumed: str | None = None,
     ) -> None:
         self.api = api  # "chat" | "responses"
         self.parsed = parsed
@@ -704,7 +709,12 @@ class _Call:
             key["response_format" if api == "chat" else "text_format"] = fmt
             attributes[P.GEN_AI_OUTPUT_TYPE] = "json" if fmt != "text" else "text"
         self.input: Any = key
-        if P.compared_as_messages(model):
+        if resumed is not None:
+            # A stream resumed by id (`responses.stream(response_id=...)`): that is the input.
+            self.input = {"response_id": resumed}
+            if _given(kwargs, "starting_after") is not None:
+                self.input["starting_after"] = kwargs["starting_after"]
+        elif P.compared_as_messages(model):
             self._messages_key()
         for name, value in (
             (P.GEN_AI_REQUEST_MAX_TOKENS, max_tokens),
@@ -713,7 +723,7 @@ class _Call:
         ):
             if isinstance(value, (int, float)) and not isinstance(value, bool):
                 attributes[name] = value
-        if P.settings.capture_content:
+        if P.settings.capture_content and resumed is None:
             self._input_content(attributes)
         self.attributes = attributes
 
@@ -778,6 +788,8 @@ class _Call:
     # -- recording -----------------------------------------------------------------------
 
     def _response_attributes(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        if self.api == "responses":
+            _remember_model(body)
         out: dict[str, Any] = {}
         if isinstance(body.get("model"), str):
             out[A.GEN_AI_RESPONSE_MODEL] = body["model"]
@@ -998,6 +1010,56 @@ class _Call:
                 )
 
 
+# The model of each Responses API response seen (live or replayed), by id, so that a stream
+# resumed by id (whose request names no model) is recorded and matched under the model that
+# made the response. A response made in another process leaves the id as the name instead,
+# on recording and on replay alike.
+_MODELS: dict[str, str] = {}
+_MODELS_KEPT = 1024
+
+
+def _remember_model(body: Mapping[str, Any]) -> None:
+    response_id, model = body.get("id"), body.get("model")
+    if isinstance(response_id, str) and isinstance(model, str) and model:
+        if len(_MODELS) >= _MODELS_KEPT:
+            _MODELS.pop(next(iter(_MODELS)), None)
+        _MODELS[response_id] = model
+
+
+def _resumed_spec(provider: str, instance: Any, args: Any, kwargs: dict[str, Any]) -> _Call | None:
+    """A ``responses.retrieve(id, stream=True)`` (what ``responses.stream(response_id=...)``
+    makes); a plain retrieve fetches a stored object, not a model's answer, and is not one."""
+    if not _given(kwargs, "stream"):
+        return None
+    response_id = args[0] if args else kwargs.get("response_id")
+    if not isinstance(response_id, str) or not response_id:
+        return None
+    model = _MODELS.get(response_id, response_id)
+    return _Call("responses", False, provider, instance, kwargs, model, resumed=response_id)
+
+
+def _resumed_wrapper(provider: str, is_async: bool) -> P.Wrapper:
+    if is_async:
+
+        async def async_wrapper(
+            wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any
+        ) -> Any:
+            spec = _resumed_spec(provider, instance, args, kwargs) if _wanted() else None
+            if spec is None:
+                return await wrapped(*args, **kwargs)
+            return await P.aintercept(spec, lambda: wrapped(*args, **kwargs))
+
+        return async_wrapper
+
+    def sync_wrapper(wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any) -> Any:
+        spec = _resumed_spec(provider, instance, args, kwargs) if _wanted() else None
+        if spec is None:
+            return wrapped(*args, **kwargs)
+        return P.intercept(spec, lambda: wrapped(*args, **kwargs))
+
+    return sync_wrapper
+
+
 def _spec(
     api: str, parsed: bool, provider: str, instance: Any, kwargs: dict[str, Any]
 ) -> _Call | None:
@@ -1075,7 +1137,7 @@ async def _anet(wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: A
 
 # --------------------------------------------------------------------------- installing
 
-_TARGETS: list[tuple[type, str, str, P.Wrapper]] = [
+_CREATE_TARGETS: list[tuple[type, str, str, P.Wrapper]] = [
     (
         owner,
         method,
@@ -1090,6 +1152,20 @@ _TARGETS: list[tuple[type, str, str, P.Wrapper]] = [
     )
     for method in ("create", "parse")
 ]
+# `responses.stream(response_id=...)` resumes a stream through `retrieve(stream=True)`.
+_RESUME_TARGETS: list[tuple[type, str, str, P.Wrapper]] = [
+    (
+        owner,
+        "retrieve",
+        f"{client}.responses.retrieve",
+        _resumed_wrapper(f"{client}.responses.retrieve", is_async),
+    )
+    for owner, client, is_async in (
+        (Responses, "OpenAI", False),
+        (AsyncResponses, "AsyncOpenAI", True),
+    )
+]
+_TARGETS = _CREATE_TARGETS + _RESUME_TARGETS
 
 
 _CLIENTS: tuple[type, ...] = (

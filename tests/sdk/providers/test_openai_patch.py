@@ -445,6 +445,57 @@ def test_async_responses_round_trip(capture: Any, instrumented: None) -> None:
     assert rep.clean
 
 
+def test_a_stream_resumed_by_response_id_is_served(capture: Any, instrumented: None) -> None:
+    """``responses.stream(response_id=...)`` resumes through ``retrieve(stream=True)``: recorded
+    under the model that made the response, and served from its recorded events."""
+
+    def scenario(client: Any) -> Any:
+        made = client.responses.create(model=MODEL, input="Resume me")
+        with client.responses.stream(response_id=made.id) as resumed:
+            types = [e.type for e in resumed]
+            final = resumed.get_final_response()
+        with client.responses.stream(response_id=made.id, starting_after=8) as later:
+            numbers = [e.sequence_number for e in later]
+        return made, types, final, numbers
+
+    live = record(capture, scenario)
+    made, types, final, numbers = live.value
+    assert final.output_text == made.output_text == "You said: Resume me"
+    assert types[-1] == "response.completed" and numbers and numbers[0] == 9
+    entries = live.bundle["llm"][MODEL]
+    assert [e["provider"] for e in entries] == ["OpenAI.responses.create"] + [
+        "OpenAI.responses.retrieve"
+    ] * 2
+    assert entries[1]["input"] == {"response_id": made.id}
+    assert entries[1]["output_type"] == "openai.response.events"
+
+    (r_made, r_types, r_final, r_numbers), rep = replay(live.bundle, scenario)
+    same(r_made, made)
+    assert (r_types, r_numbers) == (types, numbers)
+    same(r_final, final)
+    assert rep.clean and "OpenAI.responses.retrieve" in rep.providers
+
+    async def resume(client: openai.AsyncOpenAI) -> Any:
+        async with client.responses.stream(response_id=made.id) as stream:
+            return [e.type async for e in stream]
+
+    async_types, rep = replay({"llm": {MODEL: entries[1:2]}}, resume, client_cls=openai.AsyncOpenAI)
+    assert async_types == types and rep.clean
+
+
+def test_a_plain_retrieve_is_not_served(capture: Any, instrumented: None) -> None:
+    """Fetching a stored response is not a model call: under recorded replay it is refused."""
+    live = record(capture, lambda c: c.responses.create(model=MODEL, input="Stored"))
+    with pytest.raises(tracely.ReplayError, match="would reach the network"):
+        replay(
+            live.bundle,
+            lambda c: (
+                c.responses.create(model=MODEL, input="Stored"),
+                c.responses.retrieve(live.value.id),
+            ),
+        )
+
+
 # --------------------------------------------------------------------------- a tool-using turn
 
 
