@@ -12,7 +12,8 @@ from __future__ import annotations
 import logging
 import zlib
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any
 
 import orjson
@@ -72,15 +73,17 @@ class NotReplayable:
 SpanReader = Callable[[SpanRecord], "ExtractedCall | NotReplayable | None"]
 
 
-@dataclass(slots=True)
 class _Values:
     """A tracely span's recorded JSON values, checked against its digest."""
 
-    span: SpanRecord
-    problems: list[str] = field(default_factory=list)
+    __slots__ = ("attributes", "problems")
+
+    def __init__(self, span: SpanRecord) -> None:
+        self.attributes = span.attributes
+        self.problems: list[str] = []
 
     def get(self, key: str) -> Any:
-        raw = self.span.attributes.get(key)
+        raw = self.attributes.get(key)
         if raw is None:
             return _MISSING
         if not isinstance(raw, str):
@@ -99,9 +102,12 @@ _MISSING: Any = object()
 def _check_digest(span: SpanRecord) -> str | None:
     """Why the span's recorded values cannot be trusted, or None when they check out.
 
-    In process, the SDK's limits can only shorten or drop a value, so its length decides; a
-    span that crossed the wire (a collector's processors may rewrite attributes) is hashed too.
+    In process, the SDK's limits can only shorten or drop a value, so its length decides (and
+    with no value length limit and nothing dropped there is nothing to check); a span that
+    crossed the wire (a collector's processors may rewrite attributes) is hashed too.
     """
+    if span.intact and span.in_process:
+        return None
     attrs = span.attributes
     raw = attrs.get(A.DIGEST)
     if not isinstance(raw, str):
@@ -140,10 +146,12 @@ def _check_digest(span: SpanRecord) -> str | None:
     return None
 
 
+_NAME_FALLBACK = {A.KIND_TOOL: A.GEN_AI_TOOL_NAME, A.KIND_LLM: A.GEN_AI_REQUEST_MODEL}
+
+
 def _call_name(span: SpanRecord, kind: str) -> str:
     attrs = span.attributes
-    fallback = {A.KIND_TOOL: A.GEN_AI_TOOL_NAME, A.KIND_LLM: A.GEN_AI_REQUEST_MODEL}
-    name = attrs.get(A.NAME) or attrs.get(fallback.get(kind, A.GEN_AI_AGENT_NAME))
+    name = attrs.get(A.NAME) or attrs.get(_NAME_FALLBACK.get(kind, A.GEN_AI_AGENT_NAME))
     if isinstance(name, str) and name:
         return name
     # Both evicted by the attribute count limit: the span name is "<operation> <name>".
@@ -238,6 +246,9 @@ def _agent_section(span: SpanRecord) -> dict[str, Any]:
     return agent
 
 
+_START_END = attrgetter("start_time_unix_nano", "end_time_unix_nano")
+
+
 def _as_records(spans: Iterable[Any]) -> list[SpanRecord]:
     records: dict[str, SpanRecord] = {}
     for span in spans:
@@ -261,7 +272,7 @@ def bundle_from_spans(spans: Iterable[Any]) -> dict[str, Any] | None:
             f"bundle_from_spans() takes the spans of one trace; got {len(trace_ids)} traces"
         )
     by_id = {r.span_id: r for r in records}
-    order = sorted(records, key=lambda r: (r.start_time_unix_nano, r.end_time_unix_nano))
+    order = sorted(records, key=_START_END)
 
     reads: dict[str, ExtractedCall | NotReplayable] = {}
     agents: list[SpanRecord] = []
@@ -281,18 +292,21 @@ def bundle_from_spans(spans: Iterable[Any]) -> dict[str, Any] | None:
             yield parent
             parent = by_id[parent].parent_span_id
 
-    # Another instrumentor's span around tracely's own span of the same call is the same call.
-    shadowed = {
-        anc
-        for sid, res in reads.items()
-        if not res.foreign
-        for anc in ancestors(by_id[sid])
-        if anc in reads and reads[anc].foreign
-    }
-    # So is one beside it: an instrumentor that does not make its span current.
-    from tracely_otel._foreign import same_call_beside
+    shadowed: set[str] = set()
+    if any(res.foreign for res in reads.values()):
+        # Another instrumentor's span around tracely's own span of the same call is the same
+        # call.
+        shadowed = {
+            anc
+            for sid, res in reads.items()
+            if not res.foreign
+            for anc in ancestors(by_id[sid])
+            if anc in reads and reads[anc].foreign
+        }
+        # So is one beside it: an instrumentor that does not make its span current.
+        from tracely_otel._foreign import same_call_beside
 
-    shadowed |= same_call_beside({k: v for k, v in reads.items() if k not in shadowed}, by_id)
+        shadowed |= same_call_beside({k: v for k, v in reads.items() if k not in shadowed}, by_id)
     top_agents = [
         a for a in agents if not any(p in {x.span_id for x in agents} for p in ancestors(a))
     ]
@@ -317,12 +331,41 @@ def bundle_from_spans(spans: Iterable[Any]) -> dict[str, Any] | None:
     tools: dict[str, list[dict[str, Any]]] = {}
     llm: dict[str, list[dict[str, Any]]] = {}
     incomplete: list[dict[str, Any]] = []
+    # Whether a span is, or is inside, a call that is served whole on replay; memoised per
+    # span, since every call span of an agent asks about the same parents.
+    inside: dict[str | None, bool] = {None: False}
+
+    def in_call(span_id: str | None) -> bool:
+        known = inside.get(span_id)
+        if known is not None:
+            return known
+        path: list[str] = []
+        seen: set[str] = set()
+        answer = False
+        while span_id is not None:
+            known = inside.get(span_id)
+            if known is not None:
+                answer = known
+                break
+            if span_id in seen:  # a parent cycle (bad input): nothing above it is a call
+                break
+            path.append(span_id)
+            seen.add(span_id)
+            if span_id in reads and span_id not in shadowed:
+                answer = True
+                break
+            parent = by_id.get(span_id)
+            span_id = parent.parent_span_id if parent is not None else None
+        for visited in path:
+            inside[visited] = answer
+        return answer
+
     seq = 0
     for record in order:
         result = reads.get(record.span_id)
         if result is None or record.span_id in shadowed:
             continue
-        if any(anc in reads and anc not in shadowed for anc in ancestors(record)):
+        if in_call(record.parent_span_id):
             continue  # served as part of the enclosing call on replay
         seq += 1
         label = f"{result.kind}:{result.name}"

@@ -45,6 +45,9 @@ class SpanRecord:
     kind: str = "INTERNAL"  # "INTERNAL" | "SERVER" | "CLIENT" | "PRODUCER" | "CONSUMER"
     # Where it was read from (this process's SDK, or decoded from the wire); not part of equality.
     in_process: bool = field(default=False, compare=False)
+    # True when the SDK that made it could not have cut or dropped an attribute (no value length
+    # limit, nothing dropped): its recorded values need no integrity check.
+    intact: bool = field(default=False, compare=False)
 
     @property
     def is_root(self) -> bool:
@@ -69,6 +72,12 @@ def _plain(attributes: Any) -> Mapping[str, Any]:
     return backing if isinstance(backing, dict) else dict(attributes)
 
 
+# The last trace id and resource converted (the spans of one trace share both), each held as
+# one tuple so that a thread reading it while another replaces it sees a consistent pair.
+_trace_memo: tuple[int, str] = (-1, "")
+_resource_memo: tuple[Any, Mapping[str, Any]] = (None, {})
+
+
 def record_from_readable(span: Any) -> SpanRecord:
     """Convert an OpenTelemetry SDK ``ReadableSpan`` into a :class:`SpanRecord`."""
     # The SDK's public properties copy and wrap on every access; this runs once per finished
@@ -83,25 +92,43 @@ def record_from_readable(span: Any) -> SpanRecord:
     raw_events = fields["_events"] if "_events" in fields else span.events  # noqa: SIM401
     attributes = fields["_attributes"] if "_attributes" in fields else span.attributes  # noqa: SIM401
     kind = fields.get("_kind") or span.kind
+    global _trace_memo, _resource_memo
+    trace_int = ctx.trace_id
+    memo = _trace_memo
+    if memo[0] == trace_int:
+        trace_hex = memo[1]
+    else:
+        trace_hex = format(trace_int, "032x")
+        _trace_memo = (trace_int, trace_hex)
+    if resource is None:
+        resource_plain: Mapping[str, Any] = {}
+    else:
+        known = _resource_memo
+        if known[0] is resource:
+            resource_plain = known[1]
+        else:
+            resource_plain = _plain(resource.attributes)
+            _resource_memo = (resource, resource_plain)
     return SpanRecord(
-        trace_id=format(ctx.trace_id, "032x"),
-        span_id=format(ctx.span_id, "016x"),
-        parent_span_id=format(parent.span_id, "016x") if parent is not None else None,
-        name=fields.get("_name") or span.name,
-        start_time_unix_nano=(fields.get("_start_time") or span.start_time) or 0,
-        end_time_unix_nano=(fields.get("_end_time") or span.end_time) or 0,
-        attributes=_plain(attributes),
-        status_code=_status_name(status.status_code),
-        status_message=status.description or "",
-        events=(
+        trace_hex,
+        format(ctx.span_id, "016x"),
+        format(parent.span_id, "016x") if parent is not None else None,
+        fields.get("_name") or span.name,
+        (fields.get("_start_time") or span.start_time) or 0,
+        (fields.get("_end_time") or span.end_time) or 0,
+        _plain(attributes),
+        _status_name(status.status_code),
+        status.description or "",
+        (
             tuple(SpanEvent(e.name, e.timestamp or 0, _plain(e.attributes)) for e in raw_events)
             if raw_events
             else ()
         ),
-        dropped_attributes_count=getattr(attributes, "dropped", 0) or 0,
-        resource=_plain(resource.attributes) if resource is not None else {},
-        scope_name=scope.name if scope is not None else "",
-        parent_is_remote=bool(parent is not None and parent.is_remote),
-        kind=_status_name(kind) if kind is not None else "INTERNAL",
-        in_process=True,
+        getattr(attributes, "dropped", 0) or 0,
+        resource_plain,
+        scope.name if scope is not None else "",
+        parent is not None and parent.is_remote,
+        _status_name(kind) if kind is not None else "INTERNAL",
+        True,
+        getattr(attributes, "max_value_len", 0) is None and not getattr(attributes, "dropped", 1),
     )

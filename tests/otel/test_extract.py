@@ -90,6 +90,24 @@ def test_an_evicted_value_is_never_served(unset_global_provider: None) -> None:
     assert "tracely.args" in item["reason"] and "OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT" in item["reason"]
 
 
+def test_a_span_no_limit_could_have_cut_is_intact(capture: Any) -> None:
+    tracely.call_tool("t", lambda: "ok")
+    (span,) = capture.spans
+    assert record_from_readable(span).intact  # so its digest need not be checked
+
+
+@pytest.mark.parametrize(
+    "limits",
+    [SpanLimits(max_attribute_length=1000), SpanLimits(max_span_attributes=1)],
+    ids=["value-length-limit", "attributes-dropped"],
+)
+def test_a_span_a_limit_may_have_cut_is_checked(limits: SpanLimits) -> None:
+    span = TracerProvider(span_limits=limits).get_tracer("t").start_span("s")
+    span.set_attributes({"a": "1", "b": "2"})
+    span.end()
+    assert not record_from_readable(span).intact
+
+
 def test_spans_of_several_traces_are_refused(capture: Any) -> None:
     tracely.call_tool("a", lambda: 1)
     tracely.call_tool("b", lambda: 2)
