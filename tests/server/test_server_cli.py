@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import gc
+import io
 import os
+import signal
 import socket
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +19,7 @@ import pytest
 from server._support import ROOT, Tokens
 from tracely_sdk.errors import ConfigError
 from tracely_sdk.server import ServerConfig, create_server
-from tracely_sdk.server._cli import add_serve_command, main
+from tracely_sdk.server._cli import SERVE_GC_THRESHOLDS, add_serve_command, main, run
 from tracely_sdk.store import SQLiteStore
 
 
@@ -125,6 +129,28 @@ def test_create_server_in_process(tmp_path: Path) -> None:
         with urllib.request.urlopen(f"{server.url}/healthz", timeout=5) as response:
             assert response.read() == b'{"status":"ok"}'
     server.shutdown()  # twice is harmless
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGTERM"), reason="needs POSIX signals")
+def test_run_tunes_the_cycle_collector_only_while_it_serves(tmp_path: Path) -> None:
+    config = ServerConfig.load({}, port=0, tokens=Tokens().env, store=f"sqlite:///{tmp_path}/t.db")
+    if threading.current_thread() is not threading.main_thread():
+        pytest.skip("run() handles signals only in the main thread")
+    before = gc.get_threshold()
+    handler = signal.getsignal(signal.SIGTERM)
+    seen: list[tuple[int, ...]] = []
+
+    class Out(io.StringIO):
+        def write(self, text: str) -> int:
+            if "listening on" in text:
+                seen.append(gc.get_threshold())
+                os.kill(os.getpid(), signal.SIGTERM)  # run() handles it: drain and return
+            return super().write(text)
+
+    assert run(config, out=Out()) == 0
+    assert seen == [SERVE_GC_THRESHOLDS]
+    assert gc.get_threshold() == before
+    assert signal.getsignal(signal.SIGTERM) == handler
 
 
 def test_serve_is_a_subcommand_sharing_store_with_the_cli() -> None:
