@@ -237,6 +237,13 @@ class _Types:
 
         self.validation_error = pydantic.ValidationError
         self.add_request_id = add_request_id
+        # On pydantic 2, `add_request_id` is a plain instance-attribute store (the name is
+        # neither a field nor a declared private attribute); doing it directly skips pydantic's
+        # __setattr__ dispatch. Anything else goes through the SDK's own function.
+        self.direct_request_id = pydantic.VERSION.startswith("2.") and all(
+            "_request_id" not in getattr(m, "__private_attributes__", {"_request_id": None})
+            for m in (ChatCompletion, Response)
+        )
         self.models: dict[str, Any] = {
             "chat.completion": ChatCompletion,
             "chat.completion.parsed": ChatCompletion,
@@ -325,7 +332,10 @@ def rebuild_response(
         result = _parse_response(result, text_format, input_tools)
     request_id = recorded.get("request_id")
     if isinstance(request_id, str):
-        types.add_request_id(result, request_id)
+        if types.direct_request_id:
+            object.__setattr__(result, "_request_id", request_id)
+        else:
+            types.add_request_id(result, request_id)
     return result
 
 

@@ -276,23 +276,26 @@ def find_stream(value: Any, classes: tuple[type, ...]) -> Any:
     return None
 
 
-def compared_as_messages(model: str) -> bool:
-    """Whether the entry that will answer a call to ``model`` in this context's fixtures()
-    block holds its input as the GenAI conventions' messages (an entry read from another
-    instrumentor's span, or written by hand in that shape).
+def next_entry(model: str) -> Any:
+    """The recorded entry (a matcher ``Entry``) that will answer a call to ``model`` in this
+    context's fixtures() block: None outside one, or when none is left.
+
+    The matcher serves LLM entries in order, so this is the one it will match, unless a
+    concurrent call of the same block takes it first; what is worked out from it is checked
+    against the match (:func:`intercept`).
+    """
+    session = _replay.current_session()
+    return None if session is None else session.recording.peek(LLM, model)
+
+
+def compared_as_messages(entry: Any) -> bool:
+    """Whether ``entry`` (from :func:`next_entry`) holds its input as the GenAI conventions'
+    messages (read from another instrumentor's span, or written by hand in that shape).
 
     The call's input is then compared in that form (:func:`input_messages`), not as the
     provider's own arguments, which such an entry never has: an unchanged prompt is served
-    without divergence and a changed one is reported. The entry is looked up again when the
-    call is matched; a concurrent call taking it in between only changes which form is
-    compared.
+    without divergence and a changed one is reported.
     """
-    session = _replay.current_session()
-    if session is None:
-        return False
-    entry = session.recording.peek(LLM, model)
-    if entry is None:
-        return False
     recorded = entry.raw.get("input")
     return (
         isinstance(recorded, list)
@@ -314,7 +317,9 @@ _servers: weakref.WeakKeyDictionary[Any, tuple[Any, dict[str, Any]]] = weakref.W
 def server_attributes(client: Any) -> dict[str, Any]:
     """``server.address`` / ``server.port`` of an SDK client, worked out once per base URL."""
     try:
-        url = client.base_url
+        # Both SDKs keep the URL as `_base_url`; their `base_url` property returns it through
+        # a function-level import on every read, a cost paid on every call otherwise.
+        url = client.__dict__.get("_base_url") or client.base_url
         cached = _servers.get(client)
         if cached is not None and cached[0] is url:
             return cached[1]
@@ -350,7 +355,9 @@ def materialise(kwargs: dict[str, Any], key: str, omitted: tuple[type, ...] = ()
     """A one-shot iterable argument (a generator of messages), made a list so that it can be
     both recorded and sent."""
     value = kwargs.get(key)
-    if value is None or isinstance(value, (str, bytes, list, tuple, Mapping, *omitted)):
+    if value is None or type(value) is list:  # what calls pass nearly always
+        return
+    if isinstance(value, (str, bytes, list, tuple, Mapping, *omitted)):
         return
     if isinstance(value, Iterable):
         kwargs[key] = list(value)
@@ -503,6 +510,11 @@ class InterceptedCall(Protocol):
     input: Any
     attributes: dict[str, Any]
     call: Call | None
+    entry: Any  # the entry expected to answer it (:func:`next_entry`), or None
+    served_with: Any  # the recorded entry whose response attributes the span started with
+
+    def served_attributes(self, entry: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        """The response attributes (model, id, finish reasons) of a recorded entry."""
 
     def recordable(self, result: Any) -> Recording | TeeStream:
         """The recording of a live non-streamed ``result``, or the stream to tee."""
@@ -554,16 +566,30 @@ def _usage(result: Any) -> tuple[int, int] | None:
 
 
 def _new_call(spec: InterceptedCall) -> Call:
+    attributes = spec.attributes
+    entry = spec.entry
+    served = None
+    if entry is not None:
+        # A served call's span starts once, with every attribute: the response attributes of
+        # the entry that will answer it go in from the start rather than in a second pass.
+        try:
+            served = spec.served_attributes(entry.raw)
+        except Exception:
+            served = None
+        if served:
+            attributes = {**attributes, **served}
     call = Call(
         A.KIND_LLM,
         spec.model,
         input=spec.input,
         usage=_usage,
         codec=_Codec(spec),
-        attributes=spec.attributes,
+        attributes=attributes,
         provider=spec.provider,
     )
     spec.call = call
+    if served and call.match is not None and call.match.entry is entry:
+        spec.served_with = entry.raw
     return call
 
 
@@ -883,6 +909,7 @@ __all__ = [
     "entry_usage",
     "find_stream",
     "compared_as_messages",
+    "next_entry",
     "in_chain",
     "input_messages",
     "install",

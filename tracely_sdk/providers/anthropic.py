@@ -380,12 +380,14 @@ class _Call:
         "attributes",
         "call",
         "client",
+        "entry",
         "input",
         "kwargs",
         "model",
         "parsed",
         "provider",
         "raw",
+        "served_with",
         "stream",
     )
 
@@ -406,6 +408,8 @@ class _Call:
         self.parsed = parsed
         self.stream = stream
         self.call: Any = None
+        self.entry = P.next_entry(model)
+        self.served_with: Any = None
         extra_headers = kwargs.get("extra_headers")
         self.raw = codec.raw_response_mode(extra_headers) if extra_headers else None
         P.materialise(kwargs, "messages", _OMIT)
@@ -425,7 +429,7 @@ class _Call:
             key["output_format"] = fmt
             attributes[P.GEN_AI_OUTPUT_TYPE] = "json"
         self.input: Any = key
-        if P.compared_as_messages(model):
+        if self.entry is not None and P.compared_as_messages(self.entry):
             # The only form the recorded entry has: compare the input as messages.
             try:
                 self.input = P.input_messages(
@@ -592,13 +596,15 @@ class _Call:
                     "message", chunks, client=self.client, headers=headers
                 )
                 P.served_stream(session, served.response)
-            try:
-                self._serve_attributes(body_from_events(chunks))
-            except ValueError:
-                pass
+            if entry is not self.served_with and self._attributes_wanted():
+                try:
+                    self._serve_attributes(body_from_events(chunks))
+                except ValueError:
+                    pass
             return served
         recording = self._body_of(output, entry)
-        self._serve_attributes(recording["body"])
+        if entry is not self.served_with and self._attributes_wanted():
+            self._serve_attributes(recording["body"])
         if self.raw is not None:
             return codec.rebuild_raw_response(
                 self._kind,
@@ -612,6 +618,15 @@ class _Call:
                 "message.parsed", recording, output_format=self._output_format()
             )
         return codec.rebuild_response("message", recording)
+
+    def served_attributes(self, entry: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        if "output" not in entry:
+            return None  # a recorded failure: no response
+        return self._response_attributes(self._body_of(entry["output"], entry)["body"])
+
+    def _attributes_wanted(self) -> bool:
+        """Whether a served call's span records the response attributes worked out for it."""
+        return self.call is not None and self.call.span.is_recording()
 
     def _serve_attributes(self, body: Mapping[str, Any]) -> None:
         if self.call is not None:

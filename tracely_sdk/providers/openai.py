@@ -635,6 +635,10 @@ def _format_name(value: Any) -> str | None:
     return type(value).__name__
 
 
+def _number(value: Any) -> bool:
+    return value is not None and isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
 def _usage_of(body: Mapping[str, Any], keys: tuple[str, str]) -> tuple[int, int] | None:
     usage = body.get("usage")
     if not isinstance(usage, Mapping):
@@ -653,12 +657,14 @@ class _Call:
         "attributes",
         "call",
         "client",
+        "entry",
         "input",
         "kwargs",
         "model",
         "parsed",
         "provider",
         "raw",
+        "served_with",
         "stream",
     )
 
@@ -679,27 +685,27 @@ class _Call:
         self.kwargs = kwargs
         self.model = model
         self.call: Any = None
-        self.stream = bool(_given(kwargs, "stream"))
-        extra_headers = kwargs.get("extra_headers")
+        self.entry = P.next_entry(model)
+        self.served_with: Any = None
+        get = kwargs.get
+        self.stream = "stream" in kwargs and bool(_given(kwargs, "stream"))
+        extra_headers = get("extra_headers")
         self.raw = codec.raw_response_mode(extra_headers) if extra_headers else None
-        attributes: dict[str, Any] = {
-            A.GEN_AI_PROVIDER_NAME: PROVIDER,
-            **P.server_attributes(self.client),
-        }
+        attributes: dict[str, Any] = {A.GEN_AI_PROVIDER_NAME: PROVIDER}
+        attributes.update(P.server_attributes(self.client))
+        _materialised(kwargs, "tools")
         if api == "chat":
             _materialised(kwargs, "messages")
-            _materialised(kwargs, "tools")
-            key: dict[str, Any] = {"messages": kwargs.get("messages")}
-            fmt = _format_name(kwargs.get("response_format"))
+            key: dict[str, Any] = {"messages": get("messages")}
+            fmt = _format_name(get("response_format"))
             max_tokens = _given(kwargs, "max_completion_tokens") or _given(kwargs, "max_tokens")
         else:
             _materialised(kwargs, "input")
-            _materialised(kwargs, "tools")
             key = {"input": _given(kwargs, "input")}
             for name in ("instructions", "previous_response_id"):
                 if _given(kwargs, name) is not None:
                     key[name] = kwargs[name]
-            fmt = _format_name(kwargs.get("text_format")) or _format_name(
+            fmt = _format_name(get("text_format")) or _format_name(
                 (_given(kwargs, "text") or {}).get("format")
             )
             max_tokens = _given(kwargs, "max_output_tokens")
@@ -714,15 +720,16 @@ class _Call:
             self.input = {"response_id": resumed}
             if _given(kwargs, "starting_after") is not None:
                 self.input["starting_after"] = kwargs["starting_after"]
-        elif P.compared_as_messages(model):
+        elif self.entry is not None and P.compared_as_messages(self.entry):
             self._messages_key()
-        for name, value in (
-            (P.GEN_AI_REQUEST_MAX_TOKENS, max_tokens),
-            (P.GEN_AI_REQUEST_TEMPERATURE, _given(kwargs, "temperature")),
-            (P.GEN_AI_REQUEST_TOP_P, _given(kwargs, "top_p")),
-        ):
-            if isinstance(value, (int, float)) and not isinstance(value, bool):
-                attributes[name] = value
+        # An omitted parameter is the SDK's sentinel, never a number.
+        if _number(max_tokens):
+            attributes[P.GEN_AI_REQUEST_MAX_TOKENS] = max_tokens
+        temperature, top_p = get("temperature"), get("top_p")
+        if _number(temperature):
+            attributes[P.GEN_AI_REQUEST_TEMPERATURE] = temperature
+        if _number(top_p):
+            attributes[P.GEN_AI_REQUEST_TOP_P] = top_p
         if P.settings.capture_content and resumed is None:
             self._input_content(attributes)
         self.attributes = attributes
@@ -789,7 +796,7 @@ class _Call:
 
     def _response_attributes(self, body: Mapping[str, Any]) -> dict[str, Any]:
         if self.api == "responses":
-            _remember_model(body)
+            _remember_model(body)  # every response this process records or serves passes here
         out: dict[str, Any] = {}
         if isinstance(body.get("model"), str):
             out[A.GEN_AI_RESPONSE_MODEL] = body["model"]
@@ -978,12 +985,16 @@ class _Call:
                     self._stream_kind, chunks, client=self.client, headers=headers
                 )
                 P.served_stream(session, served.response)
-            self._serve_attributes(
-                chat_body_from_chunks(chunks) if self.api == "chat" else self._events_body(chunks)
-            )
+            if entry is not self.served_with and self._attributes_wanted():
+                self._serve_attributes(
+                    chat_body_from_chunks(chunks)
+                    if self.api == "chat"
+                    else self._events_body(chunks)
+                )
             return served
         recording = self._body_of(output, entry)
-        self._serve_attributes(recording["body"])
+        if entry is not self.served_with and self._attributes_wanted():
+            self._serve_attributes(recording["body"])
         if self.raw is not None:
             return codec.rebuild_raw_response(
                 self._kind,
@@ -997,6 +1008,17 @@ class _Call:
             return codec.rebuild_response(self._kind, recording, **self._parse_arguments())
         except (openai.LengthFinishReasonError, openai.ContentFilterFinishReasonError) as exc:
             return P.Refused(exc)  # the SDK's parser refuses the recorded answer, as it did live
+
+    def served_attributes(self, entry: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        if "output" not in entry:
+            return None  # a recorded failure: no response
+        return self._response_attributes(self._body_of(entry["output"], entry)["body"])
+
+    def _attributes_wanted(self) -> bool:
+        """Whether a served call's response attributes are worked out: when its span records
+        them, and for the Responses API always (their models are remembered on the way)."""
+        call = self.call
+        return call is not None and (self.api == "responses" or call.span.is_recording())
 
     def _serve_attributes(self, body: Mapping[str, Any]) -> None:
         if self.call is not None:

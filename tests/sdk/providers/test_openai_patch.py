@@ -163,6 +163,31 @@ def test_the_live_span_carries_the_genai_attributes(capture: Any, instrumented: 
     assert "gen_ai.output.messages" not in attrs
 
 
+RESPONSE_ATTRIBUTES = (
+    "gen_ai.response.model",
+    "gen_ai.response.id",
+    "gen_ai.response.finish_reasons",
+)
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "streamed"])
+def test_a_served_span_carries_the_response_attributes_of_its_entry(
+    capture: Any, instrumented: None, stream: bool
+) -> None:
+    def scenario(client: Any) -> Any:
+        reply = client.chat.completions.create(model=MODEL, messages=user("Hi"), stream=stream)
+        return list(reply) if stream else reply
+
+    live = record(capture, scenario)
+    (live_span,) = llm_spans(capture)
+    capture.exporter.clear()
+    _, rep = replay(live.bundle, scenario)
+    (served,) = llm_spans(capture)
+    assert rep.clean and served.attributes["tracely.replay.served"] is True
+    for key in RESPONSE_ATTRIBUTES:
+        assert served.attributes[key] == live_span.attributes[key]
+
+
 def test_captured_content_follows_the_genai_conventions(
     capture: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
