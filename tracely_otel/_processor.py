@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import atexit
 import logging
+import os
 import threading
-from collections import OrderedDict
+import time
+import weakref
+from collections import OrderedDict, deque
 from collections.abc import Callable
 from typing import Any
 
@@ -27,6 +31,14 @@ class FixtureSpanProcessor(SpanProcessor):
     trace is dropped (logged once), never the host's call. Spans that end after their root
     are not part of the in-process bundle (the server path assembles late spans). With no
     callback attached nothing is buffered at all: replay runs that record nothing pay nothing.
+
+    By default the bundle is extracted and delivered on the thread that ends the root span.
+    With ``background=True`` (what :func:`tracely_otel.setup` and ``tracely.init()`` attach)
+    a worker thread does it, so the agent returns without waiting for its own recording;
+    ``force_flush()`` (and the provider's) waits until every finished trace is delivered,
+    and the processor delivers what is left at shutdown and at interpreter exit. When
+    ``max_queued_traces`` traces are already waiting, the thread that ends a root extracts its
+    trace itself: a recording is delayed, never dropped.
     """
 
     def __init__(
@@ -35,6 +47,8 @@ class FixtureSpanProcessor(SpanProcessor):
         *,
         max_traces: int = 4096,
         max_spans_per_trace: int = 20_000,
+        background: bool = False,
+        max_queued_traces: int = 256,
     ) -> None:
         self._callbacks: list[BundleCallback] = [on_bundle] if on_bundle is not None else []
         self._max_traces = max_traces
@@ -43,6 +57,9 @@ class FixtureSpanProcessor(SpanProcessor):
         self._lock = threading.Lock()
         self._warned: set[str] = set()
         self._shutdown = False
+        self._delivery: _Delivery | None = (
+            _Delivery(self._deliver, max_queued_traces) if background else None
+        )
 
     def add_callback(self, on_bundle: BundleCallback) -> None:
         """Also deliver bundles to ``on_bundle`` (a callback already present is not added twice)."""
@@ -105,18 +122,25 @@ class FixtureSpanProcessor(SpanProcessor):
             if is_root:
                 self._pending.pop(trace_id, None)
                 callbacks = list(self._callbacks)
-        if is_root:
-            self._deliver(format(trace_id, "032x"), spans, callbacks)
+        if not is_root:
+            return
+        if self._delivery is None or not self._delivery.submit(trace_id, spans, callbacks):
+            self._deliver(trace_id, spans, callbacks)
 
     def _deliver(
-        self, trace_id: str, spans: list[ReadableSpan], callbacks: list[BundleCallback]
+        self, trace_id: int, spans: list[ReadableSpan], callbacks: list[BundleCallback]
     ) -> None:
-        bundle = bundle_from_spans(spans)
+        try:
+            bundle = bundle_from_spans(spans)
+        except Exception:  # a tracing failure never reaches the host's call
+            self._warn_once("extract", "tracely: fixture extraction failed", exc_info=True)
+            return
         if bundle is None:
             return
+        trace_hex = format(trace_id, "032x")
         for callback in callbacks:
             try:
-                callback(trace_id, bundle)
+                callback(trace_hex, bundle)
             except Exception:
                 self._warn_once(
                     f"cb{id(callback)}",
@@ -139,6 +163,117 @@ class FixtureSpanProcessor(SpanProcessor):
                     len(self._pending),
                 )
             self._pending.clear()
+        if self._delivery is not None:
+            self._delivery.close(_SHUTDOWN_DRAIN_SECONDS)
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
+        """Wait until every finished trace's bundle has been delivered (background mode)."""
+        if self._delivery is None:
+            return True
+        return self._delivery.wait_idle(timeout_millis / 1000)
+
+
+_SHUTDOWN_DRAIN_SECONDS = 30.0
+Delivery = Callable[[int, list[ReadableSpan], list[BundleCallback]], None]
+
+
+class _Delivery:
+    """The worker thread of a background FixtureSpanProcessor and its queue of traces."""
+
+    def __init__(self, deliver: Delivery, max_queued: int) -> None:
+        self._deliver = deliver
+        self._max_queued = max_queued
+        self._queue: deque[tuple[int, list[ReadableSpan], list[BundleCallback]]] = deque()
+        self._busy = 0  # items taken off the queue and not yet delivered
+        self._cond = threading.Condition()
+        self._closed = False
+        self._thread: threading.Thread | None = None
+        self._exit_hook = False
+        if hasattr(os, "register_at_fork"):
+            os.register_at_fork(after_in_child=_weak_call(self._after_fork))
+
+    def _after_fork(self) -> None:
+        # Threads do not survive a fork, and the lock may have been held by one that did not:
+        # the child starts afresh, and the parent delivers what it had queued.
+        self._cond = threading.Condition()
+        self._queue.clear()
+        self._busy = 0
+        self._thread = None
+
+    def submit(
+        self, trace_id: int, spans: list[ReadableSpan], callbacks: list[BundleCallback]
+    ) -> bool:
+        """Queue a finished trace; False when the caller should deliver it itself."""
+        with self._cond:
+            if self._closed or len(self._queue) >= self._max_queued:
+                return False
+            if self._thread is None:
+                self._start()
+            self._queue.append((trace_id, spans, callbacks))
+            self._cond.notify_all()
         return True
+
+    def _start(self) -> None:
+        self._thread = threading.Thread(
+            target=self._run, name="tracely-fixture-recorder", daemon=True
+        )
+        self._thread.start()
+        if not self._exit_hook:
+            # Registered after the store writer's hook, so it runs before it (atexit is LIFO):
+            # the last recordings reach the writer before the writer closes.
+            self._exit_hook = True
+            atexit.register(self.close, _SHUTDOWN_DRAIN_SECONDS)
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._queue and not self._closed:
+                    self._cond.wait()
+                if not self._queue:
+                    return
+                item = self._queue.popleft()
+                self._busy += 1
+            try:
+                self._deliver(*item)
+            finally:
+                with self._cond:
+                    self._busy -= 1
+                    self._cond.notify_all()
+
+    def wait_idle(self, timeout: float) -> bool:
+        """Wait until nothing is queued or being delivered; False on timeout."""
+        if threading.current_thread() is self._thread:
+            return True  # asked from a callback: waiting for itself would never end
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while self._queue or self._busy:
+                if self._thread is None or not self._thread.is_alive():
+                    break
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._cond.wait(left)
+            leftover = list(self._queue)
+            self._queue.clear()
+        for item in leftover:  # no worker left to deliver them: do it here
+            self._deliver(*item)
+        return True
+
+    def close(self, timeout: float) -> None:
+        """Deliver what is queued (waiting at most ``timeout``), then stop the worker."""
+        self.wait_idle(timeout)
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+
+
+def _weak_call(method: Callable[[], None]) -> Callable[[], None]:
+    """A hook that calls ``method`` while its object lives, without keeping it alive."""
+    ref = weakref.WeakMethod(method)
+
+    def call() -> None:
+        target = ref()
+        if target is not None:
+            target()
+
+    return call

@@ -149,6 +149,8 @@ def setup(
       ``exporter`` / ``OTEL_TRACES_EXPORTER`` / ``OTEL_EXPORTER_OTLP_*``, and set it globally.
     - The app already set an SDK provider: keep it and its exporters; add only the
       FixtureSpanProcessor (and an exporter only when one is passed explicitly).
+    - The FixtureSpanProcessor extracts bundles on its own worker thread; the provider's
+      ``force_flush()`` waits until every finished trace has reached ``on_bundle``.
     - ``OTEL_SDK_DISABLED=true``: do nothing and return None.
 
     Returns the provider in use, or None when tracing is disabled or the global provider is
@@ -178,7 +180,8 @@ def setup(
         present = {getattr(p, _ROLE, None) for p in _processors(provider)}
         fixture = find_fixture_processor(provider)
         if fixture is None:
-            fixture = FixtureSpanProcessor(on_bundle)
+            # Extraction on a worker thread: the agent never waits for its own recording.
+            fixture = FixtureSpanProcessor(on_bundle, background=True)
             setattr(fixture, _ROLE, "fixtures")
             provider.add_span_processor(fixture)
         elif on_bundle is not None:

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import textwrap
+import threading
 from typing import Any
 
 import orjson
+import pytest
 from opentelemetry import context, trace
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
@@ -96,3 +102,110 @@ def test_removed_callback_gets_nothing_and_an_idle_processor_buffers_nothing() -
             pass
         assert processor.pending_traces() == 0
     assert got == []
+
+
+# -- background delivery (what setup() and tracely.init() attach) ----------------------------
+
+
+def _recorded_trace(tracer: trace.Tracer) -> None:
+    with tracer.start_as_current_span("request"):
+        with tracer.start_as_current_span("execute_tool t", attributes=_tool_attrs("t")):
+            pass
+
+
+def test_background_delivery_runs_off_the_agents_thread_and_flush_waits_for_it() -> None:
+    release = threading.Event()
+    got: list[str] = []
+
+    def slow(trace_id: str, bundle: dict[str, Any]) -> None:
+        release.wait(10)
+        got.append(threading.current_thread().name)
+
+    processor = FixtureSpanProcessor(slow, background=True)
+    _recorded_trace(_provider(processor))
+    assert got == []  # the root ended and the agent's thread went on
+    assert not processor.force_flush(timeout_millis=50)  # still delivering
+    release.set()
+    assert processor.force_flush()
+    assert got == ["tracely-fixture-recorder"]
+
+
+def test_a_full_queue_delivers_on_the_ending_thread_instead_of_dropping() -> None:
+    release = threading.Event()
+    got: list[str] = []
+
+    def deliver(trace_id: str, bundle: dict[str, Any]) -> None:
+        if threading.current_thread().name == "tracely-fixture-recorder":
+            release.wait(10)
+        got.append(threading.current_thread().name)
+
+    processor = FixtureSpanProcessor(deliver, background=True, max_queued_traces=1)
+    tracer = _provider(processor)
+    for _ in range(3):  # one being delivered, one queued, one past the bound
+        _recorded_trace(tracer)
+    assert threading.current_thread().name in got
+    release.set()
+    assert processor.force_flush()
+    assert len(got) == 3
+
+
+def test_shutdown_delivers_what_is_queued() -> None:
+    got: list[dict[str, Any]] = []
+    processor = FixtureSpanProcessor(lambda t, b: got.append(b), background=True)
+    _recorded_trace(_provider(processor))
+    processor.shutdown()
+    assert len(got) == 1
+
+
+def test_background_recordings_reach_the_callback_at_interpreter_exit() -> None:
+    script = textwrap.dedent(
+        """
+        import sys
+        from opentelemetry.sdk.trace import TracerProvider
+        from tracely_otel import FixtureSpanProcessor
+        from tracely_otel import attributes as A
+
+        def write(trace_id, bundle):
+            sys.stdout.write("delivered " + trace_id + "\\n")
+
+        provider = TracerProvider(shutdown_on_exit=False)
+        provider.add_span_processor(FixtureSpanProcessor(write, background=True))
+        tracer = provider.get_tracer("t")
+        with tracer.start_as_current_span("request"):
+            with tracer.start_as_current_span(
+                "execute_tool t",
+                attributes={A.KIND: "tool", A.NAME: "t", A.OUTPUT: "1", A.DIGEST: "{}"},
+            ):
+                pass
+        """
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.count("delivered ") == 1
+
+
+def test_a_forked_child_records_its_own_traces() -> None:
+    if not hasattr(os, "fork"):
+        pytest.skip("no fork on this platform")
+    got: list[str] = []
+    processor = FixtureSpanProcessor(lambda t, b: got.append(t), background=True)
+    tracer = _provider(processor)
+    _recorded_trace(tracer)  # the worker thread now runs in this process
+    assert processor.force_flush()
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: its first recording needs a worker of its own
+        try:
+            _recorded_trace(tracer)
+            ok = processor.force_flush(timeout_millis=10_000) and len(got) == 2
+            os.write(write, b"ok" if ok else b"no")
+        finally:
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as pipe:
+        answer = pipe.read()
+    os.waitpid(pid, 0)
+    assert answer == b"ok"
+    assert len(got) == 1  # the child's recording stayed in the child

@@ -176,9 +176,10 @@ def test_no_endpoint_means_no_connection_noise() -> None:
         """
         import tracely_sdk as tracely
         got = []
-        tracely.init(on_bundle=lambda t, b: got.append(b))
+        provider = tracely.init(on_bundle=lambda t, b: got.append(b))
         with tracely.agent("quiet", input=1):
             tracely.call_tool("t", lambda: 1)
+        provider.force_flush()
         assert len(got) == 1, got
         """,
         {},

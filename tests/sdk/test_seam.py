@@ -142,9 +142,11 @@ def test_user_redaction_hook_runs_after_the_defaults(unset_global_provider: None
         return value
 
     bundles: list[dict[str, Any]] = []
-    tracely.init(redact=hook, record=False, on_bundle=lambda t, b: bundles.append(b))
+    provider = tracely.init(redact=hook, record=False, on_bundle=lambda t, b: bundles.append(b))
+    assert provider is not None
     try:
         tracely.call_tool("lookup", lambda: "ok", args={"email": "a@b.c", "api_key": "k"})
+        provider.force_flush()
     finally:
         from tracely_sdk import _redact
 
