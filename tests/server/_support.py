@@ -54,6 +54,11 @@ class Tokens:
 # responses checked against the OpenAPI document
 
 
+def _pointer(segment: str) -> str:
+    """One JSON Pointer segment (RFC 6901)."""
+    return segment.replace("~", "~0").replace("/", "~1")
+
+
 class Contract:
     """Validates answers against the schemas of the OpenAPI document, and remembers which
     operations and statuses the tests exercised."""
@@ -120,7 +125,10 @@ class Contract:
         if "$ref" in schema:
             validator = self._validator(schema["$ref"].split("#", 1)[1])
         else:
-            validator = self._validator_class(schema, registry=self._registry)
+            # By its place in the document, so that the references inside it (a oneOf of
+            # $refs, say) resolve against the document too.
+            where = ("paths", template, method.lower(), "responses", str(status), "content", media)
+            validator = self._validator("".join(f"/{_pointer(p)}" for p in where) + "/schema")
         errors = sorted(validator.iter_errors(value), key=str)
         assert not errors, f"{method} {template} {status}: {errors[0].message} in {body[:300]!r}"
 
