@@ -42,6 +42,7 @@ from typing import Any, NoReturn, Protocol
 
 import orjson
 import wrapt
+from opentelemetry import context as otel_context
 from opentelemetry import trace
 
 from tracely_otel import attributes as A
@@ -654,11 +655,14 @@ def intercept(spec: InterceptedCall, live: Callable[[], Any]) -> Any:
             return _answer(call, call.serve())
         finally:
             _release(call, spec)
+    # The call's span is current while the SDK runs, so the SDK's own spans are its children
+    # (attached directly: `trace.use_span` costs a generator context manager per call).
+    token = otel_context.attach(trace.set_span_in_context(call.span))
     try:
-        with trace.use_span(
-            call.span, end_on_exit=False, record_exception=False, set_status_on_exception=False
-        ):
+        try:
             result = live()
+        finally:
+            otel_context.detach(token)
     except BaseException as exc:
         _fail(call, spec, exc)
         _release(call, spec)
@@ -679,11 +683,14 @@ async def aintercept(spec: InterceptedCall, live: Callable[[], Awaitable[Any]]) 
             return _answer(call, call.serve())
         finally:
             _release(call, spec)
+    # The call's span is current while the SDK runs, so the SDK's own spans are its children
+    # (attached directly: `trace.use_span` costs a generator context manager per call).
+    token = otel_context.attach(trace.set_span_in_context(call.span))
     try:
-        with trace.use_span(
-            call.span, end_on_exit=False, record_exception=False, set_status_on_exception=False
-        ):
+        try:
             result = await live()
+        finally:
+            otel_context.detach(token)
     except BaseException as exc:
         _fail(call, spec, exc)
         _release(call, spec)
