@@ -108,9 +108,11 @@ def test_removed_callback_gets_nothing_and_an_idle_processor_buffers_nothing() -
 
 
 def _recorded_trace(tracer: trace.Tracer) -> None:
-    with tracer.start_as_current_span("request"):
-        with tracer.start_as_current_span("execute_tool t", attributes=_tool_attrs("t")):
-            pass
+    with (
+        tracer.start_as_current_span("request"),
+        tracer.start_as_current_span("execute_tool t", attributes=_tool_attrs("t")),
+    ):
+        pass
 
 
 def test_background_delivery_runs_off_the_agents_thread_and_flush_waits_for_it() -> None:
