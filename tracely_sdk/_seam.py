@@ -265,7 +265,7 @@ class Call:
             raise cls(self.label, type_name, message)
         out[A.OUTPUT] = output_json.decode()
         tag = raw.get("output_type")
-        if tag is not None:
+        if isinstance(tag, str):
             out[A.OUTPUT_TYPE] = tag
         self._flush(out)
         output = orjson.loads(output_json)  # a fresh copy: the agent may mutate it
