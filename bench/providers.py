@@ -23,6 +23,9 @@ server is stopped, so nothing can reach a network.
   same replay with tracing off (spans not sampled) is printed too.
 
   Both return equal ``ChatCompletion`` objects (checked). Target: tracely at least 20x faster.
+  For scale, *seam floor* is the same entry replayed through ``tracely.call_llm`` (the generic
+  call seam, no provider patch) followed by ``ChatCompletion.model_validate`` of the body: what
+  a replayed call costs before anything provider-specific.
 
 (b) The live overhead of ``tracely.init(instrument="openai")`` on a call to the local server:
 the same ``create`` recorded by tracely (its span, ``tracely.input``/``output``, the
@@ -54,6 +57,7 @@ sys.path.insert(0, str(ROOT))
 
 import openai  # noqa: E402
 import vcr  # noqa: E402
+from openai.types.chat import ChatCompletion  # noqa: E402
 from opentelemetry import trace  # noqa: E402
 from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
 from opentelemetry.sdk.trace.export import (  # noqa: E402
@@ -237,6 +241,18 @@ def main() -> int:
         with tracely.fixtures(bundle), tracely.agent("bench"):
             return loop(n, lambda: call(closed))
 
+    key = {"messages": MESSAGES}
+    plain_entry = {k: v for k, v in entry.items() if k not in ("output_type", "provider")}
+    plain_bundle = {"llm": {MODEL: [plain_entry] * n}}
+
+    def seam_floor() -> tuple[float, float]:
+        def one() -> Any:
+            recorded = tracely.call_llm(MODEL, lambda: None, input=key)
+            return ChatCompletion.model_validate(recorded["body"])
+
+        with tracely.fixtures(plain_bundle), tracely.agent("bench"):
+            return loop(n, one)
+
     def tracely_untraced() -> tuple[float, float]:
         SWITCH.on = False  # tracing off: the same replay, with non-recording spans
         try:
@@ -249,7 +265,12 @@ def main() -> int:
     assert type(by_vcr) is type(by_tracely)
     assert by_vcr.model_dump() == by_tracely.model_dump()
     replayed = interleaved(
-        {"vcrpy": vcr_calls, "tracely": tracely_calls, "tracely_untraced": tracely_untraced},
+        {
+            "vcrpy": vcr_calls,
+            "tracely": tracely_calls,
+            "tracely_untraced": tracely_untraced,
+            "seam_floor": seam_floor,
+        },
         opts.rounds,
         provider.force_flush,
     )
@@ -275,7 +296,8 @@ def main() -> int:
         print(
             f"  (a) replayed create, vcrpy / tracely            = "
             f"{w['vcrpy'] / w['tracely']:6.1f}x  (target >= 20x); "
-            f"tracing off {w['vcrpy'] / w['tracely_untraced']:.1f}x"
+            f"tracing off {w['vcrpy'] / w['tracely_untraced']:.1f}x; "
+            f"seam floor {w['vcrpy'] / w['seam_floor']:.1f}x"
         )
         print(
             f"  (b) live create, instrumented / uninstrumented  = "
