@@ -13,7 +13,8 @@ Installing (``install`` / ``uninstall``)
 Running (``intercept`` / ``aintercept``)
     A patched call becomes one :class:`~tracely_sdk._seam.Call`, the seam every recorded call
     goes through. Under ``fixtures()`` it is served from the recording, rebuilt into the
-    SDK's own type by the provider module; live, the SDK's method runs with the call's span
+    SDK's own type by the provider module (the response attributes of the entry expected to
+    answer it go into the span's starting attributes, so a served span is started once); live, the SDK's method runs with the call's span
     current (so the SDK's own spans are its children) and its result is recorded. A live
     stream is returned to the caller as the SDK's own stream object, teed in place: each item
     is kept as it passes, and the call is recorded, and its span ended, when the stream is
