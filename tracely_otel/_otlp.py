@@ -287,24 +287,39 @@ def _pb_value(value: AnyValue, depth: int, plain: bool) -> Any:
 _PB_SCALARS: Final = frozenset({"string_value", "int_value", "bool_value", "double_value"})
 
 
+_SHARED_KEYS: dict[str, str] = {}
+_MAX_SHARED_KEYS: Final = 4096
+
+
 def _pb_attributes(kvs: Iterable[KeyValue]) -> dict[str, AttributeValue]:
     out: dict[str, AttributeValue] = {}
+    shared_keys = _SHARED_KEYS
     for kv in kvs:
+        # The protobuf runtime makes a new str for every key it hands out, and the server holds
+        # many spans with the same few keys: one str per distinct key saves a quarter of a
+        # span's memory. Bounded, so that arbitrary keys cannot grow it (nor, unlike
+        # sys.intern on some Pythons, make strings immortal).
+        key = kv.key
+        shared = shared_keys.get(key)
+        if shared is not None:
+            key = shared
+        elif len(shared_keys) < _MAX_SHARED_KEYS:
+            shared_keys[key] = key
         value = kv.value
         # A non-empty string_value can only mean the oneof holds a string (the common case by
         # far); reading it directly saves a WhichOneof call per attribute.
         text = value.string_value
         if text:
-            out[kv.key] = text
+            out[key] = text
             continue
         which = value.WhichOneof("value")
         if which in _PB_SCALARS:
-            out[kv.key] = getattr(value, which)
+            out[key] = getattr(value, which)
         elif which is not None:
             try:
-                out[kv.key] = _pb_value(value, 1, False)
+                out[key] = _pb_value(value, 1, False)
             except OTLPDecodeError as error:
-                raise error._within(f"attributes[{kv.key!r}]") from None
+                raise error._within(f"attributes[{key!r}]") from None
     return out
 
 

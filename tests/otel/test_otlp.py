@@ -1455,6 +1455,34 @@ def test_proto_bad_ids_are_found_after_good_spans_of_the_same_trace() -> None:
     assert info.value.problem == "trace id is all zeros, which is invalid"
 
 
+def test_proto_attribute_keys_are_one_str_each_and_the_table_is_bounded(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import tracely_otel._otlp as otlp
+
+    monkeypatch.setattr(otlp, "_SHARED_KEYS", {})
+    monkeypatch.setattr(otlp, "_MAX_SHARED_KEYS", 8)
+
+    def request(keys: Sequence[str]) -> bytes:
+        message = ExportTraceServiceRequest()
+        span = (
+            message.resource_spans.add()
+            .scope_spans.add()
+            .spans.add(trace_id=bytes(range(1, 17)), span_id=b"\x01" * 8)
+        )
+        span.attributes.extend(KeyValue(key=k, value=AnyValue(string_value=f"v-{k}")) for k in keys)
+        body: bytes = message.SerializeToString()
+        return body
+
+    keys = [f"key.{n}" for n in range(20)]
+    (first,) = records_from_otlp_proto(request(keys))
+    (second,) = records_from_otlp_proto(request(keys))
+    assert first.attributes == second.attributes == {k: f"v-{k}" for k in keys}
+    shared = [a is b for a, b in zip(first.attributes, second.attributes, strict=True)]
+    assert all(shared[:8])  # the first keys seen are in the table; the rest are not kept
+    assert sorted(otlp._SHARED_KEYS) == sorted(keys[:8])
+
+
 def test_proto_empty_string_attributes_are_kept() -> None:
     request = ExportTraceServiceRequest()
     span = (
