@@ -110,7 +110,14 @@ class _Queue:
                 yield entries[i]
 
     def first_unused(self) -> Entry | None:
-        return next(self.unused(), None)
+        # The cursor stops at the first unused entry: every LLM call and peek asks this.
+        entries = self.entries
+        count = len(entries)
+        i = self.cursor
+        while i < count and entries[i].used:
+            i += 1
+        self.cursor = i
+        return entries[i] if i < count else None
 
 
 def call_key(value: Any) -> CallKey:

@@ -317,8 +317,11 @@ class Call:
             otel_context.detach(token)
         return self.succeeded(result)
 
-    def succeeded(self, result: T) -> T:
-        """Record ``result`` as the call's output. Never raises: tracing never breaks the call."""
+    def succeeded(self, result: T, attributes: Mapping[str, Any] | None = None) -> T:
+        """Record ``result`` as the call's output. Never raises: tracing never breaks the call.
+
+        ``attributes`` (a provider's response attributes) are set in the same pass, first.
+        """
         if self._done:
             return result
         self._done = True
@@ -329,7 +332,8 @@ class Call:
                 value, tag = result, None
             encoded = _Encoded(value)
             tag = tag or encoded.tag
-            out: dict[str, Any] = {A.OUTPUT: encoded.json}
+            out: dict[str, Any] = dict(attributes) if attributes else {}
+            out[A.OUTPUT] = encoded.json
             if tag:
                 out[A.OUTPUT_TYPE] = tag
             if encoded.unserialisable:

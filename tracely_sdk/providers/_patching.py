@@ -602,18 +602,10 @@ def _release(call: Call, spec: InterceptedCall) -> None:
     spec.call = None
 
 
-def _set(call: Call, attributes: Mapping[str, Any] | None) -> None:
-    if attributes:
-        try:
-            call.span.set_attributes(attributes)
-        except Exception:
-            warn_once("attrs", "tracely: could not set the response attributes", exc_info=True)
-
-
 def _succeed(call: Call, recording: Recording) -> None:
-    # Closing attributes first: the seam sets the recorded values, then tracely.kind, last.
-    _set(call, recording.attributes)
-    call.succeeded(recording)
+    # One pass of the SDK's attribute checks: the response attributes first, then the seam's
+    # recorded values, then tracely.kind, last.
+    call.succeeded(recording, recording.attributes)
 
 
 def _fail(call: Call, spec: InterceptedCall, exc: BaseException) -> None:
