@@ -8,6 +8,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SpanExporter
 
@@ -34,7 +35,16 @@ def _store_sink(url: str | None) -> BundleCallback:
         if sink is not None:
             return sink
         writer = BackgroundWriter(lambda: open_store(resolved), spool_path=spool_path_for(resolved))
-        atexit.register(writer.close)
+
+        def close_at_exit() -> None:
+            # The recorder delivers on its own thread: let it hand over the last recordings
+            # first, whichever of the two exit hooks was registered first.
+            processor = tracely_otel.find_fixture_processor(trace.get_tracer_provider())
+            if processor is not None:
+                processor.force_flush()
+            writer.close()
+
+        atexit.register(close_at_exit)
 
         def record(trace_id: str, bundle: dict[str, Any]) -> None:
             writer.submit(bundle)

@@ -230,3 +230,39 @@ def test_an_exporter_that_is_down_never_changes_the_agents_result(
         tracely.call_tool("boom", lambda: 1 / 0)
     assert run.output == "still works"
     provider.force_flush(timeout_millis=2000)  # the export fails in the background, quietly
+
+
+def test_the_last_recordings_reach_every_store_at_exit(tmp_path: Any) -> None:
+    from tracely_sdk.store import open_store, sqlite_url
+
+    first, second = (sqlite_url(tmp_path / f"{name}.db") for name in ("first", "second"))
+    result = _run(
+        f"""
+        import time
+        import tracely_otel._processor as processor
+        import tracely_sdk as tracely
+
+        extract = processor.bundle_from_spans
+
+        def slow(spans):  # the recorder is still busy when the interpreter exits
+            time.sleep(0.3)
+            return extract(spans)
+
+        processor.bundle_from_spans = slow
+        tracely.init(store={first!r})
+        with tracely.agent("a", input=1):
+            tracely.call_tool("t", lambda: 1)
+        # a second store: its writer's exit hook is registered after the recorder's
+        tracely.init(store={second!r})
+        with tracely.agent("a", input=2):
+            tracely.call_tool("t", lambda: 2)
+        """,
+        {"TRACELY_RECORD": "true"},
+    )
+    assert result.returncode == 0, result.stderr
+    for url, expected in ((first, 2), (second, 1)):
+        store = open_store(url)
+        try:
+            assert len(store.list_recordings()) == expected, url
+        finally:
+            store.close()
