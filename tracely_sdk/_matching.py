@@ -101,16 +101,8 @@ class _Queue:
         self.entries: list[Entry] = []
         self.cursor = 0
 
-    def unused(self) -> Iterator[Entry]:
-        entries = self.entries
-        while self.cursor < len(entries) and entries[self.cursor].used:
-            self.cursor += 1
-        for i in range(self.cursor, len(entries)):
-            if not entries[i].used:
-                yield entries[i]
-
     def first_unused(self) -> Entry | None:
-        # The cursor stops at the first unused entry: every LLM call and peek asks this.
+        """The first entry not yet served; moves the cursor up to it."""
         entries = self.entries
         count = len(entries)
         i = self.cursor
@@ -118,6 +110,13 @@ class _Queue:
             i += 1
         self.cursor = i
         return entries[i] if i < count else None
+
+    def unused(self) -> Iterator[Entry]:
+        self.first_unused()
+        entries = self.entries
+        for i in range(self.cursor, len(entries)):
+            if not entries[i].used:
+                yield entries[i]
 
 
 def call_key(value: Any) -> CallKey:
@@ -161,27 +160,18 @@ class Recording:
 
     def match_tool(self, name: str, key: CallKey | None, *, strict: bool) -> Match | None:
         queue = self._queues.get((TOOLS, name))
-        if queue is None:
+        first = queue.first_unused() if queue is not None else None
+        if queue is None or first is None:
             return None
-        # The loop of _Queue.unused, inlined: this runs on every replayed tool call.
-        entries = queue.entries
-        count = len(entries)
-        i = queue.cursor
-        while i < count and entries[i].used:
-            i += 1
-        queue.cursor = i
-        while i < count:
+        entries = queue.entries  # walked in place: this runs on every replayed tool call
+        for i in range(queue.cursor, len(entries)):
             entry = entries[i]
             if not entry.used and (entry.key is None or entry.key == key):
                 entry.used = True
                 return Match(entry)
-            i += 1
         if strict:
             return None
-        first = queue.first_unused()  # lenient: ordered serve on an args mismatch
-        if first is None:
-            return None
-        first.used = True
+        first.used = True  # lenient: ordered serve on an args mismatch
         return Match(first, diverged=True)
 
     def match_llm(self, model: str, key: CallKey | None) -> Match | None:
