@@ -34,7 +34,9 @@ class FixtureSpanProcessor(SpanProcessor):
 
     By default the bundle is extracted and delivered on the thread that ends the root span.
     With ``background=True`` (what :func:`tracely_otel.setup` and ``tracely.init()`` attach)
-    a worker thread does it, so the agent returns without waiting for its own recording;
+    a worker thread does it (finished traces gather for up to 50 ms, or until 64 wait, so that
+    many short traces cost one wake-up), so the agent returns without waiting for its own
+    recording;
     ``force_flush()`` (and the provider's) waits until every finished trace is delivered,
     and the processor delivers what is left at shutdown and at interpreter exit. When
     ``max_queued_traces`` traces are already waiting, the thread that ends a root extracts its
@@ -174,6 +176,8 @@ class FixtureSpanProcessor(SpanProcessor):
 
 
 _SHUTDOWN_DRAIN_SECONDS = 30.0
+_GATHER_SECONDS = 0.05
+_GATHER_TRACES = 64
 Delivery = Callable[[int, list[ReadableSpan], list[BundleCallback]], None]
 
 
@@ -185,6 +189,7 @@ class _Delivery:
         self._max_queued = max_queued
         self._queue: deque[tuple[int, list[ReadableSpan], list[BundleCallback]]] = deque()
         self._busy = 0  # items taken off the queue and not yet delivered
+        self._waiters = 0  # threads in wait_idle: the worker stops gathering for them
         self._cond = threading.Condition()
         self._closed = False
         self._thread: threading.Thread | None = None
@@ -231,20 +236,42 @@ class _Delivery:
                     self._cond.wait()
                 if not self._queue:
                     return
-                item = self._queue.popleft()
-                self._busy += 1
-            try:
-                self._deliver(*item)
-            finally:
-                with self._cond:
-                    self._busy -= 1
-                    self._cond.notify_all()
+                # Let finished traces gather a moment before taking the interpreter lock for
+                # them: one wake-up for many short traces instead of one each.
+                deadline = time.monotonic() + _GATHER_SECONDS
+                while (
+                    len(self._queue) < _GATHER_TRACES
+                    and not self._closed
+                    and not self._waiters
+                    and (left := deadline - time.monotonic()) > 0
+                ):
+                    self._cond.wait(left)
+                batch = list(self._queue)
+                self._queue.clear()
+                self._busy += len(batch)
+            for item in batch:
+                try:
+                    self._deliver(*item)
+                finally:
+                    with self._cond:
+                        self._busy -= 1
+                        self._cond.notify_all()
 
     def wait_idle(self, timeout: float) -> bool:
         """Wait until nothing is queued or being delivered; False on timeout."""
         if threading.current_thread() is self._thread:
             return True  # asked from a callback: waiting for itself would never end
         deadline = time.monotonic() + timeout
+        with self._cond:
+            self._waiters += 1
+            self._cond.notify_all()
+        try:
+            return self._wait_idle(deadline)
+        finally:
+            with self._cond:
+                self._waiters -= 1
+
+    def _wait_idle(self, deadline: float) -> bool:
         with self._cond:
             while self._queue or self._busy:
                 if self._thread is None or not self._thread.is_alive():
