@@ -36,9 +36,8 @@ class FixtureSpanProcessor(SpanProcessor):
     With ``background=True`` (what :func:`tracely_otel.setup` and ``tracely.init()`` attach)
     a worker thread does it (finished traces gather for up to 50 ms, or until 64 wait, so that
     many short traces cost one wake-up), so the agent returns without waiting for its own
-    recording;
-    ``force_flush()`` (and the provider's) waits until every finished trace is delivered,
-    and the processor delivers what is left at shutdown and at interpreter exit. When
+    recording. ``force_flush()`` (and the provider's) waits until every finished trace is
+    delivered, and the processor delivers what is left at shutdown and at interpreter exit. When
     ``max_queued_traces`` traces are already waiting, the thread that ends a root extracts its
     trace itself: a recording is delayed, never dropped.
     """
@@ -224,8 +223,8 @@ class _Delivery:
         )
         self._thread.start()
         if not self._exit_hook:
-            # Registered after the store writer's hook, so it runs before it (atexit is LIFO):
-            # the last recordings reach the writer before the writer closes.
+            # The last recordings reach every callback before the interpreter goes (a store
+            # writer's own exit hook also flushes this processor before it closes).
             self._exit_hook = True
             atexit.register(self.close, _SHUTDOWN_DRAIN_SECONDS)
 

@@ -92,6 +92,7 @@ def record_from_readable(span: Any) -> SpanRecord:
     raw_events = fields["_events"] if "_events" in fields else span.events  # noqa: SIM401
     attributes = fields["_attributes"] if "_attributes" in fields else span.attributes  # noqa: SIM401
     kind = fields.get("_kind") or span.kind
+    dropped = getattr(attributes, "dropped", 0) or 0
     global _trace_memo, _resource_memo
     trace_int = ctx.trace_id
     memo = _trace_memo
@@ -124,11 +125,12 @@ def record_from_readable(span: Any) -> SpanRecord:
             if raw_events
             else ()
         ),
-        getattr(attributes, "dropped", 0) or 0,
+        dropped,
         resource_plain,
         scope.name if scope is not None else "",
         parent is not None and parent.is_remote,
         _status_name(kind) if kind is not None else "INTERNAL",
         True,
-        getattr(attributes, "max_value_len", 0) is None and not getattr(attributes, "dropped", 1),
+        # intact: no value length limit, and the attribute object says nothing was dropped
+        getattr(attributes, "max_value_len", 0) is None and getattr(attributes, "dropped", 1) == 0,
     )
