@@ -269,14 +269,12 @@ def test_errors_roll_back_and_keep_the_connection_usable(store: PostgresStore) -
 
 
 def _backend_pids(store: PostgresStore) -> list[int]:
-    conn = store._connection()
-    own = conn.info.backend_pid
-    rows = conn.execute(
-        "SELECT pid FROM pg_stat_activity WHERE application_name = 'tracely' "
-        "AND datname = current_database() AND pid <> %s",
-        (own,),
-    ).fetchall()
-    return [r[0] for r in rows]
+    """The server pids behind ``store``'s idle pooled connections, and only those.
+
+    Tests run in parallel against one server, so selecting by application name or database
+    would also kill another test's connections.
+    """
+    return [c.info.backend_pid for c in store._pool._idle]
 
 
 def test_dead_connections_are_replaced(store: PostgresStore) -> None:
@@ -292,9 +290,10 @@ def test_dead_connections_are_replaced(store: PostgresStore) -> None:
     for t in threads:
         t.join()
     assert store._pool._idle, "the pool should hold idle connections"
-    conn = store._connection()
-    for pid in _backend_pids(store):
-        conn.execute("SELECT pg_terminate_backend(%s)", (pid,))
+    pids = _backend_pids(store)
+    with psycopg.connect(store._conninfo, autocommit=True) as killer:
+        for pid in pids:
+            killer.execute("SELECT pg_terminate_backend(%s)", (pid,))
     time.sleep(0.2)
     assert store.put_recording(make_recording("after-restart")) is True
     assert len(store.list_recordings(limit=100)) == 5
