@@ -36,12 +36,41 @@ _TOKENS = re.compile(
     r"|xox[abprs]-[A-Za-z0-9-]{10,}"  # Slack tokens
     r"|AIza[0-9A-Za-z\-_]{35})"  # Google API keys
 )
-# Substrings every match contains (in lowercase); checking them first keeps clean values cheap.
+# Substrings every match contains, checked first so that clean values stay cheap. Each check
+# is one fast substring search, several times quicker per character than one regular
+# expression with alternatives, which matters for prompts of many kilobytes. The token
+# patterns are case-sensitive, so they are looked for in the text as it is; bearer tokens and
+# the credential keys are case-insensitive, so they are looked for in its lowercase form.
 # Credential-like keys all end in one of these words followed by the key's closing quote, so
 # "prompt_tokens" or "keyword" do not send every value through both substitutions.
-_HINTS = re.compile(
-    r'sk-|bearer|akia|gh[pousr]_|xox|aiza|key"|token"|authorization"|passw|secret"|cookie"'
-)
+_GITHUB = re.compile(r"gh[pousr]_")
+# The only characters beyond ASCII that a case-insensitive pattern matches to an ASCII letter
+# and that lower() does not turn into it: long s (U+017F) matches "s", and dotted capital I
+# (U+0130) lowers to two characters.
+_FOLDS = (("\u0130", "i"), ("\u0131", "i"), ("\u017f", "s"), ("\u212a", "k"))
+
+
+def _may_hold_secret(text: str) -> bool:
+    """False only when neither pattern can match ``text`` (a property test pins this)."""
+    if "sk-" in text or "AKIA" in text or "xox" in text or "AIza" in text:
+        return True
+    if _GITHUB.search(text) is not None:
+        return True
+    if not text.isascii():
+        for char, letter in _FOLDS:
+            if char in text:
+                text = text.replace(char, letter)
+    low = text.lower()
+    return (
+        'key"' in low
+        or 'token"' in low
+        or "bearer" in low
+        or "passw" in low
+        or 'secret"' in low
+        or 'cookie"' in low
+        or 'authorization"' in low
+    )
+
 
 RedactHook = Callable[[Any], Any]
 
@@ -55,7 +84,7 @@ class Redactor:
         self.hook = hook
 
     def __call__(self, text: str) -> str:
-        if _HINTS.search(text.lower()) is not None:
+        if _may_hold_secret(text):
             text = _KEY_VALUE.sub(lambda m: f'"{m["key"]}"{m["sep"]}"{REDACTED}"', text)
             text = _TOKENS.sub(REDACTED, text)
         if self.hook is not None:
