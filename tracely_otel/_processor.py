@@ -181,15 +181,23 @@ Delivery = Callable[[int, list[ReadableSpan], list[BundleCallback]], None]
 
 
 class _Delivery:
-    """The worker thread of a background FixtureSpanProcessor and its queue of traces."""
+    """The worker thread of a background FixtureSpanProcessor and its queue of traces.
+
+    The thread that ends a trace only appends to a deque (atomic) and, when the worker sleeps
+    or a gather is full, sets an event: it never waits for a lock the worker holds. A shared
+    lock there made the agent's thread queue behind the worker whenever the worker woke up.
+    """
 
     def __init__(self, deliver: Delivery, max_queued: int) -> None:
         self._deliver = deliver
         self._max_queued = max_queued
         self._queue: deque[tuple[int, list[ReadableSpan], list[BundleCallback]]] = deque()
-        self._busy = 0  # items taken off the queue and not yet delivered
+        self._wake = threading.Event()
+        self._idle = False  # the worker waits for a first trace: the next one must wake it
+        self._busy = 0  # traces taken off the queue and not yet delivered (worker-owned)
         self._waiters = 0  # threads in wait_idle: the worker stops gathering for them
-        self._cond = threading.Condition()
+        self._cond = threading.Condition()  # guards _busy and _waiters; never taken by submit
+        self._start_lock = threading.Lock()
         self._closed = False
         self._thread: threading.Thread | None = None
         self._exit_hook = False
@@ -197,56 +205,71 @@ class _Delivery:
             os.register_at_fork(after_in_child=_weak_call(self._after_fork))
 
     def _after_fork(self) -> None:
-        # Threads do not survive a fork, and the lock may have been held by one that did not:
-        # the child starts afresh, and the parent delivers what it had queued.
+        # Threads do not survive a fork, and a lock may have been held by one that did not: the
+        # child starts afresh, and the parent delivers what it had queued.
+        self._wake = threading.Event()
         self._cond = threading.Condition()
+        self._start_lock = threading.Lock()
         self._queue.clear()
+        self._idle = False
         self._busy = 0
+        self._waiters = 0
         self._thread = None
 
     def submit(
         self, trace_id: int, spans: list[ReadableSpan], callbacks: list[BundleCallback]
     ) -> bool:
         """Queue a finished trace; False when the caller should deliver it itself."""
-        with self._cond:
-            if self._closed or len(self._queue) >= self._max_queued:
-                return False
-            if self._thread is None:
-                self._start()
-            self._queue.append((trace_id, spans, callbacks))
-            self._cond.notify_all()
+        queue = self._queue
+        if self._closed or len(queue) >= self._max_queued:
+            return False
+        if self._thread is None:
+            self._start()
+        queue.append((trace_id, spans, callbacks))
+        # The worker sets _idle before it looks at the queue a last time and sleeps, so either
+        # it sees this trace or this sees _idle.
+        if self._idle or len(queue) >= _GATHER_TRACES:
+            self._wake.set()
         return True
 
     def _start(self) -> None:
-        self._thread = threading.Thread(
-            target=self._run, name="tracely-fixture-recorder", daemon=True
-        )
-        self._thread.start()
-        if not self._exit_hook:
-            # The last recordings reach every callback before the interpreter goes (a store
-            # writer's own exit hook also flushes this processor before it closes).
-            self._exit_hook = True
-            atexit.register(self.close, _SHUTDOWN_DRAIN_SECONDS)
+        with self._start_lock:
+            if self._thread is not None:
+                return
+            thread = threading.Thread(
+                target=self._run, name="tracely-fixture-recorder", daemon=True
+            )
+            thread.start()
+            self._thread = thread
+            if not self._exit_hook:
+                # The last recordings reach every callback before the interpreter goes (a store
+                # writer's own exit hook also flushes this processor before it closes).
+                self._exit_hook = True
+                atexit.register(self.close, _SHUTDOWN_DRAIN_SECONDS)
 
     def _run(self) -> None:
+        queue, wake = self._queue, self._wake
         while True:
+            if not queue:
+                self._idle = True
+                if not queue:  # looked at again after _idle is set: see submit()
+                    if self._closed:
+                        return
+                    wake.wait()
+                self._idle = False
+                wake.clear()
+                continue
+            # Let finished traces gather a moment before taking the interpreter lock for them:
+            # one wake-up for many short traces instead of one each.
+            deadline = time.monotonic() + _GATHER_SECONDS
+            while len(queue) < _GATHER_TRACES and not self._closed and not self._waiters:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                wake.wait(left)
+                wake.clear()
             with self._cond:
-                while not self._queue and not self._closed:
-                    self._cond.wait()
-                if not self._queue:
-                    return
-                # Let finished traces gather a moment before taking the interpreter lock for
-                # them: one wake-up for many short traces instead of one each.
-                deadline = time.monotonic() + _GATHER_SECONDS
-                while (
-                    len(self._queue) < _GATHER_TRACES
-                    and not self._closed
-                    and not self._waiters
-                    and (left := deadline - time.monotonic()) > 0
-                ):
-                    self._cond.wait(left)
-                batch = list(self._queue)
-                self._queue.clear()
+                batch = [queue.popleft() for _ in range(len(queue))]
                 self._busy += len(batch)
             for item in batch:
                 try:
@@ -254,7 +277,8 @@ class _Delivery:
                 finally:
                     with self._cond:
                         self._busy -= 1
-                        self._cond.notify_all()
+                        if self._waiters:
+                            self._cond.notify_all()
 
     def wait_idle(self, timeout: float) -> bool:
         """Wait until nothing is queued or being delivered; False on timeout."""
@@ -263,7 +287,7 @@ class _Delivery:
         deadline = time.monotonic() + timeout
         with self._cond:
             self._waiters += 1
-            self._cond.notify_all()
+        self._wake.set()  # a gathering worker delivers now
         try:
             return self._wait_idle(deadline)
         finally:
@@ -273,14 +297,18 @@ class _Delivery:
     def _wait_idle(self, deadline: float) -> bool:
         with self._cond:
             while self._queue or self._busy:
-                if self._thread is None or not self._thread.is_alive():
+                thread = self._thread
+                if thread is None or not thread.is_alive():
                     break
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return False
-                self._cond.wait(left)
-            leftover = list(self._queue)
-            self._queue.clear()
+                # Woken by each delivery; the short timeout covers a trace queued while the
+                # worker was between its last look at the queue and its sleep.
+                self._cond.wait(min(left, 0.05))
+                if self._queue and not self._busy:
+                    self._wake.set()
+            leftover = [self._queue.popleft() for _ in range(len(self._queue))]
         for item in leftover:  # no worker left to deliver them: do it here
             self._deliver(*item)
         return True
@@ -288,9 +316,8 @@ class _Delivery:
     def close(self, timeout: float) -> None:
         """Deliver what is queued (waiting at most ``timeout``), then stop the worker."""
         self.wait_idle(timeout)
-        with self._cond:
-            self._closed = True
-            self._cond.notify_all()
+        self._closed = True
+        self._wake.set()
 
 
 def _weak_call(method: Callable[[], None]) -> Callable[[], None]:
