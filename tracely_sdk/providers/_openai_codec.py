@@ -129,7 +129,8 @@ def record_response(obj: Any) -> dict[str, Any]:
     if isinstance(obj, ChatCompletion):
         # `warnings=False`: the SDK's parsed models type `parsed` loosely, and it is dropped below anyway.
         body = cast("dict[str, Any]", obj.to_dict(mode="json", warnings=False))
-        for choice in body.get("choices") or []:
+        # Only the parsed subclass has fields the API did not send.
+        for choice in (body.get("choices") or []) if type(obj) is not ChatCompletion else ():
             message = choice.get("message") if isinstance(choice, dict) else None
             if isinstance(message, dict):
                 message.pop("parsed", None)
@@ -139,7 +140,7 @@ def record_response(obj: Any) -> dict[str, Any]:
         kind = "chat.completion"
     elif isinstance(obj, Response):
         body = cast("dict[str, Any]", obj.to_dict(mode="json", warnings=False))
-        for item in body.get("output") or []:
+        for item in (body.get("output") or []) if type(obj) is not Response else ():
             if not isinstance(item, dict):
                 continue
             item.pop("parsed_arguments", None)
