@@ -49,6 +49,7 @@ Prints ratios; asserts nothing.
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import socket
 import statistics
@@ -197,6 +198,9 @@ def interleaved(
     samples: dict[str, list[tuple[float, float]]] = {name: [] for name in variants}
     for _ in range(rounds):
         for name, fn in variants.items():
+            # Each variant starts on a collected heap: the garbage one leaves behind (vcrpy's
+            # cassette of many exchanges) is not collected on the next one's time.
+            gc.collect()
             wall, cpu = fn()
             # The process's CPU runs until the pipeline is flushed: work handed to the
             # recorder's thread (bundle extraction) counts too.
