@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any, Literal, cast, overload
 
 import orjson
 
+from tracely_sdk.providers import _wire
 from tracely_sdk.providers._wire import ReplayBody, replay_body_class
 
 if TYPE_CHECKING:
@@ -126,13 +127,7 @@ def record_chunk(chunk: Any) -> dict[str, Any]:
 
 def record_headers(headers: Mapping[str, str] | Iterable[tuple[str, str]]) -> dict[str, str]:
     """The headers of a response that a recording may keep (``SAFE_HEADERS`` and ``anthropic-ratelimit-*``)."""
-    items = headers.items() if isinstance(headers, Mapping) else headers
-    kept: dict[str, str] = {}
-    for key, value in items:
-        name = key.lower()
-        if name in SAFE_HEADERS or name.startswith("anthropic-ratelimit-"):
-            kept[name] = value
-    return kept
+    return _wire.kept_headers(headers, SAFE_HEADERS, "anthropic-ratelimit-")
 
 
 def record_error(exc: BaseException) -> dict[str, Any]:
@@ -141,25 +136,9 @@ def record_error(exc: BaseException) -> dict[str, Any]:
     ``body`` is the error body as the server sent it, so ``error_for_status`` rebuilds the same exception.
     A failure without a response (a timeout, a dropped connection) has ``status`` ``None``.
     """
-    from anthropic import APIError, APIStatusError, APITimeoutError
+    import anthropic
 
-    status: int | None = None
-    body: Any = None
-    headers: dict[str, str] = {}
-    if isinstance(exc, APIStatusError):
-        status = exc.status_code
-        headers = record_headers(exc.response.headers)
-        body = exc.body
-    elif isinstance(exc, APIError):
-        body = exc.body
-    return {
-        "type": type(exc).__name__,
-        "message": str(getattr(exc, "message", None) or exc),
-        "status": status,
-        "body": body,
-        "headers": headers,
-        "timeout": isinstance(exc, APITimeoutError),
-    }
+    return _wire.error_record(exc, anthropic, record_headers, lambda e: e.body)
 
 
 # --------------------------------------------------------------------------------------------- rebuilding
@@ -195,13 +174,7 @@ def _body(recorded: Mapping[str, Any]) -> Mapping[str, Any]:
 
 
 def _load(model: Any, data: Mapping[str, Any]) -> Any:
-    """``model`` from recorded wire data: validated (fast, and the SDK's strict path), or else constructed
-    without validation, as the SDK itself builds responses live, so a recording the live SDK would accept
-    is never refused."""
-    try:
-        return model.model_validate(data)
-    except _types().validation_error:
-        return model.construct(**data)
+    return _wire.load(model, data, _types().validation_error)
 
 
 def _given(value: Any) -> Any:
@@ -405,15 +378,7 @@ def raw_response_mode(extra_headers: Mapping[str, Any] | None) -> Literal["raw",
     ``.with_streaming_response``, ``None`` for a plain call. The wrappers say so in ``extra_headers``."""
     from anthropic._constants import RAW_RESPONSE_HEADER
 
-    value = None
-    for key, item in (extra_headers or {}).items():
-        if key.lower() == RAW_RESPONSE_HEADER.lower():
-            value = item
-    if value in ("raw", "true"):
-        return "raw"
-    if value == "stream":
-        return "stream"
-    return None
+    return _wire.raw_response_mode(extra_headers, RAW_RESPONSE_HEADER, ("raw", "true"))
 
 
 def rebuild_raw_response(
@@ -471,39 +436,26 @@ def rebuild_raw_response(
 # --------------------------------------------------------------------------------------------- errors
 
 
+# The status codes that this SDK has a class of its own for, whatever the body says. Each is a subclass of
+# the class the shared table (or `>= 500`) gives, so `except InternalServerError` still catches 529.
+_OWN_STATUS_CLASSES = {
+    402: "PaymentRequiredError",
+    408: "RequestTimeoutError",
+    412: "PreconditionFailedError",
+    413: "ContentTooLargeError",
+    431: "RequestHeaderFieldsTooLargeError",
+    499: "ClientClosedRequestError",
+    501: "HTTPNotImplementedError",
+    503: "ServiceUnavailableError",
+    504: "GatewayTimeoutError",
+    529: "OverloadedError",
+}
+
+
 def _status_class(status: int) -> type[APIStatusError]:
     import anthropic
 
-    table: dict[int, type[APIStatusError]] = {
-        400: anthropic.BadRequestError,
-        401: anthropic.AuthenticationError,
-        403: anthropic.PermissionDeniedError,
-        404: anthropic.NotFoundError,
-        409: anthropic.ConflictError,
-        422: anthropic.UnprocessableEntityError,
-        429: anthropic.RateLimitError,
-    }
-    # The status codes that this SDK has a class of its own for, whatever the body says. Each is a subclass
-    # of the class the table above (or `>= 500`) gives, so `except InternalServerError` still catches 529.
-    own = {
-        402: "PaymentRequiredError",
-        408: "RequestTimeoutError",
-        412: "PreconditionFailedError",
-        413: "ContentTooLargeError",
-        431: "RequestHeaderFieldsTooLargeError",
-        499: "ClientClosedRequestError",
-        501: "HTTPNotImplementedError",
-        503: "ServiceUnavailableError",
-        504: "GatewayTimeoutError",
-        529: "OverloadedError",
-    }
-    if status in table:
-        return table[status]
-    base = anthropic.InternalServerError if status >= 500 else anthropic.APIStatusError
-    refined = getattr(anthropic, own[status], None) if status in own else None
-    if isinstance(refined, type) and issubclass(refined, base):
-        return refined
-    return base
+    return cast("type[APIStatusError]", _wire.status_class(anthropic, status, _OWN_STATUS_CLASSES))
 
 
 def error_for_status(
@@ -535,20 +487,10 @@ def rebuild_error(
 ) -> APIError:
     """The exception of a recorded failure (from ``record_error``): ``error_for_status`` for one with a
     status, else the SDK's ``APITimeoutError`` or ``APIConnectionError``."""
-    from anthropic import APIConnectionError, APITimeoutError
+    import anthropic
 
-    status = recorded.get("status")
-    if status is not None:
-        return error_for_status(
-            int(status), recorded.get("body"), recorded.get("headers") or {}, url=url
-        )
-    request = _http().Request("POST", url)
-    if recorded.get("timeout") is True:
-        return APITimeoutError(request=request)
-    message = recorded.get("message")
-    return APIConnectionError(
-        message=message if isinstance(message, str) and message else "Connection error.",
-        request=request,
+    return cast(
+        "APIError", _wire.rebuilt_error(recorded, anthropic, _http(), url, error_for_status)
     )
 
 

@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any, Literal, cast, overload
 
 import orjson
 
+from tracely_sdk.providers import _wire
 from tracely_sdk.providers._wire import ReplayBody, replay_body_class
 
 if TYPE_CHECKING:
@@ -177,13 +178,7 @@ def record_chunk(chunk: Any) -> dict[str, Any]:
 
 def record_headers(headers: Mapping[str, str] | Iterable[tuple[str, str]]) -> dict[str, str]:
     """The headers of a response that a recording may keep (``SAFE_HEADERS`` and ``x-ratelimit-*``)."""
-    items = headers.items() if isinstance(headers, Mapping) else headers
-    kept: dict[str, str] = {}
-    for key, value in items:
-        name = key.lower()
-        if name in SAFE_HEADERS or name.startswith("x-ratelimit-"):
-            kept[name] = value
-    return kept
+    return _wire.kept_headers(headers, SAFE_HEADERS, "x-ratelimit-")
 
 
 def record_error(exc: BaseException) -> dict[str, Any]:
@@ -192,25 +187,9 @@ def record_error(exc: BaseException) -> dict[str, Any]:
     ``body`` is the error body as the server sent it, so ``error_for_status`` rebuilds the same exception.
     A failure without a response (a timeout, a dropped connection) has ``status`` ``None``.
     """
-    from openai import APIError, APIStatusError, APITimeoutError
+    import openai
 
-    status: int | None = None
-    body: Any = None
-    headers: dict[str, str] = {}
-    if isinstance(exc, APIStatusError):
-        status = exc.status_code
-        headers = record_headers(exc.response.headers)
-        body = _wire_body(exc.response, exc.body)
-    elif isinstance(exc, APIError):
-        body = exc.body
-    return {
-        "type": type(exc).__name__,
-        "message": str(getattr(exc, "message", None) or exc),
-        "status": status,
-        "body": body,
-        "headers": headers,
-        "timeout": isinstance(exc, APITimeoutError),
-    }
+    return _wire.error_record(exc, openai, record_headers, lambda e: _wire_body(e.response, e.body))
 
 
 def _wire_body(response: httpx2.Response, fallback: Any) -> Any:
@@ -271,13 +250,7 @@ def _body(kind: str, recorded: Mapping[str, Any]) -> Mapping[str, Any]:
 
 
 def _load(model: Any, data: Mapping[str, Any]) -> Any:
-    """``model`` from recorded wire data: validated (fast, and the SDK's strict path), or else constructed
-    without validation, as the SDK itself builds responses live, so a recording the live SDK would accept
-    is never refused."""
-    try:
-        return model.model_validate(data)
-    except _types().validation_error:
-        return model.construct(**data)
+    return _wire.load(model, data, _types().validation_error)
 
 
 def _given(value: Any) -> Any:
@@ -601,15 +574,7 @@ def raw_response_mode(extra_headers: Mapping[str, Any] | None) -> Literal["raw",
     ``.with_streaming_response``, ``None`` for a plain call. The wrappers say so in ``extra_headers``."""
     from openai._constants import RAW_RESPONSE_HEADER
 
-    value = None
-    for key, item in (extra_headers or {}).items():
-        if key.lower() == RAW_RESPONSE_HEADER.lower():
-            value = item
-    if value == "true":
-        return "raw"
-    if value == "stream":
-        return "stream"
-    return None
+    return _wire.raw_response_mode(extra_headers, RAW_RESPONSE_HEADER, ("true",))
 
 
 def rebuild_raw_response(
@@ -696,18 +661,7 @@ def rebuild_raw_response(
 def _status_class(status: int) -> type[APIStatusError]:
     import openai
 
-    table: dict[int, type[APIStatusError]] = {
-        400: openai.BadRequestError,
-        401: openai.AuthenticationError,
-        403: openai.PermissionDeniedError,
-        404: openai.NotFoundError,
-        409: openai.ConflictError,
-        422: openai.UnprocessableEntityError,
-        429: openai.RateLimitError,
-    }
-    if status in table:
-        return table[status]
-    return openai.InternalServerError if status >= 500 else openai.APIStatusError
+    return cast("type[APIStatusError]", _wire.status_class(openai, status))
 
 
 def error_for_status(
@@ -735,21 +689,9 @@ def error_for_status(
 def rebuild_error(recorded: Mapping[str, Any], *, url: str = _DEFAULT_BASE_URL) -> APIError:
     """The exception of a recorded failure (from ``record_error``): ``error_for_status`` for one with a
     status, else the SDK's ``APITimeoutError`` or ``APIConnectionError``."""
-    from openai import APIConnectionError, APITimeoutError
+    import openai
 
-    status = recorded.get("status")
-    if status is not None:
-        return error_for_status(
-            int(status), recorded.get("body"), recorded.get("headers") or {}, url=url
-        )
-    request = _http().Request("POST", url)
-    if recorded.get("timeout") is True:
-        return APITimeoutError(request=request)
-    message = recorded.get("message")
-    return APIConnectionError(
-        message=message if isinstance(message, str) and message else "Connection error.",
-        request=request,
-    )
+    return cast("APIError", _wire.rebuilt_error(recorded, openai, _http(), url, error_for_status))
 
 
 # --------------------------------------------------------------------------------------------- plain text

@@ -1,15 +1,19 @@
-"""In-memory HTTP bodies for replayed provider responses, shared by both SDK codecs.
+"""What both SDK codecs do the same way: in-memory HTTP bodies for replayed responses, the
+recorded form of a failure, and the SDK's exception rebuilt from it.
 
-Nothing here imports an SDK or its HTTP library: each codec passes the HTTP module its SDK is
-built on (``httpx2``, or ``httpx`` for older SDKs).
+Both SDKs are generated from one template (the same exception classes, raw-response header and
+client internals), so each codec passes its SDK module (``openai`` or ``anthropic``) and the
+HTTP module the SDK is built on (``httpx2``, or ``httpx`` for older SDKs); nothing here imports
+either.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import timedelta
-from typing import Any
+from types import ModuleType
+from typing import Any, Literal
 
 
 class ReplayBody:
@@ -42,3 +46,123 @@ def replay_body_class(http: Any) -> type[ReplayBody]:
     """:class:`ReplayBody` as a stream of ``http`` (both its sync and async byte-stream bases,
     as the library's own ``ByteStream`` is), so one body serves the sync and async SDK."""
     return type("ReplayBody", (ReplayBody, http.SyncByteStream, http.AsyncByteStream), {})
+
+
+# --------------------------------------------------------------------------------------------- recording
+
+
+def kept_headers(
+    headers: Mapping[str, str] | Iterable[tuple[str, str]], safe: frozenset[str], prefix: str
+) -> dict[str, str]:
+    """The response headers a recording may keep: those in ``safe`` and the rate-limit ones
+    starting with ``prefix``, names lowercased."""
+    items = headers.items() if isinstance(headers, Mapping) else headers
+    kept: dict[str, str] = {}
+    for key, value in items:
+        name = key.lower()
+        if name in safe or name.startswith(prefix):
+            kept[name] = value
+    return kept
+
+
+def error_record(
+    exc: BaseException,
+    sdk: ModuleType,
+    headers: Callable[[Any], dict[str, str]],
+    status_body: Callable[[Any], Any],
+) -> dict[str, Any]:
+    """The recording of a failed call: ``{"type", "message", "status", "body", "headers",
+    "timeout"}``; ``status`` is None for a failure without a response (a timeout, a dropped
+    connection). ``status_body`` gives an error response's body as the server sent it."""
+    status: int | None = None
+    body: Any = None
+    kept: dict[str, str] = {}
+    if isinstance(exc, sdk.APIStatusError):
+        status = exc.status_code
+        kept = headers(exc.response.headers)
+        body = status_body(exc)
+    elif isinstance(exc, sdk.APIError):
+        body = exc.body
+    return {
+        "type": type(exc).__name__,
+        "message": str(getattr(exc, "message", None) or exc),
+        "status": status,
+        "body": body,
+        "headers": kept,
+        "timeout": isinstance(exc, sdk.APITimeoutError),
+    }
+
+
+def raw_response_mode(
+    extra_headers: Mapping[str, Any] | None, header: str, raw: tuple[str, ...]
+) -> Literal["raw", "stream"] | None:
+    """Which wrapper made a call: ``"raw"`` for ``.with_raw_response``, ``"stream"`` for
+    ``.with_streaming_response``, None for a plain call. The wrappers say so in ``extra_headers``
+    (``header`` set to one of ``raw``, or to ``"stream"``)."""
+    value = None
+    for key, item in (extra_headers or {}).items():
+        if key.lower() == header.lower():
+            value = item
+    if value in raw:
+        return "raw"
+    if value == "stream":
+        return "stream"
+    return None
+
+
+# --------------------------------------------------------------------------------------------- rebuilding
+
+
+def load(model: Any, data: Mapping[str, Any], validation_error: type[Exception]) -> Any:
+    """``model`` from recorded wire data: validated (fast, and the SDK's strict path), or else
+    constructed without validation, as the SDK itself builds responses live, so a recording the
+    live SDK would accept is never refused."""
+    try:
+        return model.model_validate(data)
+    except validation_error:
+        return model.construct(**data)
+
+
+def status_class(sdk: ModuleType, status: int, own: Mapping[int, str] | None = None) -> Any:
+    """The SDK's exception class for an error response of ``status``, from a fixed table (never
+    from a class name in a recording). ``own`` names classes an SDK has for further statuses;
+    each is used only if the SDK has it and it subclasses what the table gives."""
+    table: dict[int, Any] = {
+        400: sdk.BadRequestError,
+        401: sdk.AuthenticationError,
+        403: sdk.PermissionDeniedError,
+        404: sdk.NotFoundError,
+        409: sdk.ConflictError,
+        422: sdk.UnprocessableEntityError,
+        429: sdk.RateLimitError,
+    }
+    if status in table:
+        return table[status]
+    base = sdk.InternalServerError if status >= 500 else sdk.APIStatusError
+    refined = getattr(sdk, own[status], None) if own and status in own else None
+    if isinstance(refined, type) and issubclass(refined, base):
+        return refined
+    return base
+
+
+def rebuilt_error(
+    recorded: Mapping[str, Any],
+    sdk: ModuleType,
+    http: Any,
+    url: str,
+    for_status: Callable[..., Any],
+) -> Any:
+    """The exception of a recorded failure (from :func:`error_record`): ``for_status`` (the
+    codec's ``error_for_status``) for one with a status, else the SDK's ``APITimeoutError`` or
+    ``APIConnectionError``."""
+    status = recorded.get("status")
+    if status is not None:
+        return for_status(int(status), recorded.get("body"), recorded.get("headers") or {}, url=url)
+    request = http.Request("POST", url)
+    if recorded.get("timeout") is True:
+        return sdk.APITimeoutError(request=request)
+    message = recorded.get("message")
+    return sdk.APIConnectionError(
+        message=message if isinstance(message, str) and message else "Connection error.",
+        request=request,
+    )
