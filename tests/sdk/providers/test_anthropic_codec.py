@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import statistics
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import anthropic
@@ -23,9 +21,10 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
-from pydantic import BaseModel
 
 from examples.llm_server import serve
+from tests.sdk.providers._helpers import Weather, plain, user
+from tests.sdk.providers._helpers import same_model as same
 from tracely_sdk.providers import _anthropic_codec as codec
 
 CLAUDE = "claude-sonnet-4-5"
@@ -37,26 +36,6 @@ TOOL: Any = {
         "required": ["city"],
     },
 }
-
-
-class Weather(BaseModel):
-    city: str
-    temperature: int
-
-
-def plain(value: Any) -> Any:
-    return json.loads(json.dumps(value))
-
-
-def user(text: str) -> list[Any]:
-    return [{"role": "user", "content": text}]
-
-
-def same(rebuilt: Any, live: Any) -> None:
-    assert type(rebuilt) is type(live)
-    assert rebuilt.model_dump(warnings=False) == live.model_dump(warnings=False)
-    assert rebuilt.to_dict(warnings=False) == live.to_dict(warnings=False)
-    assert rebuilt == live
 
 
 class Live:
@@ -588,35 +567,6 @@ def test_the_sdk_span_wraps_the_http_call_and_replay_makes_none(live: Live) -> N
     codec.rebuild_response("message", live.recorded["message"])
     assert exporter.get_finished_spans() == ()
     client.close()
-
-
-# --------------------------------------------------------------------------------------------- cost
-
-
-def _cost(fn: Callable[[], Any], repeat: int = 7, number: int = 200) -> float:
-    fn()
-    samples = []
-    for _ in range(repeat):
-        started = time.perf_counter()
-        for _ in range(number):
-            fn()
-        samples.append((time.perf_counter() - started) / number * 1e6)
-    return statistics.median(samples)
-
-
-def test_rebuild_cost(
-    live: Live, client: anthropic.Anthropic, capsys: pytest.CaptureFixture[str]
-) -> None:
-    chunks = live.recorded["stream"]
-    assert len(chunks) == 50
-    message = _cost(lambda: codec.rebuild_response("message", live.recorded["message"]))
-    stream = _cost(lambda: list(codec.rebuild_stream("message", chunks, client=client)), number=20)
-    with capsys.disabled():
-        print(
-            f"\n[anthropic codec] rebuild Message {message:.1f} us, 50-event Stream (iterated) {stream:.0f} us"
-        )
-    assert message < 5_000
-    assert stream < 1_000_000
 
 
 def test_replay_through_a_bedrock_client(offline: None) -> None:

@@ -8,10 +8,7 @@ port. The session's global tracer provider is set, so the anthropic SDK makes it
 
 from __future__ import annotations
 
-import asyncio
-import inspect
 import json
-import socket
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -21,10 +18,10 @@ import wrapt
 from anthropic.resources.messages.messages import AsyncMessages, Messages
 from anthropic.types import Message, RawMessageStreamEvent
 from opentelemetry.trace import SpanKind
-from pydantic import BaseModel
 
 import tracely_sdk as tracely
 from examples.llm_server import serve
+from tests.sdk.providers._helpers import Weather, closed_url, run, same, user
 from tracely_sdk import providers
 from tracely_sdk.providers import _patching
 
@@ -37,31 +34,6 @@ TOOL: Any = {
         "required": ["city"],
     },
 }
-
-
-class Weather(BaseModel):
-    city: str
-    temperature: int
-
-
-def user(text: str) -> list[Any]:
-    return [{"role": "user", "content": text}]
-
-
-def closed_url() -> str:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    return f"http://127.0.0.1:{port}"
-
-
-def same(replayed: Any, live: Any) -> None:
-    assert type(replayed) is type(live)
-    assert replayed.model_dump(warnings=False) == live.model_dump(warnings=False)
-
-
-def _run(value: Any) -> Any:
-    return asyncio.run(value) if inspect.iscoroutine(value) else value
 
 
 Scenario = Callable[[Any], Any]
@@ -77,7 +49,7 @@ def record(capture: Any, scenario: Scenario, *, client_cls: Any = anthropic.Anth
     with serve() as (server, _):
         client = client_cls(api_key="test-key", base_url=server.anthropic_base_url, max_retries=0)
         with tracely.agent("agent", input="q"):
-            value = _run(scenario(client))
+            value = run(scenario(client))
     return Live(value, capture.last_bundle)
 
 
@@ -86,7 +58,7 @@ def replay(
 ) -> tuple[Any, tracely.ReplayReport]:
     client = client_cls(api_key="test-key", base_url=closed_url(), max_retries=0)
     with tracely.fixtures(bundle, strict=strict) as rep:
-        value = _run(scenario(client))
+        value = run(scenario(client))
     return value, rep
 
 

@@ -9,11 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import json
-import statistics
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,9 +22,10 @@ from openai._legacy_response import LegacyAPIResponse
 from openai.resources.chat.completions import Completions
 from openai.types.chat import ChatCompletion, ChatCompletionChunk, ParsedChatCompletion
 from openai.types.responses import ParsedResponse, Response
-from pydantic import BaseModel
 
 from examples.llm_server import serve
+from tests.sdk.providers._helpers import Weather, plain, user
+from tests.sdk.providers._helpers import same_model as same
 from tracely_sdk.providers import _openai_codec as codec
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -42,27 +41,6 @@ WEATHER_TOOL: Any = {
         },
     },
 }
-
-
-class Weather(BaseModel):
-    city: str
-    temperature: int
-
-
-def plain(value: Any) -> Any:
-    """``value`` as a recording keeps it: plain JSON, nothing else."""
-    return json.loads(json.dumps(value))
-
-
-def user(text: str) -> list[Any]:
-    return [{"role": "user", "content": text}]
-
-
-def same(rebuilt: Any, live: Any) -> None:
-    assert type(rebuilt) is type(live)
-    assert rebuilt.model_dump(warnings=False) == live.model_dump(warnings=False)
-    assert rebuilt.to_dict(warnings=False) == live.to_dict(warnings=False)
-    assert rebuilt == live
 
 
 class Live:
@@ -726,42 +704,6 @@ def test_parse_does_not_go_through_create(
     with pytest.raises(AssertionError, match="network"):
         client.chat.completions.parse(model="m", messages=user("x"), response_format=Weather)
     client.close()
-
-
-# --------------------------------------------------------------------------------------------- cost
-
-
-def _cost(fn: Callable[[], Any], repeat: int = 7, number: int = 200) -> float:
-    """The median time of one call of ``fn`` in microseconds."""
-    fn()
-    samples = []
-    for _ in range(repeat):
-        started = time.perf_counter()
-        for _ in range(number):
-            fn()
-        samples.append((time.perf_counter() - started) / number * 1e6)
-    return statistics.median(samples)
-
-
-def test_rebuild_cost(
-    live: Live, client: openai.OpenAI, capsys: pytest.CaptureFixture[str]
-) -> None:
-    recorded = live.recorded["chat"]
-    chunks = live.recorded["chat_stream"]
-    assert len(chunks) == 50
-    completion = _cost(lambda: codec.rebuild_response("chat.completion", recorded))
-    stream = _cost(
-        lambda: list(codec.rebuild_stream("chat.completion", chunks, client=client)), number=20
-    )
-    response = _cost(lambda: codec.rebuild_response("response", live.recorded["response"]))
-    with capsys.disabled():
-        print(
-            f"\n[openai codec] rebuild ChatCompletion {completion:.1f} us, Response {response:.1f} us, "
-            f"50-chunk Stream (iterated) {stream:.0f} us"
-        )
-    # Sanity bounds only (a loaded CI machine must not fail here); the printed numbers are the measurement.
-    assert completion < 5_000
-    assert stream < 1_000_000
 
 
 def test_replay_through_an_azure_client(offline: None) -> None:

@@ -9,9 +9,7 @@ mode the safety net raises ReplayError before it even tries).
 from __future__ import annotations
 
 import asyncio
-import inspect
 import json
-import socket
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -23,10 +21,10 @@ from openai.resources.chat.completions.completions import AsyncCompletions, Comp
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 from openai.types.responses import Response
 from opentelemetry.trace import SpanKind
-from pydantic import BaseModel
 
 import tracely_sdk as tracely
 from examples.llm_server import LLMServer, serve
+from tests.sdk.providers._helpers import Weather, closed_url, run, same, user
 from tracely_sdk import providers
 from tracely_sdk.providers import _patching
 
@@ -44,31 +42,6 @@ WEATHER_TOOL: Any = {
 }
 
 
-class Weather(BaseModel):
-    city: str
-    temperature: int
-
-
-def user(text: str) -> list[Any]:
-    return [{"role": "user", "content": text}]
-
-
-def closed_url() -> str:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    return f"http://127.0.0.1:{port}/v1"
-
-
-def same(replayed: Any, live: Any) -> None:
-    assert type(replayed) is type(live)
-    assert replayed.model_dump(warnings=False) == live.model_dump(warnings=False)
-
-
-def _run(value: Any) -> Any:
-    return asyncio.run(value) if inspect.iscoroutine(value) else value
-
-
 Scenario = Callable[[Any], Any]
 
 
@@ -84,7 +57,7 @@ def record(capture: Any, scenario: Scenario, *, client_cls: Any = openai.OpenAI)
     with serve() as (server, _):
         client = client_cls(api_key="test-key", base_url=server.openai_base_url, max_retries=0)
         with tracely.agent("agent", input="q"):
-            value = _run(scenario(client))
+            value = run(scenario(client))
     return Live(value, capture.last_bundle, server)
 
 
@@ -92,9 +65,9 @@ def replay(
     bundle: Any, scenario: Scenario, *, client_cls: Any = openai.OpenAI, strict: bool = True
 ) -> tuple[Any, tracely.ReplayReport]:
     """Run ``scenario(client)`` under ``fixtures(bundle)`` with a client aimed at a closed port."""
-    client = client_cls(api_key="test-key", base_url=closed_url(), max_retries=0)
+    client = client_cls(api_key="test-key", base_url=closed_url("/v1"), max_retries=0)
     with tracely.fixtures(bundle, strict=strict) as rep:
-        value = _run(scenario(client))
+        value = run(scenario(client))
     return value, rep
 
 
@@ -387,7 +360,7 @@ def test_a_replayed_stream_the_agent_never_reads_is_closed_when_the_block_ends(
     capture: Any, instrumented: None
 ) -> None:
     live = record(capture, _stream)
-    client = openai.OpenAI(api_key="test-key", base_url=closed_url(), max_retries=0)
+    client = openai.OpenAI(api_key="test-key", base_url=closed_url("/v1"), max_retries=0)
     with tracely.fixtures(live.bundle):
         stream = client.chat.completions.create(
             model=MODEL,
@@ -669,7 +642,7 @@ def test_a_changed_prompt_is_served_and_reported_as_divergence(
 
 def test_a_strict_miss_raises_at_the_call_site(capture: Any, instrumented: None) -> None:
     live = record(capture, lambda c: c.chat.completions.create(model=MODEL, messages=user("once")))
-    client = openai.OpenAI(api_key="test-key", base_url=closed_url(), max_retries=0)
+    client = openai.OpenAI(api_key="test-key", base_url=closed_url("/v1"), max_retries=0)
     with tracely.fixtures(live.bundle) as rep:
         client.chat.completions.create(model=MODEL, messages=user("once"))
         with pytest.raises(tracely.ReplayError, match=f"no recorded call for llm:{MODEL}"):
@@ -695,7 +668,7 @@ def test_lenient_mode_falls_through_to_the_live_call(capture: Any, instrumented:
 
 
 def test_nothing_outside_the_patches_reaches_the_network_in_recorded_mode() -> None:
-    client = openai.OpenAI(api_key="test-key", base_url=closed_url(), max_retries=0)
+    client = openai.OpenAI(api_key="test-key", base_url=closed_url("/v1"), max_retries=0)
     with (
         tracely.fixtures({}) as rep,
         pytest.raises(tracely.ReplayError, match="would reach the network"),
@@ -735,14 +708,14 @@ def test_with_raw_response_and_streaming_response_are_served(
 
 def test_a_raw_wrapper_bound_before_the_patch_hits_the_safety_net() -> None:
     providers.uninstrument("openai")  # as in a process that never patched
-    client = openai.OpenAI(api_key="test-key", base_url=closed_url(), max_retries=0)
+    client = openai.OpenAI(api_key="test-key", base_url=closed_url("/v1"), max_retries=0)
     stale = client.chat.completions.with_raw_response  # binds the unpatched create
     bundle = {"llm": {MODEL: [{"output": "Hello"}]}}
     with tracely.fixtures(bundle) as rep:
         with pytest.raises(tracely.ReplayError, match="with_raw_response"):
             stale.create(model=MODEL, messages=user("hi"))
         # A wrapper bound after the patch is served.
-        fresh = openai.OpenAI(api_key="test-key", base_url=closed_url(), max_retries=0)
+        fresh = openai.OpenAI(api_key="test-key", base_url=closed_url("/v1"), max_retries=0)
         assert (
             fresh.chat.completions.with_raw_response.create(model=MODEL, messages=user("hi"))
             .parse()
@@ -996,7 +969,7 @@ def test_a_request_wrapper_of_another_instrumentor_does_not_bypass_the_safety_ne
     providers.uninstrument("openai")
     oi.instrument()  # wraps OpenAI.request, around the original, before tracely patches
     try:
-        client = openai.OpenAI(api_key="test-key", base_url=closed_url(), max_retries=0)
+        client = openai.OpenAI(api_key="test-key", base_url=closed_url("/v1"), max_retries=0)
         with (
             tracely.fixtures({}),
             pytest.raises(tracely.ReplayError, match="would reach the network"),

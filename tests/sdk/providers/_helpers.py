@@ -1,0 +1,52 @@
+"""What the OpenAI and Anthropic provider tests share: a structured-output model, message and
+JSON helpers, comparisons of replayed with live values, and a port nothing listens on."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import socket
+from typing import Any
+
+from pydantic import BaseModel
+
+
+class Weather(BaseModel):
+    city: str
+    temperature: int
+
+
+def plain(value: Any) -> Any:
+    """``value`` as a recording keeps it: plain JSON, nothing else."""
+    return json.loads(json.dumps(value))
+
+
+def user(text: str) -> list[Any]:
+    return [{"role": "user", "content": text}]
+
+
+def same(replayed: Any, live: Any) -> None:
+    """The replayed value is the live one's type and dumps the same."""
+    assert type(replayed) is type(live)
+    assert replayed.model_dump(warnings=False) == live.model_dump(warnings=False)
+
+
+def same_model(rebuilt: Any, live: Any) -> None:
+    """:func:`same`, and equal by every other means the SDK offers too."""
+    same(rebuilt, live)
+    assert rebuilt.to_dict(warnings=False) == live.to_dict(warnings=False)
+    assert rebuilt == live
+
+
+def closed_url(path: str = "") -> str:
+    """A base URL on 127.0.0.1 where nothing listens: a call that reaches it fails."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    return f"http://127.0.0.1:{port}{path}"
+
+
+def run(value: Any) -> Any:
+    """``value``, awaited first when it is a coroutine (an async client's call)."""
+    return asyncio.run(value) if inspect.iscoroutine(value) else value
