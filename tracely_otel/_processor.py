@@ -303,8 +303,8 @@ class _Delivery:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return False
-                # Woken by each delivery; the short timeout covers a trace queued while the
-                # worker was between its last look at the queue and its sleep.
+                # Woken by each delivery. The timeout notices a worker that died with traces
+                # still queued (delivered below, here) without waiting out the whole deadline.
                 self._cond.wait(min(left, 0.05))
                 if self._queue and not self._busy:
                     self._wake.set()
