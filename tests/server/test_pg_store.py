@@ -294,7 +294,11 @@ def test_dead_connections_are_replaced(store: PostgresStore) -> None:
     with psycopg.connect(store._conninfo, autocommit=True) as killer:
         for pid in pids:
             killer.execute("SELECT pg_terminate_backend(%s)", (pid,))
-    time.sleep(0.2)
+        # Until the backends have exited, not just been signalled.
+        deadline = time.monotonic() + 10
+        query = "SELECT count(*) FROM pg_stat_activity WHERE pid = ANY(%s)"
+        while killer.execute(query, (pids,)).fetchone()[0] and time.monotonic() < deadline:
+            time.sleep(0.01)
     assert store.put_recording(make_recording("after-restart")) is True
     assert len(store.list_recordings(limit=100)) == 5
 
