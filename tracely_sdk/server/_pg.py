@@ -73,25 +73,12 @@ def _transient_errors() -> tuple[type[BaseException], ...]:
     )
 
 
-def display_url(url: str) -> str:
-    """``url`` without its password, whether in the authority or as a ``password=`` option."""
-    shown = redact_url(url)
-    base, sep, query = shown.partition("?")
-    if not sep:
-        return shown
-    parts = []
-    for item in query.split("&"):
-        key = item.split("=", 1)[0]
-        parts.append(f"{key}=***" if urllib.parse.unquote(key).lower() == "password" else item)
-    return base + "?" + "&".join(parts)
-
-
 def _parse(url: str) -> tuple[str, int, float, list[str]]:
     """The libpq conninfo of ``url``, the pool options it carries, and the secrets to scrub."""
     split = urllib.parse.urlsplit(url)
     if split.scheme.lower() not in ("postgresql", "postgres"):
         raise ConfigError(
-            f"store URL {display_url(url)!r} is not a PostgreSQL URL "
+            f"store URL {redact_url(url)!r} is not a PostgreSQL URL "
             "(postgresql://user:password@host:port/dbname)"
         )
     pool_size, pool_timeout = DEFAULT_POOL_SIZE, DEFAULT_POOL_TIMEOUT
@@ -107,7 +94,7 @@ def _parse(url: str) -> tuple[str, int, float, list[str]]:
                     raise ValueError
             except ValueError:
                 raise ConfigError(
-                    f"store URL {display_url(url)!r}: pool_size must be a whole number from 1, "
+                    f"store URL {redact_url(url)!r}: pool_size must be a whole number from 1, "
                     f"got {value!r}"
                 ) from None
         elif key == "pool_timeout":
@@ -117,7 +104,7 @@ def _parse(url: str) -> tuple[str, int, float, list[str]]:
                     raise ValueError
             except ValueError:
                 raise ConfigError(
-                    f"store URL {display_url(url)!r}: pool_timeout must be a positive number of "
+                    f"store URL {redact_url(url)!r}: pool_timeout must be a positive number of "
                     f"seconds, got {value!r}"
                 ) from None
         else:
@@ -268,7 +255,7 @@ class PostgresStore(SQLStore):
         if psycopg is None:
             raise MissingDependency("psycopg", "postgres")
         conninfo, pool_size, pool_timeout, secrets = _parse(url)
-        super().__init__(display_url(url))
+        super().__init__(redact_url(url))
         self._conninfo = conninfo
         self._secrets = sorted(secrets, key=len, reverse=True)
         self.pool_size = pool_size

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 import time
 import unicodedata
+import urllib.parse
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -57,8 +58,18 @@ class InvalidCase(StoreError, ValueError):
 
 
 def redact_url(url: str) -> str:
-    """``url`` with any password replaced by ``***`` (safe to show in a message or log)."""
-    return re.sub(r"^([A-Za-z][A-Za-z0-9+.-]*://[^/@:]*):[^/@]*@", r"\1:***@", url)
+    """``url`` with any password replaced by ``***``, whether in the authority or as a
+    ``password=`` query option (as libpq takes it); safe to show in a message or log."""
+    # The password runs to the authority's last "@", as URL parsers read it.
+    shown = re.sub(r"^([A-Za-z][A-Za-z0-9+.-]*://[^/?#@:]*):[^/?#]*@", r"\1:***@", url)
+    base, sep, query = shown.partition("?")
+    if not sep:
+        return shown
+    parts = []
+    for item in query.split("&"):
+        key = item.split("=", 1)[0]
+        parts.append(f"{key}=***" if urllib.parse.unquote(key).lower() == "password" else item)
+    return base + "?" + "&".join(parts)
 
 
 def now_ns() -> int:
