@@ -1,5 +1,6 @@
 """What the OpenAI and Anthropic provider tests share: a structured-output model, message and
-JSON helpers, comparisons of replayed with live values, and a port nothing listens on."""
+JSON helpers, comparisons of replayed with live values, a port nothing listens on, and
+tracely's patches stacked with another instrumentor's."""
 
 from __future__ import annotations
 
@@ -7,9 +8,13 @@ import asyncio
 import inspect
 import json
 import socket
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from typing import Any
 
 from pydantic import BaseModel
+
+from tracely_sdk import providers
 
 
 class Weather(BaseModel):
@@ -50,3 +55,21 @@ def closed_url(path: str = "") -> str:
 def run(value: Any) -> Any:
     """``value``, awaited first when it is a coroutine (an async client's call)."""
     return asyncio.run(value) if inspect.iscoroutine(value) else value
+
+
+@contextmanager
+def stacked_with(other: Any, provider: str, *, tracely_outermost: bool) -> Iterator[None]:
+    """tracely's patches for ``provider`` and ``other`` instrumentor's, the outermost installed
+    last; both removed last in first out, since OpenTelemetry's ``unwrap`` removes whatever
+    wrapper is outermost."""
+    steps = [
+        (other.instrument, other.uninstrument),
+        (lambda: providers.instrument(provider), lambda: providers.uninstrument(provider)),
+    ]
+    if not tracely_outermost:
+        steps.reverse()
+    with ExitStack() as stack:
+        for install, remove in steps:
+            install()
+            stack.callback(remove)
+        yield

@@ -21,7 +21,7 @@ from opentelemetry.trace import SpanKind
 
 import tracely_sdk as tracely
 from examples.llm_server import serve
-from tests.sdk.providers._helpers import Weather, closed_url, run, same, user
+from tests.sdk.providers._helpers import Weather, closed_url, run, same, stacked_with, user
 from tracely_sdk import providers
 from tracely_sdk.providers import _patching
 
@@ -448,13 +448,7 @@ def test_with_another_instrumentor_active_each_call_is_one_entry(
     call is its sibling, and the two are still one entry."""
     module = pytest.importorskip("opentelemetry.instrumentation.anthropic")
     other = module.AnthropicInstrumentor()
-    if tracely_outermost:
-        other.instrument()
-        providers.instrument("anthropic")
-    else:
-        providers.instrument("anthropic")
-        other.instrument()
-    try:
+    with stacked_with(other, "anthropic", tracely_outermost=tracely_outermost):
         live = record(capture, lambda c: (_create(c), list(_create(c, "streamed", stream=True))))
         spans = [s for s in capture.spans if s.name.startswith("anthropic.chat")]
         assert len(spans) == 2  # the other instrumentor recorded both calls too
@@ -468,10 +462,3 @@ def test_with_another_instrumentor_active_each_call_is_one_entry(
         same(message, live.value[0])
         assert [e.model_dump() for e in events] == [e.model_dump() for e in live.value[1]]
         assert rep.clean
-    finally:
-        if tracely_outermost:
-            providers.uninstrument("anthropic")
-            other.uninstrument()
-        else:
-            other.uninstrument()
-            providers.uninstrument("anthropic")

@@ -24,7 +24,7 @@ from opentelemetry.trace import SpanKind
 
 import tracely_sdk as tracely
 from examples.llm_server import LLMServer, serve
-from tests.sdk.providers._helpers import Weather, closed_url, run, same, user
+from tests.sdk.providers._helpers import Weather, closed_url, run, same, stacked_with, user
 from tracely_sdk import providers
 from tracely_sdk.providers import _patching
 
@@ -927,13 +927,7 @@ def test_with_the_contrib_instrumentor_active_each_call_is_one_entry(
     contrib = _contrib()
     providers.uninstrument("openai")
     original = Completions.__dict__["create"]
-    if tracely_first:
-        providers.instrument("openai")
-        contrib.instrument()
-    else:
-        contrib.instrument()
-        providers.instrument("openai")
-    try:
+    with stacked_with(contrib, "openai", tracely_outermost=not tracely_first):
         live = record(
             capture,
             lambda c: (c.chat.completions.create(model=MODEL, messages=user("hi")), _stream(c)),
@@ -953,15 +947,7 @@ def test_with_the_contrib_instrumentor_active_each_call_is_one_entry(
         same(completion, live.value[0])
         assert [c.model_dump() for c in chunks] == [c.model_dump() for c in live.value[1]]
         assert rep.clean
-    finally:
-        # Last in, first out: OpenTelemetry's `unwrap` removes whatever wrapper is outermost.
-        if tracely_first:
-            contrib.uninstrument()
-            providers.uninstrument("openai")
-        else:
-            providers.uninstrument("openai")
-            contrib.uninstrument()
-        assert Completions.__dict__["create"] is original
+    assert Completions.__dict__["create"] is original
 
 
 def test_a_request_wrapper_of_another_instrumentor_does_not_bypass_the_safety_net() -> None:
