@@ -100,8 +100,12 @@ class OutputCodec(Protocol):
     def record(self, result: Any) -> tuple[Any, str | None]:
         """The JSON-compatible value to record for ``result``, and a type tag (or None)."""
 
-    def rebuild(self, output: Any, entry: Mapping[str, Any]) -> Any:
-        """The value to serve from a recorded ``output``."""
+    def rebuild(self, output_json: bytes, entry: Mapping[str, Any]) -> Any:
+        """The value to serve from a recorded output, given as its JSON text: each serve
+        parses it afresh, since the agent may change what it is given."""
+
+    def served_attributes(self, entry: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        """The span attributes of a served ``entry``'s response (model, id, finish reasons)."""
 
     def record_error(self, exc: BaseException) -> dict[str, Any]:
         """The recorded form of a live failure: at least ``type`` and ``message``."""
@@ -248,7 +252,22 @@ class Call:
         entry = self.match.entry
         raw = entry.raw
         self._done = True
+        codec = self.codec
         out: dict[str, Any] = {}
+        if codec is not None and "output" in raw:
+            # The response's attributes go first, as a live call sets them (see succeeded).
+            try:
+                served = codec.served_attributes(raw)
+            except Exception:
+                served = None
+                _warn_once(
+                    "served-attrs",
+                    "tracely: could not work out the response attributes of %s",
+                    self.label,
+                    exc_info=True,
+                )
+            if served:
+                out.update(served)
         usage = raw.get("usage")
         if usage is not None:
             self._usage_attrs(usage, out)
@@ -259,8 +278,8 @@ class Call:
             status = self._error_attrs(orjson.dumps(dict(error)).decode(), type_name, message, out)
             self._flush(out)
             self.span.set_status(status)
-            if self.codec is not None:
-                self.codec.raise_error(error, self.label)
+            if codec is not None:
+                codec.raise_error(error, self.label)
             cls = ToolError if self.kind == A.KIND_TOOL else LLMError
             raise cls(self.label, type_name, message)
         out[A.OUTPUT] = output_json.decode()
@@ -268,10 +287,10 @@ class Call:
         if isinstance(tag, str):
             out[A.OUTPUT_TYPE] = tag
         self._flush(out)
-        output = orjson.loads(output_json)  # a fresh copy: the agent may mutate it
         try:
-            if self.codec is not None:
-                return self.codec.rebuild(output, raw)
+            if codec is not None:
+                return codec.rebuild(output_json, raw)
+            output = orjson.loads(output_json)  # a fresh copy: the agent may mutate it
             return rebuild(
                 output, type_tag=tag if isinstance(tag, str) else None, annotation=self.annotation
             )

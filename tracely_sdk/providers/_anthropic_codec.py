@@ -173,10 +173,6 @@ def _body(recorded: Mapping[str, Any]) -> Mapping[str, Any]:
     return body
 
 
-def _load(model: Any, data: Mapping[str, Any]) -> Any:
-    return _wire.load(model, data, _types().validation_error)
-
-
 def _given(value: Any) -> Any:
     from anthropic import NOT_GIVEN
 
@@ -184,30 +180,38 @@ def _given(value: Any) -> Any:
 
 
 def _add_ids(message: Any, request_id: Any) -> None:
-    if isinstance(request_id, str):
-        _types().add_response_ids(message, request_id=request_id, workspace_id=None)
+    # Set whether or not one was recorded: the live SDK always sets them (None when absent).
+    request_id = request_id if isinstance(request_id, str) else None
+    _types().add_response_ids(message, request_id=request_id, workspace_id=None)
 
 
 @overload
-def rebuild_response(kind: Literal["message"], recorded: Mapping[str, Any]) -> Message: ...
+def rebuild_response(kind: Literal["message"], recorded: Mapping[str, Any] | bytes) -> Message: ...
 @overload
 def rebuild_response(
-    kind: Literal["message.parsed"], recorded: Mapping[str, Any], *, output_format: Any = ...
+    kind: Literal["message.parsed"],
+    recorded: Mapping[str, Any] | bytes,
+    *,
+    output_format: Any = ...,
 ) -> ParsedMessage[Any]: ...
 def rebuild_response(
-    kind: ResponseKind, recorded: Mapping[str, Any], *, output_format: Any = None
+    kind: ResponseKind, recorded: Mapping[str, Any] | bytes, *, output_format: Any = None
 ) -> Any:
-    """The SDK object that ``recorded`` (from ``record_response``) was, as the call of ``kind`` returns it.
+    """The SDK object that ``recorded`` (from ``record_response``, or its JSON text) was, as the call of ``kind``
+    returns it.
 
     ``message.parsed`` needs the ``output_format`` given to ``messages.parse``: the SDK's own parser makes
     ``parsed_output`` from the recorded text, exactly as it did live.
     """
     if kind != "message" and kind != "message.parsed":
         raise ValueError(f"unknown kind {kind!r}; expected 'message' or 'message.parsed'")
-    result = _load(_types().message, _body(recorded))
+    types = _types()
+    result, request_id = _wire.load_response(
+        types.message, recorded, types.validation_error, _body, "message"
+    )
     if kind == "message.parsed":
         result = _parse(result, output_format)
-    _add_ids(result, recorded.get("request_id"))
+    _add_ids(result, request_id)
     return result
 
 

@@ -249,10 +249,6 @@ def _body(kind: str, recorded: Mapping[str, Any]) -> Mapping[str, Any]:
     return body
 
 
-def _load(model: Any, data: Mapping[str, Any]) -> Any:
-    return _wire.load(model, data, _types().validation_error)
-
-
 def _given(value: Any) -> Any:
     from openai import omit
 
@@ -261,35 +257,38 @@ def _given(value: Any) -> Any:
 
 @overload
 def rebuild_response(
-    kind: Literal["chat.completion"], recorded: Mapping[str, Any]
+    kind: Literal["chat.completion"], recorded: Mapping[str, Any] | bytes
 ) -> ChatCompletion: ...
 @overload
 def rebuild_response(
     kind: Literal["chat.completion.parsed"],
-    recorded: Mapping[str, Any],
+    recorded: Mapping[str, Any] | bytes,
     *,
     response_format: Any = ...,
     input_tools: Iterable[Any] | None = ...,
 ) -> ParsedChatCompletion[Any]: ...
 @overload
-def rebuild_response(kind: Literal["response"], recorded: Mapping[str, Any]) -> Response: ...
+def rebuild_response(
+    kind: Literal["response"], recorded: Mapping[str, Any] | bytes
+) -> Response: ...
 @overload
 def rebuild_response(
     kind: Literal["response.parsed"],
-    recorded: Mapping[str, Any],
+    recorded: Mapping[str, Any] | bytes,
     *,
     text_format: Any = ...,
     input_tools: Iterable[Any] | None = ...,
 ) -> ParsedResponse[Any]: ...
 def rebuild_response(
     kind: ResponseKind,
-    recorded: Mapping[str, Any],
+    recorded: Mapping[str, Any] | bytes,
     *,
     response_format: Any = None,
     text_format: Any = None,
     input_tools: Iterable[Any] | None = None,
 ) -> Any:
-    """The SDK object that ``recorded`` (from ``record_response``) was, as the call of ``kind`` returns it.
+    """The SDK object that ``recorded`` (from ``record_response``, or its JSON text) was, as the call of ``kind``
+    returns it.
 
     ``chat.completion.parsed`` needs the ``response_format`` (and ``tools``) given to ``chat.completions.parse``,
     and ``response.parsed`` the ``text_format`` (and ``tools``) given to ``responses.parse``: the SDK's own parser
@@ -299,17 +298,23 @@ def rebuild_response(
     model = types.models.get(kind)
     if model is None:
         raise ValueError(f"unknown kind {kind!r}; expected one of {sorted(_OBJECT_OF_KIND)}")
-    result = _load(model, _body(kind, recorded))
+    result, request_id = _wire.load_response(
+        model,
+        recorded,
+        types.validation_error,
+        functools.partial(_body, kind),
+        _OBJECT_OF_KIND[kind],
+    )
     if kind == "chat.completion.parsed":
         result = _parse_chat(result, response_format, input_tools)
     elif kind == "response.parsed":
         result = _parse_response(result, text_format, input_tools)
-    request_id = recorded.get("request_id")
-    if isinstance(request_id, str):
-        if types.direct_request_id:
-            object.__setattr__(result, "_request_id", request_id)
-        else:
-            types.add_request_id(result, request_id)
+    # Set whether or not one was recorded: the live SDK always sets it (None when absent).
+    request_id = request_id if isinstance(request_id, str) else None
+    if types.direct_request_id:
+        object.__setattr__(result, "_request_id", request_id)
+    else:
+        types.add_request_id(result, request_id)
     return result
 
 

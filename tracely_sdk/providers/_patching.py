@@ -313,7 +313,10 @@ def content_json(value: Any) -> str:
     return _redact.redact(dumps(value).decode())
 
 
-_servers: weakref.WeakKeyDictionary[Any, tuple[Any, dict[str, Any]]] = weakref.WeakKeyDictionary()
+# Keyed by the id of the client's URL object, which each entry keeps alive so that the id
+# cannot be reused while cached (cheaper than weak references to the clients).
+_servers: dict[int, tuple[Any, dict[str, Any]]] = {}
+_SERVERS_KEPT = 256
 
 
 def server_attributes(client: Any) -> dict[str, Any]:
@@ -322,12 +325,14 @@ def server_attributes(client: Any) -> dict[str, Any]:
         # Both SDKs keep the URL as `_base_url`; their `base_url` property returns it through
         # a function-level import on every read, a cost paid on every call otherwise.
         url = client.__dict__.get("_base_url") or client.base_url
-        cached = _servers.get(client)
+        cached = _servers.get(id(url))
         if cached is not None and cached[0] is url:
             return cached[1]
         port = url.port or (443 if url.scheme == "https" else 80)
         attributes = {SERVER_ADDRESS: url.host, SERVER_PORT: port}
-        _servers[client] = (url, attributes)
+        if len(_servers) >= _SERVERS_KEPT:
+            _servers.pop(next(iter(_servers)), None)
+        _servers[id(url)] = (url, attributes)
         return attributes
     except Exception:
         return {}
@@ -505,15 +510,20 @@ def _answer(call: Call, value: Any) -> Any:
 
 
 class InterceptedCall(Protocol):
-    """What a provider module knows about one call to a patched method."""
+    """What a provider module knows about one call to a patched method.
+
+    It is also the call's :class:`~tracely_sdk._seam.OutputCodec` (subclass
+    :class:`Intercepted` for its ``record``).
+    """
 
     model: str
     provider: str
     input: Any
     attributes: dict[str, Any]
     call: Call | None
-    entry: Any  # the entry expected to answer it (:func:`next_entry`), or None
-    served_with: Any  # the recorded entry whose response attributes the span started with
+
+    def record(self, result: Any) -> tuple[Any, str | None]:
+        """The recorded value and type tag of a :class:`Recording`."""
 
     def served_attributes(self, entry: Mapping[str, Any]) -> Mapping[str, Any] | None:
         """The response attributes (model, id, finish reasons) of a recorded entry."""
@@ -530,8 +540,8 @@ class InterceptedCall(Protocol):
     def failure_recording(self, exc: BaseException) -> Recording | None:
         """For a failure that carries the API's answer (a parse error): that answer."""
 
-    def rebuild(self, output: Any, entry: Mapping[str, Any]) -> Any:
-        """The value to serve for a recorded ``output``."""
+    def rebuild(self, output_json: bytes, entry: Mapping[str, Any]) -> Any:
+        """The value to serve for a recorded output (its JSON text, parsed afresh)."""
 
     def record_error(self, exc: BaseException) -> dict[str, Any]:
         """The recorded form of a live failure."""
@@ -540,27 +550,16 @@ class InterceptedCall(Protocol):
         """Raise the SDK's exception for a recorded failure."""
 
 
-class _Codec:
-    """The :class:`~tracely_sdk._seam.OutputCodec` of an intercepted call."""
+class Intercepted:
+    """Base of the provider modules' calls: what the seam records for them."""
 
-    __slots__ = ("spec",)
+    __slots__ = ()
 
-    def __init__(self, spec: InterceptedCall) -> None:
-        self.spec = spec
-
-    def record(self, result: Any) -> tuple[Any, str | None]:
+    @staticmethod
+    def record(result: Any) -> tuple[Any, str | None]:
         if not isinstance(result, Recording):
             raise TypeError("a provider call records a Recording")
         return result.value, result.tag
-
-    def rebuild(self, output: Any, entry: Mapping[str, Any]) -> Any:
-        return self.spec.rebuild(output, entry)
-
-    def record_error(self, exc: BaseException) -> dict[str, Any]:
-        return self.spec.record_error(exc)
-
-    def raise_error(self, error: Mapping[str, Any], label: str) -> NoReturn:
-        self.spec.raise_error(error, label)
 
 
 def _usage(result: Any) -> tuple[int, int] | None:
@@ -568,30 +567,18 @@ def _usage(result: Any) -> tuple[int, int] | None:
 
 
 def _new_call(spec: InterceptedCall) -> Call:
-    attributes = spec.attributes
-    entry = spec.entry
-    served = None
-    if entry is not None:
-        # A served call's span starts once, with every attribute: the response attributes of
-        # the entry that will answer it go in from the start rather than in a second pass.
-        try:
-            served = spec.served_attributes(entry.raw)
-        except Exception:
-            served = None
-        if served:
-            attributes = {**attributes, **served}
+    # A served call's span starts once, with every attribute: the seam asks the spec for the
+    # served entry's response attributes (served_attributes) before it starts the span.
     call = Call(
         A.KIND_LLM,
         spec.model,
         input=spec.input,
         usage=_usage,
-        codec=_Codec(spec),
-        attributes=attributes,
+        codec=spec,
+        attributes=spec.attributes,
         provider=spec.provider,
     )
     spec.call = call
-    if served and call.match is not None and call.match.entry is entry:
-        spec.served_with = entry.raw
     return call
 
 
@@ -899,6 +886,7 @@ def close_finished_streams() -> None:
 
 
 __all__ = [
+    "Intercepted",
     "InterceptedCall",
     "Recording",
     "Refused",

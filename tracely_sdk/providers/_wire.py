@@ -15,6 +15,8 @@ from datetime import timedelta
 from types import ModuleType
 from typing import Any, Literal
 
+import orjson
+
 
 class ReplayBody:
     """An in-memory response body, sync and async at once, that yields one piece per recorded chunk."""
@@ -111,6 +113,48 @@ def raw_response_mode(
 
 
 # --------------------------------------------------------------------------------------------- rebuilding
+
+
+@functools.cache
+def _recorded_adapter(model: type) -> Any:
+    import pydantic
+    from typing_extensions import NotRequired, TypedDict
+
+    # Made at run time, one per SDK model, hence the functional form.
+    recorded = TypedDict(  # type: ignore[misc]  # noqa: UP013
+        f"Recorded{model.__name__}",
+        {"object": NotRequired[str], "body": model, "request_id": NotRequired[str | None]},
+    )
+    return pydantic.TypeAdapter(recorded)
+
+
+def load_response(
+    model: type,
+    recorded: Mapping[str, Any] | bytes,
+    validation_error: type[Exception],
+    body: Callable[[Mapping[str, Any]], Mapping[str, Any]],
+    expected: str,
+) -> tuple[Any, Any]:
+    """The ``model`` object and the request id of a response recording (``{"object", "body",
+    "request_id"}``), or of its JSON text.
+
+    JSON text is validated straight into ``model``: no intermediate dicts, which are most of
+    what rebuilding a served response costs otherwise. What that refuses (and a mapping) takes
+    the mapping path: ``body(recording)`` says what is wrong with it, and :func:`load`
+    constructs what the live SDK would accept.
+    """
+    mapping: Mapping[str, Any]
+    if isinstance(recorded, bytes):
+        try:
+            data = _recorded_adapter(model).validate_json(recorded)
+        except validation_error:
+            data = None
+        if data is not None and data.get("object", expected) == expected:
+            return data["body"], data.get("request_id")
+        mapping = orjson.loads(recorded)
+    else:
+        mapping = recorded
+    return load(model, body(mapping), validation_error), mapping.get("request_id")
 
 
 def load(model: Any, data: Mapping[str, Any], validation_error: type[Exception]) -> Any:

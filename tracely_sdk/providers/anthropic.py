@@ -35,6 +35,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NoReturn
 
 import anthropic
+import orjson
 from anthropic._base_client import AsyncAPIClient, SyncAPIClient
 from anthropic.resources.messages.messages import AsyncMessages, Messages
 
@@ -373,21 +374,19 @@ def _format_name(kwargs: Mapping[str, Any]) -> str | None:
     return None
 
 
-class _Call:
+class _Call(P.Intercepted):
     """One call to a patched Anthropic method: what to record, and how to serve it."""
 
     __slots__ = (
         "attributes",
         "call",
         "client",
-        "entry",
         "input",
         "kwargs",
         "model",
         "parsed",
         "provider",
         "raw",
-        "served_with",
         "stream",
     )
 
@@ -408,8 +407,6 @@ class _Call:
         self.parsed = parsed
         self.stream = stream
         self.call: Any = None
-        self.entry = P.next_entry(model)
-        self.served_with: Any = None
         extra_headers = kwargs.get("extra_headers")
         self.raw = codec.raw_response_mode(extra_headers) if extra_headers else None
         P.materialise(kwargs, "messages", _OMIT)
@@ -429,7 +426,8 @@ class _Call:
             key["output_format"] = fmt
             attributes[P.GEN_AI_OUTPUT_TYPE] = "json"
         self.input: Any = key
-        if self.entry is not None and P.compared_as_messages(self.entry):
+        entry = P.next_entry(model)
+        if entry is not None and P.compared_as_messages(entry):
             # The only form the recorded entry has: compare the input as messages.
             try:
                 self.input = P.input_messages(
@@ -582,7 +580,11 @@ class _Call:
             headers.setdefault("request-id", recording["request_id"])
         return events_from_body(recording["body"]), headers
 
-    def rebuild(self, output: Any, entry: Mapping[str, Any]) -> Any:
+    def rebuild(self, output_json: bytes, entry: Mapping[str, Any]) -> Any:
+        if not self.stream and self.raw is None and entry.get("output_type") == TAG_MESSAGE:
+            # What most served calls are: validated straight from the recorded JSON text.
+            return self._message(output_json)
+        output = orjson.loads(output_json)
         session = self.call.session if self.call is not None else None
         if self.stream:
             chunks, headers = self._chunks_of(output, entry)
@@ -596,15 +598,8 @@ class _Call:
                     "message", chunks, client=self.client, headers=headers
                 )
                 P.served_stream(session, served.response)
-            if entry is not self.served_with and self._attributes_wanted():
-                try:
-                    self._serve_attributes(body_from_events(chunks))
-                except ValueError:
-                    pass
             return served
         recording = self._body_of(output, entry)
-        if entry is not self.served_with and self._attributes_wanted():
-            self._serve_attributes(recording["body"])
         if self.raw is not None:
             return codec.rebuild_raw_response(
                 self._kind,
@@ -613,6 +608,9 @@ class _Call:
                 headers=recording.get("headers") or {},
                 output_format=self._output_format(),
             )
+        return self._message(recording)
+
+    def _message(self, recording: Mapping[str, Any] | bytes) -> Any:
         if self.parsed:
             return codec.rebuild_response(
                 "message.parsed", recording, output_format=self._output_format()
@@ -620,24 +618,11 @@ class _Call:
         return codec.rebuild_response("message", recording)
 
     def served_attributes(self, entry: Mapping[str, Any]) -> Mapping[str, Any] | None:
-        if "output" not in entry:
-            return None  # a recorded failure: no response
-        return self._response_attributes(self._body_of(entry["output"], entry)["body"])
-
-    def _attributes_wanted(self) -> bool:
-        """Whether a served call's span records the response attributes worked out for it."""
-        return self.call is not None and self.call.span.is_recording()
-
-    def _serve_attributes(self, body: Mapping[str, Any]) -> None:
-        if self.call is not None:
-            try:
-                self.call.span.set_attributes(self._response_attributes(body))
-            except Exception:
-                P.warn_once(
-                    "anthropic-serve-attrs",
-                    "tracely: could not set the response attributes",
-                    exc_info=True,
-                )
+        try:
+            body = self._body_of(entry["output"], entry)["body"]
+        except ValueError:
+            return None  # a stream recorded cut short before its first event
+        return self._response_attributes(body)
 
 
 def _spec(

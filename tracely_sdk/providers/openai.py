@@ -38,6 +38,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NoReturn
 
 import openai
+import orjson
 from openai._base_client import AsyncAPIClient, SyncAPIClient
 from openai.resources.chat.completions.completions import AsyncCompletions, Completions
 from openai.resources.responses.responses import AsyncResponses, Responses
@@ -649,7 +650,7 @@ def _usage_of(body: Mapping[str, Any], keys: tuple[str, str]) -> tuple[int, int]
     return None
 
 
-class _Call:
+class _Call(P.Intercepted):
     """One call to a patched OpenAI method: what to record, and how to serve it."""
 
     __slots__ = (
@@ -657,14 +658,12 @@ class _Call:
         "attributes",
         "call",
         "client",
-        "entry",
         "input",
         "kwargs",
         "model",
         "parsed",
         "provider",
         "raw",
-        "served_with",
         "stream",
     )
 
@@ -685,8 +684,6 @@ class _Call:
         self.kwargs = kwargs
         self.model = model
         self.call: Any = None
-        self.entry = P.next_entry(model)
-        self.served_with: Any = None
         get = kwargs.get
         self.stream = "stream" in kwargs and bool(_given(kwargs, "stream"))
         extra_headers = get("extra_headers")
@@ -720,8 +717,10 @@ class _Call:
             self.input = {"response_id": resumed}
             if _given(kwargs, "starting_after") is not None:
                 self.input["starting_after"] = kwargs["starting_after"]
-        elif self.entry is not None and P.compared_as_messages(self.entry):
-            self._messages_key()
+        else:
+            entry = P.next_entry(model)
+            if entry is not None and P.compared_as_messages(entry):
+                self._messages_key()
         # An omitted parameter is the SDK's sentinel, never a number.
         if _number(max_tokens):
             attributes[P.GEN_AI_REQUEST_MAX_TOKENS] = max_tokens
@@ -965,7 +964,11 @@ class _Call:
             )
         return reply_from_value(output, model=self.model, usage=usage)
 
-    def rebuild(self, output: Any, entry: Mapping[str, Any]) -> Any:
+    def rebuild(self, output_json: bytes, entry: Mapping[str, Any]) -> Any:
+        if not self.stream and self.raw is None and entry.get("output_type") == self._tags[0]:
+            # What most served calls are: validated straight from the recorded JSON text.
+            return self._response(output_json)
+        output = orjson.loads(output_json)
         session = self.call.session if self.call is not None else None
         if self.stream:
             chunks, headers = self._chunks_of(output, entry)
@@ -985,16 +988,8 @@ class _Call:
                     self._stream_kind, chunks, client=self.client, headers=headers
                 )
                 P.served_stream(session, served.response)
-            if entry is not self.served_with and self._attributes_wanted():
-                self._serve_attributes(
-                    chat_body_from_chunks(chunks)
-                    if self.api == "chat"
-                    else self._events_body(chunks)
-                )
             return served
         recording = self._body_of(output, entry)
-        if entry is not self.served_with and self._attributes_wanted():
-            self._serve_attributes(recording["body"])
         if self.raw is not None:
             return codec.rebuild_raw_response(
                 self._kind,
@@ -1004,32 +999,21 @@ class _Call:
                 headers=recording.get("headers") or {},
                 **self._parse_arguments(),
             )
+        return self._response(recording)
+
+    def _response(self, recording: Mapping[str, Any] | bytes) -> Any:
         try:
             return codec.rebuild_response(self._kind, recording, **self._parse_arguments())
         except (openai.LengthFinishReasonError, openai.ContentFilterFinishReasonError) as exc:
             return P.Refused(exc)  # the SDK's parser refuses the recorded answer, as it did live
 
     def served_attributes(self, entry: Mapping[str, Any]) -> Mapping[str, Any] | None:
-        if "output" not in entry:
-            return None  # a recorded failure: no response
-        return self._response_attributes(self._body_of(entry["output"], entry)["body"])
-
-    def _attributes_wanted(self) -> bool:
-        """Whether a served call's response attributes are worked out: when its span records
-        them, and for the Responses API always (their models are remembered on the way)."""
-        call = self.call
-        return call is not None and (self.api == "responses" or call.span.is_recording())
-
-    def _serve_attributes(self, body: Mapping[str, Any]) -> None:
-        if self.call is not None:
-            try:
-                self.call.span.set_attributes(self._response_attributes(body))
-            except Exception:
-                P.warn_once(
-                    "openai-serve-attrs",
-                    "tracely: could not set the response attributes",
-                    exc_info=True,
-                )
+        try:
+            body = self._body_of(entry["output"], entry)["body"]
+        except ValueError:
+            return None  # a stream recorded cut short before its first event
+        # Also for every served Responses API response: its model is remembered on the way.
+        return self._response_attributes(body)
 
 
 # The model of each Responses API response seen (live or replayed), by id, so that a stream

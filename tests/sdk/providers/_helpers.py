@@ -27,6 +27,15 @@ def plain(value: Any) -> Any:
     return json.loads(json.dumps(value))
 
 
+FORMS = ["mapping", "json"]
+
+
+def given(recording: Any, form: str) -> Any:
+    """A response recording as a codec is given it: the mapping, or its JSON text (what a
+    served call passes)."""
+    return json.dumps(recording).encode() if form == "json" else recording
+
+
 def user(text: str) -> list[Any]:
     return [{"role": "user", "content": text}]
 

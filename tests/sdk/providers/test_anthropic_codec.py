@@ -17,13 +17,16 @@ import httpx2
 import pytest
 from anthropic.resources.messages import Messages
 from anthropic.types import Message, ParsedMessage, RawMessageStartEvent
+from hypothesis import given as given_
+from hypothesis import settings
+from hypothesis import strategies as st
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
 
 from examples.llm_server import serve
-from tests.sdk.providers._helpers import Weather, plain, user
+from tests.sdk.providers._helpers import FORMS, Weather, given, plain, user
 from tests.sdk.providers._helpers import same_model as same
 from tracely_sdk.providers import _anthropic_codec as codec
 
@@ -228,9 +231,10 @@ def test_record_rejects_what_it_cannot_rebuild() -> None:
 # --------------------------------------------------------------------------------------------- messages
 
 
+@pytest.mark.parametrize("form", FORMS)
 @pytest.mark.parametrize("name", ["message", "tool_use"])
-def test_message_round_trip(live: Live, offline: None, name: str) -> None:
-    rebuilt = codec.rebuild_response("message", live.recorded[name])
+def test_message_round_trip(live: Live, offline: None, name: str, form: str) -> None:
+    rebuilt = codec.rebuild_response("message", given(live.recorded[name], form))
     same(rebuilt, live.values[name])
     assert type(rebuilt) is Message
     assert rebuilt._request_id == live.values[name]._request_id
@@ -242,9 +246,10 @@ def test_tool_use_input_is_an_object(live: Live, offline: None) -> None:
     assert block.input == {"city": "Berlin"}
 
 
-def test_parsed_message_round_trip(live: Live, offline: None) -> None:
+@pytest.mark.parametrize("form", FORMS)
+def test_parsed_message_round_trip(live: Live, offline: None, form: str) -> None:
     rebuilt = codec.rebuild_response(
-        "message.parsed", live.recorded["parsed"], output_format=Weather
+        "message.parsed", given(live.recorded["parsed"], form), output_format=Weather
     )
     original = live.values["parsed"]
     same(rebuilt, original)
@@ -255,13 +260,27 @@ def test_parsed_message_round_trip(live: Live, offline: None) -> None:
     assert codec.rebuild_response("message.parsed", live.recorded["parsed"]).parsed_output is None
 
 
-def test_rebuild_checks_the_recording(live: Live) -> None:
+@pytest.mark.parametrize("form", FORMS)
+def test_rebuild_checks_the_recording(live: Live, form: str) -> None:
+    with pytest.raises(ValueError, match="not a 'message'"):
+        codec.rebuild_response("message", given({"object": "chat.completion", "body": {}}, form))
+    with pytest.raises(ValueError, match="has no body"):
+        codec.rebuild_response("message", given({"object": "message"}, form))
+    mislabelled = {**live.recorded["message"], "object": "chat.completion"}
+    with pytest.raises(ValueError, match="not a 'message'"):
+        codec.rebuild_response("message", given(mislabelled, form))
     with pytest.raises(ValueError):
-        codec.rebuild_response("message", {"object": "chat.completion", "body": {}})
-    with pytest.raises(ValueError):
-        codec.rebuild_response("message", {"object": "message"})
-    with pytest.raises(ValueError):
-        codec.rebuild_response("completion", live.recorded["message"])  # type: ignore[call-overload]
+        codec.rebuild_response("completion", given(live.recorded["message"], form))  # type: ignore[call-overload]
+
+
+def test_a_recording_the_schema_no_longer_accepts_is_built_as_the_sdk_would_live(
+    live: Live,
+) -> None:
+    recorded = json.loads(json.dumps(live.recorded["message"]))
+    recorded["body"]["stop_reason"] = "a_reason_from_the_future"
+    rebuilt = codec.rebuild_response("message", given(recorded, "json"))
+    assert type(rebuilt) is Message
+    assert rebuilt.stop_reason == "a_reason_from_the_future"
 
 
 # --------------------------------------------------------------------------------------------- streams
@@ -579,3 +598,56 @@ def test_replay_through_a_bedrock_client(offline: None) -> None:
         assert list(stream.text_stream) == ["from", " bedrock"]
     with pytest.raises(TypeError):
         codec.rebuild_stream("message", chunks, client=object())  # type: ignore[call-overload]
+
+
+# --------------------------------------------------------------------------------------------- both forms agree
+
+_texts = st.text(max_size=40)
+_blocks = st.lists(
+    st.one_of(
+        st.builds(lambda text: {"type": "text", "text": text}, _texts),
+        st.builds(
+            lambda id_, name, input_: {
+                "type": "tool_use",
+                "id": id_,
+                "name": name,
+                "input": input_,
+            },
+            _texts,
+            _texts,
+            st.dictionaries(_texts, st.none() | _texts | st.integers(), max_size=3),
+        ),
+    ),
+    max_size=3,
+)
+_bodies = st.builds(
+    lambda id_, content, stop, usage: {
+        "id": id_,
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-sonnet-4-5",
+        "content": content,
+        "stop_reason": stop,
+        "stop_sequence": None,
+        "usage": usage,
+    },
+    _texts,
+    _blocks,
+    st.none() | st.sampled_from(["end_turn", "max_tokens", "tool_use"]) | _texts,
+    st.fixed_dictionaries(
+        {"input_tokens": st.integers(0, 10**6), "output_tokens": st.integers(0, 10**6)}
+    ),
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given_(body=_bodies, request_id=st.none() | _texts | st.integers())
+def test_a_recording_rebuilds_alike_from_its_json_text_and_its_mapping(
+    body: dict[str, Any], request_id: Any
+) -> None:
+    recorded = {"object": "message", "body": body, "request_id": request_id}
+    from_mapping = codec.rebuild_response("message", json.loads(json.dumps(recorded)))
+    from_text = codec.rebuild_response("message", json.dumps(recorded).encode())
+    assert type(from_text) is type(from_mapping)
+    assert from_text.model_dump() == from_mapping.model_dump()
+    assert from_text._request_id == from_mapping._request_id

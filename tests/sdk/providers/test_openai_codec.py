@@ -18,13 +18,16 @@ from typing import Any
 import httpx2
 import openai
 import pytest
+from hypothesis import given as given_
+from hypothesis import settings
+from hypothesis import strategies as st
 from openai._legacy_response import LegacyAPIResponse
 from openai.resources.chat.completions import Completions
 from openai.types.chat import ChatCompletion, ChatCompletionChunk, ParsedChatCompletion
 from openai.types.responses import ParsedResponse, Response
 
 from examples.llm_server import serve
-from tests.sdk.providers._helpers import Weather, plain, user
+from tests.sdk.providers._helpers import FORMS, Weather, given, plain, user
 from tests.sdk.providers._helpers import same_model as same
 from tracely_sdk.providers import _openai_codec as codec
 
@@ -303,23 +306,26 @@ def test_record_headers_keeps_only_safe_ones() -> None:
 # --------------------------------------------------------------------------------------------- responses
 
 
+@pytest.mark.parametrize("form", FORMS)
 @pytest.mark.parametrize("name", ["chat", "chat_tool"])
-def test_chat_completion_round_trip(live: Live, offline: None, name: str) -> None:
-    rebuilt = codec.rebuild_response("chat.completion", live.recorded[name])
+def test_chat_completion_round_trip(live: Live, offline: None, name: str, form: str) -> None:
+    rebuilt = codec.rebuild_response("chat.completion", given(live.recorded[name], form))
     same(rebuilt, live.values[name])
     assert rebuilt._request_id == live.values[name]._request_id
 
 
-def test_tool_call_arguments_stay_json_text(live: Live, offline: None) -> None:
-    rebuilt = codec.rebuild_response("chat.completion", live.recorded["chat_tool"])
+@pytest.mark.parametrize("form", FORMS)
+def test_tool_call_arguments_stay_json_text(live: Live, offline: None, form: str) -> None:
+    rebuilt = codec.rebuild_response("chat.completion", given(live.recorded["chat_tool"], form))
     [call] = rebuilt.choices[0].message.tool_calls or []
     assert call.type == "function"
     assert call.function.arguments == '{"city":"Paris"}'
 
 
-def test_parsed_chat_completion_round_trip(live: Live, offline: None) -> None:
+@pytest.mark.parametrize("form", FORMS)
+def test_parsed_chat_completion_round_trip(live: Live, offline: None, form: str) -> None:
     rebuilt = codec.rebuild_response(
-        "chat.completion.parsed", live.recorded["chat_parsed"], response_format=Weather
+        "chat.completion.parsed", given(live.recorded["chat_parsed"], form), response_format=Weather
     )
     original = live.values["chat_parsed"]
     same(rebuilt, original)
@@ -331,15 +337,17 @@ def test_parsed_chat_completion_round_trip(live: Live, offline: None) -> None:
     assert unparsed.choices[0].message.parsed is None
 
 
-def test_response_round_trip(live: Live, offline: None) -> None:
-    rebuilt = codec.rebuild_response("response", live.recorded["response"])
+@pytest.mark.parametrize("form", FORMS)
+def test_response_round_trip(live: Live, offline: None, form: str) -> None:
+    rebuilt = codec.rebuild_response("response", given(live.recorded["response"], form))
     same(rebuilt, live.values["response"])
     assert rebuilt.output_text == "You said: Hello responses"
 
 
-def test_parsed_response_round_trip(live: Live, offline: None) -> None:
+@pytest.mark.parametrize("form", FORMS)
+def test_parsed_response_round_trip(live: Live, offline: None, form: str) -> None:
     rebuilt = codec.rebuild_response(
-        "response.parsed", live.recorded["response_parsed"], text_format=Weather
+        "response.parsed", given(live.recorded["response_parsed"], form), text_format=Weather
     )
     same(rebuilt, live.values["response_parsed"])
     assert isinstance(rebuilt, ParsedResponse)
@@ -350,23 +358,38 @@ def test_parsed_response_round_trip(live: Live, offline: None) -> None:
     )
 
 
-def test_rebuild_checks_the_recording_against_the_kind(live: Live) -> None:
+@pytest.mark.parametrize("form", FORMS)
+def test_rebuild_checks_the_recording_against_the_kind(live: Live, form: str) -> None:
+    with pytest.raises(ValueError, match="not a 'response'"):
+        codec.rebuild_response("response", given(live.recorded["chat"], form))
+    with pytest.raises(ValueError, match="has no body"):
+        codec.rebuild_response("chat.completion", given({"object": "chat.completion"}, form))
+    mislabelled = {**live.recorded["chat"], "object": "response"}
+    with pytest.raises(ValueError, match=r"not a 'chat\.completion'"):
+        codec.rebuild_response("chat.completion", given(mislabelled, form))
     with pytest.raises(ValueError):
-        codec.rebuild_response("response", live.recorded["chat"])
-    with pytest.raises(ValueError):
-        codec.rebuild_response("chat.completion", {"object": "chat.completion"})
-    with pytest.raises(ValueError):
-        codec.rebuild_response("embedding", live.recorded["chat"])  # type: ignore[call-overload]
+        codec.rebuild_response("embedding", given(live.recorded["chat"], form))  # type: ignore[call-overload]
 
 
+@pytest.mark.parametrize("form", FORMS)
 def test_a_recording_the_schema_no_longer_accepts_is_built_as_the_sdk_would_live(
-    live: Live,
+    live: Live, form: str
 ) -> None:
     recorded = json.loads(json.dumps(live.recorded["chat"]))
     recorded["body"]["choices"][0]["finish_reason"] = "a_reason_from_the_future"
-    rebuilt = codec.rebuild_response("chat.completion", recorded)
+    rebuilt = codec.rebuild_response("chat.completion", given(recorded, form))
     assert type(rebuilt) is ChatCompletion
     assert rebuilt.choices[0].finish_reason == "a_reason_from_the_future"
+    assert rebuilt._request_id == live.values["chat"]._request_id
+
+
+def test_a_served_response_is_a_fresh_object_each_time(live: Live) -> None:
+    text = given(live.recorded["chat"], "json")
+    first = codec.rebuild_response("chat.completion", text)
+    first.choices[0].message.content = "changed by the agent"
+    assert codec.rebuild_response("chat.completion", text).choices[0].message.content != (
+        "changed by the agent"
+    )
 
 
 # --------------------------------------------------------------------------------------------- streams
@@ -716,3 +739,66 @@ def test_replay_through_an_azure_client(offline: None) -> None:
     with pytest.raises(TypeError):
         codec.rebuild_stream("chat.completion", chunks, client=object())  # type: ignore[call-overload]
     azure.close()
+
+
+# --------------------------------------------------------------------------------------------- both forms agree
+
+_texts = st.text(max_size=40)
+_finish = st.sampled_from(["stop", "length", "tool_calls", "content_filter"]) | _texts
+_tool_calls = st.lists(
+    st.fixed_dictionaries(
+        {
+            "id": _texts,
+            "type": st.just("function"),
+            "function": st.fixed_dictionaries({"name": _texts, "arguments": _texts}),
+        }
+    ),
+    max_size=2,
+)
+_choices = st.lists(
+    st.builds(
+        lambda index, text, calls, finish: {
+            "index": index,
+            "finish_reason": finish,
+            "logprobs": None,
+            "message": {"role": "assistant", "content": text, "tool_calls": calls or None},
+        },
+        st.integers(0, 3),
+        st.none() | _texts,
+        _tool_calls,
+        _finish,
+    ),
+    max_size=3,
+)
+_bodies = st.builds(
+    lambda id_, choices, created, usage, extra: {
+        "id": id_,
+        "object": "chat.completion",
+        "created": created,
+        "model": "gpt-4o",
+        "choices": choices,
+        "usage": usage,
+        **extra,
+    },
+    _texts,
+    _choices,
+    st.integers(0, 2**40) | st.floats(allow_nan=False, allow_infinity=False),
+    st.none()
+    | st.fixed_dictionaries(
+        {"prompt_tokens": st.integers(0, 10**6), "completion_tokens": st.integers(0, 10**6)}
+    ),
+    st.dictionaries(st.sampled_from(["service_tier", "x_extra"]), st.none() | _texts, max_size=2),
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given_(body=_bodies, request_id=st.none() | _texts | st.integers())
+def test_a_recording_rebuilds_alike_from_its_json_text_and_its_mapping(
+    body: dict[str, Any], request_id: Any
+) -> None:
+    recorded = {"object": "chat.completion", "body": body, "request_id": request_id}
+    from_mapping = codec.rebuild_response("chat.completion", json.loads(json.dumps(recorded)))
+    from_text = codec.rebuild_response("chat.completion", json.dumps(recorded).encode())
+    assert type(from_text) is type(from_mapping)
+    assert from_text.model_dump() == from_mapping.model_dump()
+    assert from_text._request_id == from_mapping._request_id
