@@ -71,6 +71,9 @@ class Entry:
     key: CallKey | None  # args (tools) / input (llm); None when not recorded
     output_json: bytes | None  # the recorded output, serialised once
     used: bool = False
+    # LLM: the input is the GenAI conventions' messages (read from another instrumentor's
+    # span, or written by hand in that shape), not a provider's own arguments.
+    messages_input: bool = False
 
     @property
     def label(self) -> str:
@@ -119,6 +122,15 @@ class _Queue:
                 yield entries[i]
 
 
+def is_messages(value: Any) -> bool:
+    """Whether ``value`` is a list of the GenAI conventions' messages (each with ``parts``)."""
+    return (
+        isinstance(value, list)
+        and bool(value)
+        and all(isinstance(m, Mapping) and "parts" in m for m in value)
+    )
+
+
 def call_key(value: Any) -> CallKey:
     """The key of a call's args or input, compared canonically."""
     return CallKey(dumps(value))
@@ -131,6 +143,7 @@ class Recording:
         self._queues: dict[tuple[str, str], _Queue] = {}
         self._llm_all = _Queue()
         self.incomplete: dict[str, list[str]] = {}
+        self.messages_inputs = False  # whether any LLM entry has messages_input
         entries: list[Entry] = []
         order = 0
         for kind, field in ((TOOLS, "args"), (LLM, "input")):
@@ -148,6 +161,8 @@ class Recording:
                         call_key(raw[field]) if field in raw else None,
                         None if output is _ABSENT else orjson.dumps(output, option=_NON_STR_KEYS),
                     )
+                    if kind == LLM and is_messages(raw.get("input")):
+                        entry.messages_input = self.messages_inputs = True
                     queue.entries.append(entry)
                     entries.append(entry)
         # Hand-written bundles have no seq: they keep the order they were written in.

@@ -278,32 +278,22 @@ def find_stream(value: Any, classes: tuple[type, ...]) -> Any:
     return None
 
 
-def next_entry(model: str) -> Any:
-    """The recorded entry (a matcher ``Entry``) that will answer a call to ``model`` in this
-    context's fixtures() block: None outside one, or when none is left.
-
-    The matcher serves LLM entries in order, so this is the one it will match, unless a
-    concurrent call of the same block takes it first; what is worked out from it is checked
-    against the match (:func:`intercept`).
-    """
-    session = _replay.current_session()
-    return None if session is None else session.recording.peek(LLM, model)
-
-
-def compared_as_messages(entry: Any) -> bool:
-    """Whether ``entry`` (from :func:`next_entry`) holds its input as the GenAI conventions'
-    messages (read from another instrumentor's span, or written by hand in that shape).
+def compared_as_messages(model: str) -> bool:
+    """Whether the recorded entry that will answer a call to ``model`` in this context's
+    fixtures() block holds its input as the GenAI conventions' messages (read from another
+    instrumentor's span, or written by hand in that shape).
 
     The call's input is then compared in that form (:func:`input_messages`), not as the
     provider's own arguments, which such an entry never has: an unchanged prompt is served
-    without divergence and a changed one is reported.
+    without divergence and a changed one is reported. The matcher serves LLM entries in order,
+    so the entry looked at is the one it will match, unless a concurrent call of the same
+    block takes it first.
     """
-    recorded = entry.raw.get("input")
-    return (
-        isinstance(recorded, list)
-        and bool(recorded)
-        and all(isinstance(m, Mapping) and "parts" in m for m in recorded)
-    )
+    session = _replay.current_session()
+    if session is None or not session.recording.messages_inputs:
+        return False  # nothing to look ahead for: what nearly every replay is
+    entry = session.recording.peek(LLM, model)
+    return entry is not None and entry.messages_input
 
 
 def content_json(value: Any) -> str:
@@ -897,7 +887,6 @@ __all__ = [
     "entry_usage",
     "find_stream",
     "compared_as_messages",
-    "next_entry",
     "in_chain",
     "input_messages",
     "install",

@@ -426,8 +426,7 @@ class _Call(P.Intercepted):
             key["output_format"] = fmt
             attributes[P.GEN_AI_OUTPUT_TYPE] = "json"
         self.input: Any = key
-        entry = P.next_entry(model)
-        if entry is not None and P.compared_as_messages(entry):
+        if P.compared_as_messages(model):
             # The only form the recorded entry has: compare the input as messages.
             try:
                 self.input = P.input_messages(

@@ -717,10 +717,8 @@ class _Call(P.Intercepted):
             self.input = {"response_id": resumed}
             if _given(kwargs, "starting_after") is not None:
                 self.input["starting_after"] = kwargs["starting_after"]
-        else:
-            entry = P.next_entry(model)
-            if entry is not None and P.compared_as_messages(entry):
-                self._messages_key()
+        elif P.compared_as_messages(model):
+            self._messages_key()
         # An omitted parameter is the SDK's sentinel, never a number.
         if _number(max_tokens):
             attributes[P.GEN_AI_REQUEST_MAX_TOKENS] = max_tokens
