@@ -95,16 +95,20 @@ _DEFAULT_BASE_URL = "https://api.anthropic.com/"
 # --------------------------------------------------------------------------------------------- recording
 
 
-def record_response(obj: Any) -> dict[str, Any]:
+def record_response(obj: Any, wire: dict[str, Any] | None = None) -> dict[str, Any]:
     """The recording of a non-streamed result: a ``Message`` or a ``ParsedMessage``.
 
     A parsed message is recorded as the message the API sent (its ``parsed_output`` is not part of its
     dump); the parsed value is made again on rebuild, by the SDK, with the caller's ``output_format``.
+    ``wire`` is the JSON body the SDK made ``obj`` from, when the caller saw it: it is recorded as is (the
+    server's own words, and no dump of ``obj`` to pay for), provided it is a message.
     """
     from anthropic.types import Message
 
     if not isinstance(obj, Message):
         raise TypeError(f"cannot record {type(obj).__name__}: expected an anthropic Message")
+    if wire is not None and wire.get("type") == "message":
+        return {"object": "message", "body": wire, "request_id": getattr(obj, "_request_id", None)}
     body: dict[str, Any] = obj.to_dict(mode="json", warnings=False)
     for block in body.get("content") or []:
         if isinstance(block, dict):

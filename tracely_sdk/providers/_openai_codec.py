@@ -117,16 +117,25 @@ _DEFAULT_BASE_URL = "https://api.openai.com/v1/"
 # --------------------------------------------------------------------------------------------- recording
 
 
-def record_response(obj: Any) -> dict[str, Any]:
+def record_response(obj: Any, wire: dict[str, Any] | None = None) -> dict[str, Any]:
     """The recording of a non-streamed result: a ``ChatCompletion``, ``Response`` or their parsed forms.
 
     A parsed result is recorded as the completion the API sent; what the SDK parsed out of it is made again
-    on rebuild, by the SDK, with the caller's ``response_format``.
+    on rebuild, by the SDK, with the caller's ``response_format``. ``wire`` is the JSON body the SDK made
+    ``obj`` from, when the caller saw it: it is recorded as is (the server's own words, and no dump of ``obj``
+    to pay for), provided it is a body of ``obj``'s kind.
     """
     from openai.types.chat import ChatCompletion
     from openai.types.responses import Response
 
     body: dict[str, Any]
+    kind = "chat.completion" if isinstance(obj, ChatCompletion) else "response"
+    if (
+        wire is not None
+        and isinstance(obj, (ChatCompletion, Response))
+        and wire.get("object") == kind
+    ):
+        return {"object": kind, "body": wire, "request_id": getattr(obj, "_request_id", None)}
     if isinstance(obj, ChatCompletion):
         # `warnings=False`: the SDK's parsed models type `parsed` loosely, and it is dropped below anyway.
         body = cast("dict[str, Any]", obj.to_dict(mode="json", warnings=False))

@@ -38,6 +38,7 @@ from collections.abc import (
     Mapping,
     Sequence,
 )
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, NoReturn, Protocol
 
@@ -213,20 +214,72 @@ class ProviderPatches:
                 nets.append((client, self.anet if is_async else self.net))
         return nets
 
+    def _parser(self) -> type | None:
+        """The base class that defines the SDK's ``_process_response_data`` (see
+        :func:`capture_body`); None for an SDK without one."""
+        for cls in self.sync_base.__mro__:
+            if _PARSE in cls.__dict__:
+                return cls
+        return None
+
     def install(self) -> None:
         for owner, method, _, wrapper in self.targets:
             install(owner, method, wrapper)
         for owner, net in self._nets():
             install(owner, "request", net)
+        parser = self._parser()
+        if parser is not None:
+            install(parser, _PARSE, capture_body)
 
     def uninstall(self) -> None:
         for owner, method, _, _ in self.targets:
             uninstall(owner, method)
         for client in (*self.clients, self.sync_base, self.async_base):
             uninstall(client, "request")
+        parser = self._parser()
+        if parser is not None:
+            uninstall(parser, _PARSE)
 
     def patched(self) -> list[str]:
         return [name for owner, method, name, _ in self.targets if is_installed(owner, method)]
+
+
+# Where both SDKs turn a response's JSON into their own object (on their BaseClient).
+_PARSE = "_process_response_data"
+
+# The JSON bodies the SDK made objects of during the live run of a patched call, with the
+# objects made, so that the call records the body as the server sent it instead of dumping the
+# SDK's object back to JSON (which was the largest part of recording a call).
+_bodies: ContextVar[list[tuple[Any, Any]] | None] = ContextVar("tracely_bodies", default=None)
+
+
+def capture_body(wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any) -> Any:
+    """The wrapper of the SDK's ``_process_response_data``: keeps the JSON body and the object
+    made of it while a patched call runs live (:func:`intercept`)."""
+    made = wrapped(*args, **kwargs)
+    bodies = _bodies.get()
+    if bodies is not None:
+        bodies.append((kwargs.get("data"), made))
+    return made
+
+
+def wire_body(obj: Any) -> dict[str, Any] | None:
+    """The JSON body the SDK made ``obj`` from in this live call, as the server sent it; None
+    when it was not seen (a raw response parsed later, an SDK without the hook).
+
+    ``obj`` is the object made, or one the SDK derived from it (``parse()`` makes a parsed
+    completion of the completion made): then the response id must be the same.
+    """
+    bodies = _bodies.get()
+    if not bodies:
+        return None
+    ident = getattr(obj, "id", None)
+    for data, made in reversed(bodies):
+        if type(data) is dict and (
+            made is obj or (isinstance(ident, str) and ident and data.get("id") == ident)
+        ):
+            return data
+    return None
 
 
 class _Settings:
@@ -628,20 +681,24 @@ def intercept(spec: InterceptedCall, live: Callable[[], Any]) -> Any:
     # The call's span is current while the SDK runs, so the SDK's own spans are its children
     # (attached directly: `trace.use_span` costs a generator context manager per call).
     token = otel_context.attach(trace.set_span_in_context(call.span))
+    bodies = _bodies.set([])  # see wire_body: until the result is recorded
     try:
         try:
-            result = live()
-        finally:
-            otel_context.detach(token)
-    except BaseException as exc:
-        _fail(call, spec, exc)
-        _release(call, spec)
-        raise
-    try:
-        outcome = spec.recordable(result)
-    except Exception:
-        _unrecordable(call, spec)
-        return result
+            try:
+                result = live()
+            finally:
+                otel_context.detach(token)
+        except BaseException as exc:
+            _fail(call, spec, exc)
+            _release(call, spec)
+            raise
+        try:
+            outcome = spec.recordable(result)
+        except Exception:
+            _unrecordable(call, spec)
+            return result
+    finally:
+        _bodies.reset(bodies)
     return _recorded(call, spec, outcome, result)
 
 
@@ -656,20 +713,24 @@ async def aintercept(spec: InterceptedCall, live: Callable[[], Awaitable[Any]]) 
     # The call's span is current while the SDK runs, so the SDK's own spans are its children
     # (attached directly: `trace.use_span` costs a generator context manager per call).
     token = otel_context.attach(trace.set_span_in_context(call.span))
+    bodies = _bodies.set([])  # see wire_body: until the result is recorded
     try:
         try:
-            result = await live()
-        finally:
-            otel_context.detach(token)
-    except BaseException as exc:
-        _fail(call, spec, exc)
-        _release(call, spec)
-        raise
-    try:
-        outcome = await spec.arecordable(result)
-    except Exception:
-        _unrecordable(call, spec)
-        return result
+            try:
+                result = await live()
+            finally:
+                otel_context.detach(token)
+        except BaseException as exc:
+            _fail(call, spec, exc)
+            _release(call, spec)
+            raise
+        try:
+            outcome = await spec.arecordable(result)
+        except Exception:
+            _unrecordable(call, spec)
+            return result
+    finally:
+        _bodies.reset(bodies)
     return _recorded(call, spec, outcome, result)
 
 
@@ -883,6 +944,7 @@ __all__ = [
     "Reply",
     "TeeStream",
     "aintercept",
+    "capture_body",
     "close_finished_streams",
     "entry_usage",
     "find_stream",
@@ -906,5 +968,6 @@ __all__ = [
     "tee",
     "uninstall",
     "warn_once",
+    "wire_body",
     "wrapper_of",
 ]

@@ -829,7 +829,7 @@ class _Call(P.Intercepted):
         return _usage_of(body, keys)
 
     def _recording(self, result: Any, headers: Mapping[str, str] | None) -> P.Recording:
-        value = codec.record_response(result)
+        value = codec.record_response(result, P.wire_body(result))
         if headers:
             value["headers"] = dict(headers)
         body = value["body"]

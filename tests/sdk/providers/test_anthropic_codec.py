@@ -221,6 +221,16 @@ def test_record_headers_keeps_only_safe_ones() -> None:
     assert kept == {"request-id": "req_1", "anthropic-ratelimit-requests-remaining": "9"}
 
 
+def test_a_body_seen_on_the_wire_is_recorded_as_is(live: Live) -> None:
+    message = live.values["message"]
+    wire = {"id": message.id, "type": "message", "from": "the server"}
+    assert codec.record_response(message, wire)["body"] is wire
+    # A body of another kind is not this object's: the object is dumped instead.
+    dumped = codec.record_response(message, {"type": "error"})
+    assert dumped == codec.record_response(message)
+    assert dumped["body"]["id"] == message.id
+
+
 def test_record_rejects_what_it_cannot_rebuild() -> None:
     with pytest.raises(TypeError):
         codec.record_response({"type": "message"})

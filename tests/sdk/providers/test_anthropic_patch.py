@@ -23,6 +23,7 @@ import tracely_sdk as tracely
 from examples.llm_server import serve
 from tests.sdk.providers._helpers import Weather, closed_url, run, same, stacked_with, user
 from tracely_sdk import providers
+from tracely_sdk.providers import _anthropic_codec as anthropic_codec
 from tracely_sdk.providers import _patching
 
 MODEL = "claude-sonnet-4-5"
@@ -94,6 +95,24 @@ def test_a_message_is_recorded_and_replayed_as_the_sdk_type(
     assert replayed.content[0].text == "You said: Hello there"
     assert replayed._request_id == live.value._request_id
     assert rep.clean and "Anthropic.messages.stream" in rep.providers
+
+
+def test_a_message_is_recorded_as_the_body_the_server_sent(
+    capture: Any, instrumented: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen: list[Any] = []
+    record_response = anthropic_codec.record_response
+
+    def spy(obj: Any, wire: Any = None) -> Any:
+        seen.append(wire)
+        return record_response(obj, wire)
+
+    monkeypatch.setattr(anthropic_codec, "record_response", spy)
+    live = record(capture, lambda c: _create(c))
+    (wire,) = seen
+    assert wire is not None and wire["id"] == live.value.id
+    (entry,) = live.bundle["llm"][MODEL]
+    assert entry["output"]["body"] == wire
 
 
 def test_the_sdks_own_span_is_a_child_of_tracelys_and_makes_no_second_entry(

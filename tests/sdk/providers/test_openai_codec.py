@@ -278,6 +278,16 @@ def test_a_parsed_result_is_recorded_as_the_completion_the_api_sent(live: Live) 
     assert "parsed" not in output
 
 
+def test_a_body_seen_on_the_wire_is_recorded_as_is(live: Live) -> None:
+    completion = live.values["chat"]
+    wire = {"id": completion.id, "object": "chat.completion", "from": "the server"}
+    assert codec.record_response(completion, wire)["body"] is wire
+    # A body of another kind is not this object's: the object is dumped instead.
+    dumped = codec.record_response(completion, {"object": "response"})
+    assert dumped == codec.record_response(completion)
+    assert dumped["body"]["id"] == completion.id
+
+
 def test_record_rejects_what_it_cannot_rebuild() -> None:
     with pytest.raises(TypeError):
         codec.record_response({"object": "chat.completion"})

@@ -16,7 +16,7 @@ from typing import Any
 import openai
 import pytest
 import wrapt
-from openai._base_client import SyncAPIClient
+from openai._base_client import BaseClient, SyncAPIClient
 from openai.resources.chat.completions.completions import AsyncCompletions, Completions
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 from openai.types.responses import Response
@@ -26,6 +26,7 @@ import tracely_sdk as tracely
 from examples.llm_server import LLMServer, serve
 from tests.sdk.providers._helpers import Weather, closed_url, run, same, stacked_with, user
 from tracely_sdk import providers
+from tracely_sdk.providers import _openai_codec as openai_codec
 from tracely_sdk.providers import _patching
 
 MODEL = "gpt-4o"
@@ -225,6 +226,71 @@ def test_an_async_completion_round_trips(capture: Any, instrumented: None) -> No
     live = record(capture, scenario, client_cls=openai.AsyncOpenAI)
     assert live.bundle["llm"][MODEL][0]["provider"] == "AsyncOpenAI.chat.completions.create"
     replayed, rep = replay(live.bundle, scenario, client_cls=openai.AsyncOpenAI)
+    same(replayed, live.value)
+    assert rep.clean
+
+
+def test_a_completion_is_recorded_as_the_body_the_server_sent(
+    capture: Any, instrumented: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen: list[Any] = []
+    record_response = openai_codec.record_response
+
+    def spy(obj: Any, wire: Any = None) -> Any:
+        seen.append(wire)
+        return record_response(obj, wire)
+
+    monkeypatch.setattr(openai_codec, "record_response", spy)
+    live = record(
+        capture, lambda c: c.chat.completions.create(model=MODEL, messages=user("wire body"))
+    )
+    # The JSON the SDK parsed, not a dump of the object it made of it.
+    (wire,) = seen
+    assert wire is not None and wire["id"] == live.value.id
+    (entry,) = live.bundle["llm"][MODEL]
+    assert entry["output"]["body"] == wire
+    assert list(entry["output"]["body"]) == list(wire)  # the server's own key order
+
+
+def test_concurrent_async_calls_each_record_their_own_body(
+    capture: Any, instrumented: None
+) -> None:
+    async def scenario(client: openai.AsyncOpenAI) -> Any:
+        return await asyncio.gather(
+            *(
+                client.chat.completions.create(model=MODEL, messages=user(f"call {i}"))
+                for i in range(4)
+            )
+        )
+
+    live = record(capture, scenario, client_cls=openai.AsyncOpenAI)
+    entries = live.bundle["llm"][MODEL]
+    recorded = {e["output"]["body"]["id"]: e for e in entries}
+    assert len(recorded) == 4
+    for completion in live.value:
+        entry = recorded[completion.id]
+        assert entry["output"]["body"]["choices"][0]["message"]["content"] == (
+            completion.choices[0].message.content
+        )
+        assert (
+            entry["input"]["messages"][0]["content"]
+            == completion.choices[0].message.content[len("You said: ") :]
+        )
+
+
+def test_without_the_parse_hook_a_completion_is_recorded_from_the_sdk_object(
+    capture: Any, instrumented: None
+) -> None:
+    # An SDK whose clients no longer parse through the hooked method: the object is dumped.
+    _patching.uninstall(BaseClient, "_process_response_data")
+    live = record(
+        capture, lambda c: c.chat.completions.create(model=MODEL, messages=user("no hook"))
+    )
+    (entry,) = live.bundle["llm"][MODEL]
+    assert entry["output"]["body"]["choices"][0]["message"]["content"] == "You said: no hook"
+    replayed, rep = replay(
+        live.bundle, lambda c: c.chat.completions.create(model=MODEL, messages=user("no hook"))
+    )
     same(replayed, live.value)
     assert rep.clean
 
@@ -859,15 +925,18 @@ def test_instrumenting_twice_wraps_once_and_uninstrument_restores_the_original()
     providers.uninstrument("openai")
     original = Completions.__dict__["create"]
     original_request = SyncAPIClient.__dict__["request"]
+    original_parse = BaseClient.__dict__["_process_response_data"]
     providers.instrument("openai")
     providers.instrument(["openai"])
     wrapper = Completions.__dict__["create"]
     assert isinstance(wrapper, wrapt.FunctionWrapper)
     assert wrapper.__wrapped__ is original
     assert SyncAPIClient.__dict__["request"].__wrapped__ is original_request
+    assert BaseClient.__dict__["_process_response_data"].__wrapped__ is original_parse
     providers.uninstrument("openai")
     assert Completions.__dict__["create"] is original
     assert SyncAPIClient.__dict__["request"] is original_request
+    assert BaseClient.__dict__["_process_response_data"] is original_parse
     assert "OpenAI.chat.completions.create" not in providers.patched_methods()
 
 
