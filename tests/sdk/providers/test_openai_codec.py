@@ -810,5 +810,5 @@ def test_a_recording_rebuilds_alike_from_its_json_text_and_its_mapping(
     from_mapping = codec.rebuild_response("chat.completion", json.loads(json.dumps(recorded)))
     from_text = codec.rebuild_response("chat.completion", json.dumps(recorded).encode())
     assert type(from_text) is type(from_mapping)
-    assert from_text.model_dump() == from_mapping.model_dump()
+    assert from_text.model_dump(warnings=False) == from_mapping.model_dump(warnings=False)
     assert from_text._request_id == from_mapping._request_id
