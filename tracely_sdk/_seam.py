@@ -394,8 +394,10 @@ class Call:
 
     def _usage_attrs(self, usage: Any, out: dict[str, Any]) -> None:
         try:
-            tokens_in, tokens_out = (int(usage[0]), int(usage[1]))
-        except (TypeError, ValueError, IndexError, KeyError):
+            tokens_in, tokens_out = usage
+            if type(tokens_in) is not int or type(tokens_out) is not int:
+                tokens_in, tokens_out = int(tokens_in), int(tokens_out)
+        except (TypeError, ValueError):
             _warn_once(
                 "usage", "tracely: usage for %s must be (input_tokens, output_tokens)", self.label
             )

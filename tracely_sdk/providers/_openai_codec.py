@@ -258,6 +258,10 @@ def _body(kind: str, recorded: Mapping[str, Any]) -> Mapping[str, Any]:
     return body
 
 
+# The body check of each kind, made once: rebuilding runs on every served call.
+_BODY_OF_KIND = {kind: functools.partial(_body, kind) for kind in _OBJECT_OF_KIND}
+
+
 def _given(value: Any) -> Any:
     from openai import omit
 
@@ -311,7 +315,7 @@ def rebuild_response(
         model,
         recorded,
         types.validation_error,
-        functools.partial(_body, kind),
+        _BODY_OF_KIND[kind],
         _OBJECT_OF_KIND[kind],
     )
     if kind == "chat.completion.parsed":

@@ -650,6 +650,35 @@ def _usage_of(body: Mapping[str, Any], keys: tuple[str, str]) -> tuple[int, int]
     return None
 
 
+# The optional arguments a call's spec reads, by API (the rest are the SDK's business).
+_CHAT_ARGUMENTS = frozenset(
+    (
+        "stream",
+        "extra_headers",
+        "tools",
+        "response_format",
+        "max_completion_tokens",
+        "max_tokens",
+        "temperature",
+        "top_p",
+    )
+)
+_RESPONSES_ARGUMENTS = frozenset(
+    (
+        "stream",
+        "extra_headers",
+        "tools",
+        "instructions",
+        "previous_response_id",
+        "text_format",
+        "text",
+        "max_output_tokens",
+        "temperature",
+        "top_p",
+    )
+)
+
+
 class _Call(P.Intercepted):
     """One call to a patched OpenAI method: what to record, and how to serve it."""
 
@@ -684,32 +713,39 @@ class _Call(P.Intercepted):
         self.kwargs = kwargs
         self.model = model
         self.call: Any = None
-        get = kwargs.get
-        self.stream = "stream" in kwargs and bool(_given(kwargs, "stream"))
-        extra_headers = get("extra_headers")
+        chat = api == "chat"
+        # Only the optional arguments the call gives are looked at: most calls give few.
+        given = kwargs.keys() & (_CHAT_ARGUMENTS if chat else _RESPONSES_ARGUMENTS)
+        self.stream = "stream" in given and bool(_given(kwargs, "stream"))
+        extra_headers = kwargs["extra_headers"] if "extra_headers" in given else None
         self.raw = codec.raw_response_mode(extra_headers) if extra_headers else None
         attributes: dict[str, Any] = {A.GEN_AI_PROVIDER_NAME: PROVIDER}
         attributes.update(P.server_attributes(self.client))
-        _materialised(kwargs, "tools")
-        if api == "chat":
+        fmt: str | None = None
+        max_tokens: Any = None
+        if chat:
             _materialised(kwargs, "messages")
-            key: dict[str, Any] = {"messages": get("messages")}
-            fmt = _format_name(get("response_format"))
-            max_tokens = _given(kwargs, "max_completion_tokens") or _given(kwargs, "max_tokens")
+            key: dict[str, Any] = {"messages": kwargs.get("messages")}
+            if given:
+                fmt = _format_name(kwargs.get("response_format"))
+                max_tokens = _given(kwargs, "max_completion_tokens") or _given(kwargs, "max_tokens")
         else:
             _materialised(kwargs, "input")
             key = {"input": _given(kwargs, "input")}
             for name in ("instructions", "previous_response_id"):
-                if _given(kwargs, name) is not None:
+                if name in given and _given(kwargs, name) is not None:
                     key[name] = kwargs[name]
-            fmt = _format_name(get("text_format")) or _format_name(
-                (_given(kwargs, "text") or {}).get("format")
-            )
-            max_tokens = _given(kwargs, "max_output_tokens")
-        if _given(kwargs, "tools") is not None:
-            key["tools"] = kwargs["tools"]
+            if given:
+                fmt = _format_name(kwargs.get("text_format")) or _format_name(
+                    (_given(kwargs, "text") or {}).get("format")
+                )
+                max_tokens = _given(kwargs, "max_output_tokens")
+        if "tools" in given:
+            _materialised(kwargs, "tools")
+            if _given(kwargs, "tools") is not None:
+                key["tools"] = kwargs["tools"]
         if fmt is not None:
-            key["response_format" if api == "chat" else "text_format"] = fmt
+            key["response_format" if chat else "text_format"] = fmt
             attributes[P.GEN_AI_OUTPUT_TYPE] = "json" if fmt != "text" else "text"
         self.input: Any = key
         if resumed is not None:
@@ -719,14 +755,15 @@ class _Call(P.Intercepted):
                 self.input["starting_after"] = kwargs["starting_after"]
         elif P.compared_as_messages(model):
             self._messages_key()
-        # An omitted parameter is the SDK's sentinel, never a number.
-        if _number(max_tokens):
-            attributes[P.GEN_AI_REQUEST_MAX_TOKENS] = max_tokens
-        temperature, top_p = get("temperature"), get("top_p")
-        if _number(temperature):
-            attributes[P.GEN_AI_REQUEST_TEMPERATURE] = temperature
-        if _number(top_p):
-            attributes[P.GEN_AI_REQUEST_TOP_P] = top_p
+        if given:
+            # An omitted parameter is the SDK's sentinel, never a number.
+            if _number(max_tokens):
+                attributes[P.GEN_AI_REQUEST_MAX_TOKENS] = max_tokens
+            temperature, top_p = kwargs.get("temperature"), kwargs.get("top_p")
+            if _number(temperature):
+                attributes[P.GEN_AI_REQUEST_TEMPERATURE] = temperature
+            if _number(top_p):
+                attributes[P.GEN_AI_REQUEST_TOP_P] = top_p
         if P.settings.capture_content and resumed is None:
             self._input_content(attributes)
         self.attributes = attributes
@@ -795,15 +832,14 @@ class _Call(P.Intercepted):
         if self.api == "responses":
             _remember_model(body)  # every response this process records or serves passes here
         out: dict[str, Any] = {}
-        if isinstance(body.get("model"), str):
-            out[A.GEN_AI_RESPONSE_MODEL] = body["model"]
-        if isinstance(body.get("id"), str):
-            out[A.GEN_AI_RESPONSE_ID] = body["id"]
+        model, response_id = body.get("model"), body.get("id")
+        if isinstance(model, str):
+            out[A.GEN_AI_RESPONSE_MODEL] = model
+        if isinstance(response_id, str):
+            out[A.GEN_AI_RESPONSE_ID] = response_id
         if self.api == "chat":
             reasons = [
-                str(c.get("finish_reason"))
-                for c in body.get("choices") or []
-                if c.get("finish_reason")
+                str(reason) for c in body.get("choices") or () if (reason := c.get("finish_reason"))
             ]
             messages = genai_chat_output if P.settings.capture_content else None
         else:
@@ -964,7 +1000,10 @@ class _Call(P.Intercepted):
 
     def rebuild(self, output_json: bytes, entry: Mapping[str, Any]) -> Any:
         if not self.stream and self.raw is None and entry.get("output_type") == self._tags[0]:
-            # What most served calls are: validated straight from the recorded JSON text.
+            # What most served calls are: validated straight from the recorded JSON text (and
+            # only a parse can refuse its answer).
+            if not self.parsed:
+                return codec.rebuild_response(self._kind, output_json)
             return self._response(output_json)
         output = orjson.loads(output_json)
         session = self.call.session if self.call is not None else None
