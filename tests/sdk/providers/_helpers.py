@@ -36,6 +36,28 @@ def given(recording: Any, form: str) -> Any:
     return json.dumps(recording).encode() if form == "json" else recording
 
 
+def rebuilt_alike(codec: Any, kind: str, recorded: dict[str, Any]) -> None:
+    """``recorded`` rebuilds into the same object from its mapping and from its JSON text."""
+    from_mapping = codec.rebuild_response(kind, json.loads(json.dumps(recorded)))
+    from_text = codec.rebuild_response(kind, json.dumps(recorded).encode())
+    assert type(from_text) is type(from_mapping)
+    assert from_text.model_dump(warnings=False) == from_mapping.model_dump(warnings=False)
+    assert from_text._request_id == from_mapping._request_id
+
+
+def wires_seen(monkeypatch: Any, codec: Any) -> list[Any]:
+    """The wire bodies ``codec.record_response`` is given from now on (it still records)."""
+    seen: list[Any] = []
+    record_response = codec.record_response
+
+    def spy(obj: Any, wire: Any = None) -> Any:
+        seen.append(wire)
+        return record_response(obj, wire)
+
+    monkeypatch.setattr(codec, "record_response", spy)
+    return seen
+
+
 def user(text: str) -> list[Any]:
     return [{"role": "user", "content": text}]
 

@@ -21,7 +21,15 @@ from opentelemetry.trace import SpanKind
 
 import tracely_sdk as tracely
 from examples.llm_server import serve
-from tests.sdk.providers._helpers import Weather, closed_url, run, same, stacked_with, user
+from tests.sdk.providers._helpers import (
+    Weather,
+    closed_url,
+    run,
+    same,
+    stacked_with,
+    user,
+    wires_seen,
+)
 from tracely_sdk import providers
 from tracely_sdk.providers import _anthropic_codec as anthropic_codec
 from tracely_sdk.providers import _patching
@@ -100,14 +108,7 @@ def test_a_message_is_recorded_and_replayed_as_the_sdk_type(
 def test_a_message_is_recorded_as_the_body_the_server_sent(
     capture: Any, instrumented: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    seen: list[Any] = []
-    record_response = anthropic_codec.record_response
-
-    def spy(obj: Any, wire: Any = None) -> Any:
-        seen.append(wire)
-        return record_response(obj, wire)
-
-    monkeypatch.setattr(anthropic_codec, "record_response", spy)
+    seen = wires_seen(monkeypatch, anthropic_codec)
     live = record(capture, lambda c: _create(c))
     (wire,) = seen
     assert wire is not None and wire["id"] == live.value.id

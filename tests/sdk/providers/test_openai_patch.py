@@ -24,7 +24,15 @@ from opentelemetry.trace import SpanKind
 
 import tracely_sdk as tracely
 from examples.llm_server import LLMServer, serve
-from tests.sdk.providers._helpers import Weather, closed_url, run, same, stacked_with, user
+from tests.sdk.providers._helpers import (
+    Weather,
+    closed_url,
+    run,
+    same,
+    stacked_with,
+    user,
+    wires_seen,
+)
 from tracely_sdk import providers
 from tracely_sdk.providers import _openai_codec as openai_codec
 from tracely_sdk.providers import _patching
@@ -233,14 +241,7 @@ def test_an_async_completion_round_trips(capture: Any, instrumented: None) -> No
 def test_a_completion_is_recorded_as_the_body_the_server_sent(
     capture: Any, instrumented: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    seen: list[Any] = []
-    record_response = openai_codec.record_response
-
-    def spy(obj: Any, wire: Any = None) -> Any:
-        seen.append(wire)
-        return record_response(obj, wire)
-
-    monkeypatch.setattr(openai_codec, "record_response", spy)
+    seen = wires_seen(monkeypatch, openai_codec)
     live = record(
         capture, lambda c: c.chat.completions.create(model=MODEL, messages=user("wire body"))
     )
