@@ -103,9 +103,7 @@ def record_response(obj: Any, wire: dict[str, Any] | None = None) -> dict[str, A
     ``wire`` is the JSON body the SDK made ``obj`` from, when the caller saw it: it is recorded as is (the
     server's own words, and no dump of ``obj`` to pay for), provided it is a message.
     """
-    from anthropic.types import Message
-
-    if not isinstance(obj, Message):
+    if not isinstance(obj, _types().message):  # imported once: this runs on every live call
         raise TypeError(f"cannot record {type(obj).__name__}: expected an anthropic Message")
     if wire is not None and wire.get("type") == "message":
         return {"object": "message", "body": wire, "request_id": getattr(obj, "_request_id", None)}

@@ -125,8 +125,8 @@ def record_response(obj: Any, wire: dict[str, Any] | None = None) -> dict[str, A
     ``obj`` from, when the caller saw it: it is recorded as is (the server's own words, and no dump of ``obj``
     to pay for), provided it is a body of ``obj``'s kind.
     """
-    from openai.types.chat import ChatCompletion
-    from openai.types.responses import Response
+    types = _types()  # the SDK's classes, imported once: this runs on every live call
+    ChatCompletion, Response = types.models["chat.completion"], types.models["response"]
 
     body: dict[str, Any]
     kind = "chat.completion" if isinstance(obj, ChatCompletion) else "response"
@@ -167,15 +167,13 @@ def record_response(obj: Any, wire: dict[str, Any] | None = None) -> dict[str, A
 
 def record_chunk(chunk: Any) -> dict[str, Any]:
     """The recording of one streamed item, as the server sent it, with its SSE event name if it had one."""
-    from openai import BaseModel
-    from openai.types.chat import ChatCompletionChunk
-
-    if not isinstance(chunk, BaseModel):
+    types = _types()  # imported once: this runs on every chunk of a live stream
+    if not isinstance(chunk, types.base_model):
         raise TypeError(
             f"cannot record {type(chunk).__name__}: not a chat chunk or a Responses event"
         )
     data = chunk.to_dict(mode="json")
-    if isinstance(chunk, ChatCompletionChunk):
+    if isinstance(chunk, types.chunk):
         return {"event": None, "data": data}
     event = data.get("type") if isinstance(data, dict) else None
     if not isinstance(event, str):
@@ -220,10 +218,13 @@ class _Types:
 
     def __init__(self) -> None:
         import pydantic
+        from openai import BaseModel
         from openai._models import add_request_id
-        from openai.types.chat import ChatCompletion
+        from openai.types.chat import ChatCompletion, ChatCompletionChunk
         from openai.types.responses import Response
 
+        self.base_model = BaseModel
+        self.chunk = ChatCompletionChunk
         self.validation_error = pydantic.ValidationError
         self.add_request_id = add_request_id
         # On pydantic 2, `add_request_id` is a plain instance-attribute store (the name is
