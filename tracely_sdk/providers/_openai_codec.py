@@ -129,14 +129,17 @@ def record_response(obj: Any, wire: dict[str, Any] | None = None) -> dict[str, A
     ChatCompletion, Response = types.models["chat.completion"], types.models["response"]
 
     body: dict[str, Any]
-    kind = "chat.completion" if isinstance(obj, ChatCompletion) else "response"
-    if (
-        wire is not None
-        and isinstance(obj, (ChatCompletion, Response))
-        and wire.get("object") == kind
-    ):
-        return {"object": kind, "body": wire, "request_id": getattr(obj, "_request_id", None)}
     if isinstance(obj, ChatCompletion):
+        kind = "chat.completion"
+    elif isinstance(obj, Response):
+        kind = "response"
+    else:
+        raise TypeError(
+            f"cannot record {type(obj).__name__}: expected a ChatCompletion or a Response"
+        )
+    if wire is not None and wire.get("object") == kind:
+        body = wire
+    elif kind == "chat.completion":
         # `warnings=False`: the SDK's parsed models type `parsed` loosely, and it is dropped below anyway.
         body = cast("dict[str, Any]", obj.to_dict(mode="json", warnings=False))
         # Only the parsed subclass has fields the API did not send.
@@ -147,8 +150,7 @@ def record_response(obj: Any, wire: dict[str, Any] | None = None) -> dict[str, A
                 for call in message.get("tool_calls") or []:
                     if isinstance(call, dict) and isinstance(call.get("function"), dict):
                         call["function"].pop("parsed_arguments", None)
-        kind = "chat.completion"
-    elif isinstance(obj, Response):
+    else:
         body = cast("dict[str, Any]", obj.to_dict(mode="json", warnings=False))
         for item in (body.get("output") or []) if type(obj) is not Response else ():
             if not isinstance(item, dict):
@@ -157,11 +159,6 @@ def record_response(obj: Any, wire: dict[str, Any] | None = None) -> dict[str, A
             for part in item.get("content") or []:
                 if isinstance(part, dict):
                     part.pop("parsed", None)
-        kind = "response"
-    else:
-        raise TypeError(
-            f"cannot record {type(obj).__name__}: expected a ChatCompletion or a Response"
-        )
     return {"object": kind, "body": body, "request_id": getattr(obj, "_request_id", None)}
 
 

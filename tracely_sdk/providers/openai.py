@@ -1000,10 +1000,7 @@ class _Call(P.Intercepted):
 
     def rebuild(self, output_json: bytes, entry: Mapping[str, Any]) -> Any:
         if not self.stream and self.raw is None and entry.get("output_type") == self._tags[0]:
-            # What most served calls are: validated straight from the recorded JSON text (and
-            # only a parse can refuse its answer).
-            if not self.parsed:
-                return codec.rebuild_response(self._kind, output_json)
+            # What most served calls are: validated straight from the recorded JSON text.
             return self._response(output_json)
         output = orjson.loads(output_json)
         session = self.call.session if self.call is not None else None
@@ -1039,6 +1036,8 @@ class _Call(P.Intercepted):
         return self._response(recording)
 
     def _response(self, recording: Mapping[str, Any] | bytes) -> Any:
+        if not self.parsed:  # only a parse can refuse a recorded answer
+            return codec.rebuild_response(self._kind, recording)
         try:
             return codec.rebuild_response(self._kind, recording, **self._parse_arguments())
         except (openai.LengthFinishReasonError, openai.ContentFilterFinishReasonError) as exc:
