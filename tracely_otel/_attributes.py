@@ -15,8 +15,10 @@ INPUT: Final = "tracely.input"  # JSON: an LLM call's input, or an agent's {"arg
 OUTPUT: Final = "tracely.output"  # JSON: what the call returned
 OUTPUT_TYPE: Final = "tracely.output.type"  # type tag used to rebuild the value on replay
 ERROR: Final = "tracely.error"  # JSON: {"type": ..., "message": ...}
-USAGE: Final = "tracely.usage"  # JSON: [input_tokens, output_tokens]
-DIGEST: Final = "tracely.digest"  # JSON: {attribute: [length, sha256 prefix]} of every value above
+# JSON [input_tokens, output_tokens], written by earlier tracely versions and still read from
+# their spans: the token counts are now gen_ai.usage.input_tokens / output_tokens alone.
+USAGE: Final = "tracely.usage"
+DIGEST: Final = "tracely.digest"  # JSON: {attribute: [length, crc32]} of each JSON value above
 UNSERIALISABLE: Final = "tracely.unserialisable"  # names of values recorded only as a marker
 PROVIDER: Final = "tracely.provider"  # which SDK create-method produced an llm span
 SDK_VERSION: Final = "tracely.sdk.version"
@@ -31,7 +33,7 @@ CASE_ID: Final = "tracely.case.id"
 CASE_VERSION: Final = "tracely.case.version"
 
 # the values that carry a length and hash in DIGEST
-DIGESTED: Final = (ARGS, INPUT, OUTPUT, ERROR, USAGE)
+DIGESTED: Final = (ARGS, INPUT, OUTPUT, ERROR)
 
 KIND_AGENT: Final = "agent"
 KIND_TOOL: Final = "tool"

@@ -160,6 +160,15 @@ def _call_name(span: SpanRecord, kind: str) -> str:
     return span.name[len(prefix) :] if span.name.startswith(prefix) else span.name
 
 
+def _usage(attrs: Mapping[str, Any]) -> list[int] | None:
+    """``[input_tokens, output_tokens]`` when the span has both counts."""
+    tokens_in = attrs.get(A.GEN_AI_USAGE_INPUT_TOKENS)
+    tokens_out = attrs.get(A.GEN_AI_USAGE_OUTPUT_TOKENS)
+    if type(tokens_in) is int and type(tokens_out) is int:
+        return [tokens_in, tokens_out]
+    return None
+
+
 def read_tracely_span(span: SpanRecord) -> ExtractedCall | NotReplayable | None:
     """Read a tool or LLM call from a span tracely made."""
     attrs = span.attributes
@@ -197,8 +206,10 @@ def read_tracely_span(span: SpanRecord) -> ExtractedCall | NotReplayable | None:
     if recorded_in is not _MISSING:
         entry["args" if section == "tools" else "input"] = recorded_in
     if section == "llm":
-        usage = values.get(A.USAGE)
-        if usage is not _MISSING:
+        usage = _usage(attrs)
+        if usage is None and A.USAGE in attrs:  # a span of an earlier tracely version
+            usage = values.get(A.USAGE)
+        if usage is not None and usage is not _MISSING:
             entry["usage"] = usage
         provider = attrs.get(A.PROVIDER)
         if isinstance(provider, str):

@@ -268,14 +268,14 @@ class Call:
                 )
             if served:
                 out.update(served)
-        usage = raw.get("usage")
-        if usage is not None:
-            self._usage_attrs(usage, out)
+        usage = raw.get("usage")  # set after the recorded value: see _usage_attrs
         output_json = entry.output_json
         if output_json is None:
             error = raw["error"]
             type_name, message = str(error.get("type")), str(error.get("message"))
             status = self._error_attrs(orjson.dumps(dict(error)).decode(), type_name, message, out)
+            if usage is not None:
+                self._usage_attrs(usage, out)
             self._flush(out)
             self.span.set_status(status)
             if codec is not None:
@@ -286,6 +286,8 @@ class Call:
         tag = raw.get("output_type")
         if isinstance(tag, str):
             out[A.OUTPUT_TYPE] = tag
+        if usage is not None:
+            self._usage_attrs(usage, out)
         self._flush(out)
         try:
             if codec is not None:
@@ -402,7 +404,8 @@ class Call:
                 "usage", "tracely: usage for %s must be (input_tokens, output_tokens)", self.label
             )
             return
-        out[A.USAGE] = f"[{tokens_in},{tokens_out}]"
+        # After the output: the attribute count limit evicts the oldest first, so the counts
+        # cannot be lost while the output (which the integrity digest checks) is kept.
         out[A.GEN_AI_USAGE_INPUT_TOKENS] = tokens_in
         out[A.GEN_AI_USAGE_OUTPUT_TOKENS] = tokens_out
 

@@ -90,6 +90,47 @@ def test_an_evicted_value_is_never_served(unset_global_provider: None) -> None:
     assert "tracely.args" in item["reason"] and "OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT" in item["reason"]
 
 
+@pytest.mark.parametrize("limit", range(1, 16))
+def test_token_counts_are_never_lost_while_the_call_is_served(
+    unset_global_provider: None, limit: int
+) -> None:
+    # Whatever the attribute count limit evicts, the entry either keeps its usage or is not
+    # an entry at all: the counts are set after the digested output.
+    bundles: list[dict[str, Any]] = []
+    provider = TracerProvider(span_limits=SpanLimits(max_span_attributes=limit))
+    provider.add_span_processor(FixtureSpanProcessor(lambda t, b: bundles.append(b)))
+    trace.set_tracer_provider(provider)
+    tracely.call_llm("m", lambda: "Hello", usage=(812, 96))
+    entries = bundles[-1]["llm"].get("m", [])
+    assert all(entry["usage"] == [812, 96] for entry in entries)
+    assert len(entries) + len(bundles[-1].get("incomplete", [])) == 1
+
+
+def test_usage_is_recorded_once_as_the_conventions_token_counts(capture: Any) -> None:
+    tracely.call_llm("m", lambda: "Hello", usage=(812, 96))
+    (span,) = capture.spans
+    assert "tracely.usage" not in span.attributes
+    assert "tracely.usage" not in orjson.loads(span.attributes["tracely.digest"])
+    assert capture.last_bundle["llm"]["m"][0]["usage"] == [812, 96]
+
+
+def test_usage_recorded_by_an_earlier_version_is_still_read() -> None:
+    output, usage = '"Hello"', "[3,4]"
+    digest = "{" + digest_item("tracely.output", output) + "," + digest_item("tracely.usage", usage)
+    span = TracerProvider().get_tracer("t").start_span("chat m")
+    span.set_attributes(
+        {
+            "tracely.kind": "llm",
+            "tracely.name": "m",
+            "tracely.output": output,
+            "tracely.usage": usage,
+            "tracely.digest": digest + "}",
+        }
+    )
+    span.end()
+    assert bundle_from_spans([span])["llm"]["m"][0]["usage"] == [3, 4]
+
+
 def test_a_span_no_limit_could_have_cut_is_intact(capture: Any) -> None:
     tracely.call_tool("t", lambda: "ok")
     (span,) = capture.spans
