@@ -159,11 +159,14 @@ class Switch(Sampler):
 
 
 SWITCH = Switch()
-BUNDLES: list[dict[str, Any]] = []
+LAST_BUNDLE: list[dict[str, Any]] = []
 
 
 def keep_bundle(trace_id: str, bundle: dict[str, Any]) -> None:
-    BUNDLES.append(bundle)
+    # Only the latest: a store writer keeps none in memory. A list of every bundle of the run
+    # (thousands) grows the heap the garbage collector walks, a cost of this script, not of
+    # recording, and it fell on the instrumented variants only.
+    LAST_BUNDLE[:] = [bundle]
 
 
 RECORDER = FixtureSpanProcessor(keep_bundle, background=True)
@@ -184,7 +187,7 @@ def record_entry(base_url: str, provider: TracerProvider) -> dict[str, Any]:
     call(client(base_url))
     providers.uninstrument("openai")
     provider.force_flush()
-    (entry,) = BUNDLES[-1]["llm"][MODEL]
+    (entry,) = LAST_BUNDLE[-1]["llm"][MODEL]
     return {k: v for k, v in entry.items() if k != "seq"}
 
 
