@@ -268,15 +268,12 @@ class Call:
                 )
             if served:
                 out.update(served)
-        usage = raw.get("usage")  # set after the recorded value: see _usage_attrs
         output_json = entry.output_json
         if output_json is None:
             error = raw["error"]
             type_name, message = str(error.get("type")), str(error.get("message"))
             status = self._error_attrs(orjson.dumps(dict(error)).decode(), type_name, message, out)
-            if usage is not None:
-                self._usage_attrs(usage, out)
-            self._flush(out)
+            self._flush(out, raw.get("usage"))
             self.span.set_status(status)
             if codec is not None:
                 codec.raise_error(error, self.label)
@@ -286,9 +283,7 @@ class Call:
         tag = raw.get("output_type")
         if isinstance(tag, str):
             out[A.OUTPUT_TYPE] = tag
-        if usage is not None:
-            self._usage_attrs(usage, out)
-        self._flush(out)
+        self._flush(out, raw.get("usage"))
         try:
             if codec is not None:
                 return codec.rebuild(output_json, raw)
@@ -359,10 +354,7 @@ class Call:
                 out[A.OUTPUT_TYPE] = tag
             if encoded.unserialisable:
                 out[A.UNSERIALISABLE] = A.OUTPUT
-            usage = self.usage(result) if callable(self.usage) else self.usage
-            if usage is not None:
-                self._usage_attrs(usage, out)
-            self._flush(out)
+            self._flush(out, self.usage(result) if callable(self.usage) else self.usage)
         except Exception:
             _warn_once(
                 "record", "tracely: could not record the output of %s", self.label, exc_info=True
@@ -404,8 +396,6 @@ class Call:
                 "usage", "tracely: usage for %s must be (input_tokens, output_tokens)", self.label
             )
             return
-        # After the output: the attribute count limit evicts the oldest first, so the counts
-        # cannot be lost while the output (which the integrity digest checks) is kept.
         out[A.GEN_AI_USAGE_INPUT_TOKENS] = tokens_in
         out[A.GEN_AI_USAGE_OUTPUT_TOKENS] = tokens_out
 
@@ -416,8 +406,13 @@ class Call:
         out[A.ERROR_TYPE] = type_name
         return Status(StatusCode.ERROR, f"{type_name}: {message}")
 
-    def _flush(self, out: dict[str, Any]) -> None:
-        """Set the call's closing attributes at once, the integrity digest last."""
+    def _flush(self, out: dict[str, Any], usage: Any = None) -> None:
+        """Set the call's closing attributes at once: ``out``, the token counts of ``usage``,
+        the integrity digest."""
+        if usage is not None:
+            # After the recorded values: the attribute count limit evicts the oldest first, so
+            # the counts cannot be lost while the output the digest checks is kept.
+            self._usage_attrs(usage, out)
         items = [self._digest] if self._digest else []
         for key in _CLOSING_DIGESTED:
             text = out.get(key)
