@@ -4,11 +4,11 @@ Importing this module imports neither ``anthropic`` nor ``httpx2``; each functio
 
 What a recording holds (all plain JSON)::
 
-    record_response(message) -> {"object": "message", "body": {...}, "request_id": "req_..."}
-    record_chunk(event)      -> {"event": "content_block_delta", "data": {...}}
-    record_error(exc)        -> {"type": "RateLimitError", "message": "...", "status": 429,
-                                 "body": {"type": "error", "error": {...}}, "headers": {"retry-after": "1"},
-                                 "timeout": False}
+    record_response(message)    -> {"object": "message", "body": {...}, "request_id": "req_..."}
+    record_chunk(event[, wire]) -> {"event": "content_block_delta", "data": {...}}
+    record_error(exc)           -> {"type": "RateLimitError", "message": "...", "status": 429,
+                                    "body": {"type": "error", "error": {...}}, "headers": {"retry-after": "1"},
+                                    "timeout": False}
 
 ``body`` and ``data`` are the objects as the API sent them (``to_dict()``), and a chunk keeps the name of
 the server-sent event that carried it, so a stream is replayed as the same sequence of named events (the
@@ -114,13 +114,18 @@ def record_response(obj: Any, wire: dict[str, Any] | None = None) -> dict[str, A
     return {"object": "message", "body": body, "request_id": getattr(obj, "_request_id", None)}
 
 
-def record_chunk(chunk: Any) -> dict[str, Any]:
-    """The recording of one streamed event, with the name of the server-sent event that carried it."""
+def record_chunk(chunk: Any, wire: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The recording of one streamed event, with the name of the server-sent event that carried it.
+
+    ``wire`` is the JSON data the SDK made ``chunk`` of, when the caller saw it: it is recorded as is (no dump of
+    ``chunk`` to pay for on every event of a stream), provided it is data of ``chunk``'s type.
+    """
     from anthropic import BaseModel
 
     if not isinstance(chunk, BaseModel):
         raise TypeError(f"cannot record {type(chunk).__name__}: not a message stream event")
-    data = chunk.to_dict(mode="json")
+    fits = wire is not None and wire.get("type") == getattr(chunk, "type", None)
+    data = wire if fits else chunk.to_dict(mode="json")
     event = data.get("type") if isinstance(data, dict) else None
     if not isinstance(event, str):
         raise TypeError(f"cannot record {type(chunk).__name__}: not a message stream event")

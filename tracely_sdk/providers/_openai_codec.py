@@ -5,8 +5,8 @@ Importing this module imports neither ``openai`` nor ``httpx2``; each function i
 What a recording holds (all plain JSON)::
 
     record_response(completion) -> {"object": "chat.completion", "body": {...}, "request_id": "req_..."}
-    record_chunk(chunk)         -> {"event": None, "data": {...}}                 # a chat.completion.chunk
-    record_chunk(event)         -> {"event": "response.output_text.delta", "data": {...}}
+    record_chunk(chunk[, wire]) -> {"event": None, "data": {...}}                 # a chat.completion.chunk
+    record_chunk(event[, wire]) -> {"event": "response.output_text.delta", "data": {...}}
     record_error(exc)           -> {"type": "RateLimitError", "message": "...", "status": 429,
                                     "body": {"error": {...}}, "headers": {"retry-after": "1", ...},
                                     "timeout": False}
@@ -162,16 +162,22 @@ def record_response(obj: Any, wire: dict[str, Any] | None = None) -> dict[str, A
     return {"object": kind, "body": body, "request_id": getattr(obj, "_request_id", None)}
 
 
-def record_chunk(chunk: Any) -> dict[str, Any]:
-    """The recording of one streamed item, as the server sent it, with its SSE event name if it had one."""
+def record_chunk(chunk: Any, wire: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The recording of one streamed item, as the server sent it, with its SSE event name if it had one.
+
+    ``wire`` is the JSON data the SDK made ``chunk`` of, when the caller saw it: it is recorded as is (no dump of
+    ``chunk`` to pay for on every item of a stream), provided it is data of ``chunk``'s kind.
+    """
     types = _types()  # imported once: this runs on every chunk of a live stream
     if not isinstance(chunk, types.base_model):
         raise TypeError(
             f"cannot record {type(chunk).__name__}: not a chat chunk or a Responses event"
         )
-    data = chunk.to_dict(mode="json")
     if isinstance(chunk, types.chunk):
-        return {"event": None, "data": data}
+        fits = wire is not None and wire.get("object") == "chat.completion.chunk"
+        return {"event": None, "data": wire if fits else chunk.to_dict(mode="json")}
+    fits = wire is not None and wire.get("type") == getattr(chunk, "type", None)
+    data = wire if fits else chunk.to_dict(mode="json")
     event = data.get("type") if isinstance(data, dict) else None
     if not isinstance(event, str):
         raise TypeError(

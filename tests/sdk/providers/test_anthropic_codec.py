@@ -231,6 +231,16 @@ def test_a_body_seen_on_the_wire_is_recorded_as_is(live: Live) -> None:
     assert dumped["body"]["id"] == message.id
 
 
+def test_an_event_seen_on_the_wire_is_recorded_as_is(live: Live) -> None:
+    event = live.values["stream"][0]
+    wire = {"type": event.type, "from": "the server"}
+    assert codec.record_chunk(event, wire) == {"event": event.type, "data": wire}
+    assert codec.record_chunk(event, wire)["data"] is wire
+    # Data of another type is not this event's: the event is dumped instead.
+    assert codec.record_chunk(event, {"type": "ping"}) == codec.record_chunk(event)
+    assert codec.record_chunk(event)["data"]["type"] == event.type
+
+
 def test_record_rejects_what_it_cannot_rebuild() -> None:
     with pytest.raises(TypeError):
         codec.record_response({"type": "message"})

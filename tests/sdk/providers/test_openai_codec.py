@@ -288,6 +288,20 @@ def test_a_body_seen_on_the_wire_is_recorded_as_is(live: Live) -> None:
     assert dumped["body"]["id"] == completion.id
 
 
+def test_a_chunk_or_event_seen_on_the_wire_is_recorded_as_is(live: Live) -> None:
+    chunk = live.values["chat_stream"][0]
+    wire = {"id": chunk.id, "object": "chat.completion.chunk", "from": "the server"}
+    assert codec.record_chunk(chunk, wire) == {"event": None, "data": wire}
+    assert codec.record_chunk(chunk, wire)["data"] is wire
+    event = live.values["response_stream"][0]
+    wire = {"type": event.type, "from": "the server"}
+    assert codec.record_chunk(event, wire) == {"event": event.type, "data": wire}
+    # Data of another kind is not this item's: the item is dumped instead.
+    assert codec.record_chunk(chunk, {"object": "chat.completion"}) == codec.record_chunk(chunk)
+    assert codec.record_chunk(event, {"type": "response.other"}) == codec.record_chunk(event)
+    assert codec.record_chunk(event)["data"]["type"] == event.type
+
+
 def test_record_rejects_what_it_cannot_rebuild() -> None:
     with pytest.raises(TypeError):
         codec.record_response({"object": "chat.completion"})
