@@ -247,20 +247,35 @@ class ProviderPatches:
 # Where both SDKs turn a response's JSON into their own object (on their BaseClient).
 _PARSE = "_process_response_data"
 
-# The JSON bodies the SDK made objects of during the live run of a patched call, with the
-# objects made, so that the call records the body as the server sent it instead of dumping the
-# SDK's object back to JSON (which was the largest part of recording a call).
+# The JSON bodies the SDK made objects of during the live run of a patched call (or the making
+# of a streamed item), with the objects made, so that the call records the body as the server
+# sent it instead of dumping the SDK's object back to JSON (which was the largest part of
+# recording a call, and of each item of a stream).
 _bodies: ContextVar[list[tuple[Any, Any]] | None] = ContextVar("tracely_bodies", default=None)
 
 
 def capture_body(wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any) -> Any:
     """The wrapper of the SDK's ``_process_response_data``: keeps the JSON body and the object
-    made of it while a patched call runs live (:func:`intercept`)."""
+    made of it while a patched call runs live (:func:`intercept`), and while the SDK makes the
+    next item of a live stream (:func:`tee`)."""
     made = wrapped(*args, **kwargs)
     bodies = _bodies.get()
     if bodies is not None:
         bodies.append((kwargs.get("data"), made))
     return made
+
+
+# A streamed item and the JSON data (an SSE event's) the SDK made it of, None when not seen.
+StreamItem = tuple[Any, "dict[str, Any] | None"]
+
+
+def _made_of(item: Any, seen: list[tuple[Any, Any]]) -> dict[str, Any] | None:
+    """The JSON data that :func:`capture_body` saw the SDK make ``item`` of (by identity: the
+    chunks of one stream share their id)."""
+    for data, made in seen:
+        if made is item and type(data) is dict:
+            return data
+    return None
 
 
 def wire_body(obj: Any) -> dict[str, Any] | None:
@@ -577,8 +592,11 @@ class InterceptedCall(Protocol):
     async def arecordable(self, result: Any) -> Recording | TeeStream:
         """:meth:`recordable` for async results (an async raw response parses with await)."""
 
-    def record_stream(self, items: list[Any], headers: Mapping[str, str] | None) -> Recording:
-        """The recording of a live stream's items (possibly cut short)."""
+    def record_stream(
+        self, items: list[StreamItem], headers: Mapping[str, str] | None
+    ) -> Recording:
+        """The recording of a live stream's items (possibly cut short), each with the JSON data
+        the SDK made it of when that was seen (:func:`capture_body`)."""
 
     def failure_recording(self, exc: BaseException) -> Recording | None:
         """For a failure that carries the API's answer (a parse error): that answer."""
@@ -746,7 +764,7 @@ class _StreamRecorder:
         self.call = call
         self.spec = spec
         self.headers = headers
-        self.items: list[Any] = []
+        self.items: list[StreamItem] = []
         self.active = False  # inside the SDK's own next(): its closing is its end, not a cut
         self.done = False
 
@@ -786,8 +804,15 @@ def _sync_tee(inner: Iterator[Any], recorder: _StreamRecorder) -> Iterator[Any]:
     try:
         while True:
             recorder.active = True
+            seen: list[tuple[Any, Any]] = []
             try:
-                item = next(inner)
+                # The item's JSON data, as the server sent it, is recorded rather than a dump of
+                # the object the SDK made of it: see capture_body.
+                token = _bodies.set(seen)
+                try:
+                    item = next(inner)
+                finally:
+                    _bodies.reset(token)
             except StopIteration:
                 recorder.active = False
                 recorder.finish()
@@ -797,7 +822,7 @@ def _sync_tee(inner: Iterator[Any], recorder: _StreamRecorder) -> Iterator[Any]:
                 recorder.fail(exc)
                 raise
             recorder.active = False
-            recorder.items.append(item)
+            recorder.items.append((item, _made_of(item, seen)))
             yield item
     finally:
         # Closed early: closing the SDK's generator closes the response (and ends the call).
@@ -811,8 +836,13 @@ async def _async_tee(inner: AsyncIterator[Any], recorder: _StreamRecorder) -> As
     try:
         while True:
             recorder.active = True
+            seen: list[tuple[Any, Any]] = []
             try:
-                item = await inner.__anext__()
+                token = _bodies.set(seen)  # as in _sync_tee
+                try:
+                    item = await inner.__anext__()
+                finally:
+                    _bodies.reset(token)
             except StopAsyncIteration:
                 recorder.active = False
                 recorder.finish()
@@ -822,7 +852,7 @@ async def _async_tee(inner: AsyncIterator[Any], recorder: _StreamRecorder) -> As
                 recorder.fail(exc)
                 raise
             recorder.active = False
-            recorder.items.append(item)
+            recorder.items.append((item, _made_of(item, seen)))
             yield item
     finally:
         aclose = getattr(inner, "aclose", None)
@@ -942,6 +972,7 @@ __all__ = [
     "Recording",
     "Refused",
     "Reply",
+    "StreamItem",
     "TeeStream",
     "aintercept",
     "capture_body",

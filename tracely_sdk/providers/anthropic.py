@@ -516,8 +516,10 @@ class _Call(P.Intercepted):
             return self._parsed_recordable(parsed, codec.record_headers(result.headers))
         return self._parsed_recordable(result, None)
 
-    def record_stream(self, items: list[Any], headers: Mapping[str, str] | None) -> P.Recording:
-        chunks = [codec.record_chunk(item) for item in items]
+    def record_stream(
+        self, items: list[P.StreamItem], headers: Mapping[str, str] | None
+    ) -> P.Recording:
+        chunks = [codec.record_chunk(item, wire) for item, wire in items]
         value: dict[str, Any] = {"chunks": chunks}
         if headers:
             value["headers"] = dict(headers)

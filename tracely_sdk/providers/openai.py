@@ -898,8 +898,10 @@ class _Call(P.Intercepted):
             return P.TeeStream(stream, headers)
         return self._recording(result, headers)
 
-    def record_stream(self, items: list[Any], headers: Mapping[str, str] | None) -> P.Recording:
-        chunks = [codec.record_chunk(item) for item in items]
+    def record_stream(
+        self, items: list[P.StreamItem], headers: Mapping[str, str] | None
+    ) -> P.Recording:
+        chunks = [codec.record_chunk(item, wire) for item, wire in items]
         value: dict[str, Any] = {"chunks": chunks}
         if headers:
             value["headers"] = dict(headers)

@@ -45,16 +45,17 @@ def rebuilt_alike(codec: Any, kind: str, recorded: dict[str, Any]) -> None:
     assert from_text._request_id == from_mapping._request_id
 
 
-def wires_seen(monkeypatch: Any, codec: Any) -> list[Any]:
-    """The wire bodies ``codec.record_response`` is given from now on (it still records)."""
+def wires_seen(monkeypatch: Any, codec: Any, function: str = "record_response") -> list[Any]:
+    """The wire data ``codec.<function>`` (``record_response`` or ``record_chunk``) is given from
+    now on (it still records)."""
     seen: list[Any] = []
-    record_response = codec.record_response
+    recorder = getattr(codec, function)
 
     def spy(obj: Any, wire: Any = None) -> Any:
         seen.append(wire)
-        return record_response(obj, wire)
+        return recorder(obj, wire)
 
-    monkeypatch.setattr(codec, "record_response", spy)
+    monkeypatch.setattr(codec, function, spy)
     return seen
 
 

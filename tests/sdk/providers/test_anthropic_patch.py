@@ -207,6 +207,26 @@ def test_a_stream_keeps_its_event_names_and_replays_as_the_sdk_stream(
     assert rep.clean
 
 
+def test_a_stream_is_recorded_as_the_events_the_server_sent(
+    capture: Any, instrumented: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen = wires_seen(monkeypatch, anthropic_codec, "record_chunk")
+
+    async def scenario(client: anthropic.AsyncAnthropic) -> list[Any]:
+        stream = await _create(client, "stream these words", stream=True)
+        return [event async for event in stream]
+
+    live = record(capture, scenario, client_cls=anthropic.AsyncAnthropic)
+    (entry,) = live.bundle["llm"][MODEL]
+    chunks = entry["output"]["chunks"]
+    assert len(seen) == len(chunks) == len(live.value)
+    # The JSON the SDK parsed, each event's own, not a dump of the object it made of it.
+    assert all(wire is not None for wire in seen)
+    assert [c["data"] for c in chunks] == seen
+    assert [list(c["data"]) for c in chunks] == [list(w) for w in seen]  # the server's key order
+    assert [c["event"] for c in chunks] == [e.type for e in live.value]
+
+
 def test_the_stream_helper_replays_text_stream_and_final_message(
     capture: Any, instrumented: None
 ) -> None:

@@ -282,17 +282,22 @@ def test_concurrent_async_calls_each_record_their_own_body(
 def test_without_the_parse_hook_a_completion_is_recorded_from_the_sdk_object(
     capture: Any, instrumented: None
 ) -> None:
-    # An SDK whose clients no longer parse through the hooked method: the object is dumped.
+    # An SDK whose clients no longer parse through the hooked method: the objects are dumped.
     _patching.uninstall(BaseClient, "_process_response_data")
-    live = record(
-        capture, lambda c: c.chat.completions.create(model=MODEL, messages=user("no hook"))
-    )
-    (entry,) = live.bundle["llm"][MODEL]
-    assert entry["output"]["body"]["choices"][0]["message"]["content"] == "You said: no hook"
-    replayed, rep = replay(
-        live.bundle, lambda c: c.chat.completions.create(model=MODEL, messages=user("no hook"))
-    )
-    same(replayed, live.value)
+
+    def scenario(client: Any) -> Any:
+        completion = client.chat.completions.create(model=MODEL, messages=user("no hook"))
+        return completion, _stream(client, "no hook either")
+
+    live = record(capture, scenario)
+    plain, streamed = live.bundle["llm"][MODEL]
+    assert plain["output"]["body"]["choices"][0]["message"]["content"] == "You said: no hook"
+    assert [c["data"] for c in streamed["output"]["chunks"]] == [
+        c.to_dict(mode="json") for c in live.value[1]
+    ]
+    (completion, chunks), rep = replay(live.bundle, scenario)
+    same(completion, live.value[0])
+    assert [c.model_dump() for c in chunks] == [c.model_dump() for c in live.value[1]]
     assert rep.clean
 
 
@@ -333,6 +338,90 @@ def test_a_stream_is_recorded_chunk_by_chunk_and_replayed_as_the_sdk_stream(
     assert isinstance(seen[0], openai.Stream)
     assert [type(c) for c in replayed] == [ChatCompletionChunk] * len(live.value)
     assert [c.model_dump() for c in replayed] == [c.model_dump() for c in live.value]
+    assert rep.clean
+
+
+def test_a_stream_is_recorded_as_the_chunks_and_events_the_server_sent(
+    capture: Any, instrumented: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen = wires_seen(monkeypatch, openai_codec, "record_chunk")
+
+    def scenario(client: Any) -> Any:
+        chunks = _stream(client)
+        events = list(client.responses.create(model=MODEL, input="Stream events", stream=True))
+        return chunks, events
+
+    live = record(capture, scenario)
+    chat, responses = live.bundle["llm"][MODEL]
+    recorded = chat["output"]["chunks"] + responses["output"]["chunks"]
+    assert len(seen) == len(recorded) == len(live.value[0]) + len(live.value[1])
+    # The JSON the SDK parsed, each item's own, not a dump of the object it made of it.
+    assert all(wire is not None for wire in seen)
+    assert [c["data"] for c in recorded] == seen
+    assert [list(c["data"]) for c in recorded] == [list(w) for w in seen]  # the server's key order
+    assert [c["event"] for c in responses["output"]["chunks"]] == [e.type for e in live.value[1]]
+    assert [c["data"]["id"] for c in chat["output"]["chunks"]] == [c.id for c in live.value[0]]
+
+
+def test_chunks_the_agent_changes_are_recorded_as_the_server_sent_them(
+    capture: Any, instrumented: None
+) -> None:
+    def scenario(client: Any) -> list[Any]:
+        read = []
+        stream = client.chat.completions.create(
+            model=MODEL, messages=user("bracket these words"), stream=True
+        )
+        for chunk in stream:
+            for choice in chunk.choices:
+                if choice.delta.content:
+                    choice.delta.content = f"[{choice.delta.content}]"  # not idempotent
+            read.append(chunk.choices[0].delta.content if chunk.choices else None)
+        return read
+
+    live = record(capture, scenario)
+    (entry,) = live.bundle["llm"][MODEL]
+    sent = [c["data"]["choices"][0]["delta"].get("content") for c in entry["output"]["chunks"]]
+    assert "".join(filter(None, sent)) == "You said: bracket these words"
+    # Replayed, the agent changes the server's chunks once, as it did live.
+    replayed, rep = replay(live.bundle, scenario)
+    assert replayed == live.value
+    assert rep.clean
+
+
+def test_interleaved_async_streams_each_record_their_own_chunks(
+    capture: Any, instrumented: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen = wires_seen(monkeypatch, openai_codec, "record_chunk")
+
+    async def scenario(client: openai.AsyncOpenAI) -> list[list[Any]]:
+        streams = [
+            await client.chat.completions.create(
+                model=MODEL, messages=user(f"stream {i} of two"), stream=True
+            )
+            for i in range(2)
+        ]
+        read: list[list[Any]] = [[], []]
+        iterators = [s.__aiter__() for s in streams]
+        while iterators:  # one chunk of each in turn
+            for i, iterator in list(enumerate(iterators)):
+                try:
+                    read[i].append(await iterator.__anext__())
+                except StopAsyncIteration:
+                    iterators.remove(iterator)
+        return read
+
+    live = record(capture, scenario, client_cls=openai.AsyncOpenAI)
+    assert all(wire is not None for wire in seen)
+    entries = live.bundle["llm"][MODEL]
+    by_id = {e["output"]["chunks"][0]["data"]["id"]: e for e in entries}
+    for chunks in live.value:
+        recorded = by_id[chunks[0].id]["output"]["chunks"]
+        assert [c["data"]["id"] for c in recorded] == [c.id for c in chunks]
+        assert [c["data"] for c in recorded] == [c.to_dict(mode="json") for c in chunks]
+    replayed, rep = replay(live.bundle, scenario, client_cls=openai.AsyncOpenAI)
+    assert [[c.model_dump() for c in s] for s in replayed] == [
+        [c.model_dump() for c in s] for s in live.value
+    ]
     assert rep.clean
 
 
