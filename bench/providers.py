@@ -4,8 +4,10 @@ Both measurements use the real ``openai`` SDK and the bundled local server
 (``examples.llm_server``, run as a separate process so that it does not share this process's
 interpreter lock). Every variant runs in the same process, in interleaved rounds; the median
 and the best round are reported (the best is the least disturbed by other load on the
-machine), and only the calls are timed: opening a cassette or a ``fixtures()`` block, and
-ending an agent run, are left out on both sides.
+machine), and so is the median of each round's own ratio (the two sides of a round ran back to
+back, so load that comes and goes over the run shifts both alike). Only the calls are timed:
+opening a cassette or a ``fixtures()`` block, and ending an agent run, are left out on both
+sides.
 
 (a) One replayed ``client.chat.completions.create(...)``. One HTTP exchange with the local
 server is recorded by both at once (vcrpy at the transport, tracely at ``create``); then the
@@ -345,6 +347,21 @@ def main() -> int:
             f"{w['live_traced'] / w['live_plain']:6.3f}x  (target <= 1.10x); "
             f"in one agent run {w['live_traced_in_agent'] / w['live_plain']:.3f}x"
         )
+
+    def paired(over: str, under: str) -> float:
+        rounds = zip(timings[over], timings[under], strict=True)
+        return statistics.median(o / u for (o, _), (u, _) in rounds)
+
+    print("paired (the median of each round's ratio):")
+    print(
+        f"  (a) replayed create, vcrpy / tracely            = "
+        f"{paired('vcrpy', 'tracely'):6.1f}x  (target >= 20x)"
+    )
+    print(
+        f"  (b) live create, instrumented / uninstrumented  = "
+        f"{paired('live_traced', 'live_plain'):6.3f}x  (target <= 1.10x); "
+        f"in one agent run {paired('live_traced_in_agent', 'live_plain'):.3f}x"
+    )
     provider.shutdown()
     return 0
 
