@@ -265,10 +265,6 @@ def capture_body(wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: 
     return made
 
 
-# A streamed item and the JSON data (an SSE event's) the SDK made it of, None when not seen.
-StreamItem = tuple[Any, "dict[str, Any] | None"]
-
-
 def _made_of(item: Any, seen: list[tuple[Any, Any]]) -> dict[str, Any] | None:
     """The JSON data that :func:`capture_body` saw the SDK make ``item`` of (by identity: the
     chunks of one stream share their id)."""
@@ -592,11 +588,14 @@ class InterceptedCall(Protocol):
     async def arecordable(self, result: Any) -> Recording | TeeStream:
         """:meth:`recordable` for async results (an async raw response parses with await)."""
 
+    def record_item(self, item: Any, wire: dict[str, Any] | None) -> dict[str, Any]:
+        """The recording of one item of a live stream, made as it passes; ``wire`` is the JSON
+        data the SDK made it of, when :func:`capture_body` saw it."""
+
     def record_stream(
-        self, items: list[StreamItem], headers: Mapping[str, str] | None
+        self, chunks: list[dict[str, Any]], headers: Mapping[str, str] | None
     ) -> Recording:
-        """The recording of a live stream's items (possibly cut short), each with the JSON data
-        the SDK made it of when that was seen (:func:`capture_body`)."""
+        """The recording of a live stream (possibly cut short) from its recorded items."""
 
     def failure_recording(self, exc: BaseException) -> Recording | None:
         """For a failure that carries the API's answer (a parse error): that answer."""
@@ -756,43 +755,59 @@ async def aintercept(spec: InterceptedCall, live: Callable[[], Awaitable[Any]]) 
 
 
 class _StreamRecorder:
-    """The items of one live stream, recorded on the call when the stream is done."""
+    """The items of one live stream, each recorded as it passes; the stream is recorded on the
+    call when it is done."""
 
-    __slots__ = ("active", "call", "done", "headers", "items", "spec")
+    __slots__ = ("active", "call", "chunks", "done", "headers", "spec")
 
     def __init__(self, call: Call, spec: InterceptedCall, headers: Mapping[str, str] | None):
         self.call = call
         self.spec = spec
         self.headers = headers
-        self.items: list[StreamItem] = []
+        # None once an item could not be recorded: the stream is then not recorded at all, as
+        # a recording missing an item would be served as if it were whole.
+        self.chunks: list[dict[str, Any]] | None = []
         self.active = False  # inside the SDK's own next(): its closing is its end, not a cut
         self.done = False
+
+    def add(self, item: Any, seen: list[tuple[Any, Any]]) -> None:
+        """Record ``item`` before the agent has it: the agent may change it in place, and the
+        SDK's object need not be kept until the stream ends."""
+        chunks = self.chunks
+        if chunks is None:
+            return
+        try:
+            chunks.append(self.spec.record_item(item, _made_of(item, seen)))
+        except Exception:
+            self.chunks = None
+            self._unrecorded()
+
+    def _unrecorded(self) -> None:
+        warn_once(
+            "stream", "tracely: could not record the stream of %s", self.call.label, exc_info=True
+        )
 
     def finish(self) -> None:
         if self.done:
             return
         self.done = True
+        chunks, self.chunks = self.chunks, []
         try:
-            _succeed(self.call, self.spec.record_stream(self.items, self.headers))
+            if chunks is not None:
+                _succeed(self.call, self.spec.record_stream(chunks, self.headers))
         except Exception:
-            warn_once(
-                "stream",
-                "tracely: could not record the stream of %s",
-                self.call.label,
-                exc_info=True,
-            )
+            self._unrecorded()
         finally:
-            self.items = []
             _release(self.call, self.spec)
 
     def fail(self, exc: BaseException) -> None:
         if self.done:
             return
         self.done = True
+        self.chunks = []
         try:
             self.call.failed(exc)
         finally:
-            self.items = []
             _release(self.call, self.spec)
 
     def closed(self) -> None:
@@ -822,7 +837,7 @@ def _sync_tee(inner: Iterator[Any], recorder: _StreamRecorder) -> Iterator[Any]:
                 recorder.fail(exc)
                 raise
             recorder.active = False
-            recorder.items.append((item, _made_of(item, seen)))
+            recorder.add(item, seen)
             yield item
     finally:
         # Closed early: closing the SDK's generator closes the response (and ends the call).
@@ -852,7 +867,7 @@ async def _async_tee(inner: AsyncIterator[Any], recorder: _StreamRecorder) -> As
                 recorder.fail(exc)
                 raise
             recorder.active = False
-            recorder.items.append((item, _made_of(item, seen)))
+            recorder.add(item, seen)
             yield item
     finally:
         aclose = getattr(inner, "aclose", None)
@@ -972,7 +987,6 @@ __all__ = [
     "Recording",
     "Refused",
     "Reply",
-    "StreamItem",
     "TeeStream",
     "aintercept",
     "capture_body",

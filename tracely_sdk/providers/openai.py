@@ -898,10 +898,13 @@ class _Call(P.Intercepted):
             return P.TeeStream(stream, headers)
         return self._recording(result, headers)
 
+    @staticmethod
+    def record_item(item: Any, wire: dict[str, Any] | None) -> dict[str, Any]:
+        return codec.record_chunk(item, wire)
+
     def record_stream(
-        self, items: list[P.StreamItem], headers: Mapping[str, str] | None
+        self, chunks: list[dict[str, Any]], headers: Mapping[str, str] | None
     ) -> P.Recording:
-        chunks = [codec.record_chunk(item, wire) for item, wire in items]
         value: dict[str, Any] = {"chunks": chunks}
         if headers:
             value["headers"] = dict(headers)
