@@ -393,6 +393,29 @@ def test_chunks_the_agent_changes_are_recorded_as_the_server_sent_them(
     assert rep.clean
 
 
+def test_a_stream_with_an_item_that_cannot_be_recorded_is_not_recorded_at_all(
+    capture: Any, instrumented: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    record_chunk = openai_codec.record_chunk
+    calls = [0]
+
+    def third_fails(chunk: Any, wire: Any = None) -> Any:
+        calls[0] += 1
+        if calls[0] == 3:
+            raise TypeError("not a chunk this codec knows")
+        return record_chunk(chunk, wire)
+
+    monkeypatch.setattr(openai_codec, "record_chunk", third_fails)
+    monkeypatch.setattr(_patching, "_warned", set())
+    live = record(capture, _stream)
+    # The agent read every chunk; a recording without the third would be served as whole.
+    assert calls[0] == 3 and len(live.value) > 3
+    assert MODEL not in live.bundle["llm"]
+    (incomplete,) = live.bundle["incomplete"]
+    assert incomplete["label"] == f"llm:{MODEL}"
+    assert "without a recorded output" in incomplete["reason"]
+
+
 def test_interleaved_async_streams_each_record_their_own_chunks(
     capture: Any, instrumented: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
