@@ -113,8 +113,9 @@ class _Handler(BaseHTTPRequestHandler):
         except (ValueError, KeyError, TypeError) as exc:
             self._send(400, {"error": f"bad request: {exc}"})
             return
-        # Continue the caller's trace: the turn's spans join the trace it named.
-        parent = extract(dict(self.headers.items()))
+        # Continue the caller's trace: the turn's spans join the trace it named. The W3C
+        # propagator reads lower-case keys, and HTTP header names are case-insensitive.
+        parent = extract({k.lower(): v for k, v in self.headers.items()})
         with self.server.tracer.start_as_current_span(
             "POST /chat", context=parent, kind=SpanKind.SERVER
         ) as span:

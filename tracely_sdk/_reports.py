@@ -103,7 +103,7 @@ def format_result(result: CaseResult) -> str:
 def case_entry(result: CaseResult) -> dict[str, Any]:
     """One case of the JSON report, with its stable field names."""
     report: Mapping[str, Any] = result.report or {}
-    return {
+    entry = {
         "case_id": result.case_id,
         "version": result.version,
         "name": result.name,
@@ -123,6 +123,10 @@ def case_entry(result: CaseResult) -> dict[str, Any]:
         "duration_s": round(result.duration, 6),
         "trace_id": result.trace_id,
     }
+    if report.get("kind") == "scenario":
+        # A scenario's turns: each one's reply, failed checks, trace id and what its trace held.
+        entry["scenario"] = dict(report)
+    return entry
 
 
 def json_report(results: Sequence[CaseResult], elapsed: float | None = None) -> dict[str, Any]:

@@ -52,7 +52,7 @@ def test_a_failed_check_says_what_was_expected_and_what_came_back() -> None:
     assert failure is not None
     assert str(failure) == (
         "contains 'Oslo': expected the reply to contain 'Oslo'; "
-        "got \"It's 18°C and cloudy in Paris.\""
+        'got "It\'s 18°C and cloudy in Paris."'
     )
 
 

@@ -60,14 +60,38 @@ def test_a_minimal_scenario_gets_its_id_from_the_name() -> None:
     [
         ({"turns": []}, "turns", "at least one turn"),
         ({"turns": [{"expect": []}]}, "turns[0].user", "user's message"),
-        ({"turns": [{"user": "hi", "expect": [{"contain": "x"}]}]}, "turns[0].expect[0]", "exactly one of"),
-        ({"turns": [{"user": "hi", "expect": [{"regex": "("}]}]}, "turns[0].expect[0].regex", "regular expression"),
-        ({"turns": [{"user": "hi", "expect": [{"called": "x"}]}]}, "turns[0].expect[0]", "move it there"),
-        ({"turns": [{"user": "hi", "trace": [{"max_llm_calls": -1}]}]}, "max_llm_calls", "whole number"),
-        ({"turns": [{"user": "hi", "trace": [{"no_errors": False}]}]}, "no_errors", "no_errors: true"),
+        (
+            {"turns": [{"user": "hi", "expect": [{"contain": "x"}]}]},
+            "turns[0].expect[0]",
+            "exactly one of",
+        ),
+        (
+            {"turns": [{"user": "hi", "expect": [{"regex": "("}]}]},
+            "turns[0].expect[0].regex",
+            "regular expression",
+        ),
+        (
+            {"turns": [{"user": "hi", "expect": [{"called": "x"}]}]},
+            "turns[0].expect[0]",
+            "move it there",
+        ),
+        (
+            {"turns": [{"user": "hi", "trace": [{"max_llm_calls": -1}]}]},
+            "max_llm_calls",
+            "whole number",
+        ),
+        (
+            {"turns": [{"user": "hi", "trace": [{"no_errors": False}]}]},
+            "no_errors",
+            "no_errors: true",
+        ),
         ({"target": {"shape": "soap"}}, "target.shape", "unknown shape"),
         ({"target": {"shape": "openai"}}, "target.model", "model"),
-        ({"target": {"body": {"q": "{{question}}"}, "reply": "$.a"}}, "target.body.q", "unknown placeholder"),
+        (
+            {"target": {"body": {"q": "{{question}}"}, "reply": "$.a"}},
+            "target.body.q",
+            "unknown placeholder",
+        ),
         ({"target": {"url": "file:///etc/passwd"}}, "target.url", "http(s) URL"),
         ({"target": {"shape": "message", "reply": "$.a[?(@.x)]"}}, "target.reply", "cannot read"),
         ({"pass_threshold": 0}, "pass_threshold", "fraction"),
@@ -141,7 +165,9 @@ def test_a_path_written_from_steps_selects_what_it_names(steps: list[Any]) -> No
     for step in reversed(steps):
         doc = [None] * step + [doc] if isinstance(step, int) else {step: doc}
     text = "$" + "".join(
-        f"[{s}]" if isinstance(s, int) else "['" + s.replace("\\", "\\\\").replace("'", "\\'") + "']"
+        f"[{s}]"
+        if isinstance(s, int)
+        else "['" + s.replace("\\", "\\\\").replace("'", "\\'") + "']"
         for s in steps
     )
     assert JSONPath(text).get(doc) is marker

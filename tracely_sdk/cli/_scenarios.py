@@ -277,7 +277,12 @@ def cmd_new(args: argparse.Namespace, ctx: Context) -> int:
     recordings = [store.get_recording(t) for t in args.trace_ids]
     turns = [_turn_of(r) for r in recordings]
     name = args.name or turns[0]["user"][:60]
-    data: dict[str, Any] = {"name": name, "tags": ["from-trace"], "target": {"shape": "message"}}
+    data: dict[str, Any] = {
+        "id": slug(name),
+        "name": name,
+        "tags": ["from-trace"],
+        "target": {"shape": "message"},
+    }
     if args.target:
         data["target"]["url"] = args.target.rstrip("/")
     data["turns"] = turns
