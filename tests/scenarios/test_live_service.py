@@ -204,3 +204,47 @@ def test_a_scenario_written_from_recorded_traces_runs_green(
     status, out, report = cli("scenarios", "run", str(written), "--target", service.url)
     assert status == 0, out
     assert verdicts(report) == {"paris-from-production": "PASS"}
+
+
+def test_trace_checks_hold_for_a_service_tracely_never_touched(
+    start_service: Callable[..., Service],
+    cli: Callable[..., tuple[int, str, dict[str, Any]]],
+    tmp_path: Path,
+) -> None:
+    """Any language: spans that follow the GenAI conventions, from another instrumentor."""
+    from examples.llm_server import serve
+
+    scenario = {
+        "name": "otel service",
+        "target": {"shape": "message"},
+        "turns": [
+            {
+                "user": "hello there",
+                "expect": [{"contains": "You said: hello there"}],
+                "trace": [{"model": "gpt-4o-mini"}, {"max_llm_calls": 1}, {"no_errors": True}],
+            },
+            {
+                "user": "and again",
+                "expect": [{"contains": "and again"}],
+                "trace": [{"max_llm_calls": 0}],
+            },
+        ],
+    }
+    path = tmp_path / "otel.json"
+    path.write_text(json.dumps(scenario))
+    with serve() as (llm, _):
+        service = start_service(
+            str(ROOT / "tests" / "scenarios" / "_otel_service.py"),
+            "--llm",
+            llm.openai_base_url,
+            env={"OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "span_only"},
+        )
+        status, out, report = cli("scenarios", "run", str(path), "--target", service.url)
+    assert status == 1, out
+    first, second = turns(report, "otel")  # a file's id is its name without the suffix
+    assert first["trace_checks"] == "passed"
+    assert first["calls"]["llm"] == [{"model": "gpt-4o-mini", "error": False}]
+    assert second["trace_checks"] == "failed"  # one LLM call, where the check allows none
+    assert report["cases"][0]["reasons"] == [
+        "turn 2: max_llm_calls 0: expected at most 0 LLM call(s); got 1: gpt-4o-mini"
+    ]
