@@ -343,3 +343,57 @@ def test_the_story_script_runs_in_under_a_minute(tmp_path: Path) -> None:
     assert "version 1 -> 2" in out
     assert "paris-weather  2        PASS" in out
     assert "paris-weather  2        FAIL     recorded call(s) never made: tools:get_weather" in out
+
+
+# The reference agent with a changed system prompt.
+TERSE_AGENT = """\
+from examples import weather_agent
+
+weather_agent.SYSTEM = "You are a terse assistant. Use get_weather for current conditions."
+run = weather_agent.run
+"""
+
+PROMPT_DIFF = (
+    'messages[0].content: recorded "You are a weather assistant. Use get_weather for current '
+    'conditions." now "You are a terse assistant. Use get_weather for current conditions."'
+)
+
+
+def test_a_changed_prompt_shows_its_difference_in_every_report(sh: Shell, tmp_path: Path) -> None:
+    (tmp_path / "terse_agent.py").write_text(TERSE_AGENT)
+    sh.tracely("cases", "promote", sh.record("run", "Paris"), "--name", "Paris weather")
+    summary = tmp_path / "summary.md"
+    proc = sh.tracely(
+        "replay",
+        "--entrypoint",
+        "terse_agent:run",
+        "--json",
+        "report.json",
+        "--junit",
+        "junit.xml",
+        status=1,
+        env={"GITHUB_STEP_SUMMARY": str(summary)},
+    )
+    lines = proc.stdout.splitlines()
+    assert "  - served despite a different input: llm:local-weather-model (x2)" in lines
+    for seq in (1, 3):
+        head = f"    llm:local-weather-model #{(seq + 1) // 2} (seq {seq}) was served despite"
+        assert any(line.startswith(head) for line in lines), proc.stdout
+    assert lines.count("      " + PROMPT_DIFF) == 2
+
+    (case,) = json.loads((tmp_path / "report.json").read_text())["cases"]
+    assert case["verdict"] == "FAIL" and case["diverged"] == ["llm:local-weather-model"] * 2
+    first = case["divergences"][0]
+    assert first["field"] == "input" and first["seq"] == 1
+    assert first["differences"] == [
+        {
+            "path": "messages[0].content",
+            "recorded": "You are a weather assistant. Use get_weather for current conditions.",
+            "actual": "You are a terse assistant. Use get_weather for current conditions.",
+        }
+    ]
+    assert first["recorded"]["messages"][1] == first["actual"]["messages"][1]
+
+    failure = ET.parse(tmp_path / "junit.xml").getroot().find("testsuite/testcase/failure")
+    assert failure is not None and PROMPT_DIFF in (failure.text or "")
+    assert PROMPT_DIFF in summary.read_text()

@@ -137,9 +137,9 @@ def test_fail_on_the_missing_tool(capture: Any, monkeypatch: Any) -> None:
         == "recorded call(s) never made: tools:get_weather, llm:local-weather-model"
     )
     assert "output differs from the expected output" in result.reasons
-    assert result.diff is not None
-    assert '-"It\'s 18°C and cloudy in Paris."' in result.diff
-    assert '+"Let me check the weather in Paris."' in result.diff
+    assert result.diff == (
+        'output: recorded "It\'s 18°C and cloudy in Paris." now "Let me check the weather in Paris."'
+    )
 
 
 def test_fail_on_a_different_output_with_a_readable_diff(capture: Any) -> None:
@@ -160,10 +160,8 @@ def test_fail_on_a_different_output_with_a_readable_diff(capture: Any) -> None:
     result = run_case(case_of(bundle), changed)
     assert result.verdict == FAIL
     assert result.reasons == ["output differs from the expected output"]
-    assert result.diff is not None
-    lines = result.diff.splitlines()
-    assert lines[0] == "--- expected output" and lines[1] == "+++ actual output"
-    assert '-  "temp": 3' in lines and '+  "temp": 4' in lines
+    assert result.diff == "output.temp: recorded 3 now 4"
+    assert result.output_differences == [{"path": "output.temp", "recorded": 3, "actual": 4}]
     # key order is irrelevant: the comparison is canonical
     result = run_case(case_of(bundle), lambda city: dict(reversed(list(structured(city).items()))))
     assert result.verdict == PASS
@@ -180,6 +178,14 @@ def test_fail_on_input_divergence(capture: Any) -> None:
     assert result.verdict == FAIL
     assert result.reasons == ["served despite a different input: llm:m"]
     assert result.diverged == ["llm:m"]
+    (divergence,) = result.divergences
+    assert divergence["label"] == "llm:m" and divergence["field"] == "input"
+    assert divergence["recorded"] == ["meaning?"]
+    assert divergence["actual"] == ["meaning? (rephrased)"]
+    assert divergence["differences"] == [
+        {"path": "[0]", "recorded": "meaning?", "actual": "meaning? (rephrased)"}
+    ]
+    assert divergence["omitted"] == 0
 
 
 def test_errored_when_the_agent_raises(capture: Any) -> None:
