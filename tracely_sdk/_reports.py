@@ -38,6 +38,7 @@ import orjson
 from tracely_sdk._diff import render
 from tracely_sdk._runner import ERRORED, FAIL, INCOMPLETE, LENIENT, PASS, CaseResult
 from tracely_sdk._version import __version__
+from tracely_sdk.store._model import Run, new_run_id, redact_url
 
 __all__ = [
     "REPORT_FORMAT",
@@ -47,6 +48,8 @@ __all__ = [
     "json_report",
     "junit_xml",
     "markdown_summary",
+    "otlp_endpoint",
+    "run_of",
     "summarize",
     "write_json",
     "write_junit",
@@ -182,6 +185,50 @@ def write_json(
         )
     )
     return target
+
+
+# -- the run kept in the store --------------------------------------------------------------
+
+
+def otlp_endpoint(environ: Mapping[str, str] | None = None) -> str | None:
+    """Where this process exports its spans over OTLP (password hidden), or None: the
+    standard variables, as the OpenTelemetry SDK reads them."""
+    env = os.environ if environ is None else environ
+    exporters = env.get("OTEL_TRACES_EXPORTER", "").strip().lower()
+    if exporters and "otlp" not in {e.strip() for e in exporters.split(",")}:
+        return None
+    if env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
+        return None
+    for name in ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT"):
+        value = env.get(name, "").strip()
+        if value:
+            return redact_url(value)
+    return None
+
+
+def run_of(
+    results: Sequence[CaseResult],
+    *,
+    started_at: int,
+    elapsed: float | None = None,
+    source: str | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> Run:
+    """The run to keep in the store: the summary, and each case as in the JSON report (with
+    its traceback), bounded in size by :class:`~tracely_sdk.store.Run`."""
+    summary = summarize(results, elapsed)
+    return Run(
+        id=new_run_id(),
+        started_at=started_at,
+        duration_s=summary["duration_s"],
+        mode=summary["mode"],
+        ok=summary["ok"],
+        summary=summary,
+        source=source,
+        otlp_endpoint=otlp_endpoint(environ),
+        tracely_version=__version__,
+        cases=tuple({**case_entry(r), "traceback": r.traceback} for r in results),
+    )
 
 
 # -- JUnit ---------------------------------------------------------------------------------

@@ -261,3 +261,29 @@ def test_every_report_shows_what_a_diverged_call_differed_in(tmp_path: Path) -> 
     failure = ET.fromstring(junit_xml([result])).find("testsuite/testcase/failure")
     assert failure is not None and LINE in (failure.text or "")
     assert LINE in markdown_summary([result])
+
+
+def test_the_otlp_endpoint_of_a_run_is_read_as_the_sdk_reads_it() -> None:
+    from tracely_sdk._reports import otlp_endpoint
+
+    assert otlp_endpoint({}) is None
+    assert otlp_endpoint({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318"}) == "http://c:4318"
+    assert (
+        otlp_endpoint(
+            {
+                "OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318",
+                "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "https://u:secret@t:4318/v1/traces",
+            }
+        )
+        == "https://u:***@t:4318/v1/traces"
+    )
+    assert (
+        otlp_endpoint(
+            {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c", "OTEL_TRACES_EXPORTER": "console"}
+        )
+        is None
+    )
+    assert (
+        otlp_endpoint({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c", "OTEL_SDK_DISABLED": "true"})
+        is None
+    )
