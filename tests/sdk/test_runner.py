@@ -520,3 +520,18 @@ def test_an_observed_agent_is_called_with_its_recorded_arguments(capture: Any) -
     assert bundle["agent"]["input"] == {"args": ["Lisbon"], "kwargs": {"units": "°C"}}
     result = run_case(case_of(bundle), observed)
     assert result.verdict == PASS and result.output == "24°C"
+
+
+def test_the_agent_version_is_the_cases_own_else_its_installed_distribution(
+    capture: Any,
+) -> None:
+    import importlib.metadata
+
+    bundle = record(capture, weather_agent.run, "Paris")
+    # the example agent is a module of this project, not an installed distribution
+    assert run_case(case_of(bundle), weather_agent.run).agent_version is None
+    pinned = case_of(bundle, agent_version="2.1.0")
+    assert run_case(pinned, weather_agent.run).agent_version == "2.1.0"
+    installed = run_case(case_of(bundle), weather_agent.run, entrypoint="orjson:loads")
+    assert installed.agent_version == importlib.metadata.version("orjson")
+    assert CaseResult.from_dict(installed.to_dict()).agent_version == installed.agent_version
