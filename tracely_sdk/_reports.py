@@ -107,9 +107,8 @@ def difference_lines(diff: str | None, divergences: Sequence[Mapping[str, Any]])
     then the output's. A stored run's cases are shown with the same lines."""
     lines = []
     for d in divergences:
-        lines.append(
-            f"{d.get('entry') or d.get('label')} was served despite a different {d.get('field', 'input')}:"
-        )
+        what = "different args" if d.get("field") == "args" else "a different input"
+        lines.append(f"{d.get('entry') or d.get('label')} was served despite {what}:")
         lines += [
             "  " + line
             for line in render(list(d.get("differences") or ()), int(d.get("omitted") or 0))

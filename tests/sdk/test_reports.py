@@ -287,3 +287,24 @@ def test_the_otlp_endpoint_of_a_run_is_read_as_the_sdk_reads_it() -> None:
         otlp_endpoint({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c", "OTEL_SDK_DISABLED": "true"})
         is None
     )
+
+
+def test_a_tool_served_on_other_args_in_lenient_mode_shows_its_args() -> None:
+    from tracely_sdk._reports import difference_lines
+
+    lines = difference_lines(
+        None,
+        [
+            {
+                "entry": "tools:get_weather #1 (seq 2)",
+                "field": "args",
+                "differences": [{"path": "city", "recorded": "Paris", "actual": "Lyon"}],
+                "omitted": 3,
+            }
+        ],
+    )
+    assert lines == [
+        "tools:get_weather #1 (seq 2) was served despite different args:",
+        '  city: recorded "Paris" now "Lyon"',
+        "  ... and 3 more differences",
+    ]

@@ -53,7 +53,7 @@ from tracely_sdk.store import (
     validate_case_id,
 )
 from tracely_sdk.store._base import check_history
-from tracely_sdk.store._model import normalise_tags, validate_entrypoint
+from tracely_sdk.store._model import RUN_ID_PATTERN, normalise_tags, validate_entrypoint
 
 __all__ = ["HTTPStore", "TOKEN_ENV"]
 
@@ -63,7 +63,7 @@ DEFAULT_RETRIES = 4
 MAX_RETRY_WAIT = 30.0  # the longest one Retry-After is honoured for
 MAX_PAGE = 1000  # the largest page the server answers
 _TRACE_ID_RE = re.compile(r"^[0-9a-fA-F]{32}$")
-_RUN_ID_RE = re.compile(r"^[0-9a-f]{16}$")
+_RUN_ID_RE = re.compile(RUN_ID_PATTERN)
 _RETRY_STATUSES = frozenset({429, 503})
 _FETCH_THREADS = 8
 
