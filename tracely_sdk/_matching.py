@@ -20,12 +20,14 @@ from typing import Any
 import orjson
 
 from tracely_sdk._canonical import canonical, canonical_json_bytes
+from tracely_sdk._diff import Difference, diff_values, render
 from tracely_sdk._types import dumps
 
 TOOLS = "tools"
 LLM = "llm"
 _NON_STR_KEYS = orjson.OPT_NON_STR_KEYS
 _MAX_DIFFERENCES = 5
+_MISS_WIDTH = 60  # a miss's message lists several entries on one line
 
 
 class CallKey:
@@ -237,18 +239,22 @@ class Recording:
             called = orjson.loads(key.canonical()) if key is not None else None
             for entry in candidates[:3]:
                 recorded = canonical(entry.raw.get("args")) if entry.key is not None else None
-                diffs = differences(recorded, called, "args")
+                diffs, total = diff_values(recorded, called, "args", limit=_MAX_DIFFERENCES)
                 closest.append(
                     {"entry": entry.describe(), "used": entry.used, "differences": diffs}
                 )
                 if diffs and not used_up:
-                    details.append(f"closest: {entry.describe()}: " + "; ".join(diffs))
+                    shown = render(diffs, total - len(diffs), width=_MISS_WIDTH)
+                    details.append(f"closest: {entry.describe()}: " + "; ".join(shown))
         else:
             others = [lbl for lbl in self.labels() if lbl.startswith(kind + ":")]
             near = difflib.get_close_matches(label, others, n=3, cutoff=0.6)
             if near:
                 details.append(f"did you mean {', '.join(near)}?")
-                closest.extend({"entry": n, "used": None, "differences": ["name"]} for n in near)
+                closest.extend(
+                    {"entry": n, "used": None, "differences": [_name_difference(n, label)]}
+                    for n in near
+                )
             elif others:
                 details.append(f"the recording has {', '.join(others)}")
             else:
@@ -266,31 +272,8 @@ class Recording:
         return message, closest
 
 
-def differences(recorded: Any, called: Any, path: str) -> list[str]:
-    """Where two canonical values differ, as ``path: recorded X, called with Y`` lines."""
-    out: list[str] = []
-    _diff(recorded, called, path, out)
-    return out[:_MAX_DIFFERENCES]
-
-
-def _short(value: Any) -> str:
-    text = orjson.dumps(value).decode() if value is not _ABSENT else "(absent)"
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
 _ABSENT: Any = object()
 
 
-def _diff(a: Any, b: Any, path: str, out: list[str]) -> None:
-    if len(out) > _MAX_DIFFERENCES:
-        return
-    if isinstance(a, dict) and isinstance(b, dict):
-        for k in sorted(set(a) | set(b)):
-            _diff(a.get(k, _ABSENT), b.get(k, _ABSENT), f"{path}.{k}", out)
-    elif isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
-        for i, (x, y) in enumerate(zip(a, b, strict=True)):
-            _diff(x, y, f"{path}[{i}]", out)
-    elif orjson.dumps(a if a is not _ABSENT else None) != orjson.dumps(
-        b if b is not _ABSENT else None
-    ) or (a is _ABSENT) != (b is _ABSENT):
-        out.append(f"{path}: recorded {_short(a)}, called with {_short(b)}")
+def _name_difference(recorded_label: str, called_label: str) -> Difference:
+    return Difference(path="name", recorded=recorded_label, actual=called_label)

@@ -17,14 +17,54 @@ import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
+
+import orjson
 
 from tracely_otel import BundleFormatError, validate_bundle
-from tracely_sdk._matching import LLM, TOOLS, CallKey, Match, Recording, call_key
+from tracely_sdk._diff import Difference, diff_values
+from tracely_sdk._matching import LLM, TOOLS, CallKey, Entry, Match, Recording, call_key
 from tracely_sdk._types import rebuild
 from tracely_sdk.errors import BundleError, ReplayError
 
 Mode = Literal["recorded", "lenient", "live"]
+
+
+class Divergence(TypedDict):
+    """A call served from the recording although what it was called with differs.
+
+    ``field`` is ``"input"`` (an LLM call) or ``"args"`` (a tool call in lenient mode);
+    ``recorded`` and ``actual`` are the whole values in canonical form (``None`` when that
+    side has none), ``differences`` where they differ (see :mod:`tracely_sdk._diff`) and
+    ``omitted`` how many more differences there are than are listed.
+    """
+
+    label: str
+    entry: str
+    seq: int
+    field: str
+    recorded: Any
+    actual: Any
+    differences: list[Difference]
+    omitted: int
+
+
+def divergence_of(entry: Entry, key: CallKey | None) -> Divergence:
+    """What differs between the recorded ``entry`` and the call (``key``) it served."""
+    field = "input" if entry.kind == LLM else "args"
+    recorded = entry.raw.get(field)
+    actual = orjson.loads(key.text) if key is not None else None
+    differences, total = diff_values(recorded, actual)
+    return Divergence(
+        label=entry.label,
+        entry=entry.describe(),
+        seq=entry.seq,
+        field=field,
+        recorded=recorded,
+        actual=actual,
+        differences=differences,
+        omitted=total - len(differences),
+    )
 
 
 @dataclass
@@ -35,6 +75,8 @@ class ReplayReport:
     served: list[str] = field(default_factory=list)
     unused: list[str] = field(default_factory=list)
     diverged: list[str] = field(default_factory=list)
+    # One per label in ``diverged``, in the same order: what each served call differed in.
+    divergences: list[Divergence] = field(default_factory=list)
     errors: list[ReplayError] = field(default_factory=list)
     providers: list[str] = field(default_factory=list)
     live: list[str] = field(default_factory=list)  # lenient fall-throughs that ran live
@@ -60,6 +102,7 @@ class ReplayReport:
             "served": list(self.served),
             "unused": list(self.unused),
             "diverged": list(self.diverged),
+            "divergences": [dict(d) for d in self.divergences],
             "errors": [str(e) for e in self.errors],
             "live": list(self.live),
             "providers": list(self.providers),
@@ -97,6 +140,7 @@ class ReplaySession:
                 self.report.served.append(label)
                 if match.diverged:
                     self.report.diverged.append(label)
+                    self.report.divergences.append(divergence_of(match.entry, key))
                 return match
             if not self.strict:
                 self.report.live.append(label)
@@ -217,6 +261,7 @@ def fixture(kind: str, name: str) -> Any:
 
 
 __all__ = [
+    "Divergence",
     "ReplayReport",
     "ReplaySession",
     "call_key",

@@ -8,8 +8,19 @@ The JSON report's field names are a contract for scripts::
      "cases": [{"case_id": "paris-weather", "version": 2, "verdict": "FAIL",
                 "reasons": ["recorded call(s) never made: tools:get_weather"],
                 "output": ..., "expected_output": ..., "diff": "...",
+                "output_differences": [{"path": "output", "recorded": ..., "actual": ...}],
                 "served": [...], "unused": [...], "diverged": [...],
-                "duration_s": 0.004, "trace_id": "..."}, ...]}
+                "divergences": [{"label": "llm:gpt-4o", "entry": "llm:gpt-4o #1 (seq 2)",
+                                 "seq": 2, "field": "input", "recorded": ..., "actual": ...,
+                                 "differences": [{"path": "messages[0].content",
+                                                  "recorded": ..., "actual": ...}],
+                                 "omitted": 0}],
+                "duration_s": 0.004, "trace_id": "...", "agent_version": null,
+                "tracely_version": "0.4.3"}, ...]}
+
+A difference leaves out ``recorded`` (or ``actual``) when that side has nothing at the path.
+Terminal, JUnit and Markdown show the same differences as text, through one renderer
+(:mod:`tracely_sdk._diff`).
 """
 
 from __future__ import annotations
@@ -24,15 +35,21 @@ from typing import Any
 
 import orjson
 
+from tracely_sdk._diff import render
 from tracely_sdk._runner import ERRORED, FAIL, INCOMPLETE, LENIENT, PASS, CaseResult
+from tracely_sdk._version import __version__
+from tracely_sdk.store._model import Run, new_run_id, redact_url
 
 __all__ = [
     "REPORT_FORMAT",
     "append_step_summary",
+    "difference_lines",
     "format_result",
     "json_report",
     "junit_xml",
     "markdown_summary",
+    "otlp_endpoint",
+    "run_of",
     "summarize",
     "write_json",
     "write_junit",
@@ -85,13 +102,28 @@ def summary_line(results: Sequence[CaseResult], elapsed: float | None = None) ->
     return f"{s['total']} {noun}: {', '.join(parts) or 'nothing run'} in {s['duration_s']:.2f}s"
 
 
+def difference_lines(diff: str | None, divergences: Sequence[Mapping[str, Any]]) -> list[str]:
+    """What differed in a case, as indented text: each diverged call with its differences,
+    then the output's. A stored run's cases are shown with the same lines."""
+    lines = []
+    for d in divergences:
+        what = "different args" if d.get("field") == "args" else "a different input"
+        lines.append(f"{d.get('entry') or d.get('label')} was served despite {what}:")
+        lines += [
+            "  " + line
+            for line in render(list(d.get("differences") or ()), int(d.get("omitted") or 0))
+        ]
+    if diff:
+        lines += diff.splitlines()
+    return lines
+
+
 def format_result(result: CaseResult) -> str:
     """A case's verdict with its reasons and diff, as plain text (the CLI and pytest share it)."""
     version = f" v{result.version}" if result.version is not None else ""
     lines = [f"{result.verdict} {result.case_id}{version} ({result.name})"]
     lines += [f"  - {reason}" for reason in result.reasons]
-    if result.diff:
-        lines += ["    " + line for line in result.diff.splitlines()]
+    lines += ["    " + line for line in difference_lines(result.diff, result.divergences)]
     if result.trace_id:
         lines.append(f"  trace {result.trace_id}")
     return "\n".join(lines)
@@ -114,14 +146,18 @@ def case_entry(result: CaseResult) -> dict[str, Any]:
         "output": result.output,
         "expected_output": result.expected_output,
         "diff": result.diff,
+        "output_differences": list(result.output_differences),
         "mode": report.get("mode"),
         "served": list(report.get("served", ())),
         "unused": list(report.get("unused", ())),
         "diverged": list(report.get("diverged", ())),
+        "divergences": list(report.get("divergences", ())),
         "live": list(report.get("live", ())),
         "misses": list(report.get("errors", ())),
         "duration_s": round(result.duration, 6),
         "trace_id": result.trace_id,
+        "agent_version": result.agent_version,
+        "tracely_version": __version__,
     }
     if report.get("kind") == "scenario":
         # A scenario's turns: each one's reply, failed checks, trace id and what its trace held.
@@ -154,6 +190,50 @@ def write_json(
     return target
 
 
+# -- the run kept in the store --------------------------------------------------------------
+
+
+def otlp_endpoint(environ: Mapping[str, str] | None = None) -> str | None:
+    """Where this process exports its spans over OTLP (password hidden), or None: the
+    standard variables, as the OpenTelemetry SDK reads them."""
+    env = os.environ if environ is None else environ
+    exporters = env.get("OTEL_TRACES_EXPORTER", "").strip().lower()
+    if exporters and "otlp" not in {e.strip() for e in exporters.split(",")}:
+        return None
+    if env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
+        return None
+    for name in ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT"):
+        value = env.get(name, "").strip()
+        if value:
+            return redact_url(value)
+    return None
+
+
+def run_of(
+    results: Sequence[CaseResult],
+    *,
+    started_at: int,
+    elapsed: float | None = None,
+    source: str | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> Run:
+    """The run to keep in the store: the summary, and each case as in the JSON report (with
+    its traceback), bounded in size by :class:`~tracely_sdk.store.Run`."""
+    summary = summarize(results, elapsed)
+    return Run(
+        id=new_run_id(),
+        started_at=started_at,
+        duration_s=summary["duration_s"],
+        mode=summary["mode"],
+        ok=summary["ok"],
+        summary=summary,
+        source=source,
+        otlp_endpoint=otlp_endpoint(environ),
+        tracely_version=__version__,
+        cases=tuple({**case_entry(r), "traceback": r.traceback} for r in results),
+    )
+
+
 # -- JUnit ---------------------------------------------------------------------------------
 
 
@@ -163,8 +243,9 @@ def _xml_text(text: Any) -> str:
 
 def _details(result: CaseResult) -> str:
     parts = list(result.reasons)
-    if result.diff:
-        parts += ["", result.diff]
+    shown = difference_lines(result.diff, result.divergences)
+    if shown:
+        parts += ["", *shown]
     if result.traceback:
         parts += ["", result.traceback.rstrip()]
     return "\n".join(parts)
@@ -262,12 +343,13 @@ def markdown_summary(results: Sequence[CaseResult], elapsed: float | None = None
             )
         lines.append("")
     for r in results:
-        if r.diff:
+        shown = difference_lines(r.diff, r.divergences)
+        if shown:
             lines += [
-                f"<details><summary>{_cell(r.case_id)}: output diff</summary>",
+                f"<details><summary>{_cell(r.case_id)}: what differed</summary>",
                 "",
-                "```diff",
-                r.diff.replace("```", "`\u200b``"),
+                "```",
+                "\n".join(shown).replace("```", "`\u200b``"),
                 "```",
                 "",
                 "</details>",

@@ -4,7 +4,7 @@ One case, one verdict, each with the reasons a person can act on:
 
 - ``PASS``: strict replay, every recorded call served and none left over, no divergence, and
   the output canonically equal to the expected output.
-- ``FAIL``: the output differs (with a unified diff), recorded calls were never made (the
+- ``FAIL``: the output differs (with a path-level diff), recorded calls were never made (the
   regression that drops a tool call fails on the missing tool), or an input diverged.
 - ``INCOMPLETE``: a strict miss (the recording cannot answer a call the code made), even if
   the agent swallowed the ReplayError; the call never ran live.
@@ -24,7 +24,9 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import difflib
+import functools
 import importlib
+import importlib.metadata
 import inspect
 import math
 import os
@@ -47,7 +49,8 @@ from opentelemetry.trace import Status, StatusCode
 
 from tracely_otel import attributes as A
 from tracely_otel import value_digest
-from tracely_sdk._canonical import canonical, canonical_equal
+from tracely_sdk._canonical import canonical_equal
+from tracely_sdk._diff import Difference, diff_values, render
 from tracely_sdk._replay import ReplayReport, fixtures
 from tracely_sdk._types import dumps
 from tracely_sdk._version import __version__
@@ -66,7 +69,9 @@ __all__ = [
     "Verdict",
     "load_case_dir",
     "load_cases",
+    "entrypoint_version",
     "load_entrypoint",
+    "output_diff",
     "run_case",
     "run_cases",
 ]
@@ -108,6 +113,7 @@ class ReplayCase:
     tags: tuple[str, ...] = ()
     source_trace_id: str | None = None
     problem: str | None = None
+    agent_version: str | None = None  # the version of the agent the case is for, if it says
 
     @classmethod
     def of(cls, case: Any) -> ReplayCase:
@@ -124,6 +130,7 @@ class ReplayCase:
             bundle=case.bundle,
             tags=tuple(case.tags),
             source_trace_id=case.source_trace_id,
+            agent_version=_optional_str(getattr(case, "agent_version", None)),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -138,6 +145,7 @@ class ReplayCase:
             "tags": list(self.tags),
             "source_trace_id": self.source_trace_id,
             "problem": self.problem,
+            "agent_version": self.agent_version,
         }
 
     @classmethod
@@ -153,7 +161,12 @@ class ReplayCase:
             tags=tuple(data.get("tags") or ()),
             source_trace_id=data.get("source_trace_id"),
             problem=data.get("problem"),
+            agent_version=_optional_str(data.get("agent_version")),
         )
+
+
+def _optional_str(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
 
 
 def _broken_case_file(path: Path, problem: str) -> ReplayCase:
@@ -340,6 +353,9 @@ class CaseResult:
     trace_id: str | None = None
     entrypoint: str | None = None
     traceback: str | None = None
+    # Where the output differs from the expected output; ``diff`` is their text.
+    output_differences: list[Difference] = field(default_factory=list)
+    agent_version: str | None = None
     replay: ReplayReport | None = field(default=None, repr=False, compare=False)
 
     @property
@@ -359,6 +375,11 @@ class CaseResult:
     def diverged(self) -> list[str]:
         return list((self.report or {}).get("diverged", ()))
 
+    @property
+    def divergences(self) -> list[dict[str, Any]]:
+        """What each call in :attr:`diverged` differed in (see :class:`~tracely_sdk._replay.Divergence`)."""
+        return list((self.report or {}).get("divergences", ()))
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "case_id": self.case_id,
@@ -374,6 +395,8 @@ class CaseResult:
             "trace_id": self.trace_id,
             "entrypoint": self.entrypoint,
             "traceback": self.traceback,
+            "output_differences": list(self.output_differences),
+            "agent_version": self.agent_version,
         }
 
     @classmethod
@@ -392,6 +415,8 @@ class CaseResult:
             trace_id=data.get("trace_id"),
             entrypoint=data.get("entrypoint"),
             traceback=data.get("traceback"),
+            output_differences=list(data.get("output_differences") or ()),
+            agent_version=data.get("agent_version"),
         )
 
 
@@ -402,17 +427,29 @@ def _plain(value: Any) -> Any:
     return orjson.loads(dumps(value))
 
 
-def _pretty(value: Any) -> list[str]:
-    text = orjson.dumps(canonical(value), option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS)
-    return text.decode().splitlines()
+def output_diff(expected: Any, actual: Any) -> tuple[list[Difference], str]:
+    """Where ``actual`` differs from the expected (recorded) output, and that as text.
+
+    Paths start at ``output`` (``output.temp: recorded 3 now 4``).
+    """
+    differences, total = diff_values(expected, actual, "output")
+    return differences, "\n".join(render(differences, total - len(differences)))
 
 
-def output_diff(expected: Any, actual: Any) -> str:
-    """A unified diff of the pretty canonical JSON of ``expected`` and ``actual``."""
-    lines = difflib.unified_diff(
-        _pretty(expected), _pretty(actual), "expected output", "actual output", lineterm=""
-    )
-    return "\n".join(lines)
+@functools.lru_cache(maxsize=64)
+def entrypoint_version(entrypoint: str | None) -> str | None:
+    """The version of the installed distribution that provides the entrypoint's top-level
+    package, or None when it is not one (a module of the project under test)."""
+    if not entrypoint:
+        return None
+    top = entrypoint.split(":", 1)[0].split(".", 1)[0]
+    try:
+        distributions = importlib.metadata.packages_distributions().get(top) or []
+        for name in distributions:
+            return importlib.metadata.version(name)
+    except Exception:  # broken metadata never decides anything
+        return None
+    return None
 
 
 # -- the trace id of a replayed case ------------------------------------------------------
@@ -571,7 +608,10 @@ def run_case(
     returns a coroutine) in a fresh context under ``fixtures(bundle, strict)``.
     """
     rcase = ReplayCase.of(case)
-    return contextvars.Context().run(_run_case, rcase, fn, strict, entrypoint or rcase.entrypoint)
+    chosen = entrypoint or rcase.entrypoint
+    result = contextvars.Context().run(_run_case, rcase, fn, strict, chosen)
+    result.agent_version = rcase.agent_version or entrypoint_version(chosen)
+    return result
 
 
 def _run_case(
@@ -680,7 +720,9 @@ def _run_case(
             )
         elif not _equal(output, case.expected_output):
             reasons.append("output differs from the expected output")
-            result.diff = output_diff(case.expected_output, output)
+            result.output_differences, result.diff = output_diff(
+                case.expected_output, result.output
+            )
 
     result.reasons = reasons
     if not strict:

@@ -56,7 +56,7 @@ class ReplayError(TracelyError):
     """A call under recorded replay that the recording cannot answer.
 
     ``label`` is the call (``tools:get_weather``); ``closest`` the recorded entries nearest to
-    it, each with the fields that differed.
+    it, each ``{"entry": ..., "used": ..., "differences": [{"path", "recorded", "actual"}]}``.
     """
 
     def __init__(

@@ -343,3 +343,146 @@ def test_the_story_script_runs_in_under_a_minute(tmp_path: Path) -> None:
     assert "version 1 -> 2" in out
     assert "paris-weather  2        PASS" in out
     assert "paris-weather  2        FAIL     recorded call(s) never made: tools:get_weather" in out
+
+
+# The reference agent with a changed system prompt.
+TERSE_AGENT = """\
+from examples import weather_agent
+
+weather_agent.SYSTEM = "You are a terse assistant. Use get_weather for current conditions."
+run = weather_agent.run
+"""
+
+PROMPT_DIFF = (
+    'messages[0].content: recorded "You are a weather assistant. Use get_weather for current '
+    'conditions." now "You are a terse assistant. Use get_weather for current conditions."'
+)
+
+
+def test_a_changed_prompt_shows_its_difference_in_every_report(sh: Shell, tmp_path: Path) -> None:
+    (tmp_path / "terse_agent.py").write_text(TERSE_AGENT)
+    sh.tracely("cases", "promote", sh.record("run", "Paris"), "--name", "Paris weather")
+    summary = tmp_path / "summary.md"
+    proc = sh.tracely(
+        "replay",
+        "--entrypoint",
+        "terse_agent:run",
+        "--json",
+        "report.json",
+        "--junit",
+        "junit.xml",
+        status=1,
+        env={"GITHUB_STEP_SUMMARY": str(summary)},
+    )
+    lines = proc.stdout.splitlines()
+    assert "  - served despite a different input: llm:local-weather-model (x2)" in lines
+    for seq in (1, 3):
+        head = f"    llm:local-weather-model #{(seq + 1) // 2} (seq {seq}) was served despite"
+        assert any(line.startswith(head) for line in lines), proc.stdout
+    assert lines.count("      " + PROMPT_DIFF) == 2
+
+    (case,) = json.loads((tmp_path / "report.json").read_text())["cases"]
+    assert case["verdict"] == "FAIL" and case["diverged"] == ["llm:local-weather-model"] * 2
+    first = case["divergences"][0]
+    assert first["field"] == "input" and first["seq"] == 1
+    assert first["differences"] == [
+        {
+            "path": "messages[0].content",
+            "recorded": "You are a weather assistant. Use get_weather for current conditions.",
+            "actual": "You are a terse assistant. Use get_weather for current conditions.",
+        }
+    ]
+    assert first["recorded"]["messages"][1] == first["actual"]["messages"][1]
+
+    failure = ET.parse(tmp_path / "junit.xml").getroot().find("testsuite/testcase/failure")
+    assert failure is not None and PROMPT_DIFF in (failure.text or "")
+    assert PROMPT_DIFF in summary.read_text()
+
+
+def _kept_run_id(stderr: str) -> str:
+    (run_id,) = re.findall(r"^tracely: run ([0-9a-f]{16}) kept in ", stderr, re.MULTILINE)
+    return run_id
+
+
+def test_each_replay_run_is_kept_and_its_traces_can_be_found(sh: Shell, tmp_path: Path) -> None:
+    (tmp_path / "terse_agent.py").write_text(TERSE_AGENT)
+    sh.tracely("cases", "promote", sh.record("run", "Paris"), "--name", "Paris weather")
+
+    # a passing run, then a failing one: each is kept, newest first
+    proc = sh.tracely("replay", "--entrypoint", f"{WEATHER}:run", "--json", "pass.json")
+    passed_id = _kept_run_id(proc.stderr)
+    proc = sh.tracely("replay", "--entrypoint", "terse_agent:run", "--json", "fail.json", status=1)
+    failed_id = _kept_run_id(proc.stderr)
+    listed = sh.json("runs", "list")
+    assert [r["id"] for r in listed] == [failed_id, passed_id]
+    assert [r["ok"] for r in listed] == [False, True]
+    assert "cases" not in listed[0] and listed[0]["summary"]["failed"] == 1
+    table = sh.tracely("runs", "list").stdout.splitlines()
+    assert table[0].split() == ["RUN_ID", "STARTED", "MODE", "GATE", "CASES", "VERDICTS"]
+    assert table[1].split()[0] == failed_id and "1 failed" in table[1]
+
+    # per case: verdict, reasons, differences, replay trace id, duration, versions
+    run = sh.json("runs", "show", failed_id)
+    (case,) = run["cases"]
+    (reported,) = json.loads((tmp_path / "fail.json").read_text())["cases"]
+    assert case["verdict"] == "FAIL" and case["reasons"] == reported["reasons"]
+    assert case["divergences"] == reported["divergences"]
+    assert case["trace_id"] == reported["trace_id"] and len(case["trace_id"]) == 32
+    assert case["duration_s"] > 0 and case["tracely_version"] == run["tracely_version"]
+    assert case["agent_version"] is None  # the example agent is not an installed distribution
+    assert run["otlp_endpoint"] is None and run["source"].startswith("sqlite:")
+    text = sh.tracely("runs", "show", failed_id).stdout
+    assert f"run            {failed_id}" in text.splitlines()
+    assert "FAIL paris-weather v1 (Paris weather)" in text
+    assert "      " + PROMPT_DIFF in text.splitlines()
+    assert f"  trace {case['trace_id']}" in text
+    assert sh.tracely("runs", "show", "f" * 16, status=2).stderr.startswith("tracely: error: ")
+
+    # the trace id the summary prints is found: a replay trace, and where its spans went
+    out = sh.tracely("traces", "show", case["trace_id"]).stdout
+    assert out.startswith(
+        f"trace {case['trace_id']} is a replay trace of case paris-weather in run {failed_id}"
+    )
+    assert "no OTLP backend was configured" in out
+    shown = sh.json("traces", "show", case["trace_id"])
+    assert shown["replay"] == {
+        "run_id": failed_id,
+        "case_id": "paris-weather",
+        "started_at": run["started_at"],
+        "otlp_endpoint": None,
+    }
+    # a trace id that is neither a recording nor a replay trace is still not found
+    sh.tracely("traces", "show", "0" * 31 + "1", status=2)
+
+    # from a directory there is no store: the run is said not to be kept, and where it came from
+    sh.tracely("cases", "export", "cases")
+    err = sh.tracely("replay", "--cases", "cases", "--entrypoint", f"{WEATHER}:run").stderr
+    assert re.search(r"^tracely: run [0-9a-f]{16} not kept: the cases came from cases", err, re.M)
+    assert len(sh.json("runs", "list")) == 2
+
+
+def test_a_store_that_refuses_the_run_changes_no_verdict(sh: Shell, tmp_path: Path) -> None:
+    (tmp_path / "terse_agent.py").write_text(TERSE_AGENT)
+    sh.tracely("cases", "promote", sh.record("run", "Paris"), "--name", "Paris weather")
+    db = sqlite3.connect(sh.db)
+    try:
+        db.execute(
+            "CREATE TRIGGER refuse_runs BEFORE INSERT ON runs "
+            "BEGIN SELECT RAISE(ABORT, 'the disk is full'); END"
+        )
+        db.commit()
+    finally:
+        db.close()
+    for entrypoint, status, verdict in (
+        (f"{WEATHER}:run", 0, "PASS"),
+        ("terse_agent:run", 1, "FAIL"),
+    ):
+        proc = sh.tracely("replay", "--entrypoint", entrypoint, "--json", "r.json", status=status)
+        (line,) = [ln for ln in proc.stderr.splitlines() if " not kept: " in ln]
+        assert re.fullmatch(
+            r"tracely: run [0-9a-f]{16} not kept: the store sqlite:\S+ refused it: .*the disk is full.*",
+            line,
+        )
+        (case,) = json.loads((tmp_path / "r.json").read_text())["cases"]
+        assert case["verdict"] == verdict
+    assert sh.json("runs", "list") == []

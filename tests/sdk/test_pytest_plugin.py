@@ -95,7 +95,7 @@ def test_the_regression_fails_on_the_missing_tool(
             "FAIL paris-weather v1 (Paris weather)",
             "  - recorded call(s) never made: tools:get_weather, llm:local-weather-model",
             "  - output differs from the expected output",
-            "    --- expected output",
+            '    output: recorded "It*" now "Let me check the weather in Paris."',
         ]
     )
 

@@ -56,9 +56,9 @@ def test_strict_miss_names_label_and_closest_differences() -> None:
         tracely.call_tool("get_order", _boom, args={"order_id": 8})
     err = info.value
     assert err.label == "tools:get_order"
-    assert "args.order_id: recorded 7, called with 8" in str(err)
+    assert "args.order_id: recorded 7 now 8" in str(err)
     assert err.closest and err.closest[0]["differences"] == [
-        "args.order_id: recorded 7, called with 8"
+        {"path": "args.order_id", "recorded": 7, "actual": 8}
     ]
 
 
@@ -424,3 +424,22 @@ def test_a_bundle_that_fails_its_integrity_check_is_not_a_recording() -> None:
 def test_malformed_bundles_get_a_clear_error(bundle: Any, problem: str) -> None:
     with pytest.raises(tracely.BundleError, match=problem), tracely.fixtures(bundle):
         pass
+
+
+def test_each_diverged_call_carries_what_differed() -> None:
+    bundle = {
+        "tools": {"get_order": [{"args": {"order_id": 7}, "output": {"status": "shipped"}}]},
+        "llm": {"m": [{"input": [{"role": "user", "content": "hi"}], "output": "Hello"}]},
+    }
+    with tracely.fixtures(bundle, strict=False) as rep:
+        tracely.call_tool("get_order", _boom, args={"order_id": 8})
+        tracely.call_llm("m", _boom, input=[{"role": "user", "content": "hello"}])
+    assert rep.diverged == ["tools:get_order", "llm:m"]
+    assert [(d["label"], d["field"], d["differences"]) for d in rep.divergences] == [
+        ("tools:get_order", "args", [{"path": "order_id", "recorded": 7, "actual": 8}]),
+        ("llm:m", "input", [{"path": "[0].content", "recorded": "hi", "actual": "hello"}]),
+    ]
+    assert rep.divergences[1]["recorded"] == [{"role": "user", "content": "hi"}]
+    assert rep.divergences[1]["actual"] == [{"role": "user", "content": "hello"}]
+    assert rep.divergences[1]["entry"] == "llm:m #1 (seq 2)"
+    assert rep.to_dict()["divergences"] == rep.divergences

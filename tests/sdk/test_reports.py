@@ -59,7 +59,7 @@ def results() -> list[CaseResult]:
             ],
             "Let me check",
             "It's 18°C",
-            '--- expected output\n+++ actual output\n@@ -1 +1 @@\n-"It\'s 18°C"\n+"Let me check"',
+            'output: recorded "It\'s 18°C" now "Let me check"',
             report,
             0.02,
             "b" * 32,
@@ -143,7 +143,9 @@ def test_junit_is_well_formed_with_one_testcase_per_case(tmp_path: Path) -> None
     failure = failed.find("failure")
     assert failure is not None and failure.get("type") == "FAIL"
     assert failure.get("message") == "recorded call(s) never made: tools:get_weather"
-    assert "output differs" in (failure.text or "") and "+++ actual output" in (failure.text or "")
+    assert "output differs" in (
+        failure.text or ""
+    ) and 'output: recorded "It\'s 18°C" now "Let me check"' in (failure.text or "")
     inc = incomplete.find("failure")
     assert inc is not None and inc.get("type") == "INCOMPLETE" and inc.get("message") == MISS
     error = errored.find("error")
@@ -195,7 +197,8 @@ def test_markdown_summary_is_appended_to_the_step_summary(tmp_path: Path) -> Non
         "| `b-fail` | 1 | ❌ FAIL | recorded call(s) never made: tools:get_weather<br>output differs"
         in text
     )
-    assert "```diff\n--- expected output" in text
+    assert "<summary>b-fail: what differed</summary>" in text
+    assert '```\noutput: recorded "It\'s 18°C" now "Let me check"\n```' in text
     md = markdown_summary(results())
     assert md.count("\n| `") == 5
 
@@ -210,5 +213,98 @@ def test_format_result_is_the_shared_text() -> None:
     text = format_result(results()[1])
     assert text.splitlines()[0] == "FAIL b-fail v1 (B)"
     assert "  - recorded call(s) never made: tools:get_weather" in text
-    assert "    +++ actual output" in text
+    assert '    output: recorded "It\'s 18°C" now "Let me check"' in text
     assert text.endswith("trace " + "b" * 32)
+
+
+def diverged_result() -> CaseResult:
+    divergence = {
+        "label": "llm:m",
+        "entry": "llm:m #1 (seq 1)",
+        "seq": 1,
+        "field": "input",
+        "recorded": {"messages": [{"content": "You are a weather assistant."}]},
+        "actual": {"messages": [{"content": "You are a terse assistant."}]},
+        "differences": [
+            {
+                "path": "messages[0].content",
+                "recorded": "You are a weather assistant.",
+                "actual": "You are a terse assistant.",
+            }
+        ],
+        "omitted": 0,
+    }
+    return CaseResult(
+        "d-diverged",
+        1,
+        "D",
+        "FAIL",
+        ["served despite a different input: llm:m"],
+        report={"mode": "recorded", "diverged": ["llm:m"], "divergences": [divergence]},
+        trace_id="d" * 32,
+    )
+
+
+LINE = (
+    'messages[0].content: recorded "You are a weather assistant." now "You are a terse assistant."'
+)
+
+
+def test_every_report_shows_what_a_diverged_call_differed_in(tmp_path: Path) -> None:
+    result = diverged_result()
+    text = format_result(result)
+    assert "    llm:m #1 (seq 1) was served despite a different input:" in text
+    assert "      " + LINE in text
+    (case,) = json_report([result])["cases"]
+    assert case["divergences"] == result.divergences
+    assert case["divergences"][0]["differences"][0]["path"] == "messages[0].content"
+    failure = ET.fromstring(junit_xml([result])).find("testsuite/testcase/failure")
+    assert failure is not None and LINE in (failure.text or "")
+    assert LINE in markdown_summary([result])
+
+
+def test_the_otlp_endpoint_of_a_run_is_read_as_the_sdk_reads_it() -> None:
+    from tracely_sdk._reports import otlp_endpoint
+
+    assert otlp_endpoint({}) is None
+    assert otlp_endpoint({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318"}) == "http://c:4318"
+    assert (
+        otlp_endpoint(
+            {
+                "OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318",
+                "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "https://u:secret@t:4318/v1/traces",
+            }
+        )
+        == "https://u:***@t:4318/v1/traces"
+    )
+    assert (
+        otlp_endpoint(
+            {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c", "OTEL_TRACES_EXPORTER": "console"}
+        )
+        is None
+    )
+    assert (
+        otlp_endpoint({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c", "OTEL_SDK_DISABLED": "true"})
+        is None
+    )
+
+
+def test_a_tool_served_on_other_args_in_lenient_mode_shows_its_args() -> None:
+    from tracely_sdk._reports import difference_lines
+
+    lines = difference_lines(
+        None,
+        [
+            {
+                "entry": "tools:get_weather #1 (seq 2)",
+                "field": "args",
+                "differences": [{"path": "city", "recorded": "Paris", "actual": "Lyon"}],
+                "omitted": 3,
+            }
+        ],
+    )
+    assert lines == [
+        "tools:get_weather #1 (seq 2) was served despite different args:",
+        '  city: recorded "Paris" now "Lyon"',
+        "  ... and 3 more differences",
+    ]

@@ -137,9 +137,9 @@ def test_fail_on_the_missing_tool(capture: Any, monkeypatch: Any) -> None:
         == "recorded call(s) never made: tools:get_weather, llm:local-weather-model"
     )
     assert "output differs from the expected output" in result.reasons
-    assert result.diff is not None
-    assert '-"It\'s 18°C and cloudy in Paris."' in result.diff
-    assert '+"Let me check the weather in Paris."' in result.diff
+    assert result.diff == (
+        'output: recorded "It\'s 18°C and cloudy in Paris." now "Let me check the weather in Paris."'
+    )
 
 
 def test_fail_on_a_different_output_with_a_readable_diff(capture: Any) -> None:
@@ -160,10 +160,8 @@ def test_fail_on_a_different_output_with_a_readable_diff(capture: Any) -> None:
     result = run_case(case_of(bundle), changed)
     assert result.verdict == FAIL
     assert result.reasons == ["output differs from the expected output"]
-    assert result.diff is not None
-    lines = result.diff.splitlines()
-    assert lines[0] == "--- expected output" and lines[1] == "+++ actual output"
-    assert '-  "temp": 3' in lines and '+  "temp": 4' in lines
+    assert result.diff == "output.temp: recorded 3 now 4"
+    assert result.output_differences == [{"path": "output.temp", "recorded": 3, "actual": 4}]
     # key order is irrelevant: the comparison is canonical
     result = run_case(case_of(bundle), lambda city: dict(reversed(list(structured(city).items()))))
     assert result.verdict == PASS
@@ -180,6 +178,14 @@ def test_fail_on_input_divergence(capture: Any) -> None:
     assert result.verdict == FAIL
     assert result.reasons == ["served despite a different input: llm:m"]
     assert result.diverged == ["llm:m"]
+    (divergence,) = result.divergences
+    assert divergence["label"] == "llm:m" and divergence["field"] == "input"
+    assert divergence["recorded"] == ["meaning?"]
+    assert divergence["actual"] == ["meaning? (rephrased)"]
+    assert divergence["differences"] == [
+        {"path": "[0]", "recorded": "meaning?", "actual": "meaning? (rephrased)"}
+    ]
+    assert divergence["omitted"] == 0
 
 
 def test_errored_when_the_agent_raises(capture: Any) -> None:
@@ -514,3 +520,18 @@ def test_an_observed_agent_is_called_with_its_recorded_arguments(capture: Any) -
     assert bundle["agent"]["input"] == {"args": ["Lisbon"], "kwargs": {"units": "°C"}}
     result = run_case(case_of(bundle), observed)
     assert result.verdict == PASS and result.output == "24°C"
+
+
+def test_the_agent_version_is_the_cases_own_else_its_installed_distribution(
+    capture: Any,
+) -> None:
+    import importlib.metadata
+
+    bundle = record(capture, weather_agent.run, "Paris")
+    # the example agent is a module of this project, not an installed distribution
+    assert run_case(case_of(bundle), weather_agent.run).agent_version is None
+    pinned = case_of(bundle, agent_version="2.1.0")
+    assert run_case(pinned, weather_agent.run).agent_version == "2.1.0"
+    installed = run_case(case_of(bundle), weather_agent.run, entrypoint="orjson:loads")
+    assert installed.agent_version == importlib.metadata.version("orjson")
+    assert CaseResult.from_dict(installed.to_dict()).agent_version == installed.agent_version

@@ -74,7 +74,7 @@ def _reset(server: ServerProcess) -> None:
     path = server.store_url.removeprefix("sqlite://")
     conn = sqlite3.connect(path, timeout=30, isolation_level=None)
     try:
-        for table in ("case_tags", "case_versions", "cases", "recordings"):
+        for table in ("case_tags", "case_versions", "cases", "recordings", "run_traces", "runs"):
             conn.execute(f"DELETE FROM {table}")
     finally:
         conn.close()
@@ -139,6 +139,13 @@ test_recapture_from_the_same_recording_is_a_no_op = (
 test_update_case = shared.test_update_case
 test_list_cases_by_tag = shared.test_list_cases_by_tag
 test_put_case_replaces = shared.test_put_case_replaces
+test_a_run_is_kept_with_each_case_result = shared.test_a_run_is_kept_with_each_case_result
+test_runs_are_listed_newest_first_without_cases_and_found_by_replay_trace = (
+    shared.test_runs_are_listed_newest_first_without_cases_and_found_by_replay_trace
+)
+test_a_run_keeps_large_values_cut_with_a_marker = (
+    shared.test_a_run_keeps_large_values_cut_with_a_marker
+)
 test_put_case_checks_history = shared.test_put_case_checks_history
 
 
@@ -235,6 +242,31 @@ def test_missing_wrong_and_underscoped_tokens(live: ServerProcess) -> None:
     ingest_only = client(live.url, live.tokens.ingest)
     with pytest.raises(StoreError, match="read"):
         ingest_only.list_cases()
+
+
+def test_runs_are_read_with_the_read_scope_and_kept_with_the_write_scope(
+    live: ServerProcess, store: HTTPStore
+) -> None:
+    from tests.sdk.store._helpers import make_run
+
+    run = make_run(7)
+    reader = client(live.url, live.tokens.read)
+    with pytest.raises(StoreError, match="write scope"):
+        reader.save_run(run)
+    assert reader.list_runs() == []
+    store.save_run(run)
+    assert reader.get_run(run.id) == run
+    assert [r.id for r in reader.list_runs(trace_id=run.cases[0]["trace_id"])] == [run.id]
+    with pytest.raises(NotFound, match="no run"):
+        reader.get_run("0" * 16)
+    answer = live.request(
+        "POST",
+        "/api/runs",
+        b'{"id": "../x"}',
+        token=live.tokens.write,
+        content_type="application/json",
+    )
+    assert answer.status == 400
 
 
 def test_server_errors_map_to_store_errors(store: HTTPStore, promoted: Case) -> None:

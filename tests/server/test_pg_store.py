@@ -146,6 +146,13 @@ test_update_case = shared.test_update_case
 test_list_cases_by_tag = shared.test_list_cases_by_tag
 test_delete_case = shared.test_delete_case
 test_put_case_replaces = shared.test_put_case_replaces
+test_a_run_is_kept_with_each_case_result = shared.test_a_run_is_kept_with_each_case_result
+test_runs_are_listed_newest_first_without_cases_and_found_by_replay_trace = (
+    shared.test_runs_are_listed_newest_first_without_cases_and_found_by_replay_trace
+)
+test_a_run_keeps_large_values_cut_with_a_marker = (
+    shared.test_a_run_keeps_large_values_cut_with_a_marker
+)
 test_put_case_checks_history = shared.test_put_case_checks_history
 
 
@@ -161,7 +168,15 @@ def test_schema_is_current(store: PostgresStore) -> None:
             "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()"
         )
     }
-    assert tables == {"tracely_schema", "recordings", "cases", "case_versions", "case_tags"}
+    assert tables == {
+        "tracely_schema",
+        "recordings",
+        "cases",
+        "case_versions",
+        "case_tags",
+        "runs",
+        "run_traces",
+    }
 
 
 def test_password_never_shown(store: PostgresStore, schema_url: str) -> None:
@@ -398,11 +413,13 @@ def test_migrates_v1_database(schema_url: str) -> None:
     _make_v1(schema_url)
     with PostgresStore(schema_url) as s:
         conn = s._connection()
-        assert _migrations.schema_version(conn, _migrations.POSTGRES) == 2
+        latest = _migrations.latest_version()
+        assert _migrations.schema_version(conn, _migrations.POSTGRES) == latest
         versions = [
             r[0] for r in conn.execute("SELECT version FROM tracely_schema ORDER BY version")
         ]
-        assert versions == [1, 2]
+        assert versions == list(range(1, latest + 1))
+        assert s.list_runs() == []  # the runs tables are there, empty
         assert s.get_recording(trace_id("r")).replay_mode == "recorded"
         assert s.get_recording(trace_id("l")).replay_mode is None
         counts = dict(conn.execute("SELECT trace_id, span_count FROM recordings").fetchall())
@@ -412,7 +429,7 @@ def test_migrates_v1_database(schema_url: str) -> None:
             s.promote(trace_id("r"), name="x")
         assert s.put_recording(make_recording("l", tools=3)) is True
     with PostgresStore(schema_url) as s:
-        assert _migrations.migrate(s._connection(), _migrations.POSTGRES) == (2, 2)
+        assert _migrations.migrate(s._connection(), _migrations.POSTGRES) == (latest, latest)
 
 
 def test_failed_migration_changes_nothing(schema_url: str) -> None:
@@ -424,7 +441,9 @@ def test_failed_migration_changes_nothing(schema_url: str) -> None:
 
     bad = (
         *_migrations.MIGRATIONS,
-        _migrations.Migration(3, "broken", ("CREATE TABLE t3 (x TEXT)", broken)),
+        _migrations.Migration(
+            _migrations.latest_version() + 1, "broken", ("CREATE TABLE t3 (x TEXT)", broken)
+        ),
     )
     with psycopg.connect(schema_url, autocommit=True) as conn:
         with pytest.raises(RuntimeError):

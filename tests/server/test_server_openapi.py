@@ -14,7 +14,7 @@ from tracely_sdk.server._app import ROUTES
 from tracely_sdk.server._openapi import openapi_document
 
 METHODS = {"get", "post", "put", "patch", "delete"}
-SAMPLE = {"trace_id": "ab" * 16, "case_id": "no-such-case"}
+SAMPLE = {"trace_id": "ab" * 16, "case_id": "no-such-case", "run_id": "0123456789abcdef"}
 
 
 def documented() -> dict[tuple[str, str], dict]:  # type: ignore[type-arg]

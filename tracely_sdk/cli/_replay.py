@@ -8,7 +8,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from tracely_sdk.cli._traces import positive_int
-from tracely_sdk.errors import ConfigError
+from tracely_sdk.errors import ConfigError, StoreError
 
 if TYPE_CHECKING:
     from tracely_sdk.cli import Context
@@ -18,8 +18,8 @@ __all__ = ["init_tracing", "register"]
 DESCRIPTION = """\
 Replay regression cases through your own code under their recordings: every tool and LLM
 call is served from the recording and never runs live. Spans go through the configured
-OpenTelemetry pipeline (OTEL_* variables), stamped with the case id and version; replay runs
-are not recorded into the store.
+OpenTelemetry pipeline (OTEL_* variables), stamped with the case id and version; replay traces
+are not recorded into the store, but each run's results are (see `tracely runs`).
 
 Verdicts: PASS (strict, every recorded call made, output equal to the expected output),
 FAIL (output differs, recorded calls never made, or an input diverged), INCOMPLETE (the code
@@ -122,6 +122,7 @@ def cmd_replay(args: argparse.Namespace, ctx: Context) -> int:
         cases = load_cases(store=ctx.store(), case_ids=args.case_ids, tags=args.tags)
     out = ctx.out
     init_tracing()
+    started_at = time.time_ns()
     started = time.perf_counter()
     try:
         with out.progress(len(cases)) as advance:
@@ -148,4 +149,36 @@ def cmd_replay(args: argparse.Namespace, ctx: Context) -> int:
         append_step_summary(results, elapsed=elapsed)
     except OSError as exc:
         out.note(f"could not append to $GITHUB_STEP_SUMMARY: {exc}")
+    if results:
+        _keep_run(args, ctx, results, started_at, elapsed)
     return 0 if all(r.ok for r in results) else 1
+
+
+def _keep_run(
+    args: argparse.Namespace, ctx: Context, results: Any, started_at: int, elapsed: float
+) -> None:
+    """Save the run's results in the store, or say in one line why they were not kept.
+
+    The verdicts are already decided: nothing here changes them or the exit status.
+    """
+    from tracely_sdk._reports import run_of
+    from tracely_sdk.store import redact_url
+
+    out = ctx.out
+    if args.cases_dir is not None:
+        run = run_of(results, started_at=started_at, elapsed=elapsed, source=args.cases_dir)
+        out.note(
+            f"run {run.id} not kept: the cases came from {args.cases_dir}, not a store "
+            "(replay from a store to keep runs for `tracely runs`)"
+        )
+        return
+    store = ctx.store()
+    where = redact_url(store.url)
+    run = run_of(results, started_at=started_at, elapsed=elapsed, source=where)
+    try:
+        store.save_run(run)
+    except Exception as exc:  # the gate's verdict stands whatever the store does
+        reason = " ".join(str(exc).split()) if isinstance(exc, StoreError) else repr(exc)
+        out.note(f"run {run.id} not kept: the store {where} refused it: {reason}")
+        return
+    out.note(f"run {run.id} kept in {where}: tracely runs show {run.id}")

@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from tracely_sdk.errors import NotFound
+
 if TYPE_CHECKING:
     from tracely_sdk.cli import Context
 
@@ -177,8 +179,49 @@ def cmd_list(args: argparse.Namespace, ctx: Context) -> int:
     return 0
 
 
+def _replay_trace(args: argparse.Namespace, ctx: Context) -> int | None:
+    """When ``args.trace_id`` is the trace of a case in a kept replay run, say where it lives."""
+    trace_id = args.trace_id.lower()
+    runs = ctx.store().list_runs(limit=1, trace_id=trace_id)
+    if not runs:
+        return None
+    run = ctx.store().get_run(runs[0].id)
+    case_id = run.trace_ids().get(trace_id)
+    if args.json:
+        ctx.out.json(
+            {
+                "trace_id": trace_id,
+                "replay": {
+                    "run_id": run.id,
+                    "case_id": case_id,
+                    "started_at": run.started_at,
+                    "otlp_endpoint": run.otlp_endpoint,
+                },
+            }
+        )
+        return 0
+    where = (
+        f"its spans went to the OTLP backend at {run.otlp_endpoint} "
+        "(OTEL_EXPORTER_OTLP_ENDPOINT of the replay run): look it up there"
+        if run.otlp_endpoint
+        else "no OTLP backend was configured for that run (OTEL_EXPORTER_OTLP_ENDPOINT was "
+        "not set), so its spans were not kept anywhere"
+    )
+    ctx.out.line(
+        f"trace {trace_id} is a replay trace of case {case_id} in run {run.id} "
+        f"(tracely runs show {run.id}), not a recording: replay traces are not stored; {where}"
+    )
+    return 0
+
+
 def cmd_show(args: argparse.Namespace, ctx: Context) -> int:
-    rec = ctx.store().get_recording(args.trace_id)
+    try:
+        rec = ctx.store().get_recording(args.trace_id)
+    except NotFound:
+        shown = _replay_trace(args, ctx)
+        if shown is None:
+            raise
+        return shown
     bundle = rec.bundle
     calls = calls_of(bundle)
     incomplete = list(bundle.get("incomplete") or [])

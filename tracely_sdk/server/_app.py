@@ -52,18 +52,20 @@ from tracely_sdk.store import (
     CaseVersion,
     InvalidCase,
     Recording,
+    Run,
     Store,
     open_store,
     redact_url,
     validate_case_id,
 )
-from tracely_sdk.store._model import normalise_tags, now_ns
+from tracely_sdk.store._model import RUN_FIELDS, RUN_ID_PATTERN, normalise_tags, now_ns
 
 __all__ = ["ROUTES", "App", "Route", "TracelyServer", "create_server"]
 
 logger = logging.getLogger("tracely.server")
 
 TRACE_ID_RE: Final = re.compile(r"^[0-9a-fA-F]{32}$")
+RUN_ID_RE: Final = re.compile(RUN_ID_PATTERN)
 MAX_JSON_DEPTH: Final = 128
 MAX_PAGE: Final = 1000
 _PROTOBUF_TYPES: Final = frozenset({"application/x-protobuf", "application/protobuf"})
@@ -831,6 +833,43 @@ def _delete_case(app: App, request: Request, params: dict[str, str]) -> Response
     return Response(204, b"", content_type=None)
 
 
+def _run_id(value: str) -> str:
+    if not RUN_ID_RE.fullmatch(value):
+        shown = value if len(value) <= 40 else value[:40] + "..."
+        raise HTTPError(
+            400, f"invalid run id {shown!r}: expected 16 hexadecimal characters", code="invalid"
+        )
+    return value
+
+
+def _save_run(app: App, request: Request, params: dict[str, str]) -> Response:
+    _query(request, frozenset())
+    body = app.json_body(request)
+    _fields(body, "the run", RUN_FIELDS, RUN_FIELDS - {"source", "otlp_endpoint", "cases"})
+    _run_id(body["id"] if isinstance(body["id"], str) else "")
+    try:
+        run = Run.from_dict(body)
+    except (ValueError, TypeError) as exc:
+        raise HTTPError(400, f"the run: {exc}", code="invalid") from None
+    app._call(lambda: app.store.save_run(run))
+    return json_response(201, {"id": run.id}, {"Location": f"/api/runs/{run.id}"})
+
+
+def _list_runs(app: App, request: Request, params: dict[str, str]) -> Response:
+    q = _query(request, frozenset({"limit", "offset", "trace_id"}))
+    limit = _int_param(q, "limit", 20, 1, MAX_PAGE)
+    offset = _int_param(q, "offset", 0, 0, 10**9)
+    trace_id = _trace_id(q["trace_id"]) if q.get("trace_id") else None
+    runs = app._call(lambda: app.store.list_runs(limit=limit, offset=offset, trace_id=trace_id))
+    return json_response(200, {"runs": [r.summary_dict() for r in runs]})
+
+
+def _get_run(app: App, request: Request, params: dict[str, str]) -> Response:
+    _query(request, frozenset())
+    run_id = _run_id(params["run_id"])
+    return json_response(200, app._call(lambda: app.store.get_run(run_id)).to_dict())
+
+
 def _export(app: App, request: Request, params: dict[str, str]) -> Response:
     return app.export(request)
 
@@ -850,6 +889,9 @@ ROUTES: Final[tuple[Route, ...]] = (
     Route("DELETE", "/api/cases/{case_id}", WRITE, _delete_case),
     Route("GET", "/api/cases/{case_id}/versions", READ, _versions),
     Route("POST", "/api/cases/{case_id}/recapture", WRITE, _recapture),
+    Route("GET", "/api/runs", READ, _list_runs),
+    Route("POST", "/api/runs", WRITE, _save_run),
+    Route("GET", "/api/runs/{run_id}", READ, _get_run),
 )
 
 

@@ -47,12 +47,13 @@ from tracely_sdk.store import (
     CaseVersion,
     InvalidCase,
     Recording,
+    Run,
     Store,
     redact_url,
     validate_case_id,
 )
 from tracely_sdk.store._base import check_history
-from tracely_sdk.store._model import normalise_tags, validate_entrypoint
+from tracely_sdk.store._model import RUN_ID_PATTERN, normalise_tags, validate_entrypoint
 
 __all__ = ["HTTPStore", "TOKEN_ENV"]
 
@@ -62,6 +63,7 @@ DEFAULT_RETRIES = 4
 MAX_RETRY_WAIT = 30.0  # the longest one Retry-After is honoured for
 MAX_PAGE = 1000  # the largest page the server answers
 _TRACE_ID_RE = re.compile(r"^[0-9a-fA-F]{32}$")
+_RUN_ID_RE = re.compile(RUN_ID_PATTERN)
 _RETRY_STATUSES = frozenset({429, 503})
 _FETCH_THREADS = 8
 
@@ -576,6 +578,47 @@ class HTTPStore(Store):
         body = {"case": case.to_dict(), "history": [v.to_dict() for v in ordered]}
         doc = self._request("PUT", f"/api/cases/{_q(case.id)}", body, what=f"case {case.id}")
         return self._case(doc)
+
+    # replay runs --------------------------------------------------------------------------
+
+    def _run(self, data: Any) -> Run:
+        try:
+            return Run.from_dict(data)
+        except (ValueError, TypeError) as exc:
+            raise self._malformed("run", exc) from None
+
+    def save_run(self, run: Run) -> None:
+        """Keep ``run`` on the server. Retried when the answer is lost, which is safe: the
+        same run again changes nothing."""
+        self._request("POST", "/api/runs", run.to_dict(), what=f"run {run.id}")
+
+    def get_run(self, run_id: str) -> Run:
+        if not isinstance(run_id, str) or not _RUN_ID_RE.fullmatch(run_id):
+            raise NotFound(f"no run {run_id!r} on {self.url} (run ids are 16 hexadecimal digits)")
+        return self._run(self._request("GET", f"/api/runs/{_q(run_id)}", what=f"run {run_id}"))
+
+    def list_runs(self, limit: int = 20, offset: int = 0, trace_id: str | None = None) -> list[Run]:
+        for name, n in (("limit", limit), ("offset", offset)):
+            if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+                raise ValueError(f"{name} must be a non-negative integer, got {n!r}")
+        if trace_id is not None and not _TRACE_ID_RE.fullmatch(trace_id):
+            return []  # no replay trace has such an id
+        runs: list[Run] = []
+        while len(runs) < limit:
+            page = min(MAX_PAGE, limit - len(runs))
+            doc = self._request(
+                "GET",
+                "/api/runs",
+                query={"limit": page, "offset": offset + len(runs), "trace_id": trace_id},
+                what="runs",
+            )
+            items = self._field(doc, "runs")
+            if not isinstance(items, list):
+                raise self._malformed("run list", TypeError("runs is not a list"))
+            runs.extend(self._run(item) for item in items)
+            if len(items) < page:
+                break
+        return runs
 
     # lifecycle ----------------------------------------------------------------------------
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from tracely_sdk._version import __version__
-from tracely_sdk.store._model import CASE_ID_PATTERN
+from tracely_sdk.store._model import CASE_ID_PATTERN, RUN_ID_PATTERN
 
 __all__ = ["ERROR_CODES", "openapi_document"]
 
@@ -149,6 +149,66 @@ def _schemas() -> dict[str, Any]:
         "created_at": _NS,
         "note": {"type": ["string", "null"]},
     }
+    difference = {
+        "type": "object",
+        "description": "Where a recorded value and the actual one differ; a side with nothing "
+        "at the path is left out.",
+        "required": ["path"],
+        "properties": {"path": {"type": "string"}, "recorded": _ANY, "actual": _ANY},
+    }
+    run_case = {
+        "type": "object",
+        "description": "One case's result, as in the JSON report of tracely replay; values "
+        "beyond a size are cut and end with a marker (… [truncated: N characters], … [N more "
+        "items], … [collapsed: N bytes of JSON]).",
+        "required": ["case_id", "verdict"],
+        "properties": {
+            "case_id": {"type": "string"},
+            "version": {"type": ["integer", "null"]},
+            "name": {"type": "string"},
+            "entrypoint": {"type": ["string", "null"]},
+            "verdict": {"enum": ["PASS", "FAIL", "INCOMPLETE", "ERRORED", "LENIENT"]},
+            "reasons": {"type": "array", "items": {"type": "string"}},
+            "diff": {"type": ["string", "null"]},
+            "output_differences": {"type": "array", "items": difference},
+            "divergences": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "label": {"type": "string"},
+                        "entry": {"type": "string"},
+                        "seq": {"type": "integer"},
+                        "field": {"enum": ["input", "args"]},
+                        "recorded": _ANY,
+                        "actual": _ANY,
+                        "differences": {"type": "array", "items": difference},
+                        "omitted": {"type": "integer", "minimum": 0},
+                    },
+                },
+            },
+            "trace_id": {"type": ["string", "null"]},
+            "duration_s": {"type": "number"},
+            "agent_version": {"type": ["string", "null"]},
+            "tracely_version": {"type": "string"},
+        },
+    }
+    run_props: dict[str, Any] = {
+        "id": {"type": "string", "pattern": RUN_ID_PATTERN},
+        "started_at": _NS,
+        "duration_s": {"type": "number", "minimum": 0},
+        "mode": {"enum": ["recorded", "lenient"]},
+        "ok": {"type": "boolean"},
+        "summary": {"type": "object", "description": "counts by verdict, as in the JSON report"},
+        "source": {"type": ["string", "null"], "description": "where the cases came from"},
+        "otlp_endpoint": {
+            "type": ["string", "null"],
+            "description": "where the replay spans were exported (null: no OTLP endpoint)",
+        },
+        "tracely_version": {"type": "string"},
+        "cases": {"type": "array", "items": run_case},
+    }
+    run_summary_props = {k: v for k, v in run_props.items() if k != "cases"}
     entry = {
         "type": "object",
         "properties": {
@@ -310,6 +370,39 @@ def _schemas() -> dict[str, Any]:
                 "case": _ref("Case"),
                 "history": {"type": "array", "minItems": 1, "items": _ref("CaseVersion")},
             },
+        },
+        "Run": {
+            "type": "object",
+            "description": "A tracely replay run and each case's result.",
+            "required": list(run_props),
+            "additionalProperties": False,
+            "properties": run_props,
+        },
+        "RunInput": {
+            "type": "object",
+            "description": "A run to keep (what tracely replay sends).",
+            "required": [k for k in run_props if k not in ("source", "otlp_endpoint", "cases")],
+            "additionalProperties": False,
+            "properties": run_props,
+        },
+        "RunSummary": {
+            "type": "object",
+            "description": "A run without its cases.",
+            "required": list(run_summary_props),
+            "additionalProperties": False,
+            "properties": run_summary_props,
+        },
+        "RunList": {
+            "type": "object",
+            "required": ["runs"],
+            "additionalProperties": False,
+            "properties": {"runs": {"type": "array", "items": _ref("RunSummary")}},
+        },
+        "RunSaved": {
+            "type": "object",
+            "required": ["id"],
+            "additionalProperties": False,
+            "properties": {"id": {"type": "string", "pattern": RUN_ID_PATTERN}},
         },
         "Health": {
             "type": "object",
@@ -576,6 +669,55 @@ def openapi_document() -> dict[str, Any]:
                 body=_json_body(_ref("RecaptureRequest"), "the run to re-record from"),
                 description="The trace must have the case's input (compared canonically); "
                 "409 otherwise, with both inputs in error.detail. The previous version is kept.",
+            ),
+        },
+        "/api/runs": {
+            "get": _op(
+                "listRuns",
+                "Replay runs, newest first (without their cases)",
+                "read",
+                {"200": _json(_ref("RunList"), "Runs."), **_errors(*_READ_ERRORS)},
+                parameters=[
+                    _query_param(
+                        "limit",
+                        {"type": "integer", "minimum": 1, "maximum": 1000, "default": 20},
+                        "at most this many",
+                    ),
+                    _query_param(
+                        "offset", {"type": "integer", "minimum": 0, "default": 0}, "skip this many"
+                    ),
+                    _query_param(
+                        "trace_id", _TRACE_ID, "only runs one of whose cases made this trace"
+                    ),
+                ],
+            ),
+            "post": _op(
+                "saveRun",
+                "Keep the results of a replay run (what tracely replay sends)",
+                "write",
+                {
+                    "201": _json(_ref("RunSaved"), "Kept (or already kept, unchanged)."),
+                    **_errors(*_WRITE_ERRORS, 409),
+                },
+                body=_json_body(_ref("RunInput"), "Run.to_dict()"),
+                description="Values beyond a size are cut with a marker before they are kept. "
+                "Sending the same run again changes nothing; other results under a kept "
+                "run's id are refused (409).",
+            ),
+        },
+        "/api/runs/{run_id}": {
+            "parameters": [
+                _path_param(
+                    "run_id",
+                    {"type": "string", "pattern": RUN_ID_PATTERN},
+                    "a run id: 16 hexadecimal characters",
+                )
+            ],
+            "get": _op(
+                "getRun",
+                "One replay run, with each case's result",
+                "read",
+                {"200": _json(_ref("Run"), "The run."), **_errors(*_READ_ERRORS)},
             ),
         },
     }

@@ -21,6 +21,7 @@ from tracely_sdk.store._model import (
     CaseVersion,
     InvalidCase,
     Recording,
+    Run,
     bundle_weight,
     dumps_json,
     normalise_tags,
@@ -128,6 +129,22 @@ class Store(abc.ABC):
     @abc.abstractmethod
     def put_case(self, case: Case, history: Sequence[CaseVersion]) -> Case:
         """Store ``case`` with exactly ``history``, replacing any case with its id (import)."""
+
+    # replay runs --------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def save_run(self, run: Run) -> None:
+        """Keep the results of a replay run. Saving the same run again changes nothing; a
+        different run with a stored run's id raises Conflict."""
+
+    @abc.abstractmethod
+    def get_run(self, run_id: str) -> Run:
+        """The run ``run_id`` with its cases; NotFound if there is none."""
+
+    @abc.abstractmethod
+    def list_runs(self, limit: int = 20, offset: int = 0, trace_id: str | None = None) -> list[Run]:
+        """Runs newest first, without their cases (:meth:`get_run` has them); with
+        ``trace_id``, only the runs one of whose cases made that replay trace."""
 
     # lifecycle ----------------------------------------------------------------------------
 

@@ -186,6 +186,25 @@ MIGRATIONS: tuple[Migration, ...] = (
             _backfill_v2,
         ),
     ),
+    Migration(
+        3,
+        "replay runs, and the replay traces of their cases",
+        (
+            """CREATE TABLE runs (
+                id TEXT PRIMARY KEY,
+                started_at BIGINT NOT NULL,
+                header TEXT NOT NULL,
+                cases TEXT NOT NULL
+            )""",
+            "CREATE INDEX runs_started_at ON runs (started_at)",
+            """CREATE TABLE run_traces (
+                trace_id TEXT NOT NULL,
+                run_id TEXT NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+                case_id TEXT NOT NULL,
+                PRIMARY KEY (trace_id, run_id)
+            )""",
+        ),
+    ),
 )
 
 _SCHEMA_TABLE = """CREATE TABLE IF NOT EXISTS tracely_schema (

@@ -1,4 +1,5 @@
-"""What the store holds: recordings of production traces, and the regression cases made from them.
+"""What the store holds: recordings of production traces, the regression cases made from them,
+and the results of replay runs.
 
 Every timestamp is an integer of Unix nanoseconds. Every value that came from a run (inputs,
 outputs, bundles) is plain JSON.
@@ -11,6 +12,7 @@ both a :class:`~tracely_sdk.errors.StoreError` and a :class:`ValueError`.
 from __future__ import annotations
 
 import re
+import secrets
 import time
 import unicodedata
 import urllib.parse
@@ -27,7 +29,10 @@ __all__ = [
     "CaseVersion",
     "InvalidCase",
     "Recording",
+    "Run",
+    "bound_json",
     "bundle_weight",
+    "new_run_id",
     "dumps_json",
     "normalise_tags",
     "now_ns",
@@ -50,6 +55,28 @@ _RESERVED_STEMS = frozenset(
     | {f"lpt{i}" for i in range(1, 10)}
 )
 _STATUSES = ("ok", "error")
+RUN_ID_PATTERN = r"^[0-9a-f]{16}$"
+_RUN_ID_RE = re.compile(RUN_ID_PATTERN)
+RUN_FIELDS = frozenset(
+    {
+        "id",
+        "started_at",
+        "duration_s",
+        "mode",
+        "ok",
+        "summary",
+        "source",
+        "otlp_endpoint",
+        "tracely_version",
+        "cases",
+    }
+)
+# What a stored run keeps of each value: a run's diffs can be as large as the inputs they
+# compare, so beyond these a value is cut, with a marker saying how much was left out.
+MAX_RUN_STRING = 2000
+MAX_RUN_ITEMS = 50
+MAX_RUN_DEPTH = 12
+MAX_RUN_CASE_BYTES = 64 * 1024
 UNKNOWN_SERVICE = "unknown_service"
 
 
@@ -367,3 +394,177 @@ class Case:
             "created_at": self.created_at,
             "updated_at": self.updated_at,
         }
+
+
+def new_run_id() -> str:
+    """A fresh run id: 16 hexadecimal characters (a trace id has 32, so the two never mix)."""
+    return secrets.token_hex(8)
+
+
+def bound_json(value: Any, *, depth: int = 0) -> Any:
+    """``value`` with every string, list and object cut to the limits a stored run keeps.
+
+    A string longer than :data:`MAX_RUN_STRING` keeps its start and ends with
+    ``… [truncated: N characters]``; a list past :data:`MAX_RUN_ITEMS` ends with the item
+    ``… [N more items]``; an object past that many keys gets the key ``…`` with
+    ``[N more keys]``; anything nested deeper than :data:`MAX_RUN_DEPTH` becomes
+    ``… [collapsed: N bytes of JSON]``. Each result is within the limits, so bounding a
+    bounded value changes nothing.
+    """
+    if isinstance(value, str):
+        if len(value) <= MAX_RUN_STRING:
+            return value
+        # The marker fits in the limit, so a bounded value is bounded again unchanged.
+        return value[: MAX_RUN_STRING - 40] + f"… [truncated: {len(value)} characters]"
+    if isinstance(value, (dict, list, tuple)) and depth >= MAX_RUN_DEPTH:
+        return _collapsed(value)
+    if isinstance(value, Mapping):
+        keys = list(value)
+        if len(keys) <= MAX_RUN_ITEMS:
+            return {str(k): bound_json(value[k], depth=depth + 1) for k in keys}
+        kept = keys[: MAX_RUN_ITEMS - 1]
+        out = {str(k): bound_json(value[k], depth=depth + 1) for k in kept}
+        out["…"] = f"[{len(keys) - len(kept)} more keys]"
+        return out
+    if isinstance(value, (list, tuple)):
+        if len(value) <= MAX_RUN_ITEMS:
+            return [bound_json(v, depth=depth + 1) for v in value]
+        items = [bound_json(v, depth=depth + 1) for v in value[: MAX_RUN_ITEMS - 1]]
+        items.append(f"… [{len(value) - len(items)} more items]")
+        return items
+    return value
+
+
+def _collapsed(value: Any) -> str:
+    size = len(orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS, default=str))
+    return f"… [collapsed: {size} bytes of JSON]"
+
+
+# The fields of a stored case result that can be large, collapsed first when a case is still
+# over MAX_RUN_CASE_BYTES after bound_json.
+_HEAVY_CASE_FIELDS = ("output", "expected_output", "traceback", "diff")
+
+
+def bound_case_result(case: Mapping[str, Any]) -> dict[str, Any]:
+    """One case of a run, bounded (see :func:`bound_json`) to :data:`MAX_RUN_CASE_BYTES`."""
+    bounded: dict[str, Any] = bound_json(dict(case))
+    if len(orjson.dumps(bounded, default=str)) <= MAX_RUN_CASE_BYTES:
+        return bounded
+    for d in bounded.get("divergences") or ():
+        if isinstance(d, dict):
+            for side in ("recorded", "actual"):
+                if side in d:
+                    d[side] = _collapsed(d[side])
+    for key in _HEAVY_CASE_FIELDS:
+        if len(orjson.dumps(bounded, default=str)) <= MAX_RUN_CASE_BYTES:
+            break
+        if bounded.get(key) is not None:
+            bounded[key] = _collapsed(bounded[key])
+    if len(orjson.dumps(bounded, default=str)) > MAX_RUN_CASE_BYTES:
+        for key in ("output_differences", "divergences", "reasons"):
+            if bounded.get(key):
+                bounded[key] = [_collapsed(bounded[key])]
+    return bounded
+
+
+@dataclass(frozen=True)
+class Run:
+    """One ``tracely replay`` run: when, how, and each case's result, bounded in size.
+
+    ``summary`` holds the counts by verdict (``total``, ``passed``, ``failed``, ``incomplete``,
+    ``errored``, ``lenient``, ``ok``, ``mode``, ``duration_s``); ``cases`` one entry per case,
+    as in the JSON report (``case_id``, ``version``, ``verdict``, ``reasons``, ``diff``,
+    ``output_differences``, ``divergences``, ``trace_id``, ``duration_s``, ``agent_version``,
+    ``tracely_version``, ...), each cut by :func:`bound_case_result`. ``source`` is where the
+    cases came from; ``otlp_endpoint`` where the replay spans were exported (None: nowhere).
+    A run listed by :meth:`~tracely_sdk.store.Store.list_runs` has no ``cases``.
+    """
+
+    id: str
+    started_at: int
+    duration_s: float
+    mode: str
+    ok: bool
+    summary: dict[str, Any]
+    source: str | None
+    otlp_endpoint: str | None
+    tracely_version: str
+    cases: tuple[dict[str, Any], ...] = ()
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.id, str) or not _RUN_ID_RE.fullmatch(self.id):
+            raise ValueError(f"invalid run id {self.id!r}: expected 16 hexadecimal characters")
+        _check_ns("started_at", self.started_at)
+        if not isinstance(self.duration_s, (int, float)) or isinstance(self.duration_s, bool):
+            raise ValueError(f"duration_s must be a number of seconds, got {self.duration_s!r}")
+        if self.mode not in ("recorded", "lenient"):
+            raise ValueError(f"mode must be 'recorded' or 'lenient', got {self.mode!r}")
+        if not isinstance(self.ok, bool):
+            raise ValueError(f"ok must be true or false, got {self.ok!r}")
+        if not isinstance(self.summary, Mapping):
+            raise ValueError("a run's summary must be a JSON object")
+        for name in ("source", "otlp_endpoint"):
+            if getattr(self, name) is not None and not isinstance(getattr(self, name), str):
+                raise ValueError(f"{name} must be a string or null")
+        if not isinstance(self.tracely_version, str):
+            raise ValueError("tracely_version must be a string")
+        if isinstance(self.cases, (str, bytes)) or not all(
+            isinstance(c, Mapping) and isinstance(c.get("case_id"), str) for c in self.cases
+        ):
+            raise ValueError("a run's cases must be objects, each with a case_id")
+        object.__setattr__(self, "summary", bound_json(dict(self.summary)))
+        object.__setattr__(self, "cases", tuple(bound_case_result(c) for c in self.cases))
+        for name in ("source", "otlp_endpoint"):
+            value = getattr(self, name)
+            if value is not None:
+                object.__setattr__(self, name, bound_json(value))
+
+    def trace_ids(self) -> dict[str, str]:
+        """Each case's replay trace id -> its case id."""
+        return {
+            c["trace_id"]: c["case_id"] for c in self.cases if isinstance(c.get("trace_id"), str)
+        }
+
+    def summary_dict(self) -> dict[str, Any]:
+        """The run without its cases."""
+        data = self.to_dict()
+        del data["cases"]
+        return data
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "started_at": self.started_at,
+            "duration_s": self.duration_s,
+            "mode": self.mode,
+            "ok": self.ok,
+            "summary": self.summary,
+            "source": self.source,
+            "otlp_endpoint": self.otlp_endpoint,
+            "tracely_version": self.tracely_version,
+            "cases": list(self.cases),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Run:
+        """A run from :meth:`to_dict`'s shape (``cases`` may be left out); ValueError if not."""
+        if not isinstance(data, Mapping):
+            raise ValueError("a run must be a JSON object")
+        unknown = set(data) - RUN_FIELDS
+        if unknown:
+            raise ValueError(f"a run has no field(s) {', '.join(sorted(map(repr, unknown)))}")
+        try:
+            return cls(
+                id=data["id"],
+                started_at=data["started_at"],
+                duration_s=data["duration_s"],
+                mode=data["mode"],
+                ok=data["ok"],
+                summary=data["summary"],
+                source=data.get("source"),
+                otlp_endpoint=data.get("otlp_endpoint"),
+                tracely_version=data["tracely_version"],
+                cases=tuple(data.get("cases") or ()),
+            )
+        except KeyError as exc:
+            raise ValueError(f"a run needs {exc.args[0]!r}") from None

@@ -28,7 +28,7 @@ from typing import Any
 
 import orjson
 
-from tracely_sdk.errors import NotFound, StoreError
+from tracely_sdk.errors import Conflict, NotFound, StoreError
 from tracely_sdk.store._base import Store, check_history, plan_promotion, plan_recapture
 from tracely_sdk.store._migrations import (
     SQLITE,
@@ -42,6 +42,7 @@ from tracely_sdk.store._model import (
     Case,
     CaseVersion,
     Recording,
+    Run,
     bundle_weight,
     dumps_json,
     normalise_tags,
@@ -152,6 +153,19 @@ def _version_of(row: Sequence[Any]) -> CaseVersion:
         created_at=int(row[6]),
         note=row[7],
     )
+
+
+def _run(run_id: str, header: Any, cases: Any) -> Run:
+    try:
+        data = _l(header)
+        if not isinstance(data, dict):
+            raise _CorruptRow("the run's header is not an object")
+        data["cases"] = _l(cases) if cases is not None else []
+        return Run.from_dict(data)
+    except (_CorruptRow, ValueError) as exc:
+        raise StoreError(
+            f"run {run_id} cannot be read ({exc}): the row was changed outside tracely"
+        ) from exc
 
 
 def _check_page(limit: int, offset: int) -> None:
@@ -531,6 +545,56 @@ class SQLStore(Store):
             for v in ordered:
                 self._insert_version(conn, v)
         return case
+
+    # replay runs --------------------------------------------------------------------------
+
+    def save_run(self, run: Run) -> None:
+        header = dumps_json(run.summary_dict())
+        cases = dumps_json(list(run.cases))
+        with self._write() as conn:
+            inserted = conn.execute(
+                self._q(
+                    "INSERT INTO runs (id, started_at, header, cases) VALUES (?, ?, ?, ?) "
+                    "ON CONFLICT (id) DO NOTHING"
+                ),
+                (run.id, run.started_at, header, cases),
+            ).rowcount
+            if inserted != 1:
+                row = conn.execute(
+                    self._q("SELECT header, cases FROM runs WHERE id = ?"), (run.id,)
+                ).fetchone()
+                if row is not None and (row[0], row[1]) == (header, cases):
+                    return  # the same run again (a retried request)
+                raise Conflict(f"run {run.id} is already stored with other results")
+            for trace_id, case_id in run.trace_ids().items():
+                conn.execute(
+                    self._q(
+                        "INSERT INTO run_traces (trace_id, run_id, case_id) VALUES (?, ?, ?) "
+                        "ON CONFLICT (trace_id, run_id) DO NOTHING"
+                    ),
+                    (trace_id, run.id, case_id),
+                )
+
+    def get_run(self, run_id: str) -> Run:
+        with self._read() as conn:
+            row = conn.execute(
+                self._q("SELECT header, cases FROM runs WHERE id = ?"), (run_id,)
+            ).fetchone()
+        if row is None:
+            raise NotFound(f"no run {run_id!r} in {self.url}")
+        return _run(run_id, row[0], row[1])
+
+    def list_runs(self, limit: int = 20, offset: int = 0, trace_id: str | None = None) -> list[Run]:
+        _check_page(limit, offset)
+        sql = "SELECT id, header FROM runs"
+        params: list[Any] = []
+        if trace_id is not None:
+            sql += " WHERE id IN (SELECT run_id FROM run_traces WHERE trace_id = ?)"
+            params.append(trace_id)
+        sql += " ORDER BY started_at DESC, id DESC LIMIT ? OFFSET ?"
+        with self._read() as conn:
+            rows = conn.execute(self._q(sql), (*params, limit, offset)).fetchall()
+        return [_run(r[0], r[1], None) for r in rows]
 
 
 class SQLiteStore(SQLStore):

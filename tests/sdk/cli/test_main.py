@@ -38,6 +38,9 @@ COMMANDS = [
         )
     ),
     ["replay"],
+    ["runs"],
+    ["runs", "list"],
+    ["runs", "show"],
     ["serve"],
 ]
 

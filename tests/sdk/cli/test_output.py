@@ -27,7 +27,7 @@ RESULTS = [
             "recorded call(s) never made: tools:get_weather",
             "output differs from the expected output",
         ],
-        diff='--- expected output\n+++ actual output\n@@ -1 +1 @@\n-"a"\n+"b"',
+        diff='output: recorded "a" now "b"',
         duration=0.02,
     ),
 ]
@@ -82,7 +82,7 @@ def test_plain_verdicts() -> None:
     assert (
         "FAIL oslo-weather v1 (Oslo)\n  - recorded call(s) never made: tools:get_weather\n" in text
     )
-    assert '    +"b"' in text
+    assert '    output: recorded "a" now "b"' in text
     assert lines[-1] == "2 cases: 1 passed, 1 failed in 0.50s"
     assert "\x1b[" not in text
 

@@ -53,7 +53,7 @@ def test_the_story_through_the_cli(capture: Any, cli: CLI) -> None:
     ((_, version, verdict, reason),) = verdict_rows(out)
     assert (version, verdict) == ("2", "FAIL")
     assert reason.startswith("recorded call(s) never made: tools:get_weather")
-    assert '+"Let me check the weather in Paris."' in out  # the diff is in the details
+    assert 'now "Let me check the weather in Paris."' in out  # the diff is in the details
 
 
 def test_reports_are_written(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
@@ -100,3 +101,19 @@ def test_show_marks_a_replayed_trace(capture: Any, cli: CLI) -> None:
     assert status == 0
     assert "made by a recorded replay run (not promotable)" in out
     assert json.loads(cli("traces", "show", trace_id, "--json")[1])["replay_mode"] == "recorded"
+
+
+def test_show_a_replay_trace_names_its_run_case_and_otlp_backend(cli: CLI) -> None:
+    from tests.sdk.store._helpers import make_run
+
+    run = dataclasses.replace(make_run(9), otlp_endpoint="http://collector:4318")
+    store = cli.store()
+    try:
+        store.save_run(run)
+    finally:
+        store.close()
+    replayed = run.cases[0]["trace_id"]
+    status, out, _ = cli("traces", "show", replayed.upper())
+    assert status == 0
+    assert out.startswith(f"trace {replayed} is a replay trace of case case-0 in run {run.id}")
+    assert "its spans went to the OTLP backend at http://collector:4318" in out

@@ -105,3 +105,36 @@ def crash_mid_write(spool: str, db: str, count: int) -> None:
     all_submitted.set()
     time.sleep(30)  # the writer thread kills the process long before this
     os._exit(0)
+
+
+def make_run(n: int, *, cases: int = 2, started_at: int | None = None, **case: Any) -> Any:
+    """A replay run of ``cases`` cases (the first FAIL on a changed prompt, the rest PASS)."""
+    from tracely_sdk.store import Run
+
+    entries = []
+    for i in range(cases):
+        entry: dict[str, Any] = {
+            "case_id": f"case-{i}",
+            "version": 1,
+            "verdict": "PASS" if i else "FAIL",
+            "reasons": [] if i else ["served despite a different input: llm:m"],
+            "diff": None,
+            "divergences": [],
+            "trace_id": trace_id(f"run-{n}-{i}"),
+            "duration_s": 0.01,
+            "agent_version": None,
+            "tracely_version": "1.0",
+        }
+        entries.append({**entry, **case} if i == 0 else entry)
+    return Run(
+        id=f"{n:016x}",
+        started_at=1_700_000_000_000_000_000 + n if started_at is None else started_at,
+        duration_s=0.5,
+        mode="recorded",
+        ok=False,
+        summary={"total": cases, "passed": cases - 1, "failed": 1, "ok": False},
+        source="sqlite:///x.db",
+        otlp_endpoint=None,
+        tracely_version="1.0",
+        cases=tuple(entries),
+    )

@@ -7,6 +7,7 @@ import sys
 import threading
 from pathlib import Path
 
+import orjson
 import pytest
 
 from tracely_otel._bundle import seal
@@ -702,11 +703,13 @@ def test_migrates_v1_database(tmp_path: Path) -> None:
     _make_v1(path)
     with SQLiteStore(path) as s:
         conn = s._connection()
-        assert _migrations.schema_version(conn, _migrations.SQLITE) == 2
+        latest = _migrations.latest_version()
+        assert _migrations.schema_version(conn, _migrations.SQLITE) == latest
         versions = [
             r[0] for r in conn.execute("SELECT version FROM tracely_schema ORDER BY version")
         ]
-        assert versions == [1, 2]
+        assert versions == list(range(1, latest + 1))
+        assert s.list_runs() == []  # the runs tables are there, empty
         assert s.get_recording(trace_id("r")).replay_mode == "recorded"
         assert s.get_recording(trace_id("l")).replay_mode is None
         counts = dict(conn.execute("SELECT trace_id, span_count FROM recordings").fetchall())
@@ -718,7 +721,7 @@ def test_migrates_v1_database(tmp_path: Path) -> None:
         assert s.put_recording(make_recording("l", tools=3)) is True
     # Opening again is a no-op.
     with SQLiteStore(path) as s:
-        assert _migrations.migrate(s._connection(), _migrations.SQLITE) == (2, 2)
+        assert _migrations.migrate(s._connection(), _migrations.SQLITE) == (latest, latest)
 
 
 def test_failed_migration_changes_nothing(tmp_path: Path) -> None:
@@ -731,7 +734,9 @@ def test_failed_migration_changes_nothing(tmp_path: Path) -> None:
 
     bad = (
         *_migrations.MIGRATIONS,
-        _migrations.Migration(3, "broken", ("CREATE TABLE t3 (x TEXT)", broken)),
+        _migrations.Migration(
+            _migrations.latest_version() + 1, "broken", ("CREATE TABLE t3 (x TEXT)", broken)
+        ),
     )
     with pytest.raises(RuntimeError):
         _migrations.migrate(conn, _migrations.SQLITE, migrations=bad)
@@ -804,3 +809,71 @@ def test_a_late_span_that_completes_a_call_replaces_the_recording(tmp_path: Path
         assert store.put_recording(complete) is True
         assert store.get_recording(complete.trace_id).bundle == complete.bundle
         assert store.put_recording(Recording.from_bundle(seal(early))) is False
+
+
+# -- replay runs (these run against every backend) ------------------------------------------
+
+
+def test_a_run_is_kept_with_each_case_result(store: SQLiteStore) -> None:
+    from tests.sdk.store._helpers import make_run
+
+    divergence = {
+        "label": "llm:m",
+        "entry": "llm:m #1 (seq 1)",
+        "seq": 1,
+        "field": "input",
+        "recorded": ["a"],
+        "actual": ["b"],
+        "differences": [{"path": "[0]", "recorded": "a", "actual": "b"}],
+        "omitted": 0,
+    }
+    run = make_run(1, divergences=[divergence], agent_version="2.1.0")
+    store.save_run(run)
+    assert store.get_run(run.id) == run
+    (first, second) = store.get_run(run.id).cases
+    assert first["divergences"] == [divergence] and first["agent_version"] == "2.1.0"
+    assert second["verdict"] == "PASS"
+    store.save_run(run)  # the same run again changes nothing
+    with pytest.raises(Conflict, match=f"run {run.id}"):
+        store.save_run(dataclasses.replace(run, ok=True))
+    with pytest.raises(NotFound, match="no run"):
+        store.get_run("f" * 16)
+
+
+def test_runs_are_listed_newest_first_without_cases_and_found_by_replay_trace(
+    store: SQLiteStore,
+) -> None:
+    from tests.sdk.store._helpers import make_run
+
+    runs = [make_run(n) for n in (1, 3, 2)]
+    for run in runs:
+        store.save_run(run)
+    listed = store.list_runs()
+    assert [r.id for r in listed] == [f"{n:016x}" for n in (3, 2, 1)]
+    assert all(r.cases == () for r in listed)
+    assert listed[0].summary == runs[1].summary
+    assert [r.id for r in store.list_runs(limit=1, offset=1)] == [f"{2:016x}"]
+    (found,) = store.list_runs(trace_id=runs[2].cases[1]["trace_id"])
+    assert found.id == runs[2].id
+    assert store.list_runs(trace_id=trace_id("never replayed")) == []
+
+
+def test_a_run_keeps_large_values_cut_with_a_marker(store: SQLiteStore) -> None:
+    from tests.sdk.store._helpers import make_run
+    from tracely_sdk.store._model import MAX_RUN_CASE_BYTES, MAX_RUN_ITEMS, MAX_RUN_STRING
+
+    huge = "x" * 100_000
+    run = make_run(
+        5,
+        diff=huge,
+        output={"items": list(range(1000))},
+        divergences=[{"label": "llm:m", "recorded": [huge] * 40, "actual": [huge] * 40}],
+    )
+    (first, _) = run.cases
+    assert len(first["diff"]) <= MAX_RUN_STRING
+    assert first["diff"].endswith("… [truncated: 100000 characters]")
+    assert len(first["output"]["items"]) == MAX_RUN_ITEMS
+    assert first["output"]["items"][-1] == f"… [{1000 - MAX_RUN_ITEMS + 1} more items]"
+    assert len(orjson.dumps(first)) <= MAX_RUN_CASE_BYTES
+    store.save_run(run)
+    assert store.get_run(run.id) == run  # what is kept is exactly the bounded run
