@@ -216,6 +216,7 @@ def run_of(
     elapsed: float | None = None,
     source: str | None = None,
     environ: Mapping[str, str] | None = None,
+    mode: str | None = None,
 ) -> Run:
     """The run to keep in the store: the summary, and each case as in the JSON report (with
     its traceback), bounded in size by :class:`~tracely_sdk.store.Run`."""
@@ -224,7 +225,7 @@ def run_of(
         id=new_run_id(),
         started_at=started_at,
         duration_s=summary["duration_s"],
-        mode=summary["mode"],
+        mode=mode or summary["mode"],
         ok=summary["ok"],
         summary=summary,
         source=source,

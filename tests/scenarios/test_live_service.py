@@ -248,3 +248,22 @@ def test_trace_checks_hold_for_a_service_tracely_never_touched(
     assert report["cases"][0]["reasons"] == [
         "turn 2: max_llm_calls 0: expected at most 0 LLM call(s); got 1: gpt-4o-mini"
     ]
+
+
+def test_a_scenario_run_is_kept_in_the_store_like_a_replay_run(
+    start_service: Callable[..., Service],
+    cli: Callable[..., tuple[int, str, dict[str, Any]]],
+    collector: ServerProcess,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    service = start_service("-m", "examples.weather_service")
+    monkeypatch.setenv("TRACELY_TOKEN", collector.tokens.write)  # keeping a run writes
+    status, out, _ = cli("scenarios", "run", str(EXAMPLES / "oslo.yaml"), "--target", service.url)
+    assert status == 0, out
+    match = re.search(r"run ([0-9a-f]{16}) kept in", out)
+    assert match, out
+    status, out, _ = cli("runs", "show", match.group(1), "--json")
+    assert status == 0, out
+    run = json.loads(out)
+    assert run["mode"] == "scenarios"
+    assert [(c["case_id"], c["verdict"]) for c in run["cases"]] == [("oslo", "PASS")]

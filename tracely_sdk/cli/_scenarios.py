@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 import time
@@ -10,6 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tracely_sdk.cli._replay import keep_run
 from tracely_sdk.cli._traces import positive_int
 from tracely_sdk.errors import ConfigError
 
@@ -143,13 +145,17 @@ def _select(paths: Sequence[str], tags: Sequence[str]) -> tuple[list[Scenario], 
     return chosen, len(everything), looked
 
 
-def _trace_source(ctx: Context, timeout: float) -> Any:
-    import os
+def _store_url(ctx: Context) -> str | None:
+    """The store named on purpose (``--store`` / ``TRACELY_STORE``): the service's traces and
+    the kept runs live there. The implicit local default is not it: a service runs elsewhere."""
+    return ctx.store_url or os.environ.get("TRACELY_STORE") or None
 
+
+def _trace_source(ctx: Context, timeout: float) -> Any:
     from tracely_sdk.scenarios import TraceSource
     from tracely_sdk.store import redact_url
 
-    url = ctx.store_url or os.environ.get("TRACELY_STORE")
+    url = _store_url(ctx)
     if not url:
         return None
     if timeout <= 0:
@@ -179,6 +185,7 @@ def cmd_run(args: argparse.Namespace, ctx: Context) -> int:
             f"no target URL for {', '.join(targetless)}: give --target URL or `target.url`"
         )
     traces = None if args.no_trace_checks else _trace_source(ctx, args.trace_timeout)
+    started_at = time.time_ns()
     started = time.perf_counter()
     with out.progress(len(scenarios), label="running") as advance:
         results = run_scenarios(
@@ -200,6 +207,10 @@ def cmd_run(args: argparse.Namespace, ctx: Context) -> int:
         append_step_summary(results, elapsed=elapsed)
     except OSError as exc:
         out.note(f"could not append to $GITHUB_STEP_SUMMARY: {exc}")
+    if _store_url(ctx):
+        keep_run(ctx, results, started_at=started_at, elapsed=elapsed, mode="scenarios")
+    else:
+        out.note("run not kept: no store configured (--store or TRACELY_STORE)")
     return 0 if all(r.ok for r in results) else 1
 
 
