@@ -135,7 +135,7 @@ def format_result(result: CaseResult) -> str:
 def case_entry(result: CaseResult) -> dict[str, Any]:
     """One case of the JSON report, with its stable field names."""
     report: Mapping[str, Any] = result.report or {}
-    return {
+    entry = {
         "case_id": result.case_id,
         "version": result.version,
         "name": result.name,
@@ -159,6 +159,10 @@ def case_entry(result: CaseResult) -> dict[str, Any]:
         "agent_version": result.agent_version,
         "tracely_version": __version__,
     }
+    if report.get("kind") == "scenario":
+        # A scenario's turns: each one's reply, failed checks, trace id and what its trace held.
+        entry["scenario"] = dict(report)
+    return entry
 
 
 def json_report(results: Sequence[CaseResult], elapsed: float | None = None) -> dict[str, Any]:
@@ -212,6 +216,7 @@ def run_of(
     elapsed: float | None = None,
     source: str | None = None,
     environ: Mapping[str, str] | None = None,
+    mode: str | None = None,
 ) -> Run:
     """The run to keep in the store: the summary, and each case as in the JSON report (with
     its traceback), bounded in size by :class:`~tracely_sdk.store.Run`."""
@@ -220,7 +225,7 @@ def run_of(
         id=new_run_id(),
         started_at=started_at,
         duration_s=summary["duration_s"],
-        mode=summary["mode"],
+        mode=mode or summary["mode"],
         ok=summary["ok"],
         summary=summary,
         source=source,

@@ -197,7 +197,7 @@ def _schemas() -> dict[str, Any]:
         "id": {"type": "string", "pattern": RUN_ID_PATTERN},
         "started_at": _NS,
         "duration_s": {"type": "number", "minimum": 0},
-        "mode": {"enum": ["recorded", "lenient"]},
+        "mode": {"enum": ["recorded", "lenient", "scenarios"]},
         "ok": {"type": "boolean"},
         "summary": {"type": "object", "description": "counts by verdict, as in the JSON report"},
         "source": {"type": ["string", "null"], "description": "where the cases came from"},
