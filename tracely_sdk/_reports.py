@@ -9,6 +9,7 @@ The JSON report's field names are a contract for scripts::
                 "reasons": ["recorded call(s) never made: tools:get_weather"],
                 "output": ..., "expected_output": ..., "diff": "...",
                 "served": [...], "unused": [...], "diverged": [...],
+                "masked": {"llm:gpt-4o": ["@iso-timestamp"]},
                 "duration_s": 0.004, "trace_id": "..."}, ...]}
 """
 
@@ -120,6 +121,7 @@ def case_entry(result: CaseResult) -> dict[str, Any]:
         "diverged": list(report.get("diverged", ())),
         "live": list(report.get("live", ())),
         "misses": list(report.get("errors", ())),
+        "masked": {k: list(v) for k, v in (report.get("masked") or {}).items()},
         "duration_s": round(result.duration, 6),
         "trace_id": result.trace_id,
     }

@@ -21,6 +21,7 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 from tracely_otel import attributes as A
 from tracely_otel import digest_item
 from tracely_sdk import _redact
+from tracely_sdk._masks import NO_MASKS, Masks, masks_from
 from tracely_sdk._matching import LLM, TOOLS, Match
 from tracely_sdk._replay import ReplaySession, current_session
 from tracely_sdk._types import (
@@ -183,6 +184,7 @@ class Call:
         attributes: Mapping[str, Any] | None = None,
         provider: str | None = None,
         errors: ExpectedErrors = (),
+        ignore: Masks = NO_MASKS,
     ) -> None:
         self.kind = kind
         self.name = name
@@ -226,7 +228,7 @@ class Call:
         self._attrs = attrs
         self.session = session = current_session()
         if session is not None:
-            self._decide(session, TOOLS if tool else LLM, text)
+            self._decide(session, TOOLS if tool else LLM, text, ignore)
 
     @property
     def label(self) -> str:
@@ -255,10 +257,12 @@ class Call:
             set_status_on_exception=False,
         )
 
-    def _decide(self, session: ReplaySession, section: str, text: str | None) -> None:
+    def _decide(self, session: ReplaySession, section: str, text: str | None, masks: Masks) -> None:
         attrs = self._attrs
         try:
-            match = session.decide(section, self.name, None if text is None else text.encode())
+            match = session.decide(
+                section, self.name, None if text is None else text.encode(), masks
+            )
         except ReplayError as exc:
             attrs[A.REPLAY_MISS] = True
             attrs[A.ERROR_TYPE] = "ReplayError"
@@ -541,6 +545,7 @@ def call_tool(
     *,
     returns: Any = NO_ANNOTATION,
     errors: Any = None,
+    ignore: Any = None,
 ) -> T:
     """Run tool ``name`` via ``fn()`` and record it; under fixtures, serve the recording.
 
@@ -548,6 +553,8 @@ def call_tool(
     the type a replayed value is rebuilt into. ``errors`` names the exception classes the
     code expects back: a recorded failure of one of them (by qualified name) is raised as that
     class, made from the recorded message; any other as :class:`~tracely_sdk.ToolError`.
+    ``ignore`` lists masks (JSON paths, ``re:PATTERN``, ``@iso-timestamp``, ``@uuid``) for the
+    volatile parts of ``args``, left out when replay compares them with the recording.
     """
     annotation = returns if returns is not NO_ANNOTATION else return_annotation(fn)
     call = Call(
@@ -556,6 +563,7 @@ def call_tool(
         args=args,
         annotation=annotation,
         errors=expected_errors(errors, f"call_tool({name!r})"),
+        ignore=masks_from(ignore, f"call_tool({name!r})"),
     )
     return _sync_call(call, fn)
 
@@ -568,12 +576,14 @@ def call_llm(
     *,
     returns: Any = NO_ANNOTATION,
     errors: Any = None,
+    ignore: Any = None,
 ) -> T:
     """Run an LLM call to ``model`` via ``fn()`` and record it; under fixtures, serve it.
 
     ``input`` is compared with the recording (a difference is served and reported as
     divergence); ``usage`` is ``(input_tokens, output_tokens)`` or a function of the result.
-    ``errors`` is as for :func:`call_tool` (other recorded failures raise LLMError).
+    ``errors`` is as for :func:`call_tool` (other recorded failures raise LLMError), and so is
+    ``ignore``, for the volatile parts of ``input`` (a date in the system prompt).
     """
     annotation = returns if returns is not NO_ANNOTATION else return_annotation(fn)
     call = Call(
@@ -583,6 +593,7 @@ def call_llm(
         usage=usage,
         annotation=annotation,
         errors=expected_errors(errors, f"call_llm({model!r})"),
+        ignore=masks_from(ignore, f"call_llm({model!r})"),
     )
     return _sync_call(call, fn)
 
@@ -594,6 +605,7 @@ async def acall_tool(
     *,
     returns: Any = NO_ANNOTATION,
     errors: Any = None,
+    ignore: Any = None,
 ) -> T:
     """Async :func:`call_tool`: ``fn()`` returns an awaitable, awaited only when live."""
     annotation = returns if returns is not NO_ANNOTATION else return_annotation(fn)
@@ -603,6 +615,7 @@ async def acall_tool(
         args=args,
         annotation=annotation,
         errors=expected_errors(errors, f"acall_tool({name!r})"),
+        ignore=masks_from(ignore, f"acall_tool({name!r})"),
     )
     return await _async_call(call, fn)
 
@@ -615,6 +628,7 @@ async def acall_llm(
     *,
     returns: Any = NO_ANNOTATION,
     errors: Any = None,
+    ignore: Any = None,
 ) -> T:
     """Async :func:`call_llm`: ``fn()`` returns an awaitable, awaited only when live."""
     annotation = returns if returns is not NO_ANNOTATION else return_annotation(fn)
@@ -625,6 +639,7 @@ async def acall_llm(
         usage=usage,
         annotation=annotation,
         errors=expected_errors(errors, f"acall_llm({model!r})"),
+        ignore=masks_from(ignore, f"acall_llm({model!r})"),
     )
     return await _async_call(call, fn)
 
@@ -786,12 +801,17 @@ def _bound_args(
 def observe(fn: F) -> F: ...
 @overload
 def observe(
-    *, as_type: str = "span", name: str | None = None, errors: Any = None
+    *, as_type: str = "span", name: str | None = None, errors: Any = None, ignore: Any = None
 ) -> Callable[[F], F]: ...
 
 
 def observe(
-    fn: Any = None, *, as_type: str = "span", name: str | None = None, errors: Any = None
+    fn: Any = None,
+    *,
+    as_type: str = "span",
+    name: str | None = None,
+    errors: Any = None,
+    ignore: Any = None,
 ) -> Any:
     """Decorate a function so each call is a span; ``as_type`` says what it is.
 
@@ -803,13 +823,17 @@ def observe(
     - ``"span"`` (default): a plain span named after the function, nothing recorded.
 
     ``errors`` (tool and llm) names the exception classes the code expects back from a
-    replayed failure, as for :func:`call_tool` (``errors=(ModelRetry,)``).
+    replayed failure, as for :func:`call_tool` (``errors=(ModelRetry,)``); ``ignore`` (tool and
+    llm) lists masks for the volatile parts of the arguments, as for :func:`call_tool`.
     """
     if as_type not in _AS_TYPES:
         raise ValueError(f"observe(as_type={as_type!r}): use one of {', '.join(_AS_TYPES)}")
-    if errors is not None and as_type not in ("tool", "llm"):
-        raise ConfigError(f"observe(as_type={as_type!r}): errors= applies to tool and llm calls")
-    expected = expected_errors(errors, f"observe(as_type={as_type!r})")
+    where = f"observe(as_type={as_type!r})"
+    for option, value in (("errors", errors), ("ignore", ignore)):
+        if value is not None and as_type not in ("tool", "llm"):
+            raise ConfigError(f"{where}: {option}= applies to tool and llm calls")
+    expected = expected_errors(errors, where)
+    masks = masks_from(ignore, where)
 
     def decorate(func: F) -> F:
         if inspect.isgeneratorfunction(func) or inspect.isasyncgenfunction(func):
@@ -869,8 +893,17 @@ def observe(
         def make_call(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Call:
             arguments = _bound_args(func, args, kwargs)
             if kind == A.KIND_TOOL:
-                return Call(kind, label, args=arguments, annotation=annotation, errors=expected)
-            return Call(kind, label, input=arguments, annotation=annotation, errors=expected)
+                return Call(
+                    kind,
+                    label,
+                    args=arguments,
+                    annotation=annotation,
+                    errors=expected,
+                    ignore=masks,
+                )
+            return Call(
+                kind, label, input=arguments, annotation=annotation, errors=expected, ignore=masks
+            )
 
         if is_async:
 
