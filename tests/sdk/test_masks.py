@@ -344,3 +344,36 @@ def test_a_changed_pyproject_is_read_again(tmp_path: Path, monkeypatch: pytest.M
     with tracely.fixtures(_llm_bundle(_prompt("2026-12-03"))) as rep:
         tracely.call_llm("gpt-4o", _boom, input=_prompt("2026-12-04"))
     assert rep.clean
+
+
+def test_the_project_masks_apply_to_unchanged_openai_code(capture: Any) -> None:
+    import openai
+
+    from examples.llm_server import serve
+    from tests.sdk.providers._helpers import closed_url
+    from tracely_sdk import providers
+
+    def ask(client: Any, day: str) -> Any:
+        system = f"Today is {day}. Call 0b9f5a8e-3c4d-4e5f-8a9b-0c1d2e3f4a5b."
+        return client.chat.completions.create(
+            model="gpt-4o",
+            messages=[{"role": "system", "content": system}, {"role": "user", "content": "hi"}],
+        )
+
+    providers.instrument("openai")
+    try:
+        with serve() as (server, _):
+            client = openai.OpenAI(api_key="k", base_url=server.openai_base_url, max_retries=0)
+            with tracely.agent("agent", input="q"):
+                live = ask(client, "2026-12-03")
+        bundle = orjson.loads(orjson.dumps(capture.last_bundle))
+        offline = openai.OpenAI(api_key="k", base_url=closed_url("/v1"), max_retries=0)
+        with tracely.fixtures(bundle) as rep:
+            ask(offline, "2026-12-04")
+        assert rep.diverged == ["llm:gpt-4o"]
+        with tracely.fixtures(bundle, ignore=["@iso-timestamp", "@uuid"]) as rep:
+            replayed = ask(offline, "2026-12-04")
+    finally:
+        providers.uninstrument("openai")
+    assert replayed.model_dump() == live.model_dump()
+    assert rep.clean and rep.masked == {"llm:gpt-4o": ["@iso-timestamp", "@uuid"]}
