@@ -93,6 +93,9 @@ def format_result(result: CaseResult) -> str:
     lines += [f"  - {reason}" for reason in result.reasons]
     if result.diff:
         lines += ["    " + line for line in result.diff.splitlines()]
+    masked = (result.report or {}).get("masked") or {}
+    if masked:
+        lines.append("  masked " + "; ".join(f"{k}: {', '.join(v)}" for k, v in masked.items()))
     if result.trace_id:
         lines.append(f"  trace {result.trace_id}")
     return "\n".join(lines)

@@ -18,7 +18,7 @@ from tracely_otel import attributes as A
 from tracely_sdk._canonical import canonical
 from tracely_sdk._masks import PLACEHOLDER, Masks, masks_from, parse_mask
 from tracely_sdk._matching import CallKey, call_key
-from tracely_sdk._reports import case_entry
+from tracely_sdk._reports import case_entry, format_result
 from tracely_sdk._runner import CaseResult
 
 
@@ -324,6 +324,7 @@ def test_the_json_report_lists_the_masks_that_applied() -> None:
         tracely.call_llm("gpt-4o", _boom, input=_prompt("2026-12-04"), ignore=["@iso-timestamp"])
     result = CaseResult("c", 1, "c", "PASS", report=rep.to_dict())
     assert case_entry(result)["masked"] == {"llm:gpt-4o": ["@iso-timestamp"]}
+    assert "  masked llm:gpt-4o: @iso-timestamp" in format_result(result).splitlines()
 
 
 def test_masks_are_hashable_and_deduplicated() -> None:
