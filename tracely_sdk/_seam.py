@@ -138,7 +138,7 @@ def expected_errors(errors: Any, where: str) -> ExpectedErrors:
     """The exception classes named by ``errors=`` (one class or an iterable of them)."""
     if errors is None:
         return ()
-    items = (errors,) if isinstance(errors, type) else errors
+    items = (errors,) if isinstance(errors, (type, str)) else errors
     try:
         classes = tuple(items)
     except TypeError:

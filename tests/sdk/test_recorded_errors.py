@@ -172,8 +172,12 @@ def test_a_named_class_whose_text_differs_from_the_live_one_is_logged(
 
 
 def test_errors_must_name_exception_classes() -> None:
-    with pytest.raises(tracely.ConfigError, match=r"errors= takes the exception classes"):
-        tracely.call_tool("t", lambda: 1, errors=("ValueError",))
+    for errors in (("ValueError",), "ValueError", 3):
+        with pytest.raises(
+            tracely.ConfigError, match=r"errors= takes the exception classes"
+        ) as info:
+            tracely.call_tool("t", lambda: 1, errors=errors)
+        assert "'ValueError' is not one" in str(info.value) or "3 is not one" in str(info.value)
     with pytest.raises(tracely.ConfigError, match="errors= applies to tool and llm"):
         tracely.observe(as_type="agent", errors=(ValueError,))
 
