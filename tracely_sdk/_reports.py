@@ -15,6 +15,7 @@ The JSON report's field names are a contract for scripts::
                                  "differences": [{"path": "messages[0].content",
                                                   "recorded": ..., "actual": ...}],
                                  "omitted": 0}],
+                "masked": {"llm:gpt-4o": ["@iso-timestamp"]},
                 "duration_s": 0.004, "trace_id": "...", "agent_version": null,
                 "tracely_version": "0.4.3"}, ...]}
 
@@ -124,6 +125,9 @@ def format_result(result: CaseResult) -> str:
     lines = [f"{result.verdict} {result.case_id}{version} ({result.name})"]
     lines += [f"  - {reason}" for reason in result.reasons]
     lines += ["    " + line for line in difference_lines(result.diff, result.divergences)]
+    masked = (result.report or {}).get("masked") or {}
+    if masked:
+        lines.append("  masked " + "; ".join(f"{k}: {', '.join(v)}" for k, v in masked.items()))
     if result.trace_id:
         lines.append(f"  trace {result.trace_id}")
     return "\n".join(lines)
@@ -154,6 +158,7 @@ def case_entry(result: CaseResult) -> dict[str, Any]:
         "divergences": list(report.get("divergences", ())),
         "live": list(report.get("live", ())),
         "misses": list(report.get("errors", ())),
+        "masked": {k: list(v) for k, v in (report.get("masked") or {}).items()},
         "duration_s": round(result.duration, 6),
         "trace_id": result.trace_id,
         "agent_version": result.agent_version,
