@@ -518,7 +518,7 @@ class App:
                 if refusal is not None:
                     return refusal
             else:
-                if self.draining and route.template != "/healthz":
+                if self.draining and route.template not in ("/healthz", "/readyz"):
                     raise HTTPError(
                         503, "the server is shutting down", headers=_retry_after(1), close=True
                     )
@@ -682,7 +682,10 @@ class App:
             kind = KIND_JSON_GZIP if compressed else KIND_JSON
         try:
             receipt = self.pipeline.submit(
-                records, body=None if rejected else (raw if compressed else data), kind=kind
+                records,
+                body=None if rejected else (raw if compressed else data),
+                kind=kind,
+                size=len(data),
             )
         except Backpressure as exc:
             raise HTTPError(
@@ -712,10 +715,27 @@ class App:
 
 
 def _healthz(app: App, request: Request, params: dict[str, str]) -> Response:
+    """Liveness: serving, and not stuck on a store that refuses every write."""
     _query(request, frozenset())
     if app.draining:
         return json_response(503, {"status": "draining"}, _retry_after(1))
+    error = app.pipeline.store_error
+    if error is not None:
+        return json_response(
+            503, {"status": "failing", "problems": [f"the store cannot be written: {error}"]}
+        )
     return json_response(200, {"status": "ok"})
+
+
+def _readyz(app: App, request: Request, params: dict[str, str]) -> Response:
+    """Readiness: the store takes writes and the journal and memory have room for spans."""
+    _query(request, frozenset())
+    if app.draining:
+        return json_response(503, {"status": "draining"}, _retry_after(1))
+    problems = app.pipeline.problems()
+    if problems:
+        return json_response(503, {"status": "unavailable", "problems": problems}, _retry_after(5))
+    return json_response(200, {"status": "ready"})
 
 
 def _openapi(app: App, request: Request, params: dict[str, str]) -> Response:
@@ -929,6 +949,7 @@ def _export(app: App, request: Request, params: dict[str, str]) -> Response:
 
 ROUTES: Final[tuple[Route, ...]] = (
     Route("GET", "/healthz", None, _healthz),
+    Route("GET", "/readyz", None, _readyz),
     Route("GET", "/openapi.json", None, _openapi),
     Route("POST", "/v1/traces", INGEST, _export, otlp=True),
     Route("GET", "/api/traces", READ, _list_traces),
@@ -1098,6 +1119,8 @@ def create_server(
             max_spans=config.max_spans,
             max_traces=config.max_traces,
             max_spans_per_trace=config.max_spans_per_trace,
+            max_held_bytes=config.max_held_bytes,
+            max_journal_bytes=config.max_journal_bytes,
             write_queue_size=config.write_queue_size,
             write_batch_size=config.write_batch_size,
         )

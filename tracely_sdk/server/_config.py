@@ -178,6 +178,21 @@ SERVER_SETTINGS: dict[str, Setting] = {
             "Traces held in memory; above it /v1/traces answers 429.",
         ),
         Setting(
+            "max_held_bytes",
+            ("TRACELY_SERVER_MAX_HELD_BYTES",),
+            256 * MIB,
+            _positive,
+            "Bytes of spans (as received, decompressed) held in memory across all traces, "
+            "orphans included; above it /v1/traces answers 429.",
+        ),
+        Setting(
+            "max_journal_bytes",
+            ("TRACELY_SERVER_MAX_JOURNAL_BYTES",),
+            2048 * MIB,
+            _positive,
+            "Bytes in the ingest journal on disk; above it /v1/traces answers 429.",
+        ),
+        Setting(
             "max_spans_per_trace",
             ("TRACELY_SERVER_MAX_SPANS_PER_TRACE",),
             10_000,
@@ -274,6 +289,8 @@ class ServerConfig:
     max_spans: int = 100_000
     max_traces: int = 50_000
     max_spans_per_trace: int = 10_000
+    max_held_bytes: int = 256 * MIB
+    max_journal_bytes: int = 2048 * MIB
     rate_limit: float = 200.0
     rate_burst: int | None = None
     max_concurrent_requests: int = 32

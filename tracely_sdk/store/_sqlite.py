@@ -571,6 +571,7 @@ class SQLiteStore(SQLStore):
             except OSError as exc:
                 raise StoreError(f"cannot create the directory for {self.url}: {exc}") from exc
             target = str(self.path)
+            self._refuse_empty_file(self.path)
         try:
             conn = sqlite3.connect(
                 target, timeout=self.timeout, isolation_level=None, check_same_thread=False
@@ -593,6 +594,29 @@ class SQLiteStore(SQLStore):
             conn.close()
             raise StoreError(f"cannot use {self.url} as a tracely store: {exc}") from exc
         return conn
+
+    def _refuse_empty_file(self, path: Path) -> None:
+        """A file of 0 bytes is not a store: SQLite would quietly start an empty one in it.
+
+        A store another process is creating is empty for a moment (its data may also be in
+        the ``-wal`` file beside it), so an empty file is looked at again before refusing.
+        """
+        deadline = time.monotonic() + min(self.timeout, 2.0)
+        while True:
+            try:
+                if not path.is_file() or path.stat().st_size > 0:
+                    return
+                wal = path.with_name(path.name + "-wal")
+                if wal.is_file() and wal.stat().st_size > 0:
+                    return
+            except OSError:
+                return  # unreadable: opening it reports why
+            if time.monotonic() > deadline:
+                raise StoreError(
+                    f"{self.url} is an empty file (0 bytes), not a tracely store; it is left as "
+                    "it is: move it away to start a new store there, or pass the right --store"
+                )
+            time.sleep(0.05)
 
     def _set_wal(self, conn: sqlite3.Connection) -> None:
         deadline = time.monotonic() + self.timeout
