@@ -180,7 +180,7 @@ SERVER_SETTINGS: dict[str, Setting] = {
         Setting(
             "max_held_bytes",
             ("TRACELY_SERVER_MAX_HELD_BYTES",),
-            256 * MIB,
+            128 * MIB,
             _positive,
             "Bytes of spans (as received, decompressed) held in memory across all traces, "
             "orphans included; above it /v1/traces answers 429.",
@@ -188,7 +188,7 @@ SERVER_SETTINGS: dict[str, Setting] = {
         Setting(
             "max_journal_bytes",
             ("TRACELY_SERVER_MAX_JOURNAL_BYTES",),
-            2048 * MIB,
+            1024 * MIB,
             _positive,
             "Bytes in the ingest journal on disk; above it /v1/traces answers 429.",
         ),
@@ -289,8 +289,8 @@ class ServerConfig:
     max_spans: int = 100_000
     max_traces: int = 50_000
     max_spans_per_trace: int = 10_000
-    max_held_bytes: int = 256 * MIB
-    max_journal_bytes: int = 2048 * MIB
+    max_held_bytes: int = 128 * MIB
+    max_journal_bytes: int = 1024 * MIB
     rate_limit: float = 200.0
     rate_burst: int | None = None
     max_concurrent_requests: int = 32

@@ -487,8 +487,8 @@ class IngestPipeline:
         max_spans: int = 100_000,
         max_traces: int = 50_000,
         max_spans_per_trace: int = 10_000,
-        max_held_bytes: int = 256 * 1024 * 1024,
-        max_journal_bytes: int = 2 * 1024 * 1024 * 1024,
+        max_held_bytes: int = 128 * 1024 * 1024,
+        max_journal_bytes: int = 1024 * 1024 * 1024,
         write_queue_size: int = 2048,
         write_batch_size: int = 256,
     ) -> None:
