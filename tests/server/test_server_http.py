@@ -177,3 +177,13 @@ def test_a_body_far_over_the_limit_is_answered_at_once_and_closed(make_server: A
         )
         reply = read_to_close(sock)
     assert statuses(reply) == [413] and b"connection: close" in reply.lower()
+
+
+def test_a_request_refused_unread_does_not_wait_for_its_long_body(server: ServerProcess) -> None:
+    with connect(server) as sock:
+        sock.sendall(
+            b"POST /api/cases HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: 1000000\r\n\r\n{"
+        )
+        reply = read_to_close(sock)  # no token: refused without waiting for the body
+    assert statuses(reply) == [401] and b"connection: close" in reply.lower()

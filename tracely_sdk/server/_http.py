@@ -73,6 +73,10 @@ _STATUS_CODES = {
 # A body over the limit by at most this factor is read and dropped before the 413, so that the
 # client, still sending, reads it; a larger one is answered at once and the connection closed.
 _DRAIN_FACTOR = 4
+# An unread body up to this size is skipped before the next request on the connection; a
+# request refused unread with a longer one (or a chunked one) is answered and closed instead,
+# so that a refused client cannot keep the connection busy sending.
+_SKIP_LIMIT = 64 * 1024
 _MAX_QUERY_FIELDS = 32
 _MAX_HEADERS = 100
 _MAX_TARGET = 8192
@@ -315,7 +319,7 @@ class _ASGIApp:
                 response = _error_response(exc)
                 # The body of a request refused before it was parsed is skipped by the server
                 # before the next request; one that may be long is not waited for.
-                if scope.get("headers") and _may_be_long(scope, self.limits):
+                if scope.get("headers") and _may_be_long(scope):
                     response.close = True
                 return response
             return self._closing_if_unread(request, self.handler.error_response(request, exc))
@@ -336,7 +340,7 @@ class _ASGIApp:
         request, unless it may be long (then the connection is closed instead)."""
         if request.has_body():
             length = request.declared_length()
-            if length is None or length > self.limits.max_body_bytes:
+            if length is None or length > _SKIP_LIMIT:
                 response.close = True
         return response
 
@@ -398,13 +402,13 @@ def _body_timeout(seconds: float) -> HTTPError:
     )
 
 
-def _may_be_long(scope: Any, limits: Limits) -> bool:
+def _may_be_long(scope: Any) -> bool:
     for name, value in scope.get("headers") or []:
         name = name.lower()
         if name == b"transfer-encoding":
             return True
         if name == b"content-length":
-            return not value.isdigit() or int(value) > limits.max_body_bytes
+            return not value.isdigit() or int(value) > _SKIP_LIMIT
     return False
 
 
