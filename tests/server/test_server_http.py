@@ -187,3 +187,19 @@ def test_a_request_refused_unread_does_not_wait_for_its_long_body(server: Server
         )
         reply = read_to_close(sock)  # no token: refused without waiting for the body
     assert statuses(reply) == [401] and b"connection: close" in reply.lower()
+
+
+def test_the_sdk_and_the_server_package_import_without_the_web_stack() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "for name in ('uvicorn', 'starlette', 'h11', 'anyio'):\n"
+        "    sys.modules[name] = None\n"
+        "import tracely_sdk, tracely_sdk.server, tracely_sdk.server._app\n"
+        "from tracely_sdk.server import ServerConfig\n"
+        "print('ok')\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.stdout.strip() == "ok", result.stderr
