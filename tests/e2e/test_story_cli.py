@@ -109,6 +109,11 @@ def verdicts(cases: dict[str, dict[str, Any]]) -> dict[str, str]:
 @pytest.fixture
 def sh(tmp_path: Path) -> Shell:
     (tmp_path / "marker_agent.py").write_text(MARKER_AGENT)
+    # The project under test: its own modules (marker_agent) are allowed as entrypoints, and
+    # the reference agent, which lives outside it, is allowed by name.
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.tracely]\nentrypoints = ["examples.weather_agent:*"]\n'
+    )
     return Shell(tmp_path)
 
 
@@ -199,7 +204,11 @@ def test_the_whole_story(sh: Shell, tmp_path: Path) -> None:
     exported = sorted(p.name for p in (tmp_path / "cases").iterdir())
     assert exported == ["oslo-weather.json", "paris-weather.json"]
     shutil.rmtree(sh.db.parent)
-    assert sh.tracely("cases", "list", "--json").stdout.strip() == "[]"
+    # reading a store that does not exist is an error naming it, and creates nothing
+    for argv in (("cases", "list"), ("replay",)):
+        err = sh.tracely(*argv, status=2).stderr
+        assert err.startswith(f"tracely: error: no tracely store at {sh.db} ")
+        assert not sh.db.parent.exists()
     sh.tracely("cases", "import", "cases")
     assert sh.json("cases", "show", "paris-weather")["version"] == 2
     assert verdicts(sh.replay(status=0)) == {"oslo-weather": "PASS", "paris-weather": "PASS"}

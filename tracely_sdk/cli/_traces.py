@@ -153,7 +153,7 @@ def _summary(rec: Any) -> dict[str, Any]:
 
 
 def cmd_list(args: argparse.Namespace, ctx: Context) -> int:
-    recordings = ctx.store().list_recordings(
+    recordings = ctx.store(create=False).list_recordings(
         limit=args.limit, service=args.service, agent=args.agent
     )
     if args.json:
@@ -178,7 +178,7 @@ def cmd_list(args: argparse.Namespace, ctx: Context) -> int:
 
 
 def cmd_show(args: argparse.Namespace, ctx: Context) -> int:
-    rec = ctx.store().get_recording(args.trace_id)
+    rec = ctx.store(create=False).get_recording(args.trace_id)
     bundle = rec.bundle
     calls = calls_of(bundle)
     incomplete = list(bundle.get("incomplete") or [])

@@ -28,6 +28,7 @@ COMMANDS = [
         ["cases", name]
         for name in (
             "promote",
+            "edit",
             "list",
             "show",
             "history",
@@ -101,6 +102,7 @@ def test_the_store_comes_from_the_environment(
     monkeypatch.setenv("TRACELY_STORE", "ftp://from-env/x")
     assert main(["cases", "list"]) == 2
     assert "ftp://from-env/x" in capsys.readouterr().err
+    cli.store().close()  # an empty store
     # --store wins over the environment, before or after the command
     assert main(["--store", cli.url, "cases", "list", "--json"]) == 0
     assert capsys.readouterr().out.strip() == "[]"
@@ -108,6 +110,7 @@ def test_the_store_comes_from_the_environment(
 
 
 def test_unknown_trace_and_case_exit_2(cli: CLI) -> None:
+    cli.store().close()  # an empty store
     status, out, err = cli("traces", "show", "0" * 32)
     assert status == 2 and out == ""
     assert err.startswith(f"tracely: error: no recording of trace '{'0' * 32}'")

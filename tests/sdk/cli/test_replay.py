@@ -106,7 +106,15 @@ def test_selecting_cases_by_id_and_tag(capture: Any, cli: CLI) -> None:
     status, _, err = cli("replay", "--case", "lima")
     assert status == 2 and err.startswith("tracely: error: no case 'lima'")
     status, out, err = cli("replay", "--tag", "none")
-    assert status == 0 and out == "" and "no cases to replay with tag none" in err
+    assert status == 2 and out == ""
+    assert err == (
+        f"tracely: error: no cases to replay: the store {cli.url} holds 3 cases, none "
+        "selected by --tag none; check the filters for a typo (`tracely cases list` shows "
+        "every case and its tags). A gate that replays nothing is not a pass: pass "
+        "--allow-empty if that is intended\n"
+    )
+    status, out, err = cli("replay", "--tag", "none", "--allow-empty")
+    assert status == 0 and out == "" and "no cases to replay" in err
 
 
 def test_replay_from_an_exported_directory(
@@ -167,7 +175,46 @@ def test_replay_sets_up_tracing_without_recording(
     assert seen == ["init"]
 
 
-def test_an_empty_store(cli: CLI, tmp_path: Path) -> None:
+def test_an_empty_store_is_not_a_pass(cli: CLI, tmp_path: Path) -> None:
+    cli.store().close()
     status, out, err = cli("replay", "--junit", str(tmp_path / "j.xml"))
+    assert status == 2 and out == "" and err.count("\n") == 1
+    assert f"no cases to replay: the store {cli.url} holds no cases; promote" in err
+    assert not (tmp_path / "j.xml").exists()
+    status, out, err = cli("replay", "--junit", str(tmp_path / "j.xml"), "--allow-empty")
     assert status == 0 and out == "" and "no cases to replay" in err
     assert ET.parse(tmp_path / "j.xml").getroot().get("tests") == "0"
+
+
+def test_an_empty_case_directory_is_not_a_pass(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "cases").mkdir()
+    assert main(["replay", "--cases", str(tmp_path / "cases")]) == 2
+    err = capsys.readouterr().err
+    assert f"no cases to replay: the case directory {tmp_path / 'cases'} holds no cases" in err
+    assert main(["replay", "--cases", str(tmp_path / "cases"), "--allow-empty"]) == 0
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["replay"],
+        ["replay", "--allow-empty"],
+        ["traces", "list"],
+        ["traces", "show", "0" * 32],
+        ["cases", "list"],
+        ["cases", "show", "paris"],
+        ["cases", "history", "paris"],
+        ["cases", "export", "out"],
+    ],
+)
+def test_read_only_commands_never_create_a_store(
+    argv: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = tmp_path / "typo" / "trcely.db"
+    status = main([*argv, "--store", f"sqlite:///{missing.as_posix().lstrip('/')}"])
+    err = capsys.readouterr().err
+    assert status == 2 and err.startswith(f"tracely: error: no tracely store at {missing} ")
+    assert err.count("\n") == 1
+    assert not (tmp_path / "typo").exists() and not (tmp_path / "out").exists()
