@@ -104,7 +104,7 @@ def module_location(module: str) -> tuple[list[Path], str | None]:
         return [Path(spec.origin)], None
     if spec.submodule_search_locations:  # a namespace package: every directory of it
         return [Path(p) for p in spec.submodule_search_locations], None
-    return [], f"module {module!r} is {spec.origin or 'not a file'} (built into Python)"
+    return [], f"module {module!r} is part of Python itself ({spec.origin or 'not a file'})"
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,10 @@ PLUGIN = ("-p", "tracely_sdk.pytest_plugin")
 
 
 def _record(capture: Any, store: SQLiteStore, fn: Any, city: str) -> str:
-    fn(city)
+    try:
+        fn(city)
+    except Exception:
+        pass  # a recorded failure is a recording too
     bundle = capture.last_bundle
     store.put_recording(Recording.from_bundle(bundle))
     return str(bundle["trace_id"])
@@ -235,3 +238,73 @@ def test_registered_as_a_pytest11_entry_point() -> None:
     assert pyproject["project"]["entry-points"]["pytest11"] == {
         "tracely": "tracely_sdk.pytest_plugin"
     }
+
+
+def test_a_failing_verdict_fails_the_hand_written_test(
+    pytester: pytest.Pytester, store_url: str
+) -> None:
+    pytester.makepyfile(
+        test_handwritten="""
+        import pytest
+
+        @pytest.mark.tracely_case("oslo-weather")
+        def test_incomplete(tracely_replay):
+            tracely_replay()
+
+        @pytest.mark.tracely_case("paris-weather", entrypoint="examples.weather_agent:run_broken")
+        def test_fail(tracely_replay):
+            tracely_replay()
+
+        @pytest.mark.tracely_case("oslo-weather")
+        def test_inspected(tracely_replay):
+            result = tracely_replay(check=False)
+            assert result.verdict == "INCOMPLETE"
+        """
+    )
+    result = pytester.runpytest(*PLUGIN, "--tracely-store", store_url)
+    result.assert_outcomes(passed=1, failed=2)
+    # the same verdict, reasons and diff as `tracely replay` prints
+    result.stdout.fnmatch_lines(
+        [
+            "*_ test_incomplete _*",
+            "INCOMPLETE oslo-weather v1 (Oslo weather)",
+            "  - no recorded call for tools:get_weather*",
+            "*_ test_fail _*",
+            "FAIL paris-weather v1 (Paris weather)",
+            "  - recorded call(s) never made: tools:get_weather, llm:local-weather-model",
+            "  - output differs from the expected output",
+            "    --- expected output",
+        ]
+    )
+    assert "Traceback" not in result.stdout.str()
+
+
+def test_a_case_cannot_choose_code_outside_the_project(
+    pytester: pytest.Pytester, capture: Any, store_url: str, tmp_path: Path
+) -> None:
+    marker = tmp_path / "executed"
+    store = SQLiteStore(store_url.removeprefix("sqlite://"))
+    try:
+        trace_id = _record(capture, store, weather_agent.run, f"touch {marker}")
+        store.promote(trace_id, name="evil", entrypoint="os:system", tags=["evil"])
+    finally:
+        store.close()
+    pytester.makepyfile(
+        test_handwritten="""
+        def test_by_id(tracely_replay):
+            tracely_replay("evil")
+        """
+    )
+    result = pytester.runpytest(*PLUGIN, "--tracely-store", store_url, "--tracely-tag", "evil")
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines(
+        [
+            "ERRORED evil v1 (evil)",
+            "  - entrypoint 'os:system' is not allowed, so it was not imported:*"
+            "*tool.tracely* entrypoints in pyproject.toml*",
+        ]
+    )
+    result.stdout.fnmatch_lines(
+        ["FAILED test_handwritten.py::test_by_id*", "FAILED *tracely::evil*"]
+    )
+    assert not marker.exists()

@@ -218,3 +218,40 @@ def test_read_only_commands_never_create_a_store(
     assert status == 2 and err.startswith(f"tracely: error: no tracely store at {missing} ")
     assert err.count("\n") == 1
     assert not (tmp_path / "typo").exists() and not (tmp_path / "out").exists()
+
+
+def test_a_case_cannot_choose_code_outside_the_project(
+    capture: Any, cli: CLI, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # What a server write token (or a committed case file) allows: a recording whose input is
+    # a shell command, and a case naming os:system. The store checks the syntax only.
+    marker = tmp_path / "executed"
+    trace_id = record(capture, cli, weather_agent.run, f"touch {marker}")
+    with cli.store() as store:
+        store.promote(trace_id, name="evil", entrypoint="os:system")
+    monkeypatch.delenv("TRACELY_ENTRYPOINTS", raising=False)
+
+    def refused(*argv: str) -> None:
+        status, _, _ = cli("replay", *argv, "--json", str(tmp_path / "r.json"))
+        assert status == 1
+        (case,) = json.loads((tmp_path / "r.json").read_text())["cases"]
+        assert case["verdict"] == "ERRORED" and case["entrypoint"] == "os:system"
+        (reason,) = case["reasons"]
+        assert reason.startswith("entrypoint 'os:system' is not allowed, so it was not imported")
+        assert "to allow it, add it to [tool.tracely] entrypoints in pyproject.toml" in reason
+        assert not marker.exists()
+
+    refused()
+    refused("-j", "2")
+    cli("cases", "export", str(tmp_path / "cases"))
+    assert main(["replay", "--cases", str(tmp_path / "cases")]) == 1
+    assert not marker.exists()
+    fresh = CLI(cli.capsys, f"sqlite:///{(tmp_path / 'fresh.db').as_posix().lstrip('/')}")
+    assert fresh("cases", "import", str(tmp_path / "cases"))[0] == 0
+    status, out, _ = fresh("replay")
+    assert status == 1 and verdict_rows(out)[0][:3] == ["evil", "1", "ERRORED"]
+    assert not marker.exists()
+    # The project can allow it (it is then the project's choice): the marker proves it ran.
+    monkeypatch.setenv("TRACELY_ENTRYPOINTS", "os:system")
+    cli("replay")
+    assert marker.exists()
