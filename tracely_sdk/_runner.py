@@ -758,10 +758,13 @@ def refuse_disallowed(
     if override:
         return list(cases)
     marked = []
+    refusals: dict[str, str | None] = {}  # many cases share a few entrypoints
     for case in cases:
         reason = None
         if case.problem is None and case.entrypoint:
-            reason = policy.refusal(case.entrypoint)
+            if case.entrypoint not in refusals:
+                refusals[case.entrypoint] = policy.refusal(case.entrypoint)
+            reason = refusals[case.entrypoint]
         if reason is not None:
             case = dataclasses.replace(case, problem=reason, problem_type="EntrypointError")
         marked.append(case)
