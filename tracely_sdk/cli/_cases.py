@@ -337,4 +337,16 @@ def cmd_import(args: argparse.Namespace, ctx: Context) -> int:
     ctx.out.line(
         f"imported {len(cases)} case{'s' if len(cases) != 1 else ''} from {args.directory}"
     )
+    _note_refused_entrypoints(ctx, cases)
     return 0
+
+
+def _note_refused_entrypoints(ctx: Context, cases: Any) -> None:
+    """Say which imported cases name an entrypoint this project does not allow replay to run."""
+    from tracely_sdk._entrypoints import EntrypointPolicy
+
+    policy = EntrypointPolicy.for_project()
+    for case in cases:
+        reason = policy.refusal(case.entrypoint) if case.entrypoint else None
+        if reason is not None:
+            ctx.out.note(f"case {case.id}: {reason}; replay will report it ERRORED")

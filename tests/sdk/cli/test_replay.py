@@ -247,7 +247,12 @@ def test_a_case_cannot_choose_code_outside_the_project(
     assert main(["replay", "--cases", str(tmp_path / "cases")]) == 1
     assert not marker.exists()
     fresh = CLI(cli.capsys, f"sqlite:///{(tmp_path / 'fresh.db').as_posix().lstrip('/')}")
-    assert fresh("cases", "import", str(tmp_path / "cases"))[0] == 0
+    status, _, err = fresh("cases", "import", str(tmp_path / "cases"))
+    assert status == 0
+    assert err.startswith(
+        "tracely: case evil: entrypoint 'os:system' is not allowed, so it was not imported"
+    )
+    assert err.endswith("; replay will report it ERRORED\n")
     status, out, _ = fresh("replay")
     assert status == 1 and verdict_rows(out)[0][:3] == ["evil", "1", "ERRORED"]
     assert not marker.exists()
