@@ -12,6 +12,7 @@ One case, one verdict, each with the reasons a person can act on:
   the agent is not run at all and a trace for the case is emitted with ERROR status.
 - ``LENIENT``: a lenient run (``strict=False``); the reasons are listed as for a strict run,
   but the verdict is never PASS, because a lenient run is not a recorded run.
+- ``NOT_RUN``: the run was interrupted (SIGINT, SIGTERM) before the case finished.
 
 Each case runs in a fresh :class:`contextvars.Context`, so nothing set by one case (the
 active recording, the current span, any context variable of the agent's) is seen by the next.
@@ -59,6 +60,7 @@ __all__ = [
     "FAIL",
     "INCOMPLETE",
     "LENIENT",
+    "NOT_RUN",
     "PASS",
     "VERDICTS",
     "CaseResult",
@@ -73,13 +75,14 @@ __all__ = [
     "run_cases",
 ]
 
-Verdict = Literal["PASS", "FAIL", "INCOMPLETE", "ERRORED", "LENIENT"]
+Verdict = Literal["PASS", "FAIL", "INCOMPLETE", "ERRORED", "LENIENT", "NOT_RUN"]
 PASS: Verdict = "PASS"
 FAIL: Verdict = "FAIL"
 INCOMPLETE: Verdict = "INCOMPLETE"
 ERRORED: Verdict = "ERRORED"
 LENIENT: Verdict = "LENIENT"
-VERDICTS: tuple[Verdict, ...] = (PASS, FAIL, INCOMPLETE, ERRORED, LENIENT)
+NOT_RUN: Verdict = "NOT_RUN"
+VERDICTS: tuple[Verdict, ...] = (PASS, FAIL, INCOMPLETE, ERRORED, LENIENT, NOT_RUN)
 
 _IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
 _ENTRYPOINT_RE = re.compile(rf"^{_IDENT}(\.{_IDENT})*:{_IDENT}(\.{_IDENT})*$")

@@ -351,11 +351,16 @@ def test_an_interrupted_replay_stops_its_workers_and_reports_what_finished(
     report = {c["case_id"]: c for c in json.loads((tmp_path / "r.json").read_text())["cases"]}
     assert report["lisbon"]["verdict"] == "PASS"
     for case_id in ("oslo", "tokyo"):
+        assert report[case_id]["verdict"] == "NOT_RUN"
         assert report[case_id]["reasons"] == [
-            f"not run: tracely replay was interrupted by {name} before this case finished"
+            f"tracely replay was interrupted by {name} before this case finished"
         ]
+    assert "3 cases: 1 passed, 2 not run in" in out
     suite = ET.parse(tmp_path / "j.xml").getroot().find("testsuite")
-    assert suite is not None and suite.get("tests") == "3"
+    assert suite is not None and suite.get("tests") == "3" and suite.get("skipped") == "2"
+    assert [s.get("message") for s in suite.iter("skipped")] == [
+        f"tracely replay was interrupted by {name} before this case finished"
+    ] * 2
     assert "| `lisbon` | 1 | ✅ PASS |" in summary.read_text()
     assert "lisbon" in out
     # no worker, and no process of the worker pool (the resource tracker), outlives the run

@@ -28,7 +28,7 @@ are not recorded into the store.
 Verdicts: PASS (strict, every recorded call made, output equal to the expected output),
 FAIL (output differs, recorded calls never made, or an input diverged), INCOMPLETE (the code
 made a call the recording cannot answer), ERRORED (the agent raised, or the case's recording
-cannot be loaded; then the agent is not run), LENIENT (--lenient: never a recorded pass).
+cannot be loaded; then the agent is not run), LENIENT (--lenient: never a recorded pass), NOT_RUN (interrupted before it finished).
 """
 
 EPILOG = """\
@@ -157,14 +157,14 @@ def _interruptible() -> Iterator[None]:
 
 
 def _not_run(case: ReplayCase, why: str) -> CaseResult:
-    from tracely_sdk._runner import ERRORED, CaseResult
+    from tracely_sdk._runner import NOT_RUN, CaseResult
 
     return CaseResult(
         case_id=case.id,
         version=case.version,
         name=case.name,
-        verdict=ERRORED,
-        reasons=[f"not run: {why}"],
+        verdict=NOT_RUN,
+        reasons=[why],
         expected_output=case.expected_output,
         entrypoint=case.entrypoint,
     )
