@@ -52,6 +52,7 @@ class _State:
     cases_dir: str | None
     tags: list[str]
     strict: bool
+    allow_empty: bool = False
     store: Any = None
     functions: dict[str, Callable[..., Any]] = field(default_factory=dict)
 
@@ -127,6 +128,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="only the cases with this tag (repeatable: any of them)",
     )
     group.addoption(
+        "--tracely-allow-empty",
+        action="store_true",
+        default=False,
+        help="collect no case without an error when none is selected (by default an error)",
+    )
+    group.addoption(
         "--tracely-lenient",
         action="store_true",
         default=False,
@@ -148,6 +155,7 @@ def pytest_configure(config: pytest.Config) -> None:
         cases_dir=config.getoption("--tracely-cases"),
         tags=list(config.getoption("--tracely-tag") or []),
         strict=not config.getoption("--tracely-lenient"),
+        allow_empty=config.getoption("--tracely-allow-empty"),
     )
 
 
@@ -231,6 +239,8 @@ def pytest_collection_modifyitems(
 
     try:
         cases = state.load(tags=tuple(state.tags), entrypoint=state.entrypoint)
+        if not cases and not state.allow_empty:
+            raise ConfigError(_nothing_selected(state))
         missing = [
             c.id for c in cases if c.problem is None and not (state.entrypoint or c.entrypoint)
         ]
@@ -258,6 +268,23 @@ def pytest_collection_modifyitems(
         report=pytest.CollectReport(parent.nodeid, "passed", None, collected)
     )
     items.extend(item for item in collected if isinstance(item, pytest.Item))
+
+
+def _nothing_selected(state: _State) -> str:
+    from tracely_sdk.store import redact_url
+
+    source = (
+        f"the case directory {state.cases_dir}"
+        if state.cases_dir is not None
+        else f"the store {redact_url(state.open_store().url)}"
+    )
+    total = len(state.load())
+    filters = " ".join(f"--tracely-tag {t}" for t in state.tags)
+    found = f"holds {total} case(s), none selected by {filters}" if total else "holds no cases"
+    return (
+        f"no cases to replay: {source} {found}. A run that replays nothing is not a pass: "
+        "check the options, or pass --tracely-allow-empty if that is intended"
+    )
 
 
 class TracelyReplay:

@@ -308,3 +308,18 @@ def test_a_case_cannot_choose_code_outside_the_project(
         ["FAILED test_handwritten.py::test_by_id*", "FAILED *tracely::evil*"]
     )
     assert not marker.exists()
+
+
+def test_no_case_selected_is_an_error(pytester: pytest.Pytester, store_url: str) -> None:
+    result = pytester.runpytest(*PLUGIN, "--tracely-store", store_url, "--tracely-tag", "smok")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [
+            f"*tracely: no cases to replay: the store {store_url} holds 2 case(s), none "
+            "selected by --tracely-tag smok. A run that replays nothing is not a pass:*"
+        ]
+    )
+    allowed = pytester.runpytest(
+        *PLUGIN, "--tracely-store", store_url, "--tracely-tag", "smok", "--tracely-allow-empty"
+    )
+    assert allowed.ret == pytest.ExitCode.NO_TESTS_COLLECTED
