@@ -64,13 +64,14 @@ __all__ = [
     "PASS",
     "VERDICTS",
     "CaseResult",
-    "check_entrypoint",
     "EntrypointError",
     "ReplayCase",
     "Verdict",
+    "check_entrypoint",
     "load_case_dir",
     "load_cases",
     "load_entrypoint",
+    "refuse_disallowed",
     "run_case",
     "run_cases",
 ]
@@ -99,8 +100,9 @@ class EntrypointError(ConfigError):
 class ReplayCase:
     """What the runner needs of a case: a stored case, or a case file that may be broken.
 
-    ``problem`` is set when the case cannot be loaded (a corrupt file); such a case is never
-    run, its verdict is ERRORED with ``problem`` as the reason.
+    ``problem`` is set when the case cannot be run: a corrupt file (``problem_type``
+    BundleError), or an entrypoint the project does not allow (EntrypointError). Such a case
+    is never run, its verdict is ERRORED with ``problem`` as the reason.
     """
 
     id: str
@@ -823,8 +825,8 @@ def run_cases(
 
     ``entrypoint`` (``"module:function"``) overrides each case's own. A case's own entrypoint
     is imported only if ``policy`` (default: the project's, see ``_entrypoints``) allows it;
-    otherwise the case is ERRORED with the reason and nothing of it is imported. With ``jobs > 1`` the
-    cases run in that many spawned worker processes; ``initializer`` (a module-level function)
+    otherwise the case is ERRORED with the reason and nothing of it is imported. With
+    ``jobs > 1`` the cases run in that many spawned worker processes; ``initializer`` (a module-level function)
     runs once in each worker first, e.g. to set up tracing. ``progress(result)`` is called in
     this process as each case finishes. Every entrypoint is loaded before any case runs, so a
     bad one raises :class:`EntrypointError` and nothing is run.

@@ -27,15 +27,16 @@ are not recorded into the store.
 
 Verdicts: PASS (strict, every recorded call made, output equal to the expected output),
 FAIL (output differs, recorded calls never made, or an input diverged), INCOMPLETE (the code
-made a call the recording cannot answer), ERRORED (the agent raised, or the case's recording
-cannot be loaded; then the agent is not run), LENIENT (--lenient: never a recorded pass), NOT_RUN (interrupted before it finished).
+made a call the recording cannot answer), ERRORED (the agent raised, or the case cannot be
+run: its recording cannot be loaded or its entrypoint is not allowed; then the agent is not
+run), LENIENT (--lenient: never a recorded pass), NOT_RUN (interrupted before it finished).
 """
 
 EPILOG = """\
 exit status: 0 every case passed (or ran lenient with nothing to report), 1 any case failed,
 was incomplete or errored, 2 usage or configuration error, including a selection of no cases
 (unless --allow-empty) and a store that does not exist; 130 / 143 when interrupted by SIGINT /
-SIGTERM (the reports are written for the cases that finished, the rest marked not run).
+SIGTERM (the reports are written for the cases that finished, the rest NOT_RUN).
 A Markdown summary is appended to $GITHUB_STEP_SUMMARY when it is set.
 
 A case's own entrypoint is imported only if the project allows it: a module under the project
