@@ -130,19 +130,16 @@ class EntrypointPolicy:
             explicit=frozenset(e.strip() for e in explicit if e),
         )
 
-    def refusal(self, entrypoint: str) -> str | None:
-        """None if replay may import ``entrypoint``; else why not and how to allow it.
+    def _named(self, spec: str) -> bool:
+        """True when the project names ``spec`` itself (explicitly or by a pattern)."""
+        return spec in self.explicit or any(fnmatch.fnmatchcase(spec, p) for p in self.patterns)
 
-        A module that cannot be found at all is not refused here: importing it fails the
-        same way, with the usual message.
-        """
-        spec = entrypoint.strip()
-        if spec in self.explicit or any(fnmatch.fnmatchcase(spec, p) for p in self.patterns):
-            return None
-        module = spec.partition(":")[0]
+    def _outside(self, module: str, *, missing_ok: bool = True) -> str | None:
+        """Why ``module`` is not part of the project (None if it is, or cannot be found and
+        ``missing_ok``: its import will then fail with the usual message)."""
         ensure_cwd_on_path()
         paths, problem = module_location(module)
-        if problem is not None and problem.startswith("no module named"):
+        if missing_ok and problem is not None and problem.startswith("no module named"):
             return None
         if problem is None:
             resolved = [p.resolve() for p in paths]
@@ -154,9 +151,46 @@ class EntrypointPolicy:
             if inside:
                 return None
             problem = f"module {module!r} ({resolved[0]}) is not part of the project at {self.root}"
+        return problem
+
+    def _refused(self, spec: str, problem: str, imported: bool) -> str:
+        module = spec.partition(":")[0]
+        what = "was not run" if imported else "was not imported"
         return (
-            f"entrypoint {spec!r} is not allowed, so it was not imported: {problem}. A case "
+            f"entrypoint {spec!r} is not allowed, so it {what}: {problem}. A case "
             "cannot choose code outside the project; to allow it, add it to [tool.tracely] "
             f'entrypoints in pyproject.toml (e.g. entrypoints = ["{module}:*"]) or '
             f"TRACELY_ENTRYPOINTS, or pass --entrypoint {spec}"
         )
+
+    def refusal(self, entrypoint: str) -> str | None:
+        """None if replay may import ``entrypoint``'s module; else why not and how to allow it.
+
+        A module that cannot be found at all is not refused here: importing it fails the
+        same way, with the usual message.
+        """
+        spec = entrypoint.strip()
+        if self._named(spec):
+            return None
+        problem = self._outside(spec.partition(":")[0])
+        return None if problem is None else self._refused(spec, problem, imported=False)
+
+    def refusal_of(self, entrypoint: str, fn: object) -> str | None:
+        """None if replay may call ``fn``, what ``entrypoint`` resolved to once imported.
+
+        A project module may hold names it imported from elsewhere (``os``, ``subprocess``), so
+        a function reached through an allowed module must itself be defined in the project.
+        """
+        spec = entrypoint.strip()
+        if self._named(spec):
+            return None
+        defined_in = getattr(fn, "__module__", None) or getattr(type(fn), "__module__", None)
+        if not isinstance(defined_in, str):
+            problem = f"{spec.partition(':')[2]!r} does not say which module defines it"
+        else:
+            problem = self._outside(defined_in, missing_ok=False) or ""
+            if problem and not problem.startswith("module "):
+                problem = f"module {defined_in!r}: {problem}"
+            if problem:
+                problem = f"it is defined in {defined_in!r}, not in the project ({problem})"
+        return self._refused(spec, problem, imported=True) if problem else None

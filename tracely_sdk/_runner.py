@@ -332,6 +332,9 @@ def check_entrypoint(
     if refusal is not None:
         raise EntrypointError(refusal)
     fn = load_entrypoint(spec)
+    refusal = policy.refusal_of(spec, fn)
+    if refusal is not None:
+        raise EntrypointError(refusal)
     call = _call_input(case_input)
     if call is None:
         return fn
@@ -753,12 +756,17 @@ ProgressCallback = Callable[[CaseResult], None]
 
 
 def refuse_disallowed(
-    cases: Sequence[ReplayCase], override: str | None, policy: EntrypointPolicy
+    cases: Sequence[ReplayCase],
+    override: str | None,
+    policy: EntrypointPolicy,
+    loaded: Mapping[str, Callable[..., Any]] | None = None,
 ) -> list[ReplayCase]:
     """``cases``, each whose own entrypoint the project does not allow marked not to be run.
 
     Such a case keeps its entrypoint for the report, and gets the refusal as its ``problem``:
-    it is ERRORED with the reason, and its entrypoint is never imported.
+    it is ERRORED with the reason. Before import (``loaded`` None) the entrypoint's module is
+    checked, so a refused one is never imported; after it (``loaded``: each entrypoint's
+    function) the function itself must be defined in the project, not merely reachable from it.
     """
     if override:
         return list(cases)
@@ -766,10 +774,13 @@ def refuse_disallowed(
     refusals: dict[str, str | None] = {}  # many cases share a few entrypoints
     for case in cases:
         reason = None
-        if case.problem is None and case.entrypoint:
-            if case.entrypoint not in refusals:
-                refusals[case.entrypoint] = policy.refusal(case.entrypoint)
-            reason = refusals[case.entrypoint]
+        ep = case.entrypoint
+        if case.problem is None and ep and (loaded is None or ep in loaded):
+            if ep not in refusals:
+                refusals[ep] = (
+                    policy.refusal(ep) if loaded is None else policy.refusal_of(ep, loaded[ep])
+                )
+            reason = refusals[ep]
         if reason is not None:
             case = dataclasses.replace(case, problem=reason, problem_type="EntrypointError")
         marked.append(case)
@@ -842,6 +853,9 @@ def run_cases(
     needed = [entrypoint, *(chosen[c.id] for c in selected if c.problem is None)]
     for ep in dict.fromkeys(e for e in needed if e):
         fns[ep] = load_entrypoint(ep)
+    if not entrypoint:
+        selected = refuse_disallowed(selected, None, policy, fns)
+        chosen = _entrypoints(selected, None)
     if jobs == 1 or len(selected) <= 1:
         results = []
         for case in selected:

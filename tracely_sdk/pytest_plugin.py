@@ -93,6 +93,14 @@ class _State:
         policy = EntrypointPolicy.for_project(explicit=[entrypoint])
         return refuse_disallowed(cases, entrypoint, policy)
 
+    def checked(self, cases: list[ReplayCase], entrypoint: str | None) -> list[ReplayCase]:
+        """``cases`` with those whose loaded function is not the project's marked not to run."""
+        from tracely_sdk._entrypoints import EntrypointPolicy
+        from tracely_sdk._runner import refuse_disallowed
+
+        policy = EntrypointPolicy.for_project(explicit=[entrypoint])
+        return refuse_disallowed(cases, entrypoint, policy, self.functions)
+
     def close(self) -> None:
         store, self.store = self.store, None
         if store is not None:
@@ -254,6 +262,7 @@ def pytest_collection_modifyitems(
         ):
             if ep is not None:
                 state.function(ep)
+        cases = state.checked(cases, state.entrypoint)
     except (ConfigError, StoreError) as exc:
         raise pytest.UsageError(f"tracely: {exc}") from None
     parent = TracelyCases.from_parent(session, name="tracely", nodeid="tracely")
@@ -358,6 +367,9 @@ class TracelyReplay:
         except ConfigError as exc:
             problem = str(exc)
         else:
+            case = self._state.checked([case], given)[0]
+            if case.problem is not None:
+                fn = _unused
             return run_case(
                 case, fn, strict=self._state.strict if strict is None else strict, entrypoint=ep
             )

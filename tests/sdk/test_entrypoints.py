@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,7 +23,7 @@ def run(city):
 
 
 @pytest.fixture
-def layout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path, Path]:
+def layout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Path, Path, Path]]:
     """(project root, a directory outside it, the import marker), both directories on sys.path."""
     project, outside = tmp_path / "project", tmp_path / "outside"
     marker = tmp_path / "imported"
@@ -33,7 +34,9 @@ def layout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path,
         (base / name / "sub" / "__init__.py").write_text(MARKING_INIT)
         (base / name / "sub" / "agent.py").write_text(MARKING_INIT)
         monkeypatch.syspath_prepend(str(base))
-    return project, outside, marker
+    yield project, outside, marker
+    for name in [m for m in sys.modules if m.split(".")[0] in ("inpkg_e7", "outpkg_e7")]:
+        del sys.modules[name]
 
 
 def test_the_projects_own_modules_are_allowed_without_importing_them(
@@ -126,3 +129,22 @@ def test_the_allowed_entrypoints_setting(tmp_path: Path, monkeypatch: pytest.Mon
     assert policy.patterns == ("x.y:*",) and policy.explicit == frozenset({"z:run"})
     with pytest.raises(ConfigError, match=r"\[tool.tracely\] entrypoints=\[7\]"):
         resolve("entrypoints", pyproject={"entrypoints": [7]})
+
+
+def test_a_function_must_be_defined_in_the_project_not_just_reachable_from_it(
+    layout: tuple[Path, Path, Path],
+) -> None:
+    import importlib
+    import os
+
+    policy = EntrypointPolicy(root=layout[0].resolve())
+    agent = importlib.import_module("inpkg_e7.sub.agent")  # the project's; it imports os
+    assert policy.refusal("inpkg_e7.sub.agent:os.system") is None  # the module is the project's
+    reason = policy.refusal_of("inpkg_e7.sub.agent:os.system", os.system)
+    assert reason is not None and reason.startswith(
+        "entrypoint 'inpkg_e7.sub.agent:os.system' is not allowed, so it was not run: it is "
+        f"defined in {os.system.__module__!r}, not in the project"
+    )
+    assert policy.refusal_of("inpkg_e7.sub.agent:run", agent.run) is None
+    named = EntrypointPolicy(root=layout[0].resolve(), patterns=("inpkg_e7.sub.agent:os.*",))
+    assert named.refusal_of("inpkg_e7.sub.agent:os.system", os.system) is None

@@ -260,3 +260,34 @@ def test_a_case_cannot_choose_code_outside_the_project(
     monkeypatch.setenv("TRACELY_ENTRYPOINTS", "os:system")
     cli("replay")
     assert marker.exists()
+
+
+def test_a_project_module_does_not_lend_the_functions_it_imported(
+    capture: Any, cli: CLI, tmp_path: Path
+) -> None:
+    # examples.anthropic_agent is the project's and imports os: os.system is reachable from it
+    # as an attribute, but it is not the project's code.
+    marker = tmp_path / "executed"
+    trace_id = record(capture, cli, weather_agent.run, f"touch {marker}")
+    with cli.store() as store:
+        store.promote(trace_id, name="evil", entrypoint="examples.anthropic_agent:os.system")
+    for jobs in ("1", "2"):
+        status, _, _ = cli("replay", "-j", jobs, "--json", str(tmp_path / "r.json"))
+        assert status == 1
+        (case,) = json.loads((tmp_path / "r.json").read_text())["cases"]
+        assert case["verdict"] == "ERRORED"
+        assert case["reasons"][0].startswith(
+            "entrypoint 'examples.anthropic_agent:os.system' is not allowed, so it was not run: "
+            "it is defined in 'posix', not in the project"
+        )
+        assert not marker.exists()
+    status, _, err = cli(
+        "cases",
+        "promote",
+        trace_id,
+        "--name",
+        "again",
+        "--entrypoint",
+        "examples.weather_agent:json.loads",
+    )
+    assert status == 2 and "it is defined in 'json', not in the project" in err
