@@ -22,7 +22,7 @@ from typing import Any
 
 from tracely_sdk._version import __version__
 from tracely_sdk.cli._output import Output
-from tracely_sdk.errors import ConfigError, StoreError
+from tracely_sdk.errors import ConfigError, MissingDependency, StoreError
 
 __all__ = ["Context", "main"]
 
@@ -39,13 +39,17 @@ class Context:
         self.store_url = store_url
         self._store: Any = None
 
-    def store(self) -> Any:
-        """The store named by ``--store``, else ``TRACELY_STORE``/``[tool.tracely]``, else the default."""
+    def store(self, *, create: bool = True) -> Any:
+        """The store named by ``--store``, else ``TRACELY_STORE``/``[tool.tracely]``, else the default.
+
+        Read-only commands pass ``create=False``: a store that does not exist is then an error
+        naming its path, and no file or directory is created.
+        """
         if self._store is None:
             from tracely_sdk._config import resolve
             from tracely_sdk.store import open_store
 
-            self._store = open_store(resolve("store", self.store_url))
+            self._store = open_store(resolve("store", self.store_url), create=create)
         return self._store
 
     def close(self) -> None:
@@ -112,7 +116,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         status: int = args.handler(args, ctx)
         return status
-    except (ConfigError, StoreError) as exc:
+    except (ConfigError, StoreError, MissingDependency) as exc:
         out.error(" ".join(str(exc).split()))
         return EXIT_USAGE
     except KeyboardInterrupt:

@@ -9,7 +9,8 @@ every backend answers the same request the same way.
 from __future__ import annotations
 
 import abc
-from collections.abc import Callable, Iterable, Sequence
+import dataclasses
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
@@ -32,6 +33,7 @@ from tracely_sdk.store._model import (
 
 __all__ = [
     "Store",
+    "plan_edit",
     "plan_promotion",
     "plan_recapture",
     "should_replace",
@@ -119,7 +121,8 @@ class Store(abc.ABC):
     ) -> Case:
         """Change a case's name, tags or entrypoint (``None`` keeps it; ``entrypoint=""`` clears it).
 
-        The recorded content and version do not change.
+        The recording is unchanged; the change is kept in the case's history as a new version
+        whose note says what changed (see :func:`plan_edit`). Changing nothing writes nothing.
         """
 
     @abc.abstractmethod
@@ -290,6 +293,34 @@ def plan_recapture(
         updated_at=max(now, case.updated_at),
     )
     return new, _version_of(new, new.updated_at, note)
+
+
+def plan_edit(
+    case: Case, changes: Mapping[str, Any], *, now: int
+) -> tuple[Case, CaseVersion] | None:
+    """The case with ``changes`` (name, entrypoint, tags) applied, and its history entry.
+
+    The recording (input, expected output, bundle, source trace) is unchanged; the version goes
+    up by one so that the history shows when the case started to run differently, with a note
+    naming each old and new value. None when nothing would change.
+    """
+    edited = [
+        f"{field} {_shown(getattr(case, field))} -> {_shown(value)}"
+        for field, value in changes.items()
+        if getattr(case, field) != value
+    ]
+    if not edited:
+        return None
+    new = dataclasses.replace(
+        case, **changes, version=case.version + 1, updated_at=max(now, case.updated_at)
+    )
+    return new, _version_of(new, new.updated_at, "edited: " + "; ".join(edited))
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, tuple):
+        return "[" + ", ".join(value) + "]"
+    return "-" if value is None else repr(value)
 
 
 def check_history(case: Case, history: Sequence[CaseVersion]) -> list[CaseVersion]:

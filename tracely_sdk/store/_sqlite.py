@@ -16,7 +16,6 @@ connection. :class:`SQLiteStore` is that backend for a local file:
 from __future__ import annotations
 
 import abc
-import dataclasses
 import os
 import sqlite3
 import threading
@@ -29,7 +28,13 @@ from typing import Any
 import orjson
 
 from tracely_sdk.errors import Conflict, NotFound, StoreError
-from tracely_sdk.store._base import Store, check_history, plan_promotion, plan_recapture
+from tracely_sdk.store._base import (
+    Store,
+    check_history,
+    plan_edit,
+    plan_promotion,
+    plan_recapture,
+)
 from tracely_sdk.store._migrations import (
     SQLITE,
     Connection,
@@ -520,16 +525,26 @@ class SQLStore(Store):
             changes["entrypoint"] = validate_entrypoint(entrypoint or None)
         with self._write() as conn:
             case = self._load_case(conn, case_id)
-            if not changes:
+            plan = plan_edit(case, changes, now=now_ns())
+            if plan is None:
                 return case
-            new = dataclasses.replace(case, **changes, updated_at=max(now_ns(), case.updated_at))
+            new, version = plan
             conn.execute(
                 self._q(
-                    "UPDATE cases SET name = ?, entrypoint = ?, tags = ?, updated_at = ? WHERE id = ?"
+                    "UPDATE cases SET name = ?, entrypoint = ?, tags = ?, version = ?, "
+                    "updated_at = ? WHERE id = ?"
                 ),
-                (new.name, new.entrypoint, dumps_json(list(new.tags)), new.updated_at, case_id),
+                (
+                    new.name,
+                    new.entrypoint,
+                    dumps_json(list(new.tags)),
+                    new.version,
+                    new.updated_at,
+                    case_id,
+                ),
             )
             self._write_tags(conn, new)
+            self._insert_version(conn, version)
         return new
 
     def delete_case(self, case_id: str) -> None:
@@ -600,7 +615,9 @@ class SQLStore(Store):
 class SQLiteStore(SQLStore):
     """A store in one SQLite file (created, with its directory, on first use).
 
-    ``path`` may be ``":memory:"`` for a private in-memory store (gone when closed).
+    ``path`` may be ``":memory:"`` for a private in-memory store (gone when closed). With
+    ``create=False`` a file that does not exist is an error and nothing is created (what
+    read-only commands use, so that a mistyped path never leaves an empty store behind).
     ``timeout`` is how long a write waits for another process's write to finish.
     ``synchronous`` is SQLite's durability level: ``"FULL"`` (default) makes every committed
     recording survive a power cut; ``"NORMAL"`` survives a crash of the application only.
@@ -616,8 +633,10 @@ class SQLiteStore(SQLStore):
         timeout: float = 30.0,
         synchronous: str = "FULL",
         url: str | None = None,
+        create: bool = True,
     ) -> None:
         self.memory = str(path) == ":memory:"
+        self.create = create
         self.path = Path(path).expanduser().absolute() if not self.memory else None
         if synchronous.upper() not in ("OFF", "NORMAL", "FULL", "EXTRA"):
             raise ValueError(f"synchronous must be OFF, NORMAL, FULL or EXTRA, not {synchronous!r}")
@@ -629,6 +648,12 @@ class SQLiteStore(SQLStore):
 
     def _connect(self) -> sqlite3.Connection:
         target = ":memory:"
+        if self.path is not None and not self.create and not self.path.is_file():
+            raise StoreError(
+                f"no tracely store at {self.path} (nothing was created there): record a run with "
+                "tracely.init() or `tracely cases import DIR` first, or point --store / "
+                "TRACELY_STORE at the store that holds your cases"
+            )
         if self.path is not None:
             try:
                 self.path.parent.mkdir(parents=True, exist_ok=True)

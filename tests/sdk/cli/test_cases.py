@@ -173,3 +173,67 @@ def test_import_of_a_malformed_file_imports_nothing(capture: Any, cli: CLI, tmp_
     assert "bad.json" in err and "is not JSON" in err
     status, _, err = cli("cases", "import", str(tmp_path / "missing"))
     assert status == 2 and "no case file or directory" in err
+
+
+def test_promote_checks_the_entrypoint_before_storing_it(capture: Any, cli: CLI) -> None:
+    trace_id = record(capture, cli, weather_agent.run, "Paris")
+
+    def refused(entrypoint: str) -> str:
+        status, out, err = cli(
+            "cases", "promote", trace_id, "--name", "x", "--entrypoint", entrypoint
+        )
+        assert status == 2 and out == "" and err.count("\n") == 1
+        return err
+
+    assert "no module named 'nosuchmod'" in refused("nosuchmod:run")
+    assert f"'{WEATHER}' has no attribute 'rnu'; did you mean 'run'?" in refused(f"{WEATHER}:rnu")
+    err = refused(f"{WEATHER}:local_model")
+    assert f"entrypoint '{WEATHER}:local_model' does not accept the recorded input" in err
+    assert "missing a required argument: 'tools'" in err
+    err = refused("os:system")
+    assert "entrypoint 'os:system' is not allowed, so it was not imported" in err
+    assert '[tool.tracely] entrypoints in pyproject.toml (e.g. entrypoints = ["os:*"])' in err
+    assert json.loads(cli("cases", "list", "--json")[1]) == []  # nothing was stored
+    assert (
+        promote(cli, trace_id, "--entrypoint", f"{WEATHER}:run")["entrypoint"] == f"{WEATHER}:run"
+    )
+
+
+def test_edit_changes_a_case_in_place_and_keeps_the_change_in_its_history(
+    capture: Any, cli: CLI
+) -> None:
+    trace_id = record(capture, cli, weather_agent.run, "Paris")
+    promote(cli, trace_id, "--entrypoint", f"{WEATHER}:run_broken", "--tag", "eu")
+    status, out, err = cli(
+        "cases", "edit", "paris-weather", "--entrypoint", f"{WEATHER}:run", "--name", "Paris"
+    )
+    assert status == 0, err
+    assert out == (
+        "case paris-weather version 1 -> 2: edited: name 'Paris weather' -> 'Paris'; "
+        f"entrypoint '{WEATHER}:run_broken' -> '{WEATHER}:run'\n"
+    )
+    status, out, _ = cli(
+        "cases", "edit", "paris-weather", "--tag", "smoke", "--tag", "eu", "--json"
+    )
+    assert status == 0
+    assert json.loads(out)["tags"] == ["eu", "smoke"] and json.loads(out)["version"] == 3
+    listed = json.loads(cli("cases", "list", "--json")[1])
+    assert [(c["case_id"], c["entrypoint"]) for c in listed] == [
+        ("paris-weather", f"{WEATHER}:run")
+    ]
+    history = json.loads(cli("cases", "history", "paris-weather", "--json")[1])
+    assert [v["note"] for v in history] == [
+        f"promoted from trace {trace_id}",
+        f"edited: name 'Paris weather' -> 'Paris'; entrypoint '{WEATHER}:run_broken' -> '{WEATHER}:run'",
+        "edited: tags [eu] -> [eu, smoke]",
+    ]
+    assert len({json.dumps(v["calls"]) for v in history}) == 1  # the recording is unchanged
+    assert cli("replay")[0] == 0
+    # a new entrypoint is checked as at promote time; a refused edit changes nothing
+    status, _, err = cli("cases", "edit", "paris-weather", "--entrypoint", "os:system")
+    assert status == 2 and "'os:system' is not allowed" in err
+    status, _, err = cli("cases", "edit", "paris-weather")
+    assert status == 2 and "nothing to change" in err
+    status, out, _ = cli("cases", "edit", "paris-weather", "--name", "Paris")
+    assert status == 0 and out == "case paris-weather already is so; nothing changed\n"
+    assert len(json.loads(cli("cases", "history", "paris-weather", "--json")[1])) == 3
