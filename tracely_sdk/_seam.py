@@ -7,9 +7,11 @@ use the same :class:`Call` so that every path records and replays alike.
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import inspect
 import logging
+import threading
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, NoReturn, Protocol, TypeVar, cast, overload
 
@@ -65,6 +67,41 @@ def _warn_once(key: str, message: str, *args: Any, exc_info: bool = False) -> No
     if key not in _warned:
         _warned.add(key)
         logger.warning(message, *args, exc_info=exc_info)
+
+
+class _CallCount:
+    """The tool and LLM calls one agent run made, recorded on its span when it ends.
+
+    Only calls the extractor turns into entries count: a call made inside another call is
+    served as part of it, so it is not counted (the run marks its body with :data:`_IN_CALL`).
+    """
+
+    __slots__ = ("llm", "lock", "tools")
+
+    def __init__(self) -> None:
+        self.tools = 0
+        self.llm = 0
+        self.lock = threading.Lock()  # calls of one run may end on several threads
+
+    def add(self, kind: str) -> None:
+        with self.lock:
+            if kind == A.KIND_TOOL:
+                self.tools += 1
+            else:
+                self.llm += 1
+
+    def attributes(self) -> dict[str, int]:
+        with self.lock:
+            return {
+                A.CALLS_TOOLS: self.tools,
+                A.CALLS_LLM: self.llm,
+                A.CALLS_LAST_SEQ: self.tools + self.llm,
+            }
+
+
+_IN_CALL: Any = object()  # what _run_calls holds while a live call's fn runs
+# The count of the outermost agent run in this context, _IN_CALL inside a call's body, or None.
+_run_calls: contextvars.ContextVar[Any] = contextvars.ContextVar("tracely_run_calls", default=None)
 
 
 def _encode_input(value: Any) -> tuple[str, bool]:
@@ -123,6 +160,7 @@ class Call:
 
     __slots__ = (
         "_attrs",
+        "_count",
         "_digest",
         "_done",
         "_ended",
@@ -158,6 +196,8 @@ class Call:
         self._ended = False
         self._span: Span | None = None
         self.match: Match | None = None
+        count = _run_calls.get()
+        self._count: _CallCount | None = count if count.__class__ is _CallCount else None
         tool = kind == A.KIND_TOOL
         if tool:
             attrs: dict[str, Any] = {
@@ -211,6 +251,8 @@ class Call:
         return span
 
     def _start(self, attributes: Mapping[str, Any]) -> Span:
+        if self._count is not None:
+            self._count.add(self.kind)
         return _tracers.get().start_span(
             A.span_name(self.kind, self.name),
             kind=SpanKind.CLIENT if self.kind == A.KIND_LLM else SpanKind.INTERNAL,
@@ -305,12 +347,14 @@ class Call:
     def run(self, fn: Callable[[], T]) -> T:
         """Run ``fn`` live with the span current, recording its result or failure."""
         token = otel_context.attach(trace.set_span_in_context(self.span))
+        inside = _run_calls.set(_IN_CALL)
         try:
             result = fn()
         except BaseException as exc:
             self.failed(exc)
             raise
         finally:
+            _run_calls.reset(inside)
             otel_context.detach(token)
         if inspect.isawaitable(result):
             _warn_once(
@@ -324,12 +368,14 @@ class Call:
     async def arun(self, fn: Callable[[], Awaitable[T]]) -> T:
         """Await ``fn()`` live with the span current, recording its result or failure."""
         token = otel_context.attach(trace.set_span_in_context(self.span))
+        inside = _run_calls.set(_IN_CALL)
         try:
             result = await fn()
         except BaseException as exc:
             self.failed(exc)
             raise
         finally:
+            _run_calls.reset(inside)
             otel_context.detach(token)
         return self.succeeded(result)
 
@@ -522,6 +568,8 @@ class AgentRun:
         self._output: Any = _UNSET
         self._span: Span | None = None
         self._token: object | None = None
+        self._count: _CallCount | None = None
+        self._count_token: contextvars.Token[Any] | None = None
 
     @property
     def output(self) -> Any:
@@ -576,6 +624,9 @@ class AgentRun:
             set_status_on_exception=False,
         )
         self._token = otel_context.attach(trace.set_span_in_context(self._span))
+        if _run_calls.get() is None:  # the outermost run counts; nested ones share its count
+            self._count = _CallCount()
+            self._count_token = _run_calls.set(self._count)
         return self
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
@@ -595,6 +646,8 @@ class AgentRun:
                 if encoded.tag:
                     span.set_attribute(A.OUTPUT_TYPE, encoded.tag)
                 digest.append(digest_item(A.OUTPUT, encoded.json))
+            if self._count is not None:
+                span.set_attributes(self._count.attributes())
             span.set_attributes({A.DIGEST: _digest_json(digest), A.KIND: A.KIND_AGENT})
         except Exception:
             _warn_once(
@@ -604,6 +657,12 @@ class AgentRun:
                 exc_info=True,
             )
         finally:
+            if self._count_token is not None:
+                try:
+                    _run_calls.reset(self._count_token)
+                except ValueError:  # exited in another context than it was entered in
+                    _run_calls.set(None)
+                self._count_token = None
             if self._token is not None:
                 otel_context.detach(self._token)  # type: ignore[arg-type]
             span.end()
