@@ -12,6 +12,7 @@ import functools
 import inspect
 import logging
 import threading
+import traceback
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, NoReturn, Protocol, TypeVar, cast, overload
 
@@ -155,6 +156,29 @@ def _error_record(exc: BaseException) -> dict[str, Any]:
     return {"type": type(exc).__qualname__, "message": str(exc)}
 
 
+def error_status(exc: BaseException) -> Status:
+    """The ERROR status of a span that ``exc`` ended, its description redacted."""
+    return Status(StatusCode.ERROR, _redact.redact_text(f"{type(exc).__qualname__}: {exc}"))
+
+
+def record_exception(span: Span, exc: BaseException) -> None:
+    """Add the ``exception`` event the OpenTelemetry SDK's ``record_exception`` would, with
+    the message and stack trace redacted (exporters see the event as it is set)."""
+    cls = type(exc)
+    module = cls.__module__
+    span.add_event(
+        "exception",
+        {
+            "exception.type": f"{module}.{cls.__qualname__}"
+            if module and module != "builtins"
+            else cls.__qualname__,
+            "exception.message": _redact.redact_text(str(exc)),
+            "exception.stacktrace": _redact.redact_text("".join(traceback.format_exception(exc))),
+            "exception.escaped": "False",
+        },
+    )
+
+
 class Call:
     """One tool or LLM call: its span, and either a served entry or the live run."""
 
@@ -268,7 +292,7 @@ class Call:
         except ReplayError as exc:
             attrs[A.REPLAY_MISS] = True
             attrs[A.ERROR_TYPE] = "ReplayError"
-            self.span.set_status(Status(StatusCode.ERROR, str(exc)))
+            self.span.set_status(Status(StatusCode.ERROR, _redact.redact_text(str(exc))))
             self.end()
             raise
         if match is None:
@@ -417,10 +441,10 @@ class Call:
             text = _redact.redact(orjson.dumps(record, default=str).decode())
             out: dict[str, Any] = {}
             status = self._error_attrs(
-                text, str(record.get("type")), str(record.get("message")), out
+                text, str(record.get("type")), _redact.redact_text(str(record.get("message"))), out
             )
             self.span.set_status(status)
-            self.span.record_exception(exc)
+            record_exception(self.span, exc)
             self._flush(out)
         except Exception:
             _warn_once(
@@ -637,8 +661,8 @@ class AgentRun:
             if exc is not None:
                 text = _redact.redact(orjson.dumps(_error_record(exc), default=str).decode())
                 span.set_attributes({A.ERROR: text, A.ERROR_TYPE: type(exc).__qualname__})
-                span.set_status(Status(StatusCode.ERROR, f"{type(exc).__qualname__}: {exc}"))
-                span.record_exception(exc)
+                span.set_status(error_status(exc))
+                record_exception(span, exc)
                 digest.append(digest_item(A.ERROR, text))
             elif self._output is not _UNSET:
                 encoded = _Encoded(self._output)
