@@ -398,11 +398,11 @@ def test_migrates_v1_database(schema_url: str) -> None:
     _make_v1(schema_url)
     with PostgresStore(schema_url) as s:
         conn = s._connection()
-        assert _migrations.schema_version(conn, _migrations.POSTGRES) == 2
+        assert _migrations.schema_version(conn, _migrations.POSTGRES) == 3
         versions = [
             r[0] for r in conn.execute("SELECT version FROM tracely_schema ORDER BY version")
         ]
-        assert versions == [1, 2]
+        assert versions == [1, 2, 3]
         assert s.get_recording(trace_id("r")).replay_mode == "recorded"
         assert s.get_recording(trace_id("l")).replay_mode is None
         counts = dict(conn.execute("SELECT trace_id, span_count FROM recordings").fetchall())
@@ -412,7 +412,7 @@ def test_migrates_v1_database(schema_url: str) -> None:
             s.promote(trace_id("r"), name="x")
         assert s.put_recording(make_recording("l", tools=3)) is True
     with PostgresStore(schema_url) as s:
-        assert _migrations.migrate(s._connection(), _migrations.POSTGRES) == (2, 2)
+        assert _migrations.migrate(s._connection(), _migrations.POSTGRES) == (3, 3)
 
 
 def test_failed_migration_changes_nothing(schema_url: str) -> None:
@@ -424,7 +424,7 @@ def test_failed_migration_changes_nothing(schema_url: str) -> None:
 
     bad = (
         *_migrations.MIGRATIONS,
-        _migrations.Migration(3, "broken", ("CREATE TABLE t3 (x TEXT)", broken)),
+        _migrations.Migration(4, "broken", ("CREATE TABLE t3 (x TEXT)", broken)),
     )
     with psycopg.connect(schema_url, autocommit=True) as conn:
         with pytest.raises(RuntimeError):

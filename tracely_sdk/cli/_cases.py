@@ -105,6 +105,17 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
     )
     p.add_argument("directory", metavar="DIR")
 
+    p = add(
+        "reseal",
+        "seal case files edited by hand, printing the fields that changed",
+        cmd_reseal,
+        "A case file carries a checksum over everything replay uses (entrypoint, input, "
+        "expected output, recorded calls); a file that does not match it is refused. After "
+        "editing FILE on purpose, review the change and reseal it: the file is checked as an "
+        "import would, its new checksum written, and the fields that changed printed.",
+    )
+    p.add_argument("files", metavar="FILE", nargs="+")
+
 
 def case_summary(case: Any) -> dict[str, Any]:
     """A case's listing fields, with the stable names of the JSON output."""
@@ -281,4 +292,16 @@ def cmd_import(args: argparse.Namespace, ctx: Context) -> int:
     ctx.out.line(
         f"imported {len(cases)} case{'s' if len(cases) != 1 else ''} from {args.directory}"
     )
+    return 0
+
+
+def cmd_reseal(args: argparse.Namespace, ctx: Context) -> int:
+    from tracely_sdk.store import reseal_case_file
+
+    for path in args.files:
+        changed = reseal_case_file(path)
+        if changed:
+            ctx.out.line(f"resealed {path}: changed {', '.join(changed)}")
+        else:
+            ctx.out.line(f"{path}: already sealed, nothing changed")
     return 0

@@ -49,6 +49,7 @@ from tracely_sdk.store._model import (
     redact_url,
     validate_entrypoint,
 )
+from tracely_sdk.store._seal import broken_fields, case_row_fields, seal, version_row_fields
 
 __all__ = ["SQLStore", "SQLiteStore"]
 
@@ -58,10 +59,10 @@ _REC_COLUMNS = (
 )
 _CASE_COLUMNS = (
     "id, name, entrypoint, input, expected_output, bundle, source_trace_id, version, tags, "
-    "created_at, updated_at"
+    "created_at, updated_at, checksum"
 )
 _VERSION_COLUMNS = (
-    "case_id, version, input, expected_output, bundle, source_trace_id, created_at, note"
+    "case_id, version, input, expected_output, bundle, source_trace_id, created_at, note, checksum"
 )
 
 
@@ -113,9 +114,40 @@ def _recording_of(row: Sequence[Any]) -> Recording:
 
 def _case(row: Sequence[Any]) -> Case:
     try:
-        return _case_of(row)
+        case = _case_of(row)
     except _CorruptRow as exc:
         raise _corrupt(f"case {row[0]}", exc) from exc
+    _check_sealed(f"case {case.id}", row[11], _case_fields(case))
+    return case
+
+
+def _case_fields(case: Case) -> dict[str, Any]:
+    return case_row_fields(
+        case.id, case.entrypoint, case.version, case.input, case.expected_output, case.bundle
+    )
+
+
+def _version_fields(v: CaseVersion) -> dict[str, Any]:
+    return version_row_fields(v.case_id, v.version, v.input, v.expected_output, v.bundle)
+
+
+def _sealed(fields: dict[str, Any]) -> str:
+    return dumps_json(seal(fields))
+
+
+def _check_sealed(what: str, checksum: Any, fields: dict[str, Any]) -> None:
+    """Refuse a row whose content is not what was written (the store seals every write)."""
+    try:
+        stored = orjson.loads(checksum) if checksum is not None else None
+    except orjson.JSONDecodeError:
+        stored = None
+    broken = broken_fields(stored, fields)
+    if broken:
+        raise StoreError(
+            f"{what}: {', '.join(broken)} does not match the checksum stored with it: the row "
+            "was changed outside tracely; restore it from an export (tracely cases import) or "
+            "delete it"
+        )
 
 
 def _case_of(row: Sequence[Any]) -> Case:
@@ -136,9 +168,11 @@ def _case_of(row: Sequence[Any]) -> Case:
 
 def _version(row: Sequence[Any]) -> CaseVersion:
     try:
-        return _version_of(row)
+        version = _version_of(row)
     except _CorruptRow as exc:
         raise _corrupt(f"version {row[1]} of case {row[0]}", exc) from exc
+    _check_sealed(f"version {row[1]} of case {row[0]}", row[8], _version_fields(version))
+    return version
 
 
 def _version_of(row: Sequence[Any]) -> CaseVersion:
@@ -353,7 +387,7 @@ class SQLStore(Store):
     def _insert_case(self, conn: Any, case: Case) -> None:
         conn.execute(
             self._q(
-                f"INSERT INTO cases ({_CASE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+                f"INSERT INTO cases ({_CASE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
             ),
             (
                 case.id,
@@ -367,6 +401,7 @@ class SQLStore(Store):
                 dumps_json(list(case.tags)),
                 case.created_at,
                 case.updated_at,
+                _sealed(_case_fields(case)),
             ),
         )
         self._write_tags(conn, case)
@@ -381,7 +416,7 @@ class SQLStore(Store):
     def _insert_version(self, conn: Any, v: CaseVersion) -> None:
         conn.execute(
             self._q(
-                f"INSERT INTO case_versions ({_VERSION_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+                f"INSERT INTO case_versions ({_VERSION_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
             ),
             (
                 v.case_id,
@@ -392,6 +427,7 @@ class SQLStore(Store):
                 v.source_trace_id,
                 v.created_at,
                 v.note,
+                _sealed(_version_fields(v)),
             ),
         )
 
@@ -471,7 +507,8 @@ class SQLStore(Store):
             cur = conn.execute(
                 self._q(
                     "UPDATE cases SET input = ?, expected_output = ?, bundle = ?, "
-                    "source_trace_id = ?, version = ?, updated_at = ? WHERE id = ? AND version = ?"
+                    "source_trace_id = ?, version = ?, updated_at = ?, checksum = ? "
+                    "WHERE id = ? AND version = ?"
                 ),
                 (
                     dumps_json(new.input),
@@ -480,6 +517,7 @@ class SQLStore(Store):
                     new.source_trace_id,
                     new.version,
                     new.updated_at,
+                    _sealed(_case_fields(new)),
                     case.id,
                     case.version,
                 ),
@@ -511,9 +549,17 @@ class SQLStore(Store):
             new = dataclasses.replace(case, **changes, updated_at=max(now_ns(), case.updated_at))
             conn.execute(
                 self._q(
-                    "UPDATE cases SET name = ?, entrypoint = ?, tags = ?, updated_at = ? WHERE id = ?"
+                    "UPDATE cases SET name = ?, entrypoint = ?, tags = ?, updated_at = ?, "
+                    "checksum = ? WHERE id = ?"
                 ),
-                (new.name, new.entrypoint, dumps_json(list(new.tags)), new.updated_at, case_id),
+                (
+                    new.name,
+                    new.entrypoint,
+                    dumps_json(list(new.tags)),
+                    new.updated_at,
+                    _sealed(_case_fields(new)),
+                    case_id,
+                ),
             )
             self._write_tags(conn, new)
         return new

@@ -35,6 +35,7 @@ COMMANDS = [
             "recapture",
             "export",
             "import",
+            "reseal",
         )
     ),
     ["replay"],
