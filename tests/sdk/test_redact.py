@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import tracely_sdk as tracely
-from tracely_sdk import _redact
+from tracely_otel import _redact as rules
 from tracely_sdk._redact import REDACTED, Redactor, redact, redact_text
 from tracely_sdk.store import Recording, open_store
 
@@ -211,12 +211,12 @@ def test_the_pre_check_never_skips_what_the_rules_would_change(
     text = "".join(parts)
     as_json = orjson.dumps({"v": text, text: 1}).decode()
     with_check = (redact_text(text), redact(as_json))
-    original = _redact._may_hold_secret
-    _redact._may_hold_secret = lambda _text: True
+    original = rules._may_hold_secret
+    rules._may_hold_secret = lambda _text: True
     try:
         without = (redact_text(text), redact(as_json))
     finally:
-        _redact._may_hold_secret = original
+        rules._may_hold_secret = original
     assert with_check == without
 
 
