@@ -124,6 +124,9 @@ class ReplayCase:
             bundle=case.bundle,
             tags=tuple(case.tags),
             source_trace_id=case.source_trace_id,
+            problem=None
+            if getattr(case, "problem", None) is None
+            else f"the stored case cannot be loaded, so the agent was not run: {case.problem}",
         )
 
     def to_dict(self) -> dict[str, Any]:

@@ -189,6 +189,9 @@ def export_cases(
     )
     written = []
     for case in cases:
+        if case.problem is not None:  # sealing it in a file would vouch for what was changed
+            raise StoreError(f"cannot export {case.id}: {case.problem}")
+    for case in cases:
         path = _case_path(target, case.id)
         data = case_file_bytes(case, store.case_history(case.id))
         try:

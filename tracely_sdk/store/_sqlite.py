@@ -117,8 +117,8 @@ def _case(row: Sequence[Any]) -> Case:
         case = _case_of(row)
     except _CorruptRow as exc:
         raise _corrupt(f"case {row[0]}", exc) from exc
-    _check_sealed(f"case {case.id}", row[11], _case_fields(case))
-    return case
+    problem = _seal_problem(f"case {case.id}", row[11], _case_fields(case))
+    return case if problem is None else dataclasses.replace(case, problem=problem)
 
 
 def _case_fields(case: Case) -> dict[str, Any]:
@@ -135,19 +135,20 @@ def _sealed(fields: dict[str, Any]) -> str:
     return dumps_json(seal(fields))
 
 
-def _check_sealed(what: str, checksum: Any, fields: dict[str, Any]) -> None:
-    """Refuse a row whose content is not what was written (the store seals every write)."""
+def _seal_problem(what: str, checksum: Any, fields: dict[str, Any]) -> str | None:
+    """Why a row's content is not what was written (the store seals every write), or None."""
     try:
         stored = orjson.loads(checksum) if checksum is not None else None
     except orjson.JSONDecodeError:
         stored = None
     broken = broken_fields(stored, fields)
-    if broken:
-        raise StoreError(
-            f"{what}: {', '.join(broken)} does not match the checksum stored with it: the row "
-            "was changed outside tracely; restore it from an export (tracely cases import) or "
-            "delete it"
-        )
+    if not broken:
+        return None
+    return (
+        f"{what}: {', '.join(broken)} does not match the checksum stored with it: the row "
+        "was changed outside tracely; restore it from an export (tracely cases import) or "
+        "delete it"
+    )
 
 
 def _case_of(row: Sequence[Any]) -> Case:
@@ -171,7 +172,9 @@ def _version(row: Sequence[Any]) -> CaseVersion:
         version = _version_of(row)
     except _CorruptRow as exc:
         raise _corrupt(f"version {row[1]} of case {row[0]}", exc) from exc
-    _check_sealed(f"version {row[1]} of case {row[0]}", row[8], _version_fields(version))
+    problem = _seal_problem(f"version {row[1]} of case {row[0]}", row[8], _version_fields(version))
+    if problem is not None:
+        raise StoreError(problem)
     return version
 
 

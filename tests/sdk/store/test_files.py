@@ -317,10 +317,21 @@ def test_a_stored_case_changed_outside_tracely_is_refused(
             "WHERE case_id = 'lyon' AND version = 1"
         )
     conn.close()
-    with pytest.raises(StoreError, match="case paris-weather: entrypoint does not match"):
-        store.get_case("paris-weather")
+    tampered = store.get_case("paris-weather")
+    assert tampered.problem is not None
+    assert tampered.problem.startswith("case paris-weather: entrypoint does not match")
+    assert store.get_case("lyon").problem is None  # its current row is intact
     with pytest.raises(StoreError, match="version 1 of case lyon: expected_output does not"):
         store.case_history("lyon")
+    # Exporting would seal what was changed into a file that vouches for it.
+    with pytest.raises(StoreError, match="cannot export paris-weather: case paris-weather"):
+        export_cases(store, tmp_path / "out", case_ids=["paris-weather"])
+
+    from tracely_sdk._runner import load_cases
+
+    replayed = {c.id: c for c in load_cases(store=store)}
+    assert replayed["paris-weather"].problem is not None
+    assert "so the agent was not run" in replayed["paris-weather"].problem
 
 
 def test_cases_stored_before_checksums_are_sealed_by_the_migration(tmp_path: Path) -> None:
