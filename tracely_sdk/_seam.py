@@ -77,14 +77,17 @@ class _CallCount:
     served as part of it, so it is not counted (the run marks its body with :data:`_IN_CALL`).
     """
 
-    __slots__ = ("llm", "lock", "tools")
+    __slots__ = ("llm", "lock", "tools", "trace_id")
 
-    def __init__(self) -> None:
+    def __init__(self, trace_id: int) -> None:
+        self.trace_id = trace_id
         self.tools = 0
         self.llm = 0
         self.lock = threading.Lock()  # calls of one run may end on several threads
 
-    def add(self, kind: str) -> None:
+    def add(self, kind: str, span: Span) -> None:
+        if span.get_span_context().trace_id != self.trace_id:
+            return  # started in a trace of its own: not part of this run's recording
         with self.lock:
             if kind == A.KIND_TOOL:
                 self.tools += 1
@@ -275,15 +278,16 @@ class Call:
         return span
 
     def _start(self, attributes: Mapping[str, Any]) -> Span:
-        if self._count is not None:
-            self._count.add(self.kind)
-        return _tracers.get().start_span(
+        span = _tracers.get().start_span(
             A.span_name(self.kind, self.name),
             kind=SpanKind.CLIENT if self.kind == A.KIND_LLM else SpanKind.INTERNAL,
             attributes=attributes,
             record_exception=False,
             set_status_on_exception=False,
         )
+        if self._count is not None:
+            self._count.add(self.kind, span)
+        return span
 
     def _decide(self, session: ReplaySession, section: str, text: str | None) -> None:
         attrs = self._attrs
@@ -649,7 +653,7 @@ class AgentRun:
         )
         self._token = otel_context.attach(trace.set_span_in_context(self._span))
         if _run_calls.get() is None:  # the outermost run counts; nested ones share its count
-            self._count = _CallCount()
+            self._count = _CallCount(self._span.get_span_context().trace_id)
             self._count_token = _run_calls.set(self._count)
         return self
 

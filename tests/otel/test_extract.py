@@ -299,3 +299,17 @@ def test_a_recording_without_call_counts_is_taken_as_it_is(capture: Any) -> None
     bundle = bundle_from_spans(records)
     assert bundle is not None and "incomplete" not in bundle
     assert len(bundle["tools"]["t"]) == 1
+
+
+def test_a_call_in_a_trace_of_its_own_is_not_counted_for_the_run(capture: Any) -> None:
+    from opentelemetry import context as otel_context
+
+    with tracely.agent("own", input=1):
+        tracely.call_tool("t", lambda: 1)
+        with trace.get_tracer("test").start_as_current_span(
+            "elsewhere", context=otel_context.Context()
+        ):
+            tracely.call_tool("t", lambda: 2)
+    (root,) = [s for s in capture.spans if s.name == "invoke_agent own"]
+    assert root.attributes["tracely.calls.tools"] == 1
+    assert "incomplete" not in capture.bundles[format(root.context.trace_id, "032x")]
