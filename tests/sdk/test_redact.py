@@ -222,6 +222,42 @@ def test_the_pre_check_never_skips_what_the_rules_would_change(
 
 # -- every path out of the process -----------------------------------------------------------
 
+
+def _span_text(spans: list[Any]) -> str:
+    """Everything a span exporter would send of ``spans``: attributes, events, statuses."""
+    out: list[str] = []
+    for span in spans:
+        out.append(json.dumps(dict(span.attributes), default=str))
+        out.append(str(span.status.description))
+        for event in span.events:
+            out.append(json.dumps(dict(event.attributes), default=str))
+    return "\n".join(out)
+
+
+@settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(secrets(), st.sampled_from(_CREDENTIAL_KEYS))
+def test_no_generated_secret_reaches_a_span(
+    capture: Any, secret: tuple[str, str], key: str
+) -> None:
+    text, part = secret
+
+    def fail() -> None:
+        raise ValueError(f"rejected: {text}")
+
+    before = len(capture.spans)
+    with pytest.raises(ValueError), tracely.agent("a", input={key: part, "q": text}):
+        tracely.call_tool(
+            "lookup", lambda: {"echo": text}, args={"arguments": json.dumps({key: part})}
+        )
+        tracely.call_llm("m", lambda: text, input=[{"role": "user", "content": text}])
+        tracely.call_tool("boom", fail, args={})
+    assert part not in _span_text(capture.spans[before:])
+
+
 _LEAKS = {
     "message": "sk-proj-" + "M" * 24,
     "pattern": "hunter2-" + "P" * 12,
