@@ -31,6 +31,11 @@ REPLAY_RECORDED_NAME: Final = "tracely.replay.recorded_name"  # LLM entry served
 REPLAY_MISS: Final = "tracely.replay.miss"  # a strict miss raised at this call
 CASE_ID: Final = "tracely.case.id"
 CASE_VERSION: Final = "tracely.case.version"
+# On the root agent span: how many tool and LLM calls the run made, and the seq of its last
+# call, so that the extractor can tell a recording that lost spans on the way from a whole one.
+CALLS_TOOLS: Final = "tracely.calls.tools"
+CALLS_LLM: Final = "tracely.calls.llm"
+CALLS_LAST_SEQ: Final = "tracely.calls.last_seq"
 
 # the values that carry a length and hash in DIGEST
 DIGESTED: Final = (ARGS, INPUT, OUTPUT, ERROR)

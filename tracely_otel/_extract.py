@@ -390,9 +390,60 @@ def bundle_from_spans(spans: Iterable[Any]) -> dict[str, Any] | None:
         (tools if result.kind == "tools" else llm).setdefault(result.name, []).append(entry)
     bundle["tools"] = tools
     bundle["llm"] = llm
+    if agent is not None:
+        incomplete.extend(_lost_calls(agent.attributes, tools, llm, incomplete, seq))
     if incomplete:
         bundle["incomplete"] = incomplete
     return seal(bundle)
+
+
+def _lost_calls(
+    agent: Mapping[str, Any],
+    tools: Mapping[str, list[Any]],
+    llm: Mapping[str, list[Any]],
+    incomplete: list[dict[str, Any]],
+    last_seq: int,
+) -> list[dict[str, Any]]:
+    """What the root agent says its run called and the trace's spans do not hold.
+
+    Spans get lost between a run and its recording: an export queue that is full, an exporter
+    that fails, spans of one trace sent to several servers. Each kind of call missing is an
+    ``incomplete`` item labelled with the kind (``tools`` / ``llm``) and the number missing.
+    A span of an earlier version has no counts and is taken as it is; calls beyond the counts
+    (other instrumentors' spans) are not a loss.
+    """
+    lost: list[dict[str, Any]] = []
+    for section, key, entries, what in (
+        ("tools", A.CALLS_TOOLS, tools, "tool"),
+        ("llm", A.CALLS_LLM, llm, "LLM"),
+    ):
+        made = agent.get(key)
+        if not isinstance(made, int) or isinstance(made, bool):
+            continue
+        seen = sum(len(v) for v in entries.values())
+        seen += sum(1 for i in incomplete if i["label"].startswith(section + ":"))
+        if seen < made:
+            lost.append(
+                {
+                    "label": section,
+                    "missing": made - seen,
+                    "reason": f"the run made {made} {what} call(s) but the trace holds "
+                    f"{seen}: {made - seen} span(s) were lost on the way (a full export "
+                    "queue, a failed exporter, or spans sent to another server); re-record "
+                    "the case, or wait for the late spans to arrive",
+                }
+            )
+    made = agent.get(A.CALLS_LAST_SEQ)
+    if not lost and isinstance(made, int) and not isinstance(made, bool) and last_seq < made:
+        lost.append(
+            {
+                "label": "calls",
+                "missing": made - last_seq,
+                "reason": f"the run's last call was call {made} but the trace holds "
+                f"{last_seq}: {made - last_seq} span(s) were lost on the way",
+            }
+        )
+    return lost
 
 
 def agent_status(bundle: Mapping[str, Any]) -> str:

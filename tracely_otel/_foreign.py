@@ -72,6 +72,7 @@ import orjson
 
 from tracely_otel import _attributes as A
 from tracely_otel._extract import ExtractedCall, NotReplayable, SpanReader
+from tracely_otel._redact import redact_value
 from tracely_otel._spans import SpanRecord
 
 __all__ = [
@@ -207,7 +208,9 @@ def _attempt(name: str, build: Callable[[], dict[str, Any]]) -> Result:
     """The call named ``name``: its entry, or why it cannot be served."""
     name = _json_safe(name)
     try:
-        return ExtractedCall("llm", name, build(), foreign=True)
+        # Another instrumentor recorded the content as it was: the secrets in it go no further.
+        entry, _ = redact_value(build())
+        return ExtractedCall("llm", name, entry, foreign=True)
     except _Unservable as exc:
         reason = exc.reason
     except (RecursionError, MemoryError):

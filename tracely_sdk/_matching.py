@@ -312,6 +312,9 @@ class Recording:
             details.append(
                 f"{label} was called in the recorded run but could not be recorded: {reason}"
             )
+        # Calls whose spans never reached the recording are known only by their kind.
+        for reason in (*self.incomplete.get(kind, ()), *self.incomplete.get("calls", ())):
+            details.append(f"the recording is missing calls: {reason}")
         if details:
             message += " (" + "; ".join(details) + ")"
         message += (

@@ -139,6 +139,9 @@ class ReplayCase:
             tags=tuple(case.tags),
             source_trace_id=case.source_trace_id,
             agent_version=_optional_str(getattr(case, "agent_version", None)),
+            problem=None
+            if getattr(case, "problem", None) is None
+            else f"the stored case cannot be loaded, so the agent was not run: {case.problem}",
         )
 
     def to_dict(self) -> dict[str, Any]:

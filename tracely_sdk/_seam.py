@@ -7,9 +7,12 @@ use the same :class:`Call` so that every path records and replays alike.
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import inspect
 import logging
+import threading
+import traceback
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, NoReturn, Protocol, TypeVar, cast, overload
 
@@ -66,6 +69,44 @@ def _warn_once(key: str, message: str, *args: Any, exc_info: bool = False) -> No
     if key not in _warned:
         _warned.add(key)
         logger.warning(message, *args, exc_info=exc_info)
+
+
+class _CallCount:
+    """The tool and LLM calls one agent run made, recorded on its span when it ends.
+
+    Only calls the extractor turns into entries count: a call made inside another call is
+    served as part of it, so it is not counted (the run marks its body with :data:`_IN_CALL`).
+    """
+
+    __slots__ = ("llm", "lock", "tools", "trace_id")
+
+    def __init__(self, trace_id: int) -> None:
+        self.trace_id = trace_id
+        self.tools = 0
+        self.llm = 0
+        self.lock = threading.Lock()  # calls of one run may end on several threads
+
+    def add(self, kind: str, span: Span) -> None:
+        if span.get_span_context().trace_id != self.trace_id:
+            return  # started in a trace of its own: not part of this run's recording
+        with self.lock:
+            if kind == A.KIND_TOOL:
+                self.tools += 1
+            else:
+                self.llm += 1
+
+    def attributes(self) -> dict[str, int]:
+        with self.lock:
+            return {
+                A.CALLS_TOOLS: self.tools,
+                A.CALLS_LLM: self.llm,
+                A.CALLS_LAST_SEQ: self.tools + self.llm,
+            }
+
+
+_IN_CALL: Any = object()  # what _run_calls holds while a live call's fn runs
+# The count of the outermost agent run in this context, _IN_CALL inside a call's body, or None.
+_run_calls: contextvars.ContextVar[Any] = contextvars.ContextVar("tracely_run_calls", default=None)
 
 
 def _encode_input(value: Any) -> tuple[str, bool]:
@@ -152,11 +193,35 @@ def expected_errors(errors: Any, where: str) -> ExpectedErrors:
     return classes
 
 
+def error_status(exc: BaseException) -> Status:
+    """The ERROR status of a span that ``exc`` ended, its description redacted."""
+    return Status(StatusCode.ERROR, _redact.redact_text(f"{type(exc).__qualname__}: {exc}"))
+
+
+def record_exception(span: Span, exc: BaseException) -> None:
+    """Add the ``exception`` event the OpenTelemetry SDK's ``record_exception`` would, with
+    the message and stack trace redacted (exporters see the event as it is set)."""
+    cls = type(exc)
+    module = cls.__module__
+    span.add_event(
+        "exception",
+        {
+            "exception.type": f"{module}.{cls.__qualname__}"
+            if module and module != "builtins"
+            else cls.__qualname__,
+            "exception.message": _redact.redact_text(str(exc)),
+            "exception.stacktrace": _redact.redact_text("".join(traceback.format_exception(exc))),
+            "exception.escaped": "False",
+        },
+    )
+
+
 class Call:
     """One tool or LLM call: its span, and either a served entry or the live run."""
 
     __slots__ = (
         "_attrs",
+        "_count",
         "_digest",
         "_done",
         "_ended",
@@ -196,6 +261,8 @@ class Call:
         self._ended = False
         self._span: Span | None = None
         self.match: Match | None = None
+        count = _run_calls.get()
+        self._count: _CallCount | None = count if count.__class__ is _CallCount else None
         tool = kind == A.KIND_TOOL
         if tool:
             attrs: dict[str, Any] = {
@@ -249,13 +316,16 @@ class Call:
         return span
 
     def _start(self, attributes: Mapping[str, Any]) -> Span:
-        return _tracers.get().start_span(
+        span = _tracers.get().start_span(
             A.span_name(self.kind, self.name),
             kind=SpanKind.CLIENT if self.kind == A.KIND_LLM else SpanKind.INTERNAL,
             attributes=attributes,
             record_exception=False,
             set_status_on_exception=False,
         )
+        if self._count is not None:
+            self._count.add(self.kind, span)
+        return span
 
     def _decide(self, session: ReplaySession, section: str, text: str | None, masks: Masks) -> None:
         attrs = self._attrs
@@ -266,7 +336,7 @@ class Call:
         except ReplayError as exc:
             attrs[A.REPLAY_MISS] = True
             attrs[A.ERROR_TYPE] = "ReplayError"
-            self.span.set_status(Status(StatusCode.ERROR, str(exc)))
+            self.span.set_status(Status(StatusCode.ERROR, _redact.redact_text(str(exc))))
             self.end()
             raise
         if match is None:
@@ -383,12 +453,14 @@ class Call:
     def run(self, fn: Callable[[], T]) -> T:
         """Run ``fn`` live with the span current, recording its result or failure."""
         token = otel_context.attach(trace.set_span_in_context(self.span))
+        inside = _run_calls.set(_IN_CALL)
         try:
             result = fn()
         except BaseException as exc:
             self.failed(exc)
             raise
         finally:
+            _run_calls.reset(inside)
             otel_context.detach(token)
         if inspect.isawaitable(result):
             _warn_once(
@@ -402,12 +474,14 @@ class Call:
     async def arun(self, fn: Callable[[], Awaitable[T]]) -> T:
         """Await ``fn()`` live with the span current, recording its result or failure."""
         token = otel_context.attach(trace.set_span_in_context(self.span))
+        inside = _run_calls.set(_IN_CALL)
         try:
             result = await fn()
         except BaseException as exc:
             self.failed(exc)
             raise
         finally:
+            _run_calls.reset(inside)
             otel_context.detach(token)
         return self.succeeded(result)
 
@@ -453,10 +527,10 @@ class Call:
             text = _redact.redact(orjson.dumps(record, default=str).decode())
             out: dict[str, Any] = {}
             status = self._error_attrs(
-                text, str(record.get("type")), str(record.get("message")), out
+                text, str(record.get("type")), _redact.redact_text(str(record.get("message"))), out
             )
             self.span.set_status(status)
-            self.span.record_exception(exc)
+            record_exception(self.span, exc)
             self._flush(out)
         except Exception:
             _warn_once(
@@ -656,6 +730,8 @@ class AgentRun:
         self._output: Any = _UNSET
         self._span: Span | None = None
         self._token: object | None = None
+        self._count: _CallCount | None = None
+        self._count_token: contextvars.Token[Any] | None = None
 
     @property
     def output(self) -> Any:
@@ -710,6 +786,9 @@ class AgentRun:
             set_status_on_exception=False,
         )
         self._token = otel_context.attach(trace.set_span_in_context(self._span))
+        if _run_calls.get() is None:  # the outermost run counts; nested ones share its count
+            self._count = _CallCount(self._span.get_span_context().trace_id)
+            self._count_token = _run_calls.set(self._count)
         return self
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
@@ -720,8 +799,8 @@ class AgentRun:
             if exc is not None:
                 text = _redact.redact(orjson.dumps(_error_record(exc), default=str).decode())
                 span.set_attributes({A.ERROR: text, A.ERROR_TYPE: type(exc).__qualname__})
-                span.set_status(Status(StatusCode.ERROR, f"{type(exc).__qualname__}: {exc}"))
-                span.record_exception(exc)
+                span.set_status(error_status(exc))
+                record_exception(span, exc)
                 digest.append(digest_item(A.ERROR, text))
             elif self._output is not _UNSET:
                 encoded = _Encoded(self._output)
@@ -729,6 +808,8 @@ class AgentRun:
                 if encoded.tag:
                     span.set_attribute(A.OUTPUT_TYPE, encoded.tag)
                 digest.append(digest_item(A.OUTPUT, encoded.json))
+            if self._count is not None:
+                span.set_attributes(self._count.attributes())
             span.set_attributes({A.DIGEST: _digest_json(digest), A.KIND: A.KIND_AGENT})
         except Exception:
             _warn_once(
@@ -738,6 +819,12 @@ class AgentRun:
                 exc_info=True,
             )
         finally:
+            if self._count_token is not None:
+                try:
+                    _run_calls.reset(self._count_token)
+                except ValueError:  # exited in another context than it was entered in
+                    _run_calls.set(None)
+                self._count_token = None
             if self._token is not None:
                 otel_context.detach(self._token)  # type: ignore[arg-type]
             span.end()

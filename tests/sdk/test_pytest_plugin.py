@@ -273,8 +273,8 @@ def test_a_failing_verdict_fails_the_hand_written_test(
             "FAIL paris-weather v1 (Paris weather)",
             "  - recorded call(s) never made: tools:get_weather, llm:local-weather-model",
             "  - output differs from the expected output",
-            "    output: recorded \"It's 18°C and cloudy in Paris.\" now "
-            "\"Let me check the weather in Paris.\"",
+            '    output: recorded "It\'s 18°C and cloudy in Paris." now '
+            '"Let me check the weather in Paris."',
         ]
     )
     assert "Traceback" not in result.stdout.str()

@@ -130,6 +130,17 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
     )
     p.add_argument("directory", metavar="DIR")
 
+    p = add(
+        "reseal",
+        "seal case files edited by hand, printing the fields that changed",
+        cmd_reseal,
+        "A case file carries a checksum over everything replay uses (entrypoint, input, "
+        "expected output, recorded calls); a file that does not match it is refused. After "
+        "editing FILE on purpose, review the change and reseal it: the file is checked as an "
+        "import would, its new checksum written, and the fields that changed printed.",
+    )
+    p.add_argument("files", metavar="FILE", nargs="+")
+
 
 def case_summary(case: Any) -> dict[str, Any]:
     """A case's listing fields, with the stable names of the JSON output."""
@@ -350,3 +361,15 @@ def _note_refused_entrypoints(ctx: Context, cases: Any) -> None:
         reason = policy.refusal(case.entrypoint) if case.entrypoint else None
         if reason is not None:
             ctx.out.note(f"case {case.id}: {reason}; replay will report it ERRORED")
+
+
+def cmd_reseal(args: argparse.Namespace, ctx: Context) -> int:
+    from tracely_sdk.store import reseal_case_file
+
+    for path in args.files:
+        changed = reseal_case_file(path)
+        if changed:
+            ctx.out.line(f"resealed {path}: changed {', '.join(changed)}")
+        else:
+            ctx.out.line(f"{path}: already sealed, nothing changed")
+    return 0

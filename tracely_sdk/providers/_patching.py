@@ -51,7 +51,7 @@ from tracely_otel import attributes as A
 from tracely_otel._foreign import input_messages
 from tracely_sdk import _redact, _replay
 from tracely_sdk._matching import LLM
-from tracely_sdk._seam import Call
+from tracely_sdk._seam import Call, error_status
 from tracely_sdk.errors import ConfigError
 
 logger = logging.getLogger("tracely")
@@ -556,9 +556,7 @@ def _answer(call: Call, value: Any) -> Any:
     if isinstance(value, Refused):
         error = value.error
         call.span.set_attribute(A.ERROR_TYPE, type(error).__qualname__)
-        call.span.set_status(
-            trace.Status(trace.StatusCode.ERROR, f"{type(error).__qualname__}: {error}")
-        )
+        call.span.set_status(error_status(error))
         raise error
     return value
 
@@ -667,7 +665,7 @@ def _fail(call: Call, spec: InterceptedCall, exc: BaseException) -> None:
     # same parser refuses it again on replay.
     _succeed(call, recording)
     call.span.set_attribute(A.ERROR_TYPE, type(exc).__qualname__)
-    call.span.set_status(trace.Status(trace.StatusCode.ERROR, f"{type(exc).__qualname__}: {exc}"))
+    call.span.set_status(error_status(exc))
 
 
 def _recorded(

@@ -40,6 +40,7 @@ from tracely_sdk.store._files import (
     import_cases,
     project_root,
     read_case_file,
+    reseal_case_file,
     tracely_dir,
 )
 from tracely_sdk.store._migrations import NewerSchema
@@ -76,6 +77,7 @@ __all__ = [
     "project_root",
     "read_case_file",
     "redact_url",
+    "reseal_case_file",
     "register_backend",
     "slugify",
     "sqlite_url",

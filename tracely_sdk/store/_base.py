@@ -208,9 +208,22 @@ def check_recorded(recording: Recording) -> dict[str, Any]:
             "`tracely.agent(name, input=...)` or `@observe(as_type='agent')`"
         )
     try:
-        return validate_bundle(recording.bundle)
+        bundle = validate_bundle(recording.bundle)
     except BundleFormatError as exc:
         raise Conflict(f"trace {trace} is not a usable recording: {exc}") from exc
+    # A call that could not be recorded is named, and replay reports it as INCOMPLETE where
+    # the run makes it; calls whose spans never arrived are not even named, so the order of
+    # what was kept is not the run's: such a recording is not a case.
+    for item in bundle.get("incomplete") or ():
+        if item["label"] in _LOST_LABELS:
+            raise Conflict(
+                f"trace {trace} is not a whole recording: {item['reason']}; promote or "
+                "recapture a trace whose spans all arrived"
+            )
+    return bundle
+
+
+_LOST_LABELS = frozenset({"tools", "llm", "calls"})
 
 
 def plan_promotion(

@@ -349,7 +349,9 @@ class Case:
     """A regression case: a recorded run promoted to a test, replayed hermetically in CI.
 
     ``input``, ``expected_output``, ``bundle`` and ``source_trace_id`` are those of the current
-    ``version``; :meth:`~tracely_sdk.store.Store.case_history` has every version.
+    ``version``; :meth:`~tracely_sdk.store.Store.case_history` has every version. ``problem``
+    says why a stored case cannot be trusted (its row does not match the checksum it was
+    written with): replay reports such a case ERRORED without running it, export refuses it.
     """
 
     id: str
@@ -363,6 +365,7 @@ class Case:
     tags: tuple[str, ...]
     created_at: int
     updated_at: int
+    problem: str | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         validate_case_id(self.id)
@@ -393,7 +396,7 @@ class Case:
             "tags": list(self.tags),
             "created_at": self.created_at,
             "updated_at": self.updated_at,
-        }
+        } | ({"problem": self.problem} if self.problem is not None else {})
 
 
 def new_run_id() -> str:

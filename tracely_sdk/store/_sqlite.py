@@ -16,6 +16,7 @@ connection. :class:`SQLiteStore` is that backend for a local file:
 from __future__ import annotations
 
 import abc
+import dataclasses
 import os
 import sqlite3
 import threading
@@ -55,6 +56,7 @@ from tracely_sdk.store._model import (
     redact_url,
     validate_entrypoint,
 )
+from tracely_sdk.store._seal import broken_fields, case_row_fields, seal, version_row_fields
 
 __all__ = ["CASE_COLUMNS", "REC_COLUMNS", "SQLStore", "SQLiteStore", "case_from_row"]
 
@@ -65,10 +67,10 @@ REC_COLUMNS = (
 )
 CASE_COLUMNS = (
     "id, name, entrypoint, input, expected_output, bundle, source_trace_id, version, tags, "
-    "created_at, updated_at"
+    "created_at, updated_at, checksum"
 )
 _VERSION_COLUMNS = (
-    "case_id, version, input, expected_output, bundle, source_trace_id, created_at, note"
+    "case_id, version, input, expected_output, bundle, source_trace_id, created_at, note, checksum"
 )
 
 
@@ -121,9 +123,41 @@ def _recording_of(row: Sequence[Any]) -> Recording:
 def case_from_row(row: Sequence[Any]) -> Case:
     """A case from a row of CASE_COLUMNS."""
     try:
-        return _case_of(row)
+        case = _case_of(row)
     except _CorruptRow as exc:
         raise _corrupt(f"case {row[0]}", exc) from exc
+    problem = _seal_problem(f"case {case.id}", row[11], _case_fields(case))
+    return case if problem is None else dataclasses.replace(case, problem=problem)
+
+
+def _case_fields(case: Case) -> dict[str, Any]:
+    return case_row_fields(
+        case.id, case.entrypoint, case.version, case.input, case.expected_output, case.bundle
+    )
+
+
+def _version_fields(v: CaseVersion) -> dict[str, Any]:
+    return version_row_fields(v.case_id, v.version, v.input, v.expected_output, v.bundle)
+
+
+def _sealed(fields: dict[str, Any]) -> str:
+    return dumps_json(seal(fields))
+
+
+def _seal_problem(what: str, checksum: Any, fields: dict[str, Any]) -> str | None:
+    """Why a row's content is not what was written (the store seals every write), or None."""
+    try:
+        stored = orjson.loads(checksum) if checksum is not None else None
+    except orjson.JSONDecodeError:
+        stored = None
+    broken = broken_fields(stored, fields)
+    if not broken:
+        return None
+    return (
+        f"{what}: {', '.join(broken)} does not match the checksum stored with it: the row "
+        "was changed outside tracely; restore it from an export (tracely cases import) or "
+        "delete it"
+    )
 
 
 def _case_of(row: Sequence[Any]) -> Case:
@@ -144,9 +178,13 @@ def _case_of(row: Sequence[Any]) -> Case:
 
 def _version(row: Sequence[Any]) -> CaseVersion:
     try:
-        return _version_of(row)
+        version = _version_of(row)
     except _CorruptRow as exc:
         raise _corrupt(f"version {row[1]} of case {row[0]}", exc) from exc
+    problem = _seal_problem(f"version {row[1]} of case {row[0]}", row[8], _version_fields(version))
+    if problem is not None:
+        raise StoreError(problem)
+    return version
 
 
 def _version_of(row: Sequence[Any]) -> CaseVersion:
@@ -373,7 +411,9 @@ class SQLStore(Store):
 
     def _insert_case(self, conn: Any, case: Case) -> None:
         conn.execute(
-            self._q(f"INSERT INTO cases ({CASE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"),
+            self._q(
+                f"INSERT INTO cases ({CASE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            ),
             (
                 case.id,
                 case.name,
@@ -386,6 +426,7 @@ class SQLStore(Store):
                 dumps_json(list(case.tags)),
                 case.created_at,
                 case.updated_at,
+                _sealed(_case_fields(case)),
             ),
         )
         self._write_tags(conn, case)
@@ -400,7 +441,7 @@ class SQLStore(Store):
     def _insert_version(self, conn: Any, v: CaseVersion) -> None:
         conn.execute(
             self._q(
-                f"INSERT INTO case_versions ({_VERSION_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+                f"INSERT INTO case_versions ({_VERSION_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
             ),
             (
                 v.case_id,
@@ -411,6 +452,7 @@ class SQLStore(Store):
                 v.source_trace_id,
                 v.created_at,
                 v.note,
+                _sealed(_version_fields(v)),
             ),
         )
 
@@ -490,7 +532,8 @@ class SQLStore(Store):
             cur = conn.execute(
                 self._q(
                     "UPDATE cases SET input = ?, expected_output = ?, bundle = ?, "
-                    "source_trace_id = ?, version = ?, updated_at = ? WHERE id = ? AND version = ?"
+                    "source_trace_id = ?, version = ?, updated_at = ?, checksum = ? "
+                    "WHERE id = ? AND version = ?"
                 ),
                 (
                     dumps_json(new.input),
@@ -499,6 +542,7 @@ class SQLStore(Store):
                     new.source_trace_id,
                     new.version,
                     new.updated_at,
+                    _sealed(_case_fields(new)),
                     case.id,
                     case.version,
                 ),
@@ -532,7 +576,7 @@ class SQLStore(Store):
             conn.execute(
                 self._q(
                     "UPDATE cases SET name = ?, entrypoint = ?, tags = ?, version = ?, "
-                    "updated_at = ? WHERE id = ?"
+                    "updated_at = ?, checksum = ? WHERE id = ?"
                 ),
                 (
                     new.name,
@@ -540,6 +584,7 @@ class SQLStore(Store):
                     dumps_json(list(new.tags)),
                     new.version,
                     new.updated_at,
+                    _sealed(_case_fields(new)),
                     case_id,
                 ),
             )

@@ -237,3 +237,26 @@ def test_edit_changes_a_case_in_place_and_keeps_the_change_in_its_history(
     status, out, _ = cli("cases", "edit", "paris-weather", "--name", "Paris")
     assert status == 0 and out == "case paris-weather already is so; nothing changed\n"
     assert len(json.loads(cli("cases", "history", "paris-weather", "--json")[1])) == 3
+
+
+def test_reseal_prints_what_a_hand_edit_changed(capture: Any, cli: CLI, tmp_path: Path) -> None:
+    promote(cli, record(capture, cli, weather_agent.run_broken, "Paris"))
+    cli("cases", "export", str(tmp_path / "cases"))
+    path = tmp_path / "cases" / "paris-weather.json"
+    doc = json.loads(path.read_text())
+    doc["history"][0]["expected_output"] = "Sunny in Paris."
+    path.write_text(json.dumps(doc))
+
+    status, out, err = cli("cases", "import", str(tmp_path / "cases"))
+    assert status == 2 and out == ""
+    assert f"{path}: history[0].expected_output: does not match the file's checksum" in err
+    assert f"tracely cases reseal {path}" in err
+
+    status, out, _ = cli("cases", "reseal", str(path))
+    assert status == 0 and out == f"resealed {path}: changed history[0].expected_output\n"
+    status, out, _ = cli("cases", "reseal", str(path))
+    assert out == f"{path}: already sealed, nothing changed\n"
+    status, out, _ = cli("cases", "import", str(tmp_path / "cases"))
+    assert status == 0
+    shown = json.loads(cli("cases", "show", "paris-weather", "--json")[1])
+    assert shown["expected_output"] == "Sunny in Paris."

@@ -36,6 +36,7 @@ COMMANDS = [
             "recapture",
             "export",
             "import",
+            "reseal",
         )
     ),
     ["replay"],
