@@ -12,15 +12,11 @@ opens, connections that die, a pool that runs dry.
 from __future__ import annotations
 
 import multiprocessing
-import os
 import re
-import subprocess
 import threading
 import time
 import urllib.parse
-import uuid
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -35,70 +31,6 @@ psycopg = pytest.importorskip("psycopg", reason="psycopg is not installed (trace
 
 from tracely_sdk.server import _pg  # noqa: E402
 from tracely_sdk.server._pg import PostgresStore  # noqa: E402
-
-ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = ROOT / ".ci" / "install-postgres.sh"
-START_TIMEOUT = 120
-
-
-# --- the server ----------------------------------------------------------------------------
-
-
-def _start_with_script() -> tuple[str | None, str]:
-    """Start a throwaway server with the CI script (no install); (URL, or None and why)."""
-    if not SCRIPT.is_file():
-        return None, f"{SCRIPT} is missing"
-    env = dict(os.environ, TRACELY_PG_NO_INSTALL="1")
-    try:
-        done = subprocess.run(
-            ["bash", str(SCRIPT)],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=START_TIMEOUT,
-            stdin=subprocess.DEVNULL,
-        )
-    except subprocess.TimeoutExpired:
-        return None, f"{SCRIPT.name} did not start PostgreSQL within {START_TIMEOUT}s"
-    except OSError as exc:
-        return None, f"cannot run {SCRIPT.name}: {exc}"
-    match = re.search(r"^export TRACELY_TEST_POSTGRES_URL=(\S+)$", done.stdout, re.M)
-    if done.returncode != 0 or match is None:
-        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        return None, f"{SCRIPT.name} could not start PostgreSQL ({last})"
-    return match.group(1), ""
-
-
-@pytest.fixture(scope="session")
-def postgres_url() -> str:
-    """A PostgreSQL server's URL: $TRACELY_TEST_POSTGRES_URL, else one started here, else skip."""
-    url = os.environ.get("TRACELY_TEST_POSTGRES_URL")
-    if url:
-        return url
-    url, why = _start_with_script()
-    if url is None:
-        pytest.skip(
-            "no PostgreSQL server: set TRACELY_TEST_POSTGRES_URL, or run "
-            f'`eval "$(.ci/install-postgres.sh)"` first ({why})'
-        )
-    return url
-
-
-def with_schema(url: str, schema: str) -> str:
-    """``url`` connecting with ``schema`` as the current schema."""
-    sep = "&" if "?" in url else "?"
-    return f"{url}{sep}options={urllib.parse.quote(f'-csearch_path={schema}')}"
-
-
-@pytest.fixture
-def schema_url(postgres_url: str) -> Iterator[str]:
-    """The URL of a fresh, empty schema (dropped afterwards)."""
-    name = f"t_{uuid.uuid4().hex[:16]}"
-    with psycopg.connect(postgres_url, autocommit=True) as conn:
-        conn.execute(f"CREATE SCHEMA {name}")
-    yield with_schema(postgres_url, name)
-    with psycopg.connect(postgres_url, autocommit=True) as conn:
-        conn.execute(f"DROP SCHEMA {name} CASCADE")
 
 
 @pytest.fixture
@@ -161,7 +93,14 @@ def test_schema_is_current(store: PostgresStore) -> None:
             "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()"
         )
     }
-    assert tables == {"tracely_schema", "recordings", "cases", "case_versions", "case_tags"}
+    assert tables == {
+        "tracely_schema",
+        "recordings",
+        "cases",
+        "case_versions",
+        "case_tags",
+        "trace_spans",
+    }
 
 
 def test_password_never_shown(store: PostgresStore, schema_url: str) -> None:
@@ -398,11 +337,12 @@ def test_migrates_v1_database(schema_url: str) -> None:
     _make_v1(schema_url)
     with PostgresStore(schema_url) as s:
         conn = s._connection()
-        assert _migrations.schema_version(conn, _migrations.POSTGRES) == 2
+        latest = _migrations.latest_version()
+        assert _migrations.schema_version(conn, _migrations.POSTGRES) == latest
         versions = [
             r[0] for r in conn.execute("SELECT version FROM tracely_schema ORDER BY version")
         ]
-        assert versions == [1, 2]
+        assert versions == list(range(1, latest + 1))
         assert s.get_recording(trace_id("r")).replay_mode == "recorded"
         assert s.get_recording(trace_id("l")).replay_mode is None
         counts = dict(conn.execute("SELECT trace_id, span_count FROM recordings").fetchall())
@@ -412,7 +352,7 @@ def test_migrates_v1_database(schema_url: str) -> None:
             s.promote(trace_id("r"), name="x")
         assert s.put_recording(make_recording("l", tools=3)) is True
     with PostgresStore(schema_url) as s:
-        assert _migrations.migrate(s._connection(), _migrations.POSTGRES) == (2, 2)
+        assert _migrations.migrate(s._connection(), _migrations.POSTGRES) == (latest, latest)
 
 
 def test_failed_migration_changes_nothing(schema_url: str) -> None:
@@ -424,7 +364,9 @@ def test_failed_migration_changes_nothing(schema_url: str) -> None:
 
     bad = (
         *_migrations.MIGRATIONS,
-        _migrations.Migration(3, "broken", ("CREATE TABLE t3 (x TEXT)", broken)),
+        _migrations.Migration(
+            _migrations.latest_version() + 1, "broken", ("CREATE TABLE t3 (x TEXT)", broken)
+        ),
     )
     with psycopg.connect(schema_url, autocommit=True) as conn:
         with pytest.raises(RuntimeError):

@@ -36,10 +36,10 @@ import threading
 import time
 import zlib
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, Protocol, runtime_checkable
 
 import orjson
 
@@ -65,6 +65,7 @@ __all__ = [
     "Journal",
     "JournalError",
     "Receipt",
+    "SharedTraceStore",
     "Unavailable",
 ]
 
@@ -434,9 +435,37 @@ class _Job:
     trace_id: str
     generation: int
     recording: Recording | None
+    shared: dict[str, str] | None = None  # span id → encoded span, for a SharedTraceStore
 
 
 _STOP: Final = object()
+
+
+@runtime_checkable
+class SharedTraceStore(Protocol):
+    """A store several servers share, which assembles each trace from the spans every one of
+    them received (:meth:`~tracely_sdk.server._pg.PostgresStore.assemble_traces`).
+
+    With one, a server hands over a trace's spans once they are quiet here, root or not: the
+    root may have reached another server. Of the servers assembling a trace, the last sees
+    every span, so a load balancer may send any request to any server.
+    """
+
+    def assemble_traces(
+        self,
+        traces: Sequence[tuple[str, Mapping[str, str]]],
+        assemble: Callable[[str, list[str]], Recording | None],
+    ) -> list[bool | None]: ...
+
+
+def _encode_shared(spans: Iterable[SpanRecord]) -> dict[str, str]:
+    """Each span as a one-span OTLP/JSON request, by span id."""
+    return {s.span_id: orjson.dumps(encode_records_otlp_json([s])).decode() for s in spans}
+
+
+def _decode_shared(encoded: Iterable[str]) -> list[SpanRecord]:
+    groups = [group for text in encoded for group in orjson.loads(text)["resourceSpans"]]
+    return records_from_otlp_json({"resourceSpans": groups})
 
 
 def decode_journal(kind: int, payload: bytes) -> list[SpanRecord]:
@@ -477,6 +506,7 @@ class IngestPipeline:
         write_batch_size: int = 256,
     ) -> None:
         self.store = store
+        self._shared = store if isinstance(store, SharedTraceStore) else None
         self.journal = journal
         self.quiet_seconds = quiet_seconds
         self.orphan_seconds = max(orphan_seconds, quiet_seconds)
@@ -762,7 +792,7 @@ class IngestPipeline:
                 if trace.touched + quiet > now:
                     break
                 del self._dirty[trace_id]
-                if trace.root:
+                if trace.root or self._shared is not None:
                     ready.append(self._snapshot(trace_id, trace))
                 else:
                     self._orphans[trace_id] = trace
@@ -788,11 +818,24 @@ class IngestPipeline:
                         ready.append(self._snapshot(trace_id, trace))
                         pending -= len(trace.spans)
         for trace_id, generation, spans in ready:
-            self._put(_Job(trace_id, generation, self._extract(trace_id, spans)))
+            self._put(self._job(trace_id, generation, spans))
 
     def _snapshot(self, trace_id: str, trace: _Trace) -> tuple[str, int, list[SpanRecord]]:
         trace.state = _QUEUED
         return trace_id, trace.generation, list(trace.spans.values())
+
+    def _job(self, trace_id: str, generation: int, spans: list[SpanRecord]) -> _Job:
+        if self._shared is not None:
+            return _Job(trace_id, generation, None, _encode_shared(spans))
+        return _Job(trace_id, generation, self._extract(trace_id, spans))
+
+    def _extract_shared(self, trace_id: str, encoded: list[str]) -> Recording | None:
+        try:
+            spans = _decode_shared(encoded)
+        except Exception:  # another server's rows: one bad trace must not stop the others
+            logger.exception("trace %s: cannot read its spans from the shared store", trace_id)
+            return None
+        return self._extract(trace_id, spans)
 
     def _extract(self, trace_id: str, spans: list[SpanRecord]) -> Recording | None:
         try:
@@ -810,11 +853,11 @@ class IngestPipeline:
             ready = []
             for table in (self._dirty, self._orphans):
                 for trace_id, trace in list(table.items()):
-                    if trace.root:
+                    if trace.root or self._shared is not None:
                         del table[trace_id]
                         ready.append(self._snapshot(trace_id, trace))
         for trace_id, generation, spans in ready:
-            self._put(_Job(trace_id, generation, self._extract(trace_id, spans)), deadline)
+            self._put(self._job(trace_id, generation, spans), deadline)
 
     def _put(self, item: Any, deadline: float | None = None) -> None:
         while True:
@@ -852,26 +895,32 @@ class IngestPipeline:
                 logger.exception("the recording writer failed; the batch stays in the journal")
 
     def _write(self, batch: list[_Job]) -> None:
-        jobs = [job for job in batch if job.recording is not None]
+        jobs = [job for job in batch if job.recording is not None or job.shared]
         if jobs:
-            recordings = [job.recording for job in jobs if job.recording is not None]
-            written = self._store(recordings)
+            written = self._store(jobs)
             if written is None:
                 return  # gave up at shutdown: the journal keeps these traces
             with self._lock:
-                self.counters["recordings_written"] += len(recordings)
-                self.counters["recordings_changed"] += sum(written)
+                self.counters["recordings_written"] += sum(w is not None for w in written)
+                self.counters["recordings_changed"] += sum(w is True for w in written)
         with self._lock:
             now = time.monotonic()
             for job in batch:
                 self.counters["traces_assembled"] += 1
                 self._written(job, now)
 
-    def _store(self, recordings: list[Recording]) -> list[bool] | None:
+    def _put_jobs(self, jobs: list[_Job]) -> list[bool | None]:
+        if self._shared is not None:
+            traces = [(job.trace_id, job.shared or {}) for job in jobs]
+            return self._shared.assemble_traces(traces, self._extract_shared)
+        recordings = [job.recording for job in jobs if job.recording is not None]
+        return list(self.store.put_recordings(recordings))
+
+    def _store(self, jobs: list[_Job]) -> list[bool | None] | None:
         attempt = 0
         while True:
             try:
-                return self.store.put_recordings(recordings)
+                return self._put_jobs(jobs)
             except StoreError as exc:
                 with self._lock:
                     self.counters["store_errors"] += 1
@@ -883,15 +932,15 @@ class IngestPipeline:
                 attempt += 1
                 time.sleep(delay)
             except (ValueError, TypeError):
-                if len(recordings) == 1:
+                if len(jobs) == 1:
                     logger.exception(
-                        "trace %s: the store cannot hold its recording", recordings[0].trace_id
+                        "trace %s: the store cannot hold its recording", jobs[0].trace_id
                     )
                     return [False]
                 # Find the one the store cannot hold; the others are written.
-                results: list[bool] = []
-                for recording in recordings:
-                    one = self._store([recording])
+                results: list[bool | None] = []
+                for job in jobs:
+                    one = self._store([job])
                     if one is None:
                         return None
                     results.extend(one)

@@ -34,7 +34,7 @@ import random
 import threading
 import time
 import urllib.parse
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
@@ -193,6 +193,13 @@ class _Pool:
         return idle
 
 
+_TRACE_LOCK_SQL = "SELECT pg_advisory_xact_lock(hashtextextended(%s, 7347216570))"
+_ADD_SPAN_SQL = (
+    "INSERT INTO trace_spans (trace_id, span_id, span, received_at) VALUES (%s, %s, %s, %s) "
+    "ON CONFLICT (trace_id, span_id) DO NOTHING"
+)
+SHARED_SPANS_KEEP_SECONDS = 3600.0
+_SWEEP_EVERY_MS = 60_000
 _UPSERT_ROWS = 500  # rows per statement (11 parameters each, far below the protocol's limit)
 _REC_FIELDS = [c.strip() for c in _REC_COLUMNS.split(",")] + ["span_count"]
 
@@ -262,6 +269,7 @@ class PostgresStore(SQLStore):
         self.pool_timeout = pool_timeout
         self._local = threading.local()
         self._migrated = False
+        self._spans_swept = 0
         self._pool = self._new_pool()
         # Connect and migrate now: a wrong URL or a newer schema fails here, not on first use.
         self._pool.add(self._connect())
@@ -490,3 +498,63 @@ class PostgresStore(SQLStore):
     def put_case(self, case: Case, history: Sequence[CaseVersion]) -> Case:
         history = list(history)
         return self._retrying(lambda: SQLStore.put_case(self, case, history))
+
+    # one trace from the spans every server received -------------------------------------------
+
+    def assemble_traces(
+        self,
+        traces: Sequence[tuple[str, Mapping[str, str]]],
+        assemble: Callable[[str, list[str]], Recording | None],
+        *,
+        keep_seconds: float = SHARED_SPANS_KEEP_SECONDS,
+    ) -> list[bool | None]:
+        """Add each trace's spans to those every server on this store has added, and store the
+        recording ``assemble`` makes of them all; for each trace, whether that changed the
+        stored recording (None: ``assemble`` made none yet).
+
+        ``traces`` are (trace id, span id → the span's encoding) pairs. The reading and writing
+        of a trace happen under its advisory lock, after its spans are added, so of two
+        servers assembling one trace, the later sees the spans of both: the stored recording
+        is the one a single server receiving every span would make. Spans added more than
+        ``keep_seconds`` ago are let go of (their recordings stay).
+        """
+        items = list(traces)
+        if not items:
+            return []
+        now = int(time.time() * 1000)
+
+        def write() -> list[bool | None]:
+            results: list[bool | None] = [None] * len(items)
+            with self._write() as conn:
+                if sweep:
+                    conn.execute(
+                        "DELETE FROM trace_spans WHERE received_at < %s",
+                        (now - int(keep_seconds * 1000),),
+                    )
+                # In trace id order, so two batches never wait for each other in a cycle.
+                for index in sorted(range(len(items)), key=lambda i: items[i][0]):
+                    trace_id, spans = items[index]
+                    conn.execute(_TRACE_LOCK_SQL, (trace_id,))
+                    with conn.cursor() as cursor:
+                        cursor.executemany(
+                            _ADD_SPAN_SQL,
+                            [(trace_id, span_id, span, now) for span_id, span in spans.items()],
+                        )
+                    every = [
+                        row[0]
+                        for row in conn.execute(
+                            "SELECT span FROM trace_spans WHERE trace_id = %s ORDER BY span_id",
+                            (trace_id,),
+                        )
+                    ]
+                    recording = assemble(trace_id, every)
+                    if recording is not None:
+                        changed = conn.execute(_upsert_sql(1), _recording_row(recording))
+                        results[index] = bool(changed.fetchall())
+            return results
+
+        sweep = now - self._spans_swept > _SWEEP_EVERY_MS
+        results = self._retrying(write)
+        if sweep:
+            self._spans_swept = now
+        return results

@@ -702,11 +702,12 @@ def test_migrates_v1_database(tmp_path: Path) -> None:
     _make_v1(path)
     with SQLiteStore(path) as s:
         conn = s._connection()
-        assert _migrations.schema_version(conn, _migrations.SQLITE) == 2
+        latest = _migrations.latest_version()
+        assert _migrations.schema_version(conn, _migrations.SQLITE) == latest
         versions = [
             r[0] for r in conn.execute("SELECT version FROM tracely_schema ORDER BY version")
         ]
-        assert versions == [1, 2]
+        assert versions == list(range(1, latest + 1))
         assert s.get_recording(trace_id("r")).replay_mode == "recorded"
         assert s.get_recording(trace_id("l")).replay_mode is None
         counts = dict(conn.execute("SELECT trace_id, span_count FROM recordings").fetchall())
@@ -718,7 +719,7 @@ def test_migrates_v1_database(tmp_path: Path) -> None:
         assert s.put_recording(make_recording("l", tools=3)) is True
     # Opening again is a no-op.
     with SQLiteStore(path) as s:
-        assert _migrations.migrate(s._connection(), _migrations.SQLITE) == (2, 2)
+        assert _migrations.migrate(s._connection(), _migrations.SQLITE) == (latest, latest)
 
 
 def test_failed_migration_changes_nothing(tmp_path: Path) -> None:
@@ -731,7 +732,9 @@ def test_failed_migration_changes_nothing(tmp_path: Path) -> None:
 
     bad = (
         *_migrations.MIGRATIONS,
-        _migrations.Migration(3, "broken", ("CREATE TABLE t3 (x TEXT)", broken)),
+        _migrations.Migration(
+            _migrations.latest_version() + 1, "broken", ("CREATE TABLE t3 (x TEXT)", broken)
+        ),
     )
     with pytest.raises(RuntimeError):
         _migrations.migrate(conn, _migrations.SQLITE, migrations=bad)

@@ -1,0 +1,73 @@
+"""Several servers on one PostgreSQL store, behind a plain round-robin load balancer: a trace
+whose spans reached different servers is recorded whole, as one server would record it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from opentelemetry.sdk.trace.export import SpanExportResult
+
+import tracely_sdk as tracely
+from examples.weather_agent import get_weather
+from server._support import ServerProcess, exporter, wait_for
+from tracely_sdk.server._pg import PostgresStore
+
+pytest.importorskip("psycopg", reason="psycopg is not installed (tracely[postgres])")
+
+FAST = ["--quiet-seconds", "0.2", "--rate-limit", "0"]
+
+
+def agent_calling_tools(calls: int) -> None:
+    with tracely.agent("round-robin-agent", input=f"{calls} cities") as run:
+        for n in range(calls):
+            tracely.call_tool(
+                "get_weather", lambda: get_weather("Paris"), args={"city": "Paris", "call": n}
+            )
+        run.output = "done"
+
+
+def instances(make_server: Any, tmp_path: Path, url: str, count: int = 2) -> list[ServerProcess]:
+    first = make_server(*FAST, "--journal-dir", str(tmp_path / "journal-0"), name="s0", store=url)
+    others = [
+        make_server(
+            *FAST,
+            "--journal-dir",
+            str(tmp_path / f"journal-{n}"),
+            name=f"s{n}",
+            store=url,
+            tokens=first.tokens,
+        )
+        for n in range(1, count)
+    ]
+    return [first, *others]
+
+
+def test_20_tool_calls_sent_round_robin_to_two_servers_make_one_whole_recording(
+    make_server: Any, tmp_path: Path, schema_url: str, capture: Any
+) -> None:
+    servers = instances(make_server, tmp_path, schema_url)
+    agent_calling_tools(20)
+    spans = capture.spans
+    bundle = capture.last_bundle
+    assert len(bundle["tools"]["get_weather"]) == 20
+    exporters = [exporter(s) for s in servers]
+    for n, span in enumerate(spans):  # one span a request, to each server in turn
+        assert exporters[n % 2].export([span]) is SpanExportResult.SUCCESS
+
+    trace_id = bundle["trace_id"]
+    for server in servers:  # either server answers with the whole trace
+        wait_for(
+            lambda server=server: (server.recording(trace_id) or {}).get("bundle") == bundle,
+            what="the recording of every span, from both servers",
+        )
+    for server in servers:
+        assert server.stop() == 0, server.logs()
+    store = PostgresStore(schema_url)
+    try:
+        recording = store.get_recording(trace_id)
+    finally:
+        store.close()
+    assert len(recording.bundle["tools"]["get_weather"]) == 20
+    assert recording.bundle == bundle
