@@ -12,6 +12,9 @@ from opentelemetry.sdk.trace.export import SpanExportResult
 import tracely_sdk as tracely
 from examples.weather_agent import get_weather
 from server._support import ServerProcess, exporter, wait_for
+from tracely_otel import bundle_from_spans, record_from_readable
+from tracely_sdk.errors import NotFound
+from tracely_sdk.server._ingest import IngestPipeline, Journal
 from tracely_sdk.server._pg import PostgresStore
 
 pytest.importorskip("psycopg", reason="psycopg is not installed (tracely[postgres])")
@@ -71,3 +74,60 @@ def test_20_tool_calls_sent_round_robin_to_two_servers_make_one_whole_recording(
         store.close()
     assert len(recording.bundle["tools"]["get_weather"]) == 20
     assert recording.bundle == bundle
+
+
+def pipeline(tmp_path: Path, url: str, name: str, **kwargs: Any) -> IngestPipeline:
+    kwargs.setdefault("quiet_seconds", 0.05)
+    p = IngestPipeline(PostgresStore(url), journal=Journal(tmp_path / name), **kwargs)
+    p.start()
+    return p
+
+
+def test_late_spans_at_another_server_complete_the_recording(
+    tmp_path: Path, schema_url: str, weather_run: Any
+) -> None:
+    spans, bundle = weather_run("Paris")
+    records = [record_from_readable(s) for s in spans]
+    root = [r for r in records if r.is_root]
+    children = [r for r in records if not r.is_root]
+    a, b = pipeline(tmp_path, schema_url, "a"), pipeline(tmp_path, schema_url, "b")
+    try:
+        a.submit([*root, children[0]])
+        first = wait_for(lambda: _recording(a.store, bundle["trace_id"]), what="a recording")
+        assert first.bundle != bundle  # made of the spans server a had
+        b.submit(children[1:])  # after a recorded the trace: b finds the root there
+        wait_for(
+            lambda: (_recording(b.store, bundle["trace_id"]) or first).bundle == bundle,
+            what="the whole trace",
+        )
+    finally:
+        for p in (a, b):
+            p.shutdown()
+            p.store.close()
+
+
+def test_a_trace_whose_root_never_comes_is_recorded_as_an_orphan(
+    tmp_path: Path, schema_url: str, weather_run: Any
+) -> None:
+    spans, _ = weather_run("Oslo")
+    children = [record_from_readable(s) for s in spans if s.parent is not None]
+    a = pipeline(tmp_path, schema_url, "a", orphan_seconds=0.5)
+    b = pipeline(tmp_path, schema_url, "b", orphan_seconds=0.5)
+    try:
+        a.submit(children[:1])
+        b.submit(children[1:])
+        trace_id = children[0].trace_id
+        wait_for(lambda: a.stats()["traces_open"] == 0 and b.stats()["traces_open"] == 0)
+        recording = wait_for(lambda: _recording(a.store, trace_id), what="the orphan")
+        assert recording.bundle == bundle_from_spans(children)
+    finally:
+        for p in (a, b):
+            p.shutdown()
+            p.store.close()
+
+
+def _recording(store: Any, trace_id: str) -> Any:
+    try:
+        return store.get_recording(trace_id)
+    except NotFound:
+        return None

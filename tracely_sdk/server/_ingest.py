@@ -435,7 +435,9 @@ class _Job:
     trace_id: str
     generation: int
     recording: Recording | None
-    shared: dict[str, str] | None = None  # span id → encoded span, for a SharedTraceStore
+    spans: list[SpanRecord] | None = None  # for a SharedTraceStore: the spans, and encoded
+    shared: dict[str, str] | None = None
+    rootless: bool = False  # assembled even without a root (it waited as long as an orphan)
 
 
 _STOP: Final = object()
@@ -447,14 +449,15 @@ class SharedTraceStore(Protocol):
     them received (:meth:`~tracely_sdk.server._pg.PostgresStore.assemble_traces`).
 
     With one, a server hands over a trace's spans once they are quiet here, root or not: the
-    root may have reached another server. Of the servers assembling a trace, the last sees
-    every span, so a load balancer may send any request to any server.
+    root may have reached another server. The server holding the root, or finding it among the
+    others' spans, records the trace from every span; a trace whose root no server has waits
+    as an orphan does. So a load balancer may send any request to any server.
     """
 
     def assemble_traces(
         self,
         traces: Sequence[tuple[str, Mapping[str, str]]],
-        assemble: Callable[[str, list[str]], Recording | None],
+        assemble: Callable[[str, Mapping[str, str]], Recording | None],
     ) -> list[bool | None]: ...
 
 
@@ -785,6 +788,7 @@ class IngestPipeline:
     def _tick(self, *, force: bool = False) -> None:
         now = time.monotonic()
         ready: list[tuple[str, int, list[SpanRecord]]] = []
+        waited = len(ready)  # ready[waited:] waited long enough to be recorded without a root
         with self._lock:
             quiet, orphan = self.quiet_seconds, self.orphan_seconds
             while self._dirty:
@@ -796,6 +800,7 @@ class IngestPipeline:
                     ready.append(self._snapshot(trace_id, trace))
                 else:
                     self._orphans[trace_id] = trace
+            waited = len(ready)
             while self._orphans:
                 trace_id, trace = next(iter(self._orphans.items()))
                 if trace.touched + orphan > now:
@@ -817,25 +822,33 @@ class IngestPipeline:
                         trace_id, trace = table.popitem(last=False)
                         ready.append(self._snapshot(trace_id, trace))
                         pending -= len(trace.spans)
-        for trace_id, generation, spans in ready:
-            self._put(self._job(trace_id, generation, spans))
+        for n, (trace_id, generation, spans) in enumerate(ready):
+            self._put(self._job(trace_id, generation, spans, rootless=n >= waited))
 
     def _snapshot(self, trace_id: str, trace: _Trace) -> tuple[str, int, list[SpanRecord]]:
         trace.state = _QUEUED
         return trace_id, trace.generation, list(trace.spans.values())
 
-    def _job(self, trace_id: str, generation: int, spans: list[SpanRecord]) -> _Job:
+    def _job(
+        self, trace_id: str, generation: int, spans: list[SpanRecord], *, rootless: bool = False
+    ) -> _Job:
         if self._shared is not None:
-            return _Job(trace_id, generation, None, _encode_shared(spans))
+            return _Job(trace_id, generation, None, spans, _encode_shared(spans), rootless)
         return _Job(trace_id, generation, self._extract(trace_id, spans))
 
-    def _extract_shared(self, trace_id: str, encoded: list[str]) -> Recording | None:
+    def _extract_shared(self, job: _Job, others: Mapping[str, str]) -> Recording | None:
+        """The recording of a trace's spans here and elsewhere; None while no server has its
+        root (the server that gets it assembles the trace, seeing these spans too), unless the
+        trace waited for it as long as an orphan does."""
+        own = job.spans or []
         try:
-            spans = _decode_shared(encoded)
+            spans = own + _decode_shared(others.values()) if others else own
         except Exception:  # another server's rows: one bad trace must not stop the others
-            logger.exception("trace %s: cannot read its spans from the shared store", trace_id)
+            logger.exception("trace %s: cannot read its spans from the shared store", job.trace_id)
             return None
-        return self._extract(trace_id, spans)
+        if not job.rootless and not any(span.is_root for span in spans):
+            return None
+        return self._extract(job.trace_id, spans)
 
     def _extract(self, trace_id: str, spans: list[SpanRecord]) -> Recording | None:
         try:
@@ -896,23 +909,33 @@ class IngestPipeline:
 
     def _write(self, batch: list[_Job]) -> None:
         jobs = [job for job in batch if job.recording is not None or job.shared]
+        written: list[bool | None] = []
         if jobs:
-            written = self._store(jobs)
-            if written is None:
+            stored = self._store(jobs)
+            if stored is None:
                 return  # gave up at shutdown: the journal keeps these traces
+            written = stored
             with self._lock:
                 self.counters["recordings_written"] += sum(w is not None for w in written)
                 self.counters["recordings_changed"] += sum(w is True for w in written)
+        waiting = {
+            job.trace_id
+            for job, result in zip(jobs, written, strict=True)
+            if result is None and job.shared and not job.rootless
+        }
         with self._lock:
             now = time.monotonic()
             for job in batch:
                 self.counters["traces_assembled"] += 1
-                self._written(job, now)
+                self._written(job, now, root_elsewhere=job.trace_id in waiting)
 
     def _put_jobs(self, jobs: list[_Job]) -> list[bool | None]:
         if self._shared is not None:
-            traces = [(job.trace_id, job.shared or {}) for job in jobs]
-            return self._shared.assemble_traces(traces, self._extract_shared)
+            by_trace = {job.trace_id: job for job in jobs}
+            return self._shared.assemble_traces(
+                [(job.trace_id, job.shared or {}) for job in jobs],
+                lambda trace_id, others: self._extract_shared(by_trace[trace_id], others),
+            )
         recordings = [job.recording for job in jobs if job.recording is not None]
         return list(self.store.put_recordings(recordings))
 
@@ -946,12 +969,16 @@ class IngestPipeline:
                     results.extend(one)
                 return results
 
-    def _written(self, job: _Job, now: float) -> None:
-        """A job is in the store (lock held): the trace is done, unless spans came meanwhile."""
+    def _written(self, job: _Job, now: float, *, root_elsewhere: bool = False) -> None:
+        """A job is in the store (lock held): the trace is done, unless spans came meanwhile;
+        a trace whose root no server has yet waits for it as an orphan does."""
         trace = self._traces.get(job.trace_id)
         if trace is None or trace.state != _QUEUED:
             return
-        if trace.generation == job.generation:
+        if root_elsewhere and trace.generation == job.generation:
+            trace.state = _OPEN
+            self._orphans[job.trace_id] = trace
+        elif trace.generation == job.generation:
             trace.state = _DONE
             trace.done_at = now
             self._retained[job.trace_id] = trace

@@ -193,11 +193,17 @@ class _Pool:
         return idle
 
 
-_TRACE_LOCK_SQL = "SELECT pg_advisory_xact_lock(hashtextextended(%s, 7347216570))"
-_ADD_SPAN_SQL = (
-    "INSERT INTO trace_spans (trace_id, span_id, span, received_at) VALUES (%s, %s, %s, %s) "
-    "ON CONFLICT (trace_id, span_id) DO NOTHING"
+# Arrays go in binary (%b): as text, each span's JSON would be escaped character by character.
+_ADD_SPANS_SQL = (
+    "INSERT INTO trace_spans (trace_id, span_id, span, received_at) "
+    "SELECT trace_id, span_id, span, %s FROM unnest(%b::text[], %b::text[], %b::text[]) "
+    "AS given (trace_id, span_id, span) ON CONFLICT (trace_id, span_id) DO NOTHING"
 )
+_OTHER_SPANS_SQL = (
+    "SELECT trace_id, span_id, span FROM trace_spans WHERE trace_id = ANY(%b::text[]) "
+    "AND (trace_id, span_id) NOT IN (SELECT * FROM unnest(%b::text[], %b::text[]))"
+)
+_SWEEP_SQL = "DELETE FROM trace_spans WHERE received_at < %s"
 SHARED_SPANS_KEEP_SECONDS = 3600.0
 _SWEEP_EVERY_MS = 60_000
 _UPSERT_ROWS = 500  # rows per statement (11 parameters each, far below the protocol's limit)
@@ -504,57 +510,51 @@ class PostgresStore(SQLStore):
     def assemble_traces(
         self,
         traces: Sequence[tuple[str, Mapping[str, str]]],
-        assemble: Callable[[str, list[str]], Recording | None],
+        assemble: Callable[[str, Mapping[str, str]], Recording | None],
         *,
         keep_seconds: float = SHARED_SPANS_KEEP_SECONDS,
     ) -> list[bool | None]:
         """Add each trace's spans to those every server on this store has added, and store the
         recording ``assemble`` makes of them all; for each trace, whether that changed the
-        stored recording (None: ``assemble`` made none yet).
+        stored recording (None: ``assemble`` made none).
 
-        ``traces`` are (trace id, span id → the span's encoding) pairs. The reading and writing
-        of a trace happen under its advisory lock, after its spans are added, so of two
-        servers assembling one trace, the later sees the spans of both: the stored recording
-        is the one a single server receiving every span would make. Spans added more than
-        ``keep_seconds`` ago are let go of (their recordings stay).
+        ``traces`` are (trace id, span id → the span's encoding) pairs; ``assemble`` gets a
+        trace id and the spans of that trace that other servers added (the caller has its
+        own). The spans are committed before the others' are read, so of two servers
+        assembling one trace at once, at least one reads the spans of both (each reads after
+        its own commit, and one of the two reads comes after both commits), and a recording
+        only ever replaces one made of fewer spans: the stored recording is the one a single
+        server receiving every span would make. Spans added more than ``keep_seconds`` ago are
+        let go of (their recordings stay).
         """
         items = list(traces)
         if not items:
             return []
         now = int(time.time() * 1000)
+        trace_ids = [trace_id for trace_id, _ in items]
+        columns: list[list[str]] = [[], [], []]  # trace ids, span ids, spans: one row a span
+        for trace_id, spans in items:
+            for span_id, span in spans.items():
+                columns[0].append(trace_id)
+                columns[1].append(span_id)
+                columns[2].append(span)
+        sweep = now - self._spans_swept > _SWEEP_EVERY_MS
 
-        def write() -> list[bool | None]:
-            results: list[bool | None] = [None] * len(items)
+        def add() -> None:
             with self._write() as conn:
                 if sweep:
-                    conn.execute(
-                        "DELETE FROM trace_spans WHERE received_at < %s",
-                        (now - int(keep_seconds * 1000),),
-                    )
-                # In trace id order, so two batches never wait for each other in a cycle.
-                for index in sorted(range(len(items)), key=lambda i: items[i][0]):
-                    trace_id, spans = items[index]
-                    conn.execute(_TRACE_LOCK_SQL, (trace_id,))
-                    with conn.cursor() as cursor:
-                        cursor.executemany(
-                            _ADD_SPAN_SQL,
-                            [(trace_id, span_id, span, now) for span_id, span in spans.items()],
-                        )
-                    every = [
-                        row[0]
-                        for row in conn.execute(
-                            "SELECT span FROM trace_spans WHERE trace_id = %s ORDER BY span_id",
-                            (trace_id,),
-                        )
-                    ]
-                    recording = assemble(trace_id, every)
-                    if recording is not None:
-                        changed = conn.execute(_upsert_sql(1), _recording_row(recording))
-                        results[index] = bool(changed.fetchall())
-            return results
+                    conn.execute(_SWEEP_SQL, (now - int(keep_seconds * 1000),))
+                conn.execute(_ADD_SPANS_SQL, (now, *columns))
 
-        sweep = now - self._spans_swept > _SWEEP_EVERY_MS
-        results = self._retrying(write)
+        self._retrying(add)
         if sweep:
             self._spans_swept = now
-        return results
+        others: dict[str, dict[str, str]] = {}
+        with self._read() as conn:
+            for trace_id, span_id, span in conn.execute(
+                _OTHER_SPANS_SQL, (trace_ids, columns[0], columns[1])
+            ):
+                others.setdefault(trace_id, {})[span_id] = span
+        made = [assemble(trace_id, others.get(trace_id, {})) for trace_id in trace_ids]
+        changed = iter(self.put_recordings([r for r in made if r is not None]))
+        return [None if r is None else next(changed) for r in made]
