@@ -131,3 +131,24 @@ def _recording(store: Any, trace_id: str) -> Any:
         return store.get_recording(trace_id)
     except NotFound:
         return None
+
+
+def test_a_server_without_the_root_hands_its_spans_over_and_lets_go_of_them(
+    tmp_path: Path, schema_url: str, weather_run: Any
+) -> None:
+    spans, bundle = weather_run("Lisbon")
+    records = [record_from_readable(s) for s in spans]
+    a, b = pipeline(tmp_path, schema_url, "a"), pipeline(tmp_path, schema_url, "b")
+    try:
+        b.submit([r for r in records if not r.is_root])
+        # In the store, and no longer in b's memory; b waits for the root as for an orphan.
+        wait_for(lambda: b.stats()["spans_in_memory"] == 0, what="b to hand its spans over")
+        assert b.stats()["traces_open"] == 1
+        assert _recording(b.store, bundle["trace_id"]) is None
+        a.submit([r for r in records if r.is_root])
+        recording = wait_for(lambda: _recording(a.store, bundle["trace_id"]), what="the trace")
+        assert recording.bundle == bundle
+    finally:
+        for p in (a, b):
+            p.shutdown()
+            p.store.close()

@@ -788,7 +788,7 @@ class IngestPipeline:
     def _tick(self, *, force: bool = False) -> None:
         now = time.monotonic()
         ready: list[tuple[str, int, list[SpanRecord]]] = []
-        waited = len(ready)  # ready[waited:] waited long enough to be recorded without a root
+        waited = 0  # ready[waited:] waited long enough to be recorded without a root
         with self._lock:
             quiet, orphan = self.quiet_seconds, self.orphan_seconds
             while self._dirty:
@@ -908,7 +908,7 @@ class IngestPipeline:
                 logger.exception("the recording writer failed; the batch stays in the journal")
 
     def _write(self, batch: list[_Job]) -> None:
-        jobs = [job for job in batch if job.recording is not None or job.shared]
+        jobs = [job for job in batch if job.recording is not None or job.shared is not None]
         written: list[bool | None] = []
         if jobs:
             stored = self._store(jobs)
@@ -921,7 +921,7 @@ class IngestPipeline:
         waiting = {
             job.trace_id
             for job, result in zip(jobs, written, strict=True)
-            if result is None and job.shared and not job.rootless
+            if result is None and job.shared is not None and not job.rootless
         }
         with self._lock:
             now = time.monotonic()
@@ -976,6 +976,10 @@ class IngestPipeline:
         if trace is None or trace.state != _QUEUED:
             return
         if root_elsewhere and trace.generation == job.generation:
+            # Its spans are in the shared store now, which an orphan's assembly reads: only
+            # the wait is kept here (and the journal, which starts the wait again on restart).
+            self._span_count -= len(trace.spans)
+            trace.spans = {}
             trace.state = _OPEN
             self._orphans[job.trace_id] = trace
         elif trace.generation == job.generation:
