@@ -48,6 +48,7 @@ __all__ = [
     "OTLPDecodeError",
     "PayloadTooLarge",
     "decode_any",
+    "decode_otlp",
     "encode_records_otlp_json",
     "gunzip_bounded",
     "records_from_jaeger",
@@ -55,6 +56,7 @@ __all__ = [
     "records_from_otlp_json",
     "records_from_otlp_proto",
     "records_from_tempo",
+    "rejected_message",
 ]
 
 MAX_VALUE_DEPTH: Final = 32
@@ -984,6 +986,121 @@ def _decode_json_text(text: bytes | str) -> list[SpanRecord]:
 
 
 @functools.lru_cache(maxsize=64)
+# --------------------------------------------------------------------------------------------
+# a receiver's requests: bad spans rejected alone
+
+
+def _relocate(error: OTLPDecodeError, rs: int, ss: int, span: int | None) -> str:
+    """The message of an error found in a one-span request, with the span's real position."""
+    path = error.path
+    path = path.replace("resourceSpans[0]", f"resourceSpans[{rs}]", 1)
+    path = path.replace("scopeSpans[0]", f"scopeSpans[{ss}]", 1)
+    if span is not None:
+        path = path.replace("spans[0]", f"spans[{span}]", 1)
+    return f"{path}: {error.problem}" if path else error.problem
+
+
+def rejected_message(errors: list[str], rejected: int) -> str:
+    """The ``error_message`` of a partial success: the first few reasons, and how many."""
+    shown = "; ".join(errors[:3])
+    more = f" (and {len(errors) - 3} more)" if len(errors) > 3 else ""
+    return f"{rejected} span(s) rejected: {shown}{more}"
+
+
+def decode_otlp(data: bytes, encoding: str) -> tuple[list[SpanRecord], int, list[str]]:
+    """The spans of an OTLP request, and the spans refused (count, reasons).
+
+    A request whose envelope is bad (unparseable, wrong shape) raises OTLPDecodeError. Within
+    a good envelope, a span the decoder refuses (an invalid id, say) is rejected alone: the
+    request is decoded again a group and then a span at a time, with the same decoder.
+    """
+    try:
+        if encoding == "proto":
+            return records_from_otlp_proto(data), 0, []
+        return records_from_otlp_json(data), 0, []
+    except OTLPDecodeError as first:
+        if not first.path.startswith("resourceSpans["):
+            raise
+        split = _split_proto if encoding == "proto" else _split_json
+        result = split(data)
+        if result is None:
+            raise
+        return result
+
+
+def _split_proto(data: bytes) -> tuple[list[SpanRecord], int, list[str]] | None:
+    request = ExportTraceServiceRequest()
+    try:
+        request.ParseFromString(data)
+    except Exception:
+        return None
+
+    def one(rs: Any, ss: Any, spans: Sequence[Any]) -> list[SpanRecord]:
+        mini = ExportTraceServiceRequest()
+        r = mini.resource_spans.add()
+        r.resource.CopyFrom(rs.resource)
+        s = r.scope_spans.add()
+        s.scope.CopyFrom(ss.scope)
+        s.spans.extend(spans)
+        return records_from_otlp_proto(mini.SerializeToString())
+
+    records: list[SpanRecord] = []
+    errors: list[str] = []
+    rejected = 0
+    for i, rs in enumerate(request.resource_spans):
+        for j, ss in enumerate(rs.scope_spans):
+            try:
+                records.extend(one(rs, ss, ss.spans))
+                continue
+            except OTLPDecodeError:
+                pass
+            for k, span in enumerate(ss.spans):
+                try:
+                    records.extend(one(rs, ss, [span]))
+                except OTLPDecodeError as exc:
+                    rejected += 1
+                    errors.append(_relocate(exc, i, j, k))
+    return records, rejected, errors
+
+
+def _split_json(data: bytes) -> tuple[list[SpanRecord], int, list[str]] | None:
+    try:
+        doc = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return None
+    groups = doc.get("resourceSpans") if isinstance(doc, dict) else None
+    if not isinstance(groups, list):
+        return None
+    records: list[SpanRecord] = []
+    errors: list[str] = []
+    rejected = 0
+    for i, rs in enumerate(groups):
+        scope_groups = rs.get("scopeSpans") if isinstance(rs, dict) else None
+        if not isinstance(scope_groups, list):
+            return None  # not the layout the specification defines: refuse the whole request
+        for j, ss in enumerate(scope_groups):
+            spans = ss.get("spans") if isinstance(ss, dict) else None
+            if not isinstance(spans, list):
+                return None
+
+            def one(items: list[Any], rs: dict[str, Any] = rs, ss: dict[str, Any] = ss) -> Any:
+                mini = {"resource": rs.get("resource"), "scopeSpans": [{**ss, "spans": items}]}
+                return records_from_otlp_json({"resourceSpans": [mini]})
+
+            try:
+                records.extend(one(spans))
+                continue
+            except OTLPDecodeError:
+                pass
+            for k, span in enumerate(spans):
+                try:
+                    records.extend(one([span]))
+                except OTLPDecodeError as exc:
+                    rejected += 1
+                    errors.append(_relocate(exc, i, j, k))
+    return records, rejected, errors
+
+
 def _media_type(content_type: str) -> str:
     return content_type.split(";", 1)[0].strip().lower()
 

@@ -247,6 +247,23 @@ MIGRATIONS: tuple[Migration, ...] = (
             _seal_cases,
         ),
     ),
+    Migration(
+        5,
+        "the spans of each trace, shared by the servers on one store",
+        (
+            # One row per span any server sharing the store received: the servers assemble a
+            # trace from all of them (see PostgresStore.assemble_traces). ``span`` is the
+            # span as a one-span OTLP/JSON request; ``received_at`` (ms) lets old rows go.
+            """CREATE TABLE trace_spans (
+                trace_id TEXT NOT NULL,
+                span_id TEXT NOT NULL,
+                span TEXT NOT NULL,
+                received_at BIGINT NOT NULL,
+                PRIMARY KEY (trace_id, span_id)
+            )""",
+            "CREATE INDEX trace_spans_received_at ON trace_spans (received_at)",
+        ),
+    ),
 )
 
 _SCHEMA_TABLE = """CREATE TABLE IF NOT EXISTS tracely_schema (
