@@ -8,7 +8,6 @@ from typing import Any
 
 import pytest
 from opentelemetry.sdk.trace.export import SpanExportResult
-from tracely_sdk.server._pg import PostgresStore
 
 import tracely_sdk as tracely
 from examples.weather_agent import get_weather
@@ -16,6 +15,7 @@ from server._support import ServerProcess, exporter, wait_for
 from tracely_otel import bundle_from_spans, record_from_readable
 from tracely_sdk.errors import NotFound
 from tracely_sdk.server._ingest import IngestPipeline, Journal
+from tracely_sdk.store._postgres import PostgresStore
 
 pytest.importorskip("psycopg", reason="psycopg is not installed (tracely[postgres])")
 

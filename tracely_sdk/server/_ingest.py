@@ -460,7 +460,7 @@ _STOP: Final = object()
 @runtime_checkable
 class SharedTraceStore(Protocol):
     """A store several servers share, which assembles each trace from the spans every one of
-    them received (:meth:`~tracely_sdk.server._pg.PostgresStore.assemble_traces`).
+    them received (:meth:`~tracely_sdk.store._postgres.PostgresStore.assemble_traces`).
 
     With one, a server hands over a trace's spans once they are quiet here, root or not: the
     root may have reached another server. The server holding the root, or finding it among the
