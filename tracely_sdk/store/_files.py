@@ -40,6 +40,7 @@ import orjson
 from tracely_otel._bundle import BundleFormatError, validate_bundle
 from tracely_sdk.errors import StoreError
 from tracely_sdk.store._model import (
+    MAX_STORED_INT,
     Case,
     CaseVersion,
     InvalidCase,
@@ -185,8 +186,14 @@ def export_cases(
 
 
 def _int(path: Path, field: str, value: Any, *, minimum: int = 0) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
-        raise CaseFileError(path, field, f"must be an integer >= {minimum}, got {value!r}")
+    if (
+        not isinstance(value, int)
+        or isinstance(value, bool)
+        or not minimum <= value <= MAX_STORED_INT
+    ):
+        raise CaseFileError(
+            path, field, f"must be an integer from {minimum} to {MAX_STORED_INT}, got {value!r}"
+        )
     return value
 
 

@@ -134,6 +134,12 @@ def _good_doc(store: SQLiteStore, tmp_path: Path) -> dict:
         (lambda d: d["history"][1].update(version=1), "history[1].version"),
         (lambda d: d["history"][0].update(note=3), "history[0].note"),
         (lambda d: d["history"][0].update(created_at=-1), "history[0].created_at"),
+        # integers past what the store holds (signed 64 bits)
+        (lambda d: d["history"][0].update(created_at=2**63), "history[0].created_at"),
+        (lambda d: d["history"][1].update(version=2**63), "history[1].version"),
+        (lambda d: d.update(version=2**64 - 1), "version"),
+        (lambda d: d.update(created_at=2**63), "created_at"),
+        (lambda d: d.update(updated_at=2**63), "updated_at"),
         (lambda d: d["history"][0].update(colour="red"), "history[0].colour"),
         (lambda d: d.update(history=[1]), "history[0]"),
     ],
