@@ -27,11 +27,9 @@ from tracely_otel._bundle import BundleFormatError, validate_bundle
 from tracely_otel._otlp import (
     OTLPDecodeError,
     PayloadTooLarge,
+    decode_export_request,
     gunzip_bounded,
-    records_from_otlp_json,
-    records_from_otlp_proto,
 )
-from tracely_otel._spans import SpanRecord
 from tracely_sdk.errors import ConfigError, Conflict, NotFound, StoreError
 from tracely_sdk.server._auth import INGEST, READ, WRITE, RateLimiter, TokenSet, load_tokens
 from tracely_sdk.server._config import ServerConfig
@@ -302,118 +300,10 @@ def _status_response(error: HTTPError, encoding: str | None) -> Response:
     return Response(error.status, body, content_type, headers=error.headers, close=error.close)
 
 
-def _relocate(error: OTLPDecodeError, rs: int, ss: int, span: int | None) -> str:
-    """The message of an error found in a one-span request, with the span's real position."""
-    path = error.path
-    path = path.replace("resourceSpans[0]", f"resourceSpans[{rs}]", 1)
-    path = path.replace("scopeSpans[0]", f"scopeSpans[{ss}]", 1)
-    if span is not None:
-        path = path.replace("spans[0]", f"spans[{span}]", 1)
-    return f"{path}: {error.problem}" if path else error.problem
-
-
 def _rejected_message(errors: list[str], rejected: int) -> str:
     shown = "; ".join(errors[:3])
     more = f" (and {len(errors) - 3} more)" if len(errors) > 3 else ""
     return f"{rejected} span(s) rejected: {shown}{more}"
-
-
-def decode_otlp(data: bytes, encoding: str) -> tuple[list[SpanRecord], int, list[str]]:
-    """The spans of an OTLP request, and the spans refused (count, reasons).
-
-    A request whose envelope is bad (unparseable, wrong shape) raises OTLPDecodeError. Within
-    a good envelope, a span the decoder refuses (an invalid id, say) is rejected alone: the
-    request is decoded again a group and then a span at a time, with the same decoder.
-    """
-    try:
-        if encoding == "proto":
-            return records_from_otlp_proto(data), 0, []
-        return records_from_otlp_json(data), 0, []
-    except OTLPDecodeError as first:
-        if not first.path.startswith("resourceSpans["):
-            raise
-        split = _split_proto if encoding == "proto" else _split_json
-        result = split(data)
-        if result is None:
-            raise
-        return result
-
-
-def _split_proto(data: bytes) -> tuple[list[SpanRecord], int, list[str]] | None:
-    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
-        ExportTraceServiceRequest,
-    )
-
-    request = ExportTraceServiceRequest()
-    try:
-        request.ParseFromString(data)
-    except Exception:
-        return None
-
-    def one(rs: Any, ss: Any, spans: Sequence[Any]) -> list[SpanRecord]:
-        mini = ExportTraceServiceRequest()
-        r = mini.resource_spans.add()
-        r.resource.CopyFrom(rs.resource)
-        s = r.scope_spans.add()
-        s.scope.CopyFrom(ss.scope)
-        s.spans.extend(spans)
-        return records_from_otlp_proto(mini.SerializeToString())
-
-    records: list[SpanRecord] = []
-    errors: list[str] = []
-    rejected = 0
-    for i, rs in enumerate(request.resource_spans):
-        for j, ss in enumerate(rs.scope_spans):
-            try:
-                records.extend(one(rs, ss, ss.spans))
-                continue
-            except OTLPDecodeError:
-                pass
-            for k, span in enumerate(ss.spans):
-                try:
-                    records.extend(one(rs, ss, [span]))
-                except OTLPDecodeError as exc:
-                    rejected += 1
-                    errors.append(_relocate(exc, i, j, k))
-    return records, rejected, errors
-
-
-def _split_json(data: bytes) -> tuple[list[SpanRecord], int, list[str]] | None:
-    try:
-        doc = orjson.loads(data)
-    except orjson.JSONDecodeError:
-        return None
-    groups = doc.get("resourceSpans") if isinstance(doc, dict) else None
-    if not isinstance(groups, list):
-        return None
-    records: list[SpanRecord] = []
-    errors: list[str] = []
-    rejected = 0
-    for i, rs in enumerate(groups):
-        scope_groups = rs.get("scopeSpans") if isinstance(rs, dict) else None
-        if not isinstance(scope_groups, list):
-            return None  # not the layout the specification defines: refuse the whole request
-        for j, ss in enumerate(scope_groups):
-            spans = ss.get("spans") if isinstance(ss, dict) else None
-            if not isinstance(spans, list):
-                return None
-
-            def one(items: list[Any], rs: dict[str, Any] = rs, ss: dict[str, Any] = ss) -> Any:
-                mini = {"resource": rs.get("resource"), "scopeSpans": [{**ss, "spans": items}]}
-                return records_from_otlp_json({"resourceSpans": [mini]})
-
-            try:
-                records.extend(one(spans))
-                continue
-            except OTLPDecodeError:
-                pass
-            for k, span in enumerate(spans):
-                try:
-                    records.extend(one([span]))
-                except OTLPDecodeError as exc:
-                    rejected += 1
-                    errors.append(_relocate(exc, i, j, k))
-    return records, rejected, errors
 
 
 def _export_response(encoding: str, rejected: int, message: str) -> Response:
@@ -604,7 +494,7 @@ class App:
         raw, data = self._body(request)
         compressed = request.header("Content-Encoding").lower() == "gzip"
         try:
-            records, rejected, errors = decode_otlp(data, encoding)
+            records, rejected, errors = decode_export_request(data, encoding)
         except OTLPDecodeError as exc:
             raise HTTPError(400, str(exc), field=exc.path or "body") from None
         if rejected and not records:
