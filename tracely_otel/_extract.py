@@ -269,6 +269,55 @@ def _as_records(spans: Iterable[Any]) -> list[SpanRecord]:
     return list(records.values())
 
 
+class _Inside:
+    """Whether a span is, or is inside, a span ``marked`` says yes to.
+
+    Memoised per span: asking about every span of a trace visits each span once, however deep
+    the tree. A parent cycle (bad input) ends the walk: nothing above it counts.
+    """
+
+    __slots__ = ("_by_id", "_known", "_marked")
+
+    def __init__(self, by_id: Mapping[str, SpanRecord], marked: Callable[[str], bool]) -> None:
+        self._by_id = by_id
+        self._marked = marked
+        self._known: dict[str, bool] = {}
+
+    def __call__(self, span_id: str | None) -> bool:
+        known = self._known
+        path: list[str] = []
+        seen: set[str] = set()
+        answer = False
+        while span_id is not None:
+            if span_id in known:
+                answer = known[span_id]
+                break
+            if span_id in seen:
+                break
+            path.append(span_id)
+            seen.add(span_id)
+            if self._marked(span_id):
+                answer = True
+                break
+            parent = self._by_id.get(span_id)
+            span_id = parent.parent_span_id if parent is not None else None
+        for visited in path:
+            known[visited] = answer
+        return answer
+
+
+def _ancestors_of(records: Iterable[SpanRecord], by_id: Mapping[str, SpanRecord]) -> set[str]:
+    """The span ids above any of ``records``; each span is visited once, so the cost is
+    linear in the spans however deep the tree (a parent cycle ends the walk)."""
+    above: set[str] = set()
+    for record in records:
+        parent = record.parent_span_id
+        while parent is not None and parent not in above and parent in by_id:
+            above.add(parent)
+            parent = by_id[parent].parent_span_id
+    return above
+
+
 def bundle_from_spans(spans: Iterable[Any]) -> dict[str, Any] | None:
     """Extract the fixture bundle of one trace from its finished spans.
 
@@ -296,33 +345,25 @@ def bundle_from_spans(spans: Iterable[Any]) -> dict[str, Any] | None:
         if result is not None:
             reads[record.span_id] = result
 
-    def ancestors(record: SpanRecord) -> Iterable[str]:
-        seen: set[str] = set()
-        parent = record.parent_span_id
-        while parent is not None and parent in by_id and parent not in seen:
-            seen.add(parent)
-            yield parent
-            parent = by_id[parent].parent_span_id
-
     shadowed: set[str] = set()
     if any(res.foreign for res in reads.values()):
         # Another instrumentor's span around tracely's own span of the same call is the same
         # call.
         shadowed = {
             anc
-            for sid, res in reads.items()
-            if not res.foreign
-            for anc in ancestors(by_id[sid])
+            for anc in _ancestors_of(
+                [by_id[sid] for sid, res in reads.items() if not res.foreign], by_id
+            )
             if anc in reads and reads[anc].foreign
         }
         # So is one beside it: an instrumentor that does not make its span current.
         from tracely_otel._foreign import same_call_beside
 
         shadowed |= same_call_beside({k: v for k, v in reads.items() if k not in shadowed}, by_id)
-    top_agents = [
-        a for a in agents if not any(p in {x.span_id for x in agents} for p in ancestors(a))
-    ]
-    agent = top_agents[0] if top_agents else None
+    # The run is the first agent span with no agent span above it.
+    agent_ids = {a.span_id for a in agents}
+    in_agent = _Inside(by_id, agent_ids.__contains__)
+    agent = next((a for a in agents if not in_agent(a.parent_span_id)), None)
     if agent is None and not reads:
         return None
 
@@ -343,34 +384,8 @@ def bundle_from_spans(spans: Iterable[Any]) -> dict[str, Any] | None:
     tools: dict[str, list[dict[str, Any]]] = {}
     llm: dict[str, list[dict[str, Any]]] = {}
     incomplete: list[dict[str, Any]] = []
-    # Whether a span is, or is inside, a call that is served whole on replay; memoised per
-    # span, since every call span of an agent asks about the same parents.
-    inside: dict[str | None, bool] = {None: False}
-
-    def in_call(span_id: str | None) -> bool:
-        known = inside.get(span_id)
-        if known is not None:
-            return known
-        path: list[str] = []
-        seen: set[str] = set()
-        answer = False
-        while span_id is not None:
-            known = inside.get(span_id)
-            if known is not None:
-                answer = known
-                break
-            if span_id in seen:  # a parent cycle (bad input): nothing above it is a call
-                break
-            path.append(span_id)
-            seen.add(span_id)
-            if span_id in reads and span_id not in shadowed:
-                answer = True
-                break
-            parent = by_id.get(span_id)
-            span_id = parent.parent_span_id if parent is not None else None
-        for visited in path:
-            inside[visited] = answer
-        return answer
+    # Whether a span is, or is inside, a call that is served whole on replay.
+    in_call = _Inside(by_id, lambda span_id: span_id in reads and span_id not in shadowed)
 
     seq = 0
     for record in order:

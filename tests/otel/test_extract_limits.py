@@ -1,0 +1,66 @@
+"""The extractor on hostile traces: its work grows linearly with the spans, and every bundle
+it writes is one the bundle validator accepts."""
+
+from __future__ import annotations
+
+from dataclasses import fields
+from typing import Any
+
+from tracely_otel import SpanRecord, bundle_from_spans, validate_bundle
+from tracely_otel import attributes as A
+
+TRACE = "0af7651916cd43dd8448eb211c80319c"
+
+
+class CountedRecord(SpanRecord):
+    """A SpanRecord that counts how often anything follows its parent pointer."""
+
+    hops = 0
+
+    @property  # type: ignore[override]
+    def parent_span_id(self) -> str | None:
+        CountedRecord.hops += 1
+        return self.__dict__["parent"]  # type: ignore[no-any-return]
+
+    @parent_span_id.setter
+    def parent_span_id(self, value: str | None) -> None:
+        self.__dict__["parent"] = value
+
+
+def span(n: int, parent: int | None, **attributes: Any) -> CountedRecord:
+    values = {
+        "trace_id": TRACE,
+        "span_id": format(n + 1, "016x"),
+        "parent_span_id": None if parent is None else format(parent + 1, "016x"),
+        "name": f"span {n}",
+        "start_time_unix_nano": n,
+        "end_time_unix_nano": 10**9 - n,
+        "attributes": attributes,
+    }
+    return CountedRecord(**{f.name: values[f.name] for f in fields(SpanRecord) if f.name in values})
+
+
+def deep_trace(n: int) -> list[SpanRecord]:
+    """An agent at the root, a chain of ``n`` nested tool spans under it, ``n`` agent spans
+    at its bottom, and another instrumentor's LLM span beside the chain."""
+    spans = [span(0, None, **{A.KIND: A.KIND_AGENT, A.NAME: "root"})]
+    for i in range(1, n + 1):
+        spans.append(span(i, i - 1, **{A.KIND: A.KIND_TOOL, A.NAME: f"t{i}"}))
+    for i in range(n + 1, 2 * n + 1):
+        spans.append(span(i, n, **{A.KIND: A.KIND_AGENT, A.NAME: f"inner{i}"}))
+    spans.append(span(2 * n + 1, 0, **{"openinference.span.kind": "LLM"}))
+    return spans
+
+
+def parent_hops(spans: list[SpanRecord]) -> int:
+    CountedRecord.hops = 0
+    bundle = bundle_from_spans(spans)
+    assert bundle is not None and bundle["agent"]["name"] == "root"
+    validate_bundle(bundle)
+    return CountedRecord.hops
+
+
+def test_extraction_work_is_linear_in_the_spans_however_deep_the_tree() -> None:
+    small, large = parent_hops(deep_trace(100)), parent_hops(deep_trace(200))
+    # Twice the spans, twice the work (a walk up the tree per agent or per call would be 4-8x).
+    assert large <= 2.2 * small
