@@ -6,7 +6,9 @@ from __future__ import annotations
 from dataclasses import fields
 from typing import Any
 
-from tracely_otel import SpanRecord, bundle_from_spans, validate_bundle
+import pytest
+
+from tracely_otel import SpanRecord, _foreign, bundle_from_spans, validate_bundle
 from tracely_otel import attributes as A
 
 TRACE = "0af7651916cd43dd8448eb211c80319c"
@@ -64,3 +66,39 @@ def test_extraction_work_is_linear_in_the_spans_however_deep_the_tree() -> None:
     small, large = parent_hops(deep_trace(100)), parent_hops(deep_trace(200))
     # Twice the spans, twice the work (a walk up the tree per agent or per call would be 4-8x).
     assert large <= 2.2 * small
+
+
+def test_openinference_finish_reasons_cost_one_item_per_output_message(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    given: list[int] = []
+    real = _foreign._finish
+
+    def finish(messages: list[dict[str, Any]], reasons: Any) -> None:
+        given.append(len(reasons))
+        real(messages, reasons)
+
+    monkeypatch.setattr(_foreign, "_finish", finish)
+    n = 300
+    attributes: dict[str, Any] = {
+        "openinference.span.kind": "LLM",
+        "llm.model_name": "m",
+        "llm.input_messages.0.message.role": "user",
+        "llm.input_messages.0.message.content": "hi",
+        "llm.finish_reason": tuple(["length"] * (n - 1) + ["stop"]),
+    }
+    for i in range(n):
+        attributes[f"llm.output_messages.{i}.message.role"] = "assistant"
+        attributes[f"llm.output_messages.{i}.message.content"] = f"answer {i}"
+    bundle = bundle_from_spans([span(0, None, **attributes)])
+    assert bundle is not None and validate_bundle(bundle)
+    (entry,) = bundle["llm"]["m"]
+    reasons = [m["finish_reason"] for m in entry["output"]["messages"]]
+    assert reasons == ["length"] * (n - 1) + ["stop"]  # each message its own reason
+    assert given == [n]  # not n x n items
+
+    # One reason is every message's.
+    attributes["llm.finish_reason"] = "stop"
+    bundle = bundle_from_spans([span(0, None, **attributes)])
+    assert bundle is not None
+    assert {m["finish_reason"] for m in bundle["llm"]["m"][0]["output"]["messages"]} == {"stop"}
