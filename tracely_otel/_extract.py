@@ -19,7 +19,7 @@ from typing import Any
 import orjson
 
 from tracely_otel import _attributes as A
-from tracely_otel._bundle import FORMAT, seal
+from tracely_otel._bundle import FORMAT, entry_problem, field_problem, seal
 from tracely_otel._spans import SpanRecord, record_from_readable
 
 logger = logging.getLogger("tracely.otel")
@@ -238,19 +238,35 @@ def _read(span: SpanRecord) -> ExtractedCall | NotReplayable | None:
                 "tracely: span reader %r failed on span %s", reader, span.span_id, exc_info=True
             )
             continue
+        if isinstance(result, ExtractedCall):
+            problem = entry_problem(result.entry, result.kind)
+            if problem is not None:  # never write an entry that replay would refuse
+                return NotReplayable(
+                    result.kind,
+                    result.name,
+                    f"a recorded value cannot be replayed: {problem}",
+                    result.foreign,
+                )
         if result is not None:
             return result
     return None
 
 
-def _agent_section(span: SpanRecord) -> dict[str, Any]:
+def _agent_section(span: SpanRecord, problems: list[dict[str, Any]]) -> dict[str, Any]:
+    """The bundle's ``agent``; a recorded value replay would refuse is left out and added to
+    ``problems`` as an incomplete item."""
     attrs = span.attributes
     agent: dict[str, Any] = {"name": _call_name(span, A.KIND_AGENT), "span_id": span.span_id}
     values = _Values(span)
     if _check_digest(span) is None:
         for key, field_name in ((A.INPUT, "input"), (A.OUTPUT, "output"), (A.ERROR, "error")):
             value = values.get(key)
-            if value is not _MISSING:
+            problem = None if value is _MISSING else field_problem(field_name, value)
+            if problem is not None:
+                label = f"agent:{agent['name']}"
+                reason = f"a recorded value cannot be replayed: {problem}"
+                problems.append({"label": label, "span_id": span.span_id, "reason": reason})
+            elif value is not _MISSING:
                 agent[field_name] = value
         tag = attrs.get(A.OUTPUT_TYPE)
         if isinstance(tag, str) and "output" in agent:
@@ -372,8 +388,9 @@ def bundle_from_spans(spans: Iterable[Any]) -> dict[str, Any] | None:
     if isinstance(service, str):
         bundle["service"] = service
     bundle["started_at"] = (agent or order[0]).start_time_unix_nano
+    incomplete: list[dict[str, Any]] = []
     if agent is not None:
-        bundle["agent"] = _agent_section(agent)
+        bundle["agent"] = _agent_section(agent, incomplete)
         mode = agent.attributes.get(A.REPLAY_MODE)
         if isinstance(mode, str):
             replay: dict[str, Any] = {"mode": mode}
@@ -383,7 +400,6 @@ def bundle_from_spans(spans: Iterable[Any]) -> dict[str, Any] | None:
             bundle["replay"] = replay
     tools: dict[str, list[dict[str, Any]]] = {}
     llm: dict[str, list[dict[str, Any]]] = {}
-    incomplete: list[dict[str, Any]] = []
     # Whether a span is, or is inside, a call that is served whole on replay.
     in_call = _Inside(by_id, lambda span_id: span_id in reads and span_id not in shadowed)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import fields
 from typing import Any
 
+import orjson
 import pytest
 
 from tracely_otel import SpanRecord, _foreign, bundle_from_spans, validate_bundle
@@ -102,3 +103,61 @@ def test_openinference_finish_reasons_cost_one_item_per_output_message(
     bundle = bundle_from_spans([span(0, None, **attributes)])
     assert bundle is not None
     assert {m["finish_reason"] for m in bundle["llm"]["m"][0]["output"]["messages"]} == {"stop"}
+
+
+def nested(depth: int) -> Any:
+    value: Any = []
+    for _ in range(depth - 1):
+        value = [value]
+    return value
+
+
+def recorded(n: int, parent: int | None, kind: str, name: str, **values: Any) -> SpanRecord:
+    """A span as tracely records it in process, its values given as Python (dumped to JSON)."""
+    attributes: dict[str, Any] = {A.KIND: kind, A.NAME: name}
+    for key, value in values.items():
+        attributes[key] = value if isinstance(value, (str, int)) else orjson.dumps(value).decode()
+    record = span(n, parent, **attributes)
+    record.in_process = record.intact = True  # nothing cut: no digest to check
+    return record
+
+
+@pytest.mark.parametrize(
+    ("kind", "values", "label", "problem"),
+    [
+        (A.KIND_TOOL, {A.ERROR: "[]"}, "tools:call", "an error must be an object"),
+        (A.KIND_TOOL, {A.ERROR: '{"type": "E"}'}, "tools:call", "error.message must be a string"),
+        (
+            A.KIND_LLM,
+            {A.OUTPUT: '"hi"', A.GEN_AI_USAGE_INPUT_TOKENS: -1, A.GEN_AI_USAGE_OUTPUT_TOKENS: 3},
+            "llm:call",
+            "usage must be [input_tokens, output_tokens]",
+        ),
+        (A.KIND_LLM, {A.OUTPUT: '"hi"', A.USAGE: "[1]"}, "llm:call", "usage must be"),
+        (A.KIND_TOOL, {A.OUTPUT: nested(80)}, "tools:call", "output: nests deeper than 64"),
+        (
+            A.KIND_TOOL,
+            {A.OUTPUT: "1", A.ARGS: {"q": orjson.dumps(nested(64)).decode()}},
+            "tools:call",
+            "args: nests deeper than 64",  # JSON text in a string is compared parsed
+        ),
+        (A.KIND_AGENT, {A.ERROR: "1"}, "agent:call", "an error must be an object"),
+        (A.KIND_AGENT, {A.INPUT: nested(70)}, "agent:call", "input: nests deeper than 64"),
+    ],
+)
+def test_a_malformed_recorded_value_makes_its_call_incomplete_and_the_bundle_valid(
+    kind: str, values: dict[str, Any], label: str, problem: str
+) -> None:
+    root = recorded(0, None, A.KIND_AGENT, "root", **{A.INPUT: {"args": [], "kwargs": {}}})
+    spans = [root, recorded(1, 0, kind, "call", **values)]
+    if kind == A.KIND_AGENT:
+        spans = [recorded(0, None, kind, "call", **values)]
+    bundle = bundle_from_spans(spans)
+    assert bundle is not None
+    assert validate_bundle(bundle) == bundle
+    (item,) = bundle["incomplete"]
+    assert item["label"] == label
+    assert problem in item["reason"] and "cannot be replayed" in item["reason"]
+    assert not bundle["tools"] and not bundle["llm"]
+    if kind == A.KIND_AGENT:
+        assert set(bundle["agent"]) == {"name", "span_id"}  # left out, not written malformed
