@@ -21,6 +21,7 @@ import orjson
 
 from tracely_sdk._canonical import canonical, canonical_json_bytes
 from tracely_sdk._types import dumps
+from tracely_sdk.errors import BundleError
 
 TOOLS = "tools"
 LLM = "llm"
@@ -152,15 +153,22 @@ class Recording:
                 for index, raw in enumerate(raws):
                     order += 1
                     output = raw.get("output", _ABSENT)
-                    entry = Entry(
-                        kind,
-                        name,
-                        index,
-                        int(raw.get("seq", order)),
-                        raw,
-                        call_key(raw[field]) if field in raw else None,
-                        None if output is _ABSENT else orjson.dumps(output, option=_NON_STR_KEYS),
-                    )
+                    try:
+                        entry = Entry(
+                            kind,
+                            name,
+                            index,
+                            int(raw.get("seq", order)),
+                            raw,
+                            call_key(raw[field]) if field in raw else None,
+                            None
+                            if output is _ABSENT
+                            else orjson.dumps(output, option=_NON_STR_KEYS),
+                        )
+                    except (TypeError, ValueError) as exc:  # in a bundle built in code
+                        raise BundleError(
+                            f"invalid fixture bundle: {kind}:{name}[{index}]: not JSON data ({exc})"
+                        ) from exc
                     if kind == LLM and is_messages(raw.get("input")):
                         entry.messages_input = self.messages_inputs = True
                     queue.entries.append(entry)
