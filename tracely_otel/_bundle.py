@@ -128,7 +128,7 @@ def _text(value: Any) -> bytes | None:
         return None
 
 
-def _value_problem(value: Any) -> str | None:
+def value_problem(value: Any) -> str | None:
     """Why ``value`` cannot be a recorded value (too deep, an integer out of range), or None.
 
     Iterative, so hostile nesting cannot exhaust the stack.
@@ -173,7 +173,7 @@ def field_problem(name: str, value: Any) -> str | None:
             if not isinstance(value.get(key), str):
                 return f"error.{key} must be a string"
         return None
-    problem = _value_problem(value)
+    problem = value_problem(value)
     return None if problem is None else f"{name}: {problem}"
 
 
