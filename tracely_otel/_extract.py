@@ -19,7 +19,7 @@ from typing import Any
 import orjson
 
 from tracely_otel import _attributes as A
-from tracely_otel._bundle import FORMAT, seal
+from tracely_otel._bundle import FORMAT, entry_problem, field_problem, seal
 from tracely_otel._spans import SpanRecord, record_from_readable
 
 logger = logging.getLogger("tracely.otel")
@@ -238,19 +238,35 @@ def _read(span: SpanRecord) -> ExtractedCall | NotReplayable | None:
                 "tracely: span reader %r failed on span %s", reader, span.span_id, exc_info=True
             )
             continue
+        if isinstance(result, ExtractedCall):
+            problem = entry_problem(result.entry, result.kind)
+            if problem is not None:  # never write an entry that replay would refuse
+                return NotReplayable(
+                    result.kind,
+                    result.name,
+                    f"a recorded value cannot be replayed: {problem}",
+                    result.foreign,
+                )
         if result is not None:
             return result
     return None
 
 
-def _agent_section(span: SpanRecord) -> dict[str, Any]:
+def _agent_section(span: SpanRecord, problems: list[dict[str, Any]]) -> dict[str, Any]:
+    """The bundle's ``agent``; a recorded value replay would refuse is left out and added to
+    ``problems`` as an incomplete item."""
     attrs = span.attributes
     agent: dict[str, Any] = {"name": _call_name(span, A.KIND_AGENT), "span_id": span.span_id}
     values = _Values(span)
     if _check_digest(span) is None:
         for key, field_name in ((A.INPUT, "input"), (A.OUTPUT, "output"), (A.ERROR, "error")):
             value = values.get(key)
-            if value is not _MISSING:
+            problem = None if value is _MISSING else field_problem(field_name, value)
+            if problem is not None:
+                label = f"agent:{agent['name']}"
+                reason = f"a recorded value cannot be replayed: {problem}"
+                problems.append({"label": label, "span_id": span.span_id, "reason": reason})
+            elif value is not _MISSING:
                 agent[field_name] = value
         tag = attrs.get(A.OUTPUT_TYPE)
         if isinstance(tag, str) and "output" in agent:
@@ -267,6 +283,55 @@ def _as_records(spans: Iterable[Any]) -> list[SpanRecord]:
         record = span if isinstance(span, SpanRecord) else record_from_readable(span)
         records[record.span_id] = record  # a duplicate delivery of a span is the same span
     return list(records.values())
+
+
+class _Inside:
+    """Whether a span is, or is inside, a span ``marked`` says yes to.
+
+    Memoised per span: asking about every span of a trace visits each span once, however deep
+    the tree. A parent cycle (bad input) ends the walk: nothing above it counts.
+    """
+
+    __slots__ = ("_by_id", "_known", "_marked")
+
+    def __init__(self, by_id: Mapping[str, SpanRecord], marked: Callable[[str], bool]) -> None:
+        self._by_id = by_id
+        self._marked = marked
+        self._known: dict[str, bool] = {}
+
+    def __call__(self, span_id: str | None) -> bool:
+        known = self._known
+        path: list[str] = []
+        seen: set[str] = set()
+        answer = False
+        while span_id is not None:
+            if span_id in known:
+                answer = known[span_id]
+                break
+            if span_id in seen:
+                break
+            path.append(span_id)
+            seen.add(span_id)
+            if self._marked(span_id):
+                answer = True
+                break
+            parent = self._by_id.get(span_id)
+            span_id = parent.parent_span_id if parent is not None else None
+        for visited in path:
+            known[visited] = answer
+        return answer
+
+
+def _ancestors_of(records: Iterable[SpanRecord], by_id: Mapping[str, SpanRecord]) -> set[str]:
+    """The span ids above any of ``records``; each span is visited once, so the cost is
+    linear in the spans however deep the tree (a parent cycle ends the walk)."""
+    above: set[str] = set()
+    for record in records:
+        parent = record.parent_span_id
+        while parent is not None and parent not in above and parent in by_id:
+            above.add(parent)
+            parent = by_id[parent].parent_span_id
+    return above
 
 
 def bundle_from_spans(spans: Iterable[Any]) -> dict[str, Any] | None:
@@ -296,33 +361,25 @@ def bundle_from_spans(spans: Iterable[Any]) -> dict[str, Any] | None:
         if result is not None:
             reads[record.span_id] = result
 
-    def ancestors(record: SpanRecord) -> Iterable[str]:
-        seen: set[str] = set()
-        parent = record.parent_span_id
-        while parent is not None and parent in by_id and parent not in seen:
-            seen.add(parent)
-            yield parent
-            parent = by_id[parent].parent_span_id
-
     shadowed: set[str] = set()
     if any(res.foreign for res in reads.values()):
         # Another instrumentor's span around tracely's own span of the same call is the same
         # call.
         shadowed = {
             anc
-            for sid, res in reads.items()
-            if not res.foreign
-            for anc in ancestors(by_id[sid])
+            for anc in _ancestors_of(
+                [by_id[sid] for sid, res in reads.items() if not res.foreign], by_id
+            )
             if anc in reads and reads[anc].foreign
         }
         # So is one beside it: an instrumentor that does not make its span current.
         from tracely_otel._foreign import same_call_beside
 
         shadowed |= same_call_beside({k: v for k, v in reads.items() if k not in shadowed}, by_id)
-    top_agents = [
-        a for a in agents if not any(p in {x.span_id for x in agents} for p in ancestors(a))
-    ]
-    agent = top_agents[0] if top_agents else None
+    # The run is the first agent span with no agent span above it.
+    agent_ids = {a.span_id for a in agents}
+    in_agent = _Inside(by_id, agent_ids.__contains__)
+    agent = next((a for a in agents if not in_agent(a.parent_span_id)), None)
     if agent is None and not reads:
         return None
 
@@ -331,8 +388,9 @@ def bundle_from_spans(spans: Iterable[Any]) -> dict[str, Any] | None:
     if isinstance(service, str):
         bundle["service"] = service
     bundle["started_at"] = (agent or order[0]).start_time_unix_nano
+    incomplete: list[dict[str, Any]] = []
     if agent is not None:
-        bundle["agent"] = _agent_section(agent)
+        bundle["agent"] = _agent_section(agent, incomplete)
         mode = agent.attributes.get(A.REPLAY_MODE)
         if isinstance(mode, str):
             replay: dict[str, Any] = {"mode": mode}
@@ -342,35 +400,8 @@ def bundle_from_spans(spans: Iterable[Any]) -> dict[str, Any] | None:
             bundle["replay"] = replay
     tools: dict[str, list[dict[str, Any]]] = {}
     llm: dict[str, list[dict[str, Any]]] = {}
-    incomplete: list[dict[str, Any]] = []
-    # Whether a span is, or is inside, a call that is served whole on replay; memoised per
-    # span, since every call span of an agent asks about the same parents.
-    inside: dict[str | None, bool] = {None: False}
-
-    def in_call(span_id: str | None) -> bool:
-        known = inside.get(span_id)
-        if known is not None:
-            return known
-        path: list[str] = []
-        seen: set[str] = set()
-        answer = False
-        while span_id is not None:
-            known = inside.get(span_id)
-            if known is not None:
-                answer = known
-                break
-            if span_id in seen:  # a parent cycle (bad input): nothing above it is a call
-                break
-            path.append(span_id)
-            seen.add(span_id)
-            if span_id in reads and span_id not in shadowed:
-                answer = True
-                break
-            parent = by_id.get(span_id)
-            span_id = parent.parent_span_id if parent is not None else None
-        for visited in path:
-            inside[visited] = answer
-        return answer
+    # Whether a span is, or is inside, a call that is served whole on replay.
+    in_call = _Inside(by_id, lambda span_id: span_id in reads and span_id not in shadowed)
 
     seq = 0
     for record in order:

@@ -1145,7 +1145,9 @@ def _oi_entry(span: SpanRecord) -> dict[str, Any]:
         raise _not_captured(_OPENINFERENCE, "the output content", hidden_out)
     if not inputs:
         raise _not_captured(_OPENINFERENCE, "the input content", hidden_in)
-    _finish(outputs, _reasons(attrs.get("llm.finish_reason")) * len(outputs))
+    reasons = _reasons(attrs.get("llm.finish_reason"))
+    # One reason stands for every output message; a list gives each its own.
+    _finish(outputs, reasons * len(outputs) if len(reasons) == 1 else reasons)
     return _entry(
         _OPENINFERENCE,
         inputs,

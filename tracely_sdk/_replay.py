@@ -286,7 +286,19 @@ def fixture(kind: str, name: str) -> Any:
         return None
     if entry.error is not None:
         return dict(entry.error)
-    return rebuild(entry.raw.get("output"), type_tag=entry.raw.get("output_type"))
+    try:
+        return rebuild(entry.raw.get("output"), type_tag=entry.raw.get("output_type"))
+    except Exception as exc:
+        raise unrebuildable(entry.label, exc) from exc
+
+
+def unrebuildable(label: str, exc: Exception) -> ReplayError:
+    """The error for a recorded output that cannot be rebuilt into the type the code returns."""
+    return ReplayError(
+        f"{label}: the recorded output cannot be rebuilt into the type the code returns "
+        f"({exc}); re-record the case",
+        label=label,
+    )
 
 
 __all__ = [
@@ -299,4 +311,5 @@ __all__ = [
     "fixtures",
     "load_bundle",
     "register_activation_hook",
+    "unrebuildable",
 ]

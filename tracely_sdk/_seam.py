@@ -26,7 +26,7 @@ from tracely_otel import digest_item
 from tracely_sdk import _redact
 from tracely_sdk._masks import NO_MASKS, Masks, masks_from
 from tracely_sdk._matching import LLM, TOOLS, Match
-from tracely_sdk._replay import ReplaySession, current_session
+from tracely_sdk._replay import ReplaySession, current_session, unrebuildable
 from tracely_sdk._types import (
     NO_ANNOTATION,
     dumps,
@@ -406,11 +406,7 @@ class Call:
         except ReplayError:
             raise
         except Exception as exc:
-            raise ReplayError(
-                f"{self.label}: the recorded output cannot be rebuilt into the type the code "
-                f"returns ({exc}); re-record the case",
-                label=self.label,
-            ) from exc
+            raise unrebuildable(self.label, exc) from exc
 
     def _replayed_error(self, error: Mapping[str, Any]) -> BaseException:
         """The exception a recorded failure is raised as: ToolError/LLMError, or an instance of

@@ -27,7 +27,7 @@ from tracely_otel._bundle import BundleFormatError, validate_bundle
 from tracely_otel._otlp import (
     OTLPDecodeError,
     PayloadTooLarge,
-    decode_otlp,
+    decode_export_request,
     gunzip_bounded,
     rejected_message,
 )
@@ -561,7 +561,7 @@ class App:
         raw, data = self._body(request)
         compressed = request.header("Content-Encoding").lower() == "gzip"
         try:
-            records, rejected, errors = decode_otlp(data, encoding)
+            records, rejected, errors = decode_export_request(data, encoding)
         except OTLPDecodeError as exc:
             raise HTTPError(400, str(exc), field=exc.path or "body") from None
         if rejected and not records:

@@ -42,9 +42,10 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from tracely_otel._bundle import BundleFormatError, validate_bundle
+from tracely_otel._bundle import BundleFormatError, validate_bundle, value_problem
 from tracely_sdk.errors import StoreError
 from tracely_sdk.store._model import (
+    MAX_STORED_INT,
     Case,
     CaseVersion,
     InvalidCase,
@@ -208,8 +209,14 @@ def export_cases(
 
 
 def _int(path: Path, field: str, value: Any, *, minimum: int = 0) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
-        raise CaseFileError(path, field, f"must be an integer >= {minimum}, got {value!r}")
+    if (
+        not isinstance(value, int)
+        or isinstance(value, bool)
+        or not minimum <= value <= MAX_STORED_INT
+    ):
+        raise CaseFileError(
+            path, field, f"must be an integer from {minimum} to {MAX_STORED_INT}, got {value!r}"
+        )
     return value
 
 
@@ -233,6 +240,10 @@ def _read_version(path: Path, field: str, case_id: str, raw: Any, default_ns: in
     version = _int(path, f"{field}.version", raw["version"], minimum=1)
     if raw["input"] is None:
         raise CaseFileError(path, f"{field}.input", "must be the recorded agent input, not null")
+    for key in ("input", "expected_output"):
+        problem = value_problem(raw.get(key))
+        if problem is not None:
+            raise CaseFileError(path, f"{field}.{key}", problem)
     try:
         bundle = validate_bundle(raw["bundle"])
     except BundleFormatError as exc:

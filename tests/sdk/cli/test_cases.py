@@ -260,3 +260,20 @@ def test_reseal_prints_what_a_hand_edit_changed(capture: Any, cli: CLI, tmp_path
     assert status == 0
     shown = json.loads(cli("cases", "show", "paris-weather", "--json")[1])
     assert shown["expected_output"] == "Sunny in Paris."
+
+
+def test_import_of_an_integer_the_store_cannot_hold_names_it_and_imports_nothing(
+    capture: Any, cli: CLI, tmp_path: Path
+) -> None:
+    promote(cli, record(capture, cli, weather_agent.run, "Paris"))
+    promote(cli, record(capture, cli, weather_agent.run, "Oslo"), "--name", "z oslo")
+    cli("cases", "export", str(tmp_path / "cases"))
+    bad = tmp_path / "cases" / "z-oslo.json"  # sorted after the good file
+    doc = json.loads(bad.read_bytes())
+    doc["history"][0]["created_at"] = 2**63
+    bad.write_text(json.dumps(doc))
+    fresh = CLI(cli.capsys, cli.url.replace("tracely.db", "fresh.db"))
+    status, out, err = fresh("cases", "import", str(tmp_path / "cases"))
+    assert status == 2 and out == ""
+    assert "z-oslo.json: history[0].created_at: must be an integer" in err
+    assert json.loads(fresh("cases", "list", "--json")[1]) == []

@@ -107,6 +107,13 @@ def test_hand_written_case_file(tmp_path: Path) -> None:
         assert s.case_history("refund")[0].bundle == case.bundle
 
 
+def _deep(levels: int) -> list:
+    value: list = []
+    for _ in range(levels - 1):
+        value = [value]
+    return value
+
+
 def _good_doc(store: SQLiteStore, tmp_path: Path) -> dict:
     export_cases(store, tmp_path / "ok", case_ids=["paris-weather"])
     return orjson.loads((tmp_path / "ok" / "paris-weather.json").read_bytes())
@@ -136,6 +143,21 @@ def _good_doc(store: SQLiteStore, tmp_path: Path) -> dict:
         (lambda d: d["history"][1].update(version=1), "history[1].version"),
         (lambda d: d["history"][0].update(note=3), "history[0].note"),
         (lambda d: d["history"][0].update(created_at=-1), "history[0].created_at"),
+        # integers past what the store holds (signed 64 bits)
+        (lambda d: d["history"][0].update(created_at=2**63), "history[0].created_at"),
+        (lambda d: d["history"][1].update(version=2**63), "history[1].version"),
+        (lambda d: d.update(version=2**64 - 1), "version"),
+        (lambda d: d.update(created_at=2**63), "created_at"),
+        (lambda d: d.update(updated_at=2**63), "updated_at"),
+        # values JSON tools cannot write back: too deep
+        (
+            lambda d: d["history"][0].update(input={"args": [_deep(100)], "kwargs": {}}),
+            "history[0].input",
+        ),
+        (
+            lambda d: d["history"][1].update(expected_output=_deep(200)),
+            "history[1].expected_output",
+        ),
         (lambda d: d["history"][0].update(colour="red"), "history[0].colour"),
         (lambda d: d.update(history=[1]), "history[0]"),
     ],
