@@ -11,6 +11,7 @@ import functools
 import inspect
 import logging
 from collections.abc import Awaitable, Callable, Mapping
+from contextvars import ContextVar, Token
 from typing import Any, NoReturn, Protocol, TypeVar, cast, overload
 
 import orjson
@@ -20,7 +21,7 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from tracely_otel import attributes as A
 from tracely_otel import digest_item
-from tracely_sdk import _redact
+from tracely_sdk import _redact, _tool_calls
 from tracely_sdk._matching import LLM, TOOLS, Match
 from tracely_sdk._replay import ReplaySession, current_session
 from tracely_sdk._types import (
@@ -165,7 +166,11 @@ class Call:
                 A.NAME: name,
                 A.GEN_AI_OPERATION_NAME: A.OP_EXECUTE_TOOL,
                 A.GEN_AI_TOOL_NAME: name,
+                A.GEN_AI_TOOL_TYPE: A.TOOL_TYPE_FUNCTION,
             }
+            call_id = _tool_calls.answer(name, None if args is _UNSET else args)
+            if call_id is not None:
+                attrs[A.GEN_AI_TOOL_CALL_ID] = call_id
         else:
             attrs = {
                 A.KIND: kind,
@@ -177,6 +182,9 @@ class Call:
             attrs[A.PROVIDER] = provider
         if attributes:
             attrs.update(attributes)
+        if not tool:
+            attrs.setdefault(A.GEN_AI_PROVIDER_NAME, A.provider_for_model(name))
+            _agent_uses(attrs[A.GEN_AI_PROVIDER_NAME])
         value = args if tool else input
         text: str | None = None
         self._digest = ""
@@ -476,14 +484,24 @@ def call_llm(
     usage: tuple[int, int] | Callable[[T], tuple[int, int]] | None = None,
     *,
     returns: Any = NO_ANNOTATION,
+    provider: str | None = None,
 ) -> T:
     """Run an LLM call to ``model`` via ``fn()`` and record it; under fixtures, serve it.
 
     ``input`` is compared with the recording (a difference is served and reported as
     divergence); ``usage`` is ``(input_tokens, output_tokens)`` or a function of the result.
+    ``provider`` is the span's ``gen_ai.provider.name`` (``"openai"``, ``"aws.bedrock"``, ...);
+    without it, the provider is told from the model id.
     """
     annotation = returns if returns is not NO_ANNOTATION else return_annotation(fn)
-    call = Call(A.KIND_LLM, model, input=input, usage=usage, annotation=annotation)
+    call = Call(
+        A.KIND_LLM,
+        model,
+        input=input,
+        usage=usage,
+        annotation=annotation,
+        attributes=_provider_attributes(provider),
+    )
     return _sync_call(call, fn)
 
 
@@ -503,14 +521,44 @@ async def acall_llm(
     usage: tuple[int, int] | Callable[[T], tuple[int, int]] | None = None,
     *,
     returns: Any = NO_ANNOTATION,
+    provider: str | None = None,
 ) -> T:
     """Async :func:`call_llm`: ``fn()`` returns an awaitable, awaited only when live."""
     annotation = returns if returns is not NO_ANNOTATION else return_annotation(fn)
-    call = Call(A.KIND_LLM, model, input=input, usage=usage, annotation=annotation)
+    call = Call(
+        A.KIND_LLM,
+        model,
+        input=input,
+        usage=usage,
+        annotation=annotation,
+        attributes=_provider_attributes(provider),
+    )
     return await _async_call(call, fn)
 
 
+def _provider_attributes(provider: str | None) -> dict[str, Any] | None:
+    if provider is None:
+        return None
+    if not isinstance(provider, str) or not provider:
+        raise TypeError(
+            f"call_llm(provider={provider!r}): give the provider's name as a non-empty string, "
+            "e.g. provider='openai'"
+        )
+    return {A.GEN_AI_PROVIDER_NAME: provider}
+
+
 # -- agents ----------------------------------------------------------------------------------
+
+
+# The innermost agent run of the current context: its span names the provider of the first
+# LLM call made inside it, as gen_ai.provider.name is required on invoke_agent spans too.
+_current_agent: ContextVar[AgentRun | None] = ContextVar("tracely_agent", default=None)
+
+
+def _agent_uses(provider: str) -> None:
+    run = _current_agent.get()
+    if run is not None and run.provider is None:
+        run.provider = provider
 
 
 class AgentRun:
@@ -518,10 +566,12 @@ class AgentRun:
 
     def __init__(self, name: str, call_input: dict[str, Any] | None) -> None:
         self.name = name
+        self.provider: str | None = None
         self._input = call_input
         self._output: Any = _UNSET
         self._span: Span | None = None
         self._token: object | None = None
+        self._agent_token: Token[AgentRun | None] | None = None
 
     @property
     def output(self) -> Any:
@@ -576,6 +626,7 @@ class AgentRun:
             set_status_on_exception=False,
         )
         self._token = otel_context.attach(trace.set_span_in_context(self._span))
+        self._agent_token = _current_agent.set(self)
         return self
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
@@ -604,6 +655,9 @@ class AgentRun:
                 exc_info=True,
             )
         finally:
+            if self._agent_token is not None:
+                _current_agent.reset(self._agent_token)
+            span.set_attribute(A.GEN_AI_PROVIDER_NAME, self.provider or A.PROVIDER_OTHER)
             if self._token is not None:
                 otel_context.detach(self._token)  # type: ignore[arg-type]
             span.end()
@@ -737,10 +791,15 @@ def observe(fn: Any = None, *, as_type: str = "span", name: str | None = None) -
 
         kind = A.KIND_TOOL if as_type == "tool" else A.KIND_LLM
 
+        description = inspect.getdoc(func) if kind == A.KIND_TOOL else None
+        tool_attributes = {A.GEN_AI_TOOL_DESCRIPTION: description} if description else None
+
         def make_call(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Call:
             arguments = _bound_args(func, args, kwargs)
             if kind == A.KIND_TOOL:
-                return Call(kind, label, args=arguments, annotation=annotation)
+                return Call(
+                    kind, label, args=arguments, annotation=annotation, attributes=tool_attributes
+                )
             return Call(kind, label, input=arguments, annotation=annotation)
 
         if is_async:

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 import weakref
 from collections.abc import (
     AsyncIterator,
@@ -671,13 +672,17 @@ def _fail(call: Call, spec: InterceptedCall, exc: BaseException) -> None:
 
 
 def _recorded(
-    call: Call, spec: InterceptedCall, outcome: Recording | TeeStream, result: Any
+    call: Call,
+    spec: InterceptedCall,
+    outcome: Recording | TeeStream,
+    result: Any,
+    started: float,
 ) -> Any:
     if isinstance(outcome, Recording):
         _succeed(call, outcome)
         _release(call, spec)
         return result
-    if not tee(outcome.stream, call, spec, outcome.headers):
+    if not tee(outcome.stream, call, spec, outcome.headers, started):
         _release(call, spec)
     return result
 
@@ -699,6 +704,7 @@ def intercept(spec: InterceptedCall, live: Callable[[], Any]) -> Any:
     # (attached directly: `trace.use_span` costs a generator context manager per call).
     token = otel_context.attach(trace.set_span_in_context(call.span))
     bodies = _bodies.set([])  # see wire_body: until the result is recorded
+    started = time.perf_counter()
     try:
         try:
             try:
@@ -716,7 +722,7 @@ def intercept(spec: InterceptedCall, live: Callable[[], Any]) -> Any:
             return result
     finally:
         _bodies.reset(bodies)
-    return _recorded(call, spec, outcome, result)
+    return _recorded(call, spec, outcome, result, started)
 
 
 async def aintercept(spec: InterceptedCall, live: Callable[[], Awaitable[Any]]) -> Any:
@@ -731,6 +737,7 @@ async def aintercept(spec: InterceptedCall, live: Callable[[], Awaitable[Any]]) 
     # (attached directly: `trace.use_span` costs a generator context manager per call).
     token = otel_context.attach(trace.set_span_in_context(call.span))
     bodies = _bodies.set([])  # see wire_body: until the result is recorded
+    started = time.perf_counter()
     try:
         try:
             try:
@@ -748,7 +755,7 @@ async def aintercept(spec: InterceptedCall, live: Callable[[], Awaitable[Any]]) 
             return result
     finally:
         _bodies.reset(bodies)
-    return _recorded(call, spec, outcome, result)
+    return _recorded(call, spec, outcome, result, started)
 
 
 # --------------------------------------------------------------------------- teeing a live stream
@@ -758,12 +765,20 @@ class _StreamRecorder:
     """The items of one live stream, each recorded as it passes; the stream is recorded on the
     call when it is done."""
 
-    __slots__ = ("active", "call", "chunks", "done", "headers", "spec")
+    __slots__ = ("active", "call", "chunks", "done", "first_chunk", "headers", "spec", "started")
 
-    def __init__(self, call: Call, spec: InterceptedCall, headers: Mapping[str, str] | None):
+    def __init__(
+        self,
+        call: Call,
+        spec: InterceptedCall,
+        headers: Mapping[str, str] | None,
+        started: float,
+    ) -> None:
         self.call = call
         self.spec = spec
         self.headers = headers
+        self.started = started  # perf_counter() when the request was sent
+        self.first_chunk: float | None = None  # seconds from the request to the first item
         # None once an item could not be recorded: the stream is then not recorded at all, as
         # a recording missing an item would be served as if it were whole.
         self.chunks: list[dict[str, Any]] | None = []
@@ -773,6 +788,8 @@ class _StreamRecorder:
     def add(self, item: Any, seen: list[tuple[Any, Any]]) -> None:
         """Record ``item`` before the agent has it: the agent may change it in place, and the
         SDK's object need not be kept until the stream ends."""
+        if self.first_chunk is None:
+            self.first_chunk = time.perf_counter() - self.started
         chunks = self.chunks
         if chunks is None:
             return
@@ -794,7 +811,13 @@ class _StreamRecorder:
         chunks, self.chunks = self.chunks, []
         try:
             if chunks is not None:
-                _succeed(self.call, self.spec.record_stream(chunks, self.headers))
+                recording = self.spec.record_stream(chunks, self.headers)
+                if self.first_chunk is not None:
+                    recording.attributes = {
+                        **(recording.attributes or {}),
+                        A.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK: self.first_chunk,
+                    }
+                _succeed(self.call, recording)
         except Exception:
             self._unrecorded()
         finally:
@@ -911,7 +934,13 @@ def _hook_close(response: Any, recorder: _StreamRecorder, is_async: bool) -> Non
         response.close = close
 
 
-def tee(stream: Any, call: Call, spec: InterceptedCall, headers: Mapping[str, str] | None) -> bool:
+def tee(
+    stream: Any,
+    call: Call,
+    spec: InterceptedCall,
+    headers: Mapping[str, str] | None,
+    started: float,
+) -> bool:
     """Record ``stream``'s items as they pass, in place: the caller keeps the SDK's object.
 
     Returns False when the stream cannot be teed (an SDK without the stream internals this
@@ -924,7 +953,7 @@ def tee(stream: Any, call: Call, spec: InterceptedCall, headers: Mapping[str, st
     except Exception:
         warn_once("tee", "tracely: cannot record %s streams of this SDK", type(stream).__name__)
         return False
-    recorder = _StreamRecorder(call, spec, headers)
+    recorder = _StreamRecorder(call, spec, headers, started)
     stream._iterator = _async_tee(inner, recorder) if is_async else _sync_tee(inner, recorder)
     try:
         _hook_close(response, recorder, is_async)

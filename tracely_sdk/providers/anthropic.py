@@ -41,6 +41,7 @@ from anthropic.resources.messages.messages import AsyncMessages, Messages
 
 from tracely_otel import attributes as A
 from tracely_sdk import _replay
+from tracely_sdk import _tool_calls as tool_calls
 from tracely_sdk.errors import LLMError, ReplayError
 from tracely_sdk.providers import _anthropic_codec as codec
 from tracely_sdk.providers import _patching as P
@@ -421,6 +422,8 @@ class _Call(P.Intercepted):
             A.GEN_AI_PROVIDER_NAME: PROVIDER,
             **P.server_attributes(self.client),
         }
+        if stream:
+            attributes[A.GEN_AI_REQUEST_STREAM] = True
         fmt = _format_name(kwargs)
         if fmt is not None:
             key["output_format"] = fmt
@@ -475,15 +478,15 @@ class _Call(P.Intercepted):
             out[A.GEN_AI_RESPONSE_ID] = body["id"]
         if isinstance(body.get("stop_reason"), str):
             out[A.GEN_AI_RESPONSE_FINISH_REASONS] = (body["stop_reason"],)
-        if P.settings.capture_content:
-            try:
-                out[A.GEN_AI_OUTPUT_MESSAGES] = P.content_json(genai_output_messages(body))
-            except Exception:
-                P.warn_once(
-                    "anthropic-output",
-                    "tracely: could not capture the output messages",
-                    exc_info=True,
-                )
+        try:
+            messages = genai_output_messages(body)
+            tool_calls.expect(messages)
+            if P.settings.capture_content:
+                out[A.GEN_AI_OUTPUT_MESSAGES] = P.content_json(messages)
+        except Exception:
+            P.warn_once(
+                "anthropic-output", "tracely: could not read the output messages", exc_info=True
+            )
         return out
 
     def _recording(self, result: Any, headers: Mapping[str, str] | None) -> P.Recording:

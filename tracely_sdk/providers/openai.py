@@ -45,6 +45,7 @@ from openai.resources.responses.responses import AsyncResponses, Responses
 
 from tracely_otel import attributes as A
 from tracely_sdk import _replay
+from tracely_sdk import _tool_calls as tool_calls
 from tracely_sdk.errors import LLMError, ReplayError
 from tracely_sdk.providers import _openai_codec as codec
 from tracely_sdk.providers import _patching as P
@@ -661,6 +662,7 @@ _CHAT_ARGUMENTS = frozenset(
         "max_tokens",
         "temperature",
         "top_p",
+        "service_tier",
     )
 )
 _RESPONSES_ARGUMENTS = frozenset(
@@ -675,6 +677,7 @@ _RESPONSES_ARGUMENTS = frozenset(
         "max_output_tokens",
         "temperature",
         "top_p",
+        "service_tier",
     )
 )
 
@@ -719,8 +722,16 @@ class _Call(P.Intercepted):
         self.stream = "stream" in given and bool(_given(kwargs, "stream"))
         extra_headers = kwargs["extra_headers"] if "extra_headers" in given else None
         self.raw = codec.raw_response_mode(extra_headers) if extra_headers else None
-        attributes: dict[str, Any] = {A.GEN_AI_PROVIDER_NAME: PROVIDER}
+        attributes: dict[str, Any] = {
+            A.GEN_AI_PROVIDER_NAME: PROVIDER,
+            A.OPENAI_API_TYPE: "chat_completions" if chat else "responses",
+        }
         attributes.update(P.server_attributes(self.client))
+        if self.stream:
+            attributes[A.GEN_AI_REQUEST_STREAM] = True
+        tier = _given(kwargs, "service_tier") if "service_tier" in given else None
+        if isinstance(tier, str) and tier != "auto":
+            attributes[A.OPENAI_REQUEST_SERVICE_TIER] = tier
         fmt: str | None = None
         max_tokens: Any = None
         if chat:
@@ -837,23 +848,31 @@ class _Call(P.Intercepted):
             out[A.GEN_AI_RESPONSE_MODEL] = model
         if isinstance(response_id, str):
             out[A.GEN_AI_RESPONSE_ID] = response_id
+        for key, name in (
+            ("service_tier", A.OPENAI_RESPONSE_SERVICE_TIER),
+            ("system_fingerprint", A.OPENAI_RESPONSE_SYSTEM_FINGERPRINT),
+        ):
+            if isinstance(value := body.get(key), str):
+                out[name] = value
         if self.api == "chat":
             reasons = [
                 str(reason) for c in body.get("choices") or () if (reason := c.get("finish_reason"))
             ]
-            messages = genai_chat_output if P.settings.capture_content else None
+            convert = genai_chat_output
         else:
             reasons = [_responses_finish(body)]
-            messages = genai_responses_output if P.settings.capture_content else None
+            convert = genai_responses_output
         if reasons:
             out[A.GEN_AI_RESPONSE_FINISH_REASONS] = tuple(reasons)
-        if messages is not None:
-            try:
-                out[A.GEN_AI_OUTPUT_MESSAGES] = P.content_json(messages(body))
-            except Exception:
-                P.warn_once(
-                    "openai-output", "tracely: could not capture the output messages", exc_info=True
-                )
+        try:
+            messages = convert(body)
+            tool_calls.expect(messages)
+            if P.settings.capture_content:
+                out[A.GEN_AI_OUTPUT_MESSAGES] = P.content_json(messages)
+        except Exception:
+            P.warn_once(
+                "openai-output", "tracely: could not read the output messages", exc_info=True
+            )
         return out
 
     def _body_usage(self, body: Mapping[str, Any]) -> tuple[int, int] | None:
