@@ -21,7 +21,7 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from tracely_otel import attributes as A
 from tracely_otel import digest_item
-from tracely_sdk import _redact, _tool_calls
+from tracely_sdk import _redact, _startup, _tool_calls
 from tracely_sdk._matching import LLM, TOOLS, Match
 from tracely_sdk._replay import ReplaySession, current_session
 from tracely_sdk._types import (
@@ -50,6 +50,8 @@ class _TracerCache:
         self.tracer: trace.Tracer = trace.NoOpTracer()
 
     def get(self) -> trace.Tracer:
+        if _startup.pending.wanted:
+            _startup.attach()
         provider = trace.get_tracer_provider()
         if provider is not self.provider:
             self.tracer = provider.get_tracer("tracely_sdk", __version__)

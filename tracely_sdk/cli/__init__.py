@@ -3,6 +3,7 @@
     tracely traces list|show              what was recorded
     tracely cases promote|list|show|...   regression cases made from recordings
     tracely replay                        replay every case through your code; the CI gate
+    tracely run -- CMD                    run a program traced and recorded, code unchanged
 
 Exit status: 0 when everything asked for succeeded (every replayed case passed), 1 when a
 replayed case failed, was incomplete or errored, 2 for a usage or configuration error (bad
@@ -75,7 +76,7 @@ def _common(*, top: bool) -> argparse.ArgumentParser:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the whole command line."""
-    from tracely_sdk.cli import _cases, _replay, _traces
+    from tracely_sdk.cli import _cases, _replay, _run, _traces
     from tracely_sdk.server._cli import add_serve_command
 
     parser = argparse.ArgumentParser(
@@ -92,6 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
     _traces.register(commands, common)
     _cases.register(commands, common)
     _replay.register(commands, common)
+    _run.register(commands, common)
     add_serve_command(commands, common)
     return parser
 

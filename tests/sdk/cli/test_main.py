@@ -38,6 +38,7 @@ COMMANDS = [
         )
     ),
     ["replay"],
+    ["run"],
     ["serve"],
 ]
 
