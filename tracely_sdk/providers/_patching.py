@@ -37,7 +37,6 @@ from collections.abc import (
     Iterable,
     Iterator,
     Mapping,
-    Sequence,
 )
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -190,7 +189,7 @@ class ProviderPatches:
 
     def __init__(
         self,
-        targets: Sequence[tuple[type, str, str, Wrapper]],
+        targets: list[tuple[type, str, str, Wrapper]],
         clients: tuple[type, ...],
         bases: tuple[type, type],
         nets: tuple[Wrapper, Wrapper],

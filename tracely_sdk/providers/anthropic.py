@@ -30,9 +30,10 @@ lenient mode, or outside the replayed code.
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, NoReturn
+from typing import Any
 
 import anthropic
 import orjson
@@ -40,11 +41,10 @@ from anthropic._base_client import AsyncAPIClient, SyncAPIClient
 from anthropic.resources.messages.messages import AsyncMessages, Messages
 
 from tracely_otel import attributes as A
-from tracely_sdk import _replay
-from tracely_sdk import _tool_calls as tool_calls
-from tracely_sdk.errors import LLMError, ReplayError
+from tracely_sdk.errors import ReplayError
 from tracely_sdk.providers import _anthropic_codec as codec
 from tracely_sdk.providers import _patching as P
+from tracely_sdk.providers._provider import Provider, ProviderCall, request_attributes
 
 PROVIDER = "anthropic"
 
@@ -53,18 +53,16 @@ TAG_EVENTS = "anthropic.message.events"
 TAG_GENAI = "gen_ai.messages"
 
 _OMIT = (anthropic.NotGiven, anthropic.Omit)
-_STREAMS: tuple[type, ...] = (anthropic.Stream, anthropic.AsyncStream)
-_live = False
-
-
-def set_live(live: bool) -> None:
-    """Record calls outside fixtures() blocks too (``instrument``)."""
-    global _live
-    _live = live
-
-
-def _wanted() -> bool:
-    return _live or _replay.current_session() is not None
+PROVIDER_LAYER = Provider(
+    PROVIDER,
+    codec,
+    (anthropic.Anthropic, anthropic.AsyncAnthropic),
+    (SyncAPIClient, AsyncAPIClient),
+)
+set_live = PROVIDER_LAYER.set_live
+install = PROVIDER_LAYER.install
+uninstall = PROVIDER_LAYER.uninstall
+patched = PROVIDER_LAYER.patched
 
 
 def _given(kwargs: Mapping[str, Any], key: str) -> Any:
@@ -375,21 +373,14 @@ def _format_name(kwargs: Mapping[str, Any]) -> str | None:
     return None
 
 
-class _Call(P.Intercepted):
+class _Call(ProviderCall):
     """One call to a patched Anthropic method: what to record, and how to serve it."""
 
-    __slots__ = (
-        "attributes",
-        "call",
-        "client",
-        "input",
-        "kwargs",
-        "model",
-        "parsed",
-        "provider",
-        "raw",
-        "stream",
-    )
+    codec = codec
+    api_error = anthropic.APIError
+    streams = (anthropic.Stream, anthropic.AsyncStream)
+
+    __slots__ = ()
 
     def __init__(
         self,
@@ -418,12 +409,14 @@ class _Call(P.Intercepted):
             key["system"] = system
         if _given(kwargs, "tools") is not None:
             key["tools"] = kwargs["tools"]
-        attributes: dict[str, Any] = {
-            A.GEN_AI_PROVIDER_NAME: PROVIDER,
-            **P.server_attributes(self.client),
-        }
-        if stream:
-            attributes[A.GEN_AI_REQUEST_STREAM] = True
+        attributes = request_attributes(
+            PROVIDER,
+            self.client,
+            stream=stream,
+            max_tokens=_given(kwargs, "max_tokens"),
+            temperature=_given(kwargs, "temperature"),
+            top_p=_given(kwargs, "top_p"),
+        )
         fmt = _format_name(kwargs)
         if fmt is not None:
             key["output_format"] = fmt
@@ -437,13 +430,6 @@ class _Call(P.Intercepted):
                 )
             except ValueError:
                 pass  # not messages: compared as given, which reports the difference
-        for name, value in (
-            (P.GEN_AI_REQUEST_MAX_TOKENS, _given(kwargs, "max_tokens")),
-            (P.GEN_AI_REQUEST_TEMPERATURE, _given(kwargs, "temperature")),
-            (P.GEN_AI_REQUEST_TOP_P, _given(kwargs, "top_p")),
-        ):
-            if isinstance(value, (int, float)) and not isinstance(value, bool):
-                attributes[name] = value
         if P.settings.capture_content:
             try:
                 attributes[A.GEN_AI_INPUT_MESSAGES] = P.content_json(
@@ -470,83 +456,25 @@ class _Call(P.Intercepted):
 
     # -- recording -----------------------------------------------------------------------
 
-    def _response_attributes(self, body: Mapping[str, Any]) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        if isinstance(body.get("model"), str):
-            out[A.GEN_AI_RESPONSE_MODEL] = body["model"]
-        if isinstance(body.get("id"), str):
-            out[A.GEN_AI_RESPONSE_ID] = body["id"]
-        if isinstance(body.get("stop_reason"), str):
-            out[A.GEN_AI_RESPONSE_FINISH_REASONS] = (body["stop_reason"],)
+    @property
+    def tags(self) -> tuple[str, str]:
+        return TAG_MESSAGE, TAG_EVENTS
+
+    def reasons(self, body: Mapping[str, Any]) -> list[str]:
+        reason = body.get("stop_reason")
+        return [reason] if isinstance(reason, str) else []
+
+    def output_messages(self, body: Mapping[str, Any]) -> list[dict[str, Any]]:
+        return genai_output_messages(body)
+
+    def body_usage(self, body: Mapping[str, Any]) -> tuple[int, int] | None:
+        return _usage_of(body)
+
+    def stream_body(self, chunks: list[dict[str, Any]]) -> dict[str, Any]:
         try:
-            messages = genai_output_messages(body)
-            tool_calls.expect(messages)
-            if P.settings.capture_content:
-                out[A.GEN_AI_OUTPUT_MESSAGES] = P.content_json(messages)
-        except Exception:
-            P.warn_once(
-                "anthropic-output", "tracely: could not read the output messages", exc_info=True
-            )
-        return out
-
-    def _recording(self, result: Any, headers: Mapping[str, str] | None) -> P.Recording:
-        value = codec.record_response(result, P.wire_body(result))
-        if headers:
-            value["headers"] = dict(headers)
-        body = value["body"]
-        return P.Recording(value, TAG_MESSAGE, _usage_of(body), self._response_attributes(body))
-
-    def _parsed_recordable(
-        self, result: Any, headers: Mapping[str, str] | None
-    ) -> P.Recording | P.TeeStream:
-        stream = P.find_stream(result, _STREAMS) if self.stream else None
-        if stream is not None:
-            if headers is None:
-                headers = codec.record_headers(stream.response.headers)
-            return P.TeeStream(stream, headers)
-        return self._recording(result, headers)
-
-    def recordable(self, result: Any) -> P.Recording | P.TeeStream:
-        if self.raw is not None:
-            return self._parsed_recordable(result.parse(), codec.record_headers(result.headers))
-        return self._parsed_recordable(result, None)
-
-    async def arecordable(self, result: Any) -> P.Recording | P.TeeStream:
-        if self.raw is not None:
-            parsed = result.parse()
-            if inspect.isawaitable(parsed):
-                parsed = await parsed
-            return self._parsed_recordable(parsed, codec.record_headers(result.headers))
-        return self._parsed_recordable(result, None)
-
-    @staticmethod
-    def record_item(item: Any, wire: dict[str, Any] | None) -> dict[str, Any]:
-        return codec.record_chunk(item, wire)
-
-    def record_stream(
-        self, chunks: list[dict[str, Any]], headers: Mapping[str, str] | None
-    ) -> P.Recording:
-        value: dict[str, Any] = {"chunks": chunks}
-        if headers:
-            value["headers"] = dict(headers)
-        try:
-            body = body_from_events(chunks)
+            return body_from_events(chunks)
         except ValueError:
-            body = {}  # cut short before message_start
-        return P.Recording(value, TAG_EVENTS, _usage_of(body), self._response_attributes(body))
-
-    def failure_recording(self, exc: BaseException) -> P.Recording | None:
-        return None
-
-    def record_error(self, exc: BaseException) -> dict[str, Any]:
-        if isinstance(exc, anthropic.APIError):
-            return codec.record_error(exc)
-        return {"type": type(exc).__qualname__, "message": str(exc)}
-
-    def raise_error(self, error: Mapping[str, Any], label: str) -> NoReturn:
-        if "status" in error and "timeout" in error:
-            raise codec.rebuild_error(error, url=self._url())
-        raise LLMError(label, str(error.get("type")), str(error.get("message")))
+            return {}  # cut short before message_start
 
     def _url(self) -> str:
         return str(self.client.base_url).rstrip("/") + "/v1/messages"
@@ -624,20 +552,14 @@ class _Call(P.Intercepted):
             )
         return codec.rebuild_response("message", recording)
 
-    def served_attributes(self, entry: Mapping[str, Any]) -> Mapping[str, Any] | None:
-        try:
-            body = self._body_of(entry["output"], entry)["body"]
-        except ValueError:
-            return None  # a stream recorded cut short before its first event
-        return self._response_attributes(body)
-
 
 def _spec(
     provider: str,
+    parsed: bool,
     instance: Any,
+    args: Any,
     kwargs: dict[str, Any],
     *,
-    parsed: bool,
     stream: bool | None = None,
 ) -> _Call | None:
     model = kwargs.get("model")
@@ -645,28 +567,6 @@ def _spec(
         return None  # the SDK's own argument checks answer this call
     streamed = bool(_given(kwargs, "stream")) if stream is None else stream
     return _Call(provider, instance, kwargs, model, parsed=parsed, stream=streamed)
-
-
-def _wrapper(provider: str, parsed: bool, is_async: bool) -> P.Wrapper:
-    if is_async:
-
-        async def async_wrapper(
-            wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any
-        ) -> Any:
-            spec = _spec(provider, instance, kwargs, parsed=parsed) if _wanted() else None
-            if spec is None:
-                return await wrapped(*args, **kwargs)
-            return await P.aintercept(spec, lambda: wrapped(*args, **kwargs))
-
-        return async_wrapper
-
-    def sync_wrapper(wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any) -> Any:
-        spec = _spec(provider, instance, kwargs, parsed=parsed) if _wanted() else None
-        if spec is None:
-            return wrapped(*args, **kwargs)
-        return P.intercept(spec, lambda: wrapped(*args, **kwargs))
-
-    return sync_wrapper
 
 
 _MANAGER_REQUEST = {
@@ -688,7 +588,8 @@ def _stream_wrapper(provider: str, is_async: bool) -> P.Wrapper:
     attribute = _MANAGER_REQUEST[is_async]
 
     def stream_wrapper(wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any) -> Any:
-        spec = _spec(provider, instance, kwargs, parsed=False, stream=True) if _wanted() else None
+        wanted = PROVIDER_LAYER.wanted()
+        spec = _spec(provider, False, instance, args, kwargs, stream=True) if wanted else None
         manager = wrapped(*args, **kwargs)
         if spec is None:
             return manager
@@ -714,84 +615,21 @@ def _stream_wrapper(provider: str, is_async: bool) -> P.Wrapper:
     return stream_wrapper
 
 
-# --------------------------------------------------------------------------- the safety net
-
-
-def _network_error(args: Any, kwargs: Any, session: Any) -> ReplayError:
-    options = args[1] if len(args) > 1 else kwargs.get("options")
-    method = str(getattr(options, "method", "?")).upper()
-    url = str(getattr(options, "url", "?"))
-    body = getattr(options, "json_data", None)
-    model = body.get("model") if isinstance(body, Mapping) else None
-    headers = getattr(options, "headers", None) or {}
-    if codec.raw_response_mode(headers if isinstance(headers, Mapping) else {}) is not None:
-        why = (
-            "it came through a .with_raw_response/.with_streaming_response wrapper that this "
-            "client bound before tracely patched the SDK; patch at startup with "
-            "tracely.init(instrument='anthropic') (or tracely.providers.instrument('anthropic')) "
-            "so the wrappers bind the patched methods"
-        )
-    else:
-        why = "tracely does not serve this SDK method from a recording"
-    error = ReplayError(
-        f"recorded replay: anthropic {method} {url} would reach the network ({why}). Recorded "
-        "mode never makes a live call; tracely serves " + ", ".join(patched()) + ".",
-        label=f"llm:{model}" if isinstance(model, str) else None,
-    )
-    session.report.errors.append(error)
-    return error
-
-
-def _net(wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any) -> Any:
-    session = _replay.current_session()
-    if session is None or not session.strict:
-        return wrapped(*args, **kwargs)
-    raise _network_error(args, kwargs, session)
-
-
-async def _anet(wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any) -> Any:
-    session = _replay.current_session()
-    if session is None or not session.strict:
-        return await wrapped(*args, **kwargs)
-    raise _network_error(args, kwargs, session)
-
-
 # --------------------------------------------------------------------------- installing
 
-_TARGETS: list[tuple[type, str, str, P.Wrapper]] = []
 for _owner, _client, _async in (
     (Messages, "Anthropic", False),
     (AsyncMessages, "AsyncAnthropic", True),
 ):
     for _method in ("create", "parse", "stream"):
         _name = f"{_client}.messages.{_method}"
-        _TARGETS.append(
-            (
-                _owner,
-                _method,
-                _name,
-                _stream_wrapper(_name, _async)
-                if _method == "stream"
-                else _wrapper(_name, _method == "parse", _async),
-            )
+        PROVIDER_LAYER.patch(
+            _owner,
+            _method,
+            _name,
+            _stream_wrapper(_name, _async)
+            if _method == "stream"
+            else PROVIDER_LAYER.wrapper(
+                functools.partial(_spec, _name, _method == "parse"), _async
+            ),
         )
-
-_CLIENTS: tuple[type, ...] = (anthropic.Anthropic, anthropic.AsyncAnthropic)
-
-
-_PATCHES = P.ProviderPatches(_TARGETS, _CLIENTS, (SyncAPIClient, AsyncAPIClient), (_net, _anet))
-
-
-def install() -> None:
-    """Patch the create-methods and the network safety net (idempotent)."""
-    _PATCHES.install()
-
-
-def uninstall() -> None:
-    """Remove every patch (see :func:`tracely_sdk.providers._patching.uninstall`)."""
-    _PATCHES.uninstall()
-
-
-def patched() -> list[str]:
-    """The patched methods, as ``Anthropic.messages.create``."""
-    return _PATCHES.patched()
