@@ -64,13 +64,13 @@ from __future__ import annotations
 
 from typing import Final
 
-from tracely_otel._extract import SpanReader
 from tracely_otel._foreign._common import OUTPUT_TYPE
 from tracely_otel._foreign._genai import read_anthropic_sdk_span, read_genai_span
 from tracely_otel._foreign._messages import input_messages
 from tracely_otel._foreign._openinference import read_openinference_span
 from tracely_otel._foreign._openllmetry import read_openllmetry_span
 from tracely_otel._foreign._pairs import same_call_beside
+from tracely_otel._reads import SpanReader
 
 __all__ = [
     "FOREIGN_READERS",

@@ -10,7 +10,7 @@ from typing import Any, Final, Union
 import orjson
 
 from tracely_otel import _attributes as A
-from tracely_otel._extract import ExtractedCall, NotReplayable, SpanReader
+from tracely_otel._reads import ExtractedCall, NotReplayable, SpanReader
 from tracely_otel._spans import SpanRecord
 
 OUTPUT_TYPE: Final = "gen_ai.messages"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from tracely_otel import _attributes as A
-from tracely_otel._extract import ExtractedCall, NotReplayable
+from tracely_otel._reads import ExtractedCall, NotReplayable
 from tracely_otel._spans import SpanRecord
 
 # --------------------------------------------------------------------------------- one call, two spans
