@@ -76,6 +76,7 @@ class ReplaySession:
         self.strict = strict
         self.report = report
         self._lock = threading.Lock()
+        self._on_end: list[Callable[[], None]] = []
 
     @property
     def mode(self) -> Mode:
@@ -106,9 +107,17 @@ class ReplaySession:
             self.report.errors.append(error)
         raise error
 
+    def on_end(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` once when this session's fixtures() block ends."""
+        with self._lock:
+            self._on_end.append(callback)
+
     def finish(self) -> None:
         with self._lock:
             self.report.unused = [e.label for e in self.recording.unused()]
+            callbacks, self._on_end = self._on_end, []
+        for callback in callbacks:
+            callback()
 
 
 _session: contextvars.ContextVar[ReplaySession | None] = contextvars.ContextVar(

@@ -424,3 +424,18 @@ def test_a_bundle_that_fails_its_integrity_check_is_not_a_recording() -> None:
 def test_malformed_bundles_get_a_clear_error(bundle: Any, problem: str) -> None:
     with pytest.raises(tracely.BundleError, match=problem), tracely.fixtures(bundle):
         pass
+
+
+def test_a_session_calls_its_end_hooks_once_when_its_block_ends() -> None:
+    from tracely_sdk._replay import current_session
+
+    ended: list[str] = []
+    with tracely.fixtures({}):
+        session = current_session()
+        assert session is not None
+        session.on_end(lambda: ended.append("first"))
+        session.on_end(lambda: ended.append("second"))
+        assert ended == []
+    assert ended == ["first", "second"]
+    session.finish()  # a second finish calls nothing again
+    assert ended == ["first", "second"]

@@ -967,6 +967,7 @@ def tee(
 
 
 _served: dict[int, tuple[weakref.ref[Any], list[weakref.ref[Any]]]] = {}
+_ended: set[int] = set()  # the sessions in _served whose fixtures() block has ended
 _served_lock = threading.Lock()
 
 
@@ -980,13 +981,23 @@ def served_stream(session: Any, response: Any) -> None:
         if entry is None or entry[0]() is not session:
             entry = (weakref.ref(session), [])
             _served[key] = entry
+            _ended.discard(key)
             weakref.finalize(session, _close_served, key)
+            # A replayed stream may still be read after its block ends: it is closed at the
+            # next block or when the session is freed, whichever comes first.
+            session.on_end(lambda: _end(key))
         entry[1].append(weakref.ref(response))
+
+
+def _end(key: int) -> None:
+    with _served_lock:
+        _ended.add(key)
 
 
 def _close_served(key: int) -> None:
     with _served_lock:
         entry = _served.pop(key, None)
+        _ended.discard(key)
     if entry is None:
         return
     for ref in entry[1]:
@@ -1001,10 +1012,8 @@ def _close_served(key: int) -> None:
 
 def close_finished_streams() -> None:
     """Close the replayed streams of every fixtures() block that has ended."""
-    with _replay._active_lock:
-        active = {id(s) for s in _replay._active}
     with _served_lock:
-        keys = [k for k, (ref, _) in _served.items() if ref() is None or k not in active]
+        keys = [k for k, (ref, _) in _served.items() if ref() is None or k in _ended]
     for key in keys:
         _close_served(key)
 
