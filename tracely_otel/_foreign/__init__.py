@@ -64,9 +64,14 @@ from __future__ import annotations
 
 from typing import Final
 
-from tracely_otel._foreign._common import OUTPUT_TYPE
+from tracely_otel._foreign._common import OUTPUT_TYPE, genai_finish_reason
 from tracely_otel._foreign._genai import read_anthropic_sdk_span, read_genai_span
-from tracely_otel._foreign._messages import input_messages
+from tracely_otel._foreign._messages import (
+    content_parts,
+    input_messages,
+    tool_call_part,
+    tool_response_part,
+)
 from tracely_otel._foreign._openinference import read_openinference_span
 from tracely_otel._foreign._openllmetry import read_openllmetry_span
 from tracely_otel._foreign._pairs import same_call_beside
@@ -75,12 +80,16 @@ from tracely_otel._reads import SpanReader
 __all__ = [
     "FOREIGN_READERS",
     "OUTPUT_TYPE",
+    "content_parts",
+    "genai_finish_reason",
     "input_messages",
     "read_anthropic_sdk_span",
     "read_genai_span",
     "read_openinference_span",
     "read_openllmetry_span",
     "same_call_beside",
+    "tool_call_part",
+    "tool_response_part",
 ]
 
 FOREIGN_READERS: Final[tuple[SpanReader, ...]] = (

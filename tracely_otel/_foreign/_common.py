@@ -40,6 +40,16 @@ _FINISH_REASONS: Final = {
     "error": "error",
 }
 
+
+def genai_finish_reason(reason: Any, default: str = "stop", *, unknown: str | None = None) -> str:
+    """The conventions' ``finish_reason`` for an SDK's or a source's own (``end_turn`` is
+    ``stop``); none is ``default``, and one the conventions do not name is ``unknown``, or
+    stays as it is."""
+    if not isinstance(reason, str) or not reason:
+        return default
+    return _FINISH_REASONS.get(reason.lower(), reason if unknown is None else unknown)
+
+
 _SYSTEM_INSTRUCTIONS: Final = "gen_ai.system_instructions"
 _GENAI_FINISH_REASONS: Final = A.GEN_AI_RESPONSE_FINISH_REASONS
 _USAGE_IN: Final = (

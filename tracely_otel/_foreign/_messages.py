@@ -71,10 +71,22 @@ def _block_part(block: Mapping[str, Any]) -> dict[str, Any]:
         return _tool_response(block.get("tool_use_id"), block.get("content"))
     if kind in ("thinking", "reasoning"):
         return {"type": "reasoning", "content": _text(block.get("thinking", block.get("content")))}
-    if kind == "image_url":
+    if kind == "refusal" and isinstance(block.get("refusal"), str):
+        return _text_part(block["refusal"])
+    if kind in ("image_url", "input_image"):
         image = block.get("image_url")
         url = image.get("url") if isinstance(image, Mapping) else image
         return {"type": "uri", "modality": "image", "uri": _text(url)}
+    if kind == "image" and isinstance(block.get("source"), Mapping):
+        source = block["source"]
+        if source.get("type") == "url":
+            return {"type": "uri", "modality": "image", "uri": _text(source.get("url"))}
+        return {
+            "type": "blob",
+            "modality": "image",
+            "mime_type": _opt_str(source.get("media_type")),
+            "content": _text(source.get("data")),
+        }
     if kind is None and isinstance(block.get("toolUse"), Mapping):
         use = block["toolUse"]
         return _tool_call(use.get("toolUseId"), use.get("name"), use.get("input"))
@@ -101,6 +113,23 @@ def _genai_part(part: Any) -> dict[str, Any]:
     if isinstance(kind, str) and kind and kind not in ("tool_use", "tool_result", "image_url"):
         return {str(k): _plain(v) for k, v in part.items()}
     return _block_part(part)
+
+
+def content_parts(content: Any) -> list[dict[str, Any]]:
+    """The parts of a message's ``content`` as an SDK takes it (text, or OpenAI, Anthropic or
+    Bedrock content blocks), in the conventions' shape: the one converter every provider and
+    reader uses, so that one conversation reads the same whoever recorded it."""
+    return _content_parts(content)
+
+
+def tool_response_part(call_id: Any, response: Any) -> dict[str, Any]:
+    """A ``tool_call_response`` part; a result given as text blocks is their text."""
+    return _tool_response(call_id, response)
+
+
+def tool_call_part(call_id: Any, name: Any, arguments: Any) -> dict[str, Any]:
+    """A ``tool_call`` part; ``arguments`` given as JSON text are parsed."""
+    return _tool_call(call_id, name, arguments)
 
 
 def _looks_like_blocks(value: Any) -> bool:

@@ -41,6 +41,7 @@ from anthropic._base_client import AsyncAPIClient, SyncAPIClient
 from anthropic.resources.messages.messages import AsyncMessages, Messages
 
 from tracely_otel import attributes as A
+from tracely_otel._foreign import content_parts, genai_finish_reason
 from tracely_sdk.errors import ReplayError
 from tracely_sdk.providers import _anthropic_codec as codec
 from tracely_sdk.providers import _patching as P
@@ -72,14 +73,11 @@ def _given(kwargs: Mapping[str, Any], key: str) -> Any:
 
 # --------------------------------------------------------------------------- GenAI conventions
 
-_STOP_TO_GENAI = {
-    "end_turn": "stop",
+# The stop reasons of the Messages API that the shared table leaves as they are.
+_STOPS: dict[Any, str] = {
     "stop_sequence": "stop",
     "pause_turn": "stop",
-    "max_tokens": "length",
     "model_context_window_exceeded": "length",
-    "tool_use": "tool_call",
-    "refusal": "content_filter",
 }
 _STOP_FROM_GENAI = {
     "stop": "end_turn",
@@ -89,65 +87,12 @@ _STOP_FROM_GENAI = {
 }
 
 
-def _block_parts(content: Any) -> list[dict[str, Any]]:
-    if content is None:
-        return []
-    if isinstance(content, str):
-        return [{"type": "text", "content": content}]
-    parts: list[dict[str, Any]] = []
-    for block in content if isinstance(content, list) else [content]:
-        if isinstance(block, str):
-            parts.append({"type": "text", "content": block})
-            continue
-        if not isinstance(block, Mapping):
-            continue
-        kind = block.get("type")
-        if kind == "text":
-            parts.append({"type": "text", "content": block.get("text")})
-        elif kind in ("tool_use", "server_tool_use"):
-            parts.append(
-                {
-                    "type": "tool_call",
-                    "id": block.get("id"),
-                    "name": block.get("name"),
-                    "arguments": block.get("input"),
-                }
-            )
-        elif kind == "tool_result":
-            response = block.get("content")
-            if isinstance(response, list):
-                response = " ".join(
-                    str(p.get("content")) for p in _block_parts(response) if "content" in p
-                )
-            parts.append(
-                {"type": "tool_call_response", "id": block.get("tool_use_id"), "response": response}
-            )
-        elif kind == "thinking":
-            parts.append({"type": "reasoning", "content": block.get("thinking")})
-        elif kind == "image" and isinstance(block.get("source"), Mapping):
-            source = block["source"]
-            if source.get("type") == "url":
-                parts.append({"type": "uri", "modality": "image", "uri": source.get("url")})
-            else:
-                parts.append(
-                    {
-                        "type": "blob",
-                        "modality": "image",
-                        "mime_type": source.get("media_type"),
-                        "content": source.get("data"),
-                    }
-                )
-        else:
-            parts.append(dict(block))
-    return parts
-
-
 def genai_input_messages(messages: Any) -> list[dict[str, Any]]:
     """Anthropic messages in the GenAI conventions' ``gen_ai.input.messages`` shape."""
     out: list[dict[str, Any]] = []
     for raw in P.plain(messages, _OMIT) or []:
         if isinstance(raw, dict):
-            out.append({"role": raw.get("role"), "parts": _block_parts(raw.get("content"))})
+            out.append({"role": raw.get("role"), "parts": content_parts(raw.get("content"))})
     return out
 
 
@@ -157,8 +102,8 @@ def genai_output_messages(body: Mapping[str, Any]) -> list[dict[str, Any]]:
     return [
         {
             "role": "assistant",
-            "parts": _block_parts(body.get("content")),
-            "finish_reason": _STOP_TO_GENAI.get(str(reason), reason or "stop"),
+            "parts": content_parts(body.get("content")),
+            "finish_reason": genai_finish_reason(_STOPS.get(reason, reason)),
         }
     ]
 
@@ -337,7 +282,13 @@ def _reply_from_body(body: Mapping[str, Any]) -> P.Reply:
             )
     reason = body.get("stop_reason")
     return P.Reply(
-        [("".join(texts) if texts else None, calls, _STOP_TO_GENAI.get(str(reason), "stop"))],
+        [
+            (
+                "".join(texts) if texts else None,
+                calls,
+                genai_finish_reason(_STOPS.get(reason, reason), unknown="stop"),
+            )
+        ],
         model=str(body.get("model") or ""),
         response_id=str(body.get("id") or "replay"),
         usage=_usage_of(body),
@@ -437,7 +388,7 @@ class _Call(ProviderCall):
                 )
                 if system is not None:
                     attributes[P.GEN_AI_SYSTEM_INSTRUCTIONS] = P.content_json(
-                        _block_parts(P.plain(system, _OMIT))
+                        content_parts(P.plain(system, _OMIT))
                     )
             except Exception:
                 P.warn_once(

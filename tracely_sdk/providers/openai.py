@@ -45,6 +45,12 @@ from openai.resources.chat.completions.completions import AsyncCompletions, Comp
 from openai.resources.responses.responses import AsyncResponses, Responses
 
 from tracely_otel import attributes as A
+from tracely_otel._foreign import (
+    content_parts,
+    genai_finish_reason,
+    tool_call_part,
+    tool_response_part,
+)
 from tracely_sdk.errors import ReplayError
 from tracely_sdk.providers import _openai_codec as codec
 from tracely_sdk.providers import _patching as P
@@ -102,13 +108,6 @@ _json_value = P.json_value
 
 # --------------------------------------------------------------------------- GenAI conventions
 
-_FINISH_TO_GENAI = {
-    "stop": "stop",
-    "length": "length",
-    "content_filter": "content_filter",
-    "tool_calls": "tool_call",
-    "function_call": "tool_call",
-}
 _FINISH_FROM_GENAI = {
     "stop": "stop",
     "length": "length",
@@ -119,35 +118,6 @@ _FINISH_FROM_GENAI = {
 }
 
 
-def _text_parts(content: Any) -> list[dict[str, Any]]:
-    if content is None:
-        return []
-    if isinstance(content, str):
-        return [{"type": "text", "content": content}]
-    parts: list[dict[str, Any]] = []
-    for part in content if isinstance(content, list) else [content]:
-        if isinstance(part, str):
-            parts.append({"type": "text", "content": part})
-        elif isinstance(part, Mapping):
-            kind = part.get("type")
-            if kind in ("text", "input_text", "output_text") and isinstance(part.get("text"), str):
-                parts.append({"type": "text", "content": part["text"]})
-            elif kind == "refusal" and isinstance(part.get("refusal"), str):
-                parts.append({"type": "text", "content": part["refusal"]})
-            elif kind == "image_url":
-                url = (part.get("image_url") or {}).get("url")
-                parts.append({"type": "uri", "modality": "image", "uri": url})
-            elif kind == "input_image" and part.get("image_url"):
-                parts.append({"type": "uri", "modality": "image", "uri": part["image_url"]})
-            else:
-                parts.append(dict(part))
-    return parts
-
-
-def _tool_call_part(call_id: Any, name: Any, arguments: Any) -> dict[str, Any]:
-    return {"type": "tool_call", "id": call_id, "name": name, "arguments": _json_value(arguments)}
-
-
 def genai_chat_messages(messages: Any) -> list[dict[str, Any]]:
     """Chat messages in the GenAI conventions' ``gen_ai.input.messages`` shape."""
     out: list[dict[str, Any]] = []
@@ -156,27 +126,14 @@ def genai_chat_messages(messages: Any) -> list[dict[str, Any]]:
             continue
         role = raw.get("role")
         if role in ("tool", "function"):
-            response = raw.get("content")
-            if isinstance(response, list):
-                response = " ".join(p["content"] for p in _text_parts(response) if "content" in p)
-            out.append(
-                {
-                    "role": "tool",
-                    "parts": [
-                        {
-                            "type": "tool_call_response",
-                            "id": raw.get("tool_call_id"),
-                            "response": response,
-                        }
-                    ],
-                }
-            )
+            response = tool_response_part(raw.get("tool_call_id"), raw.get("content"))
+            out.append({"role": "tool", "parts": [response]})
             continue
-        parts = _text_parts(raw.get("content"))
+        parts = content_parts(raw.get("content"))
         for call in raw.get("tool_calls") or []:
             function = call.get("function") or {}
             parts.append(
-                _tool_call_part(call.get("id"), function.get("name"), function.get("arguments"))
+                tool_call_part(call.get("id"), function.get("name"), function.get("arguments"))
             )
         message: dict[str, Any] = {"role": role, "parts": parts}
         if isinstance(raw.get("name"), str):
@@ -195,14 +152,10 @@ def genai_responses_input(value: Any) -> list[dict[str, Any]]:
             continue
         kind = item.get("type")
         if kind == "function_call":
-            parts = [_tool_call_part(item.get("call_id"), item.get("name"), item.get("arguments"))]
+            parts = [tool_call_part(item.get("call_id"), item.get("name"), item.get("arguments"))]
             out.append({"role": "assistant", "parts": parts})
         elif kind == "function_call_output":
-            response = {
-                "type": "tool_call_response",
-                "id": item.get("call_id"),
-                "response": item.get("output"),
-            }
+            response = tool_response_part(item.get("call_id"), item.get("output"))
             out.append({"role": "tool", "parts": [response]})
         elif kind == "reasoning":
             text = " ".join(
@@ -210,7 +163,7 @@ def genai_responses_input(value: Any) -> list[dict[str, Any]]:
             )
             out.append({"role": "assistant", "parts": [{"type": "reasoning", "content": text}]})
         elif "role" in item:
-            out.append({"role": item["role"], "parts": _text_parts(item.get("content"))})
+            out.append({"role": item["role"], "parts": content_parts(item.get("content"))})
         else:
             out.append({"role": "user", "parts": [item]})
     return out
@@ -221,20 +174,20 @@ def genai_chat_output(body: Mapping[str, Any]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for choice in body.get("choices") or []:
         message = choice.get("message") or {}
-        parts = _text_parts(message.get("content"))
+        parts = content_parts(message.get("content"))
         if message.get("refusal"):
             parts.append({"type": "text", "content": message["refusal"]})
         for call in message.get("tool_calls") or []:
             function = call.get("function") or {}
             parts.append(
-                _tool_call_part(call.get("id"), function.get("name"), function.get("arguments"))
+                tool_call_part(call.get("id"), function.get("name"), function.get("arguments"))
             )
         reason = choice.get("finish_reason")
         out.append(
             {
                 "role": "assistant",
                 "parts": parts,
-                "finish_reason": _FINISH_TO_GENAI.get(reason, reason or "stop"),
+                "finish_reason": genai_finish_reason(reason),
             }
         )
     return out
@@ -258,10 +211,10 @@ def genai_responses_output(body: Mapping[str, Any]) -> list[dict[str, Any]]:
             continue
         kind = item.get("type")
         if kind == "message":
-            parts.extend(_text_parts(item.get("content")))
+            parts.extend(content_parts(item.get("content")))
         elif kind == "function_call":
             parts.append(
-                _tool_call_part(item.get("call_id"), item.get("name"), item.get("arguments"))
+                tool_call_part(item.get("call_id"), item.get("name"), item.get("arguments"))
             )
         elif kind == "reasoning":
             text = " ".join(
@@ -293,7 +246,9 @@ def _reply_from_chat(body: Mapping[str, Any]) -> _Reply:
             for c in message.get("tool_calls") or []
         ]
         reason = choice.get("finish_reason")
-        messages.append((message.get("content"), calls, _FINISH_TO_GENAI.get(reason, "stop")))
+        messages.append(
+            (message.get("content"), calls, genai_finish_reason(reason, unknown="stop"))
+        )
     return _Reply(
         messages or [("", [], "stop")],
         model=str(body.get("model") or ""),
@@ -309,7 +264,7 @@ def _reply_from_response(body: Mapping[str, Any]) -> _Reply:
         if not isinstance(item, dict):
             continue
         if item.get("type") == "message":
-            texts.extend(p["content"] for p in _text_parts(item.get("content")) if "content" in p)
+            texts.extend(p["content"] for p in content_parts(item.get("content")) if "content" in p)
         elif item.get("type") == "function_call":
             calls.append(
                 (str(item.get("call_id")), str(item.get("name")), _json_text(item.get("arguments")))

@@ -53,3 +53,32 @@ def test_each_adapter_has_its_own_on_off_state() -> None:
     finally:
         providers.uninstrument("openai")
     assert not tracely_openai.PROVIDER_LAYER.live
+
+
+def test_both_adapters_and_the_span_readers_convert_message_parts_alike() -> None:
+    from tracely_otel._foreign import input_messages
+
+    tool_result = [{"type": "text", "text": "rainy, "}, {"type": "text", "text": "57F"}]
+    chat = [{"role": "tool", "tool_call_id": "call_1", "content": tool_result}]
+    (openai_message,) = tracely_openai.genai_chat_messages(chat)
+    assert openai_message["parts"] == [
+        {"type": "tool_call_response", "id": "call_1", "response": "rainy, 57F"}
+    ]
+    image = {
+        "type": "image",
+        "source": {"type": "base64", "media_type": "image/png", "data": "iVBO"},
+    }
+    blocks = [
+        {"type": "tool_result", "tool_use_id": "call_1", "content": tool_result},
+        image,
+    ]
+    (anthropic_message,) = tracely_anthropic.genai_input_messages(
+        [{"role": "user", "content": blocks}]
+    )
+    expected = [
+        {"type": "tool_call_response", "id": "call_1", "response": "rainy, 57F"},
+        {"type": "blob", "modality": "image", "mime_type": "image/png", "content": "iVBO"},
+    ]
+    assert anthropic_message["parts"] == expected
+    (read,) = input_messages([{"role": "user", "content": blocks}])
+    assert read["parts"] == expected
