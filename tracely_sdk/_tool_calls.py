@@ -10,10 +10,11 @@ ones: the application answers the latest request.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from contextvars import ContextVar
 from typing import Any, NamedTuple
 
+from tracely_otel._genai import ChatMessage
 from tracely_sdk._canonical import canonical_equal
 
 
@@ -28,18 +29,22 @@ class AskedCall(NamedTuple):
 _asked: ContextVar[tuple[AskedCall, ...]] = ContextVar("tracely_asked_tool_calls", default=())
 
 
-def expect(messages: Iterable[Mapping[str, Any]]) -> None:
+def expect(messages: Iterable[ChatMessage]) -> None:
     """Remember the ``tool_call`` parts of a response's GenAI output messages."""
     asked = tuple(
-        AskedCall(part["id"], part["name"], part.get("arguments"))
+        AskedCall(call_id, name, part.get("arguments"))
         for message in messages
-        for part in message.get("parts") or ()
+        for part in _parts(message)
         if part.get("type") == "tool_call"
-        and isinstance(part.get("id"), str)
-        and isinstance(part.get("name"), str)
+        and isinstance(call_id := part.get("id"), str)
+        and isinstance(name := part.get("name"), str)
     )
     if asked or _asked.get():
         _asked.set(asked)
+
+
+def _parts(message: ChatMessage) -> Sequence[Mapping[str, object]]:
+    return message.get("parts") or ()
 
 
 def answer(name: str, args: Any) -> str | None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import orjson
 
@@ -18,6 +18,7 @@ from tracely_otel._foreign._common import (
     _text,
     _Unservable,
 )
+from tracely_otel._genai import ChatMessage, MessagePart, ToolCallRequestPart, ToolCallResponsePart
 
 # --------------------------------------------------------------------------------- parts
 
@@ -115,21 +116,21 @@ def _genai_part(part: Any) -> dict[str, Any]:
     return _block_part(part)
 
 
-def content_parts(content: Any) -> list[dict[str, Any]]:
+def content_parts(content: Any) -> list[MessagePart]:
     """The parts of a message's ``content`` as an SDK takes it (text, or OpenAI, Anthropic or
     Bedrock content blocks), in the conventions' shape: the one converter every provider and
     reader uses, so that one conversation reads the same whoever recorded it."""
-    return _content_parts(content)
+    return cast("list[MessagePart]", _content_parts(content))
 
 
-def tool_response_part(call_id: Any, response: Any) -> dict[str, Any]:
+def tool_response_part(call_id: Any, response: Any) -> ToolCallResponsePart:
     """A ``tool_call_response`` part; a result given as text blocks is their text."""
-    return _tool_response(call_id, response)
+    return cast(ToolCallResponsePart, _tool_response(call_id, response))
 
 
-def tool_call_part(call_id: Any, name: Any, arguments: Any) -> dict[str, Any]:
+def tool_call_part(call_id: Any, name: Any, arguments: Any) -> ToolCallRequestPart:
     """A ``tool_call`` part; ``arguments`` given as JSON text are parsed."""
-    return _tool_call(call_id, name, arguments)
+    return cast(ToolCallRequestPart, _tool_call(call_id, name, arguments))
 
 
 def _looks_like_blocks(value: Any) -> bool:
@@ -276,7 +277,7 @@ def _tool_roles(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return messages
 
 
-def input_messages(messages: Any, system: Any = None) -> list[dict[str, Any]]:
+def input_messages(messages: Any, system: Any = None) -> list[ChatMessage]:
     """A call's ``messages`` (and a ``system`` prompt given apart from them) in the one form
     the readers give an entry's ``input``.
 
@@ -292,7 +293,7 @@ def input_messages(messages: Any, system: Any = None) -> list[dict[str, Any]]:
         raise ValueError(exc.reason) from None
     if lead is not None and not (inputs and inputs[0]["role"] == "system"):
         inputs.insert(0, lead)
-    return _tool_roles(inputs)
+    return cast("list[ChatMessage]", _tool_roles(inputs))
 
 
 def _entry(

@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, NoReturn
 
 from tracely_otel import attributes as A
+from tracely_otel._genai import OutputMessage
 from tracely_sdk import _replay
 from tracely_sdk import _tool_calls as tool_calls
 from tracely_sdk.errors import LLMError, ReplayError
@@ -239,7 +240,7 @@ class ProviderCall(Intercepted):
     def reasons(self, body: Mapping[str, Any]) -> list[str]:
         raise NotImplementedError
 
-    def output_messages(self, body: Mapping[str, Any]) -> list[dict[str, Any]]:
+    def output_messages(self, body: Mapping[str, Any]) -> list[OutputMessage]:
         raise NotImplementedError
 
     def _url(self) -> str:

@@ -42,6 +42,7 @@ from anthropic.resources.messages.messages import AsyncMessages, Messages
 
 from tracely_otel import attributes as A
 from tracely_otel._foreign import content_parts, genai_finish_reason
+from tracely_otel._genai import ChatMessage, OutputMessage
 from tracely_sdk.errors import ReplayError
 from tracely_sdk.providers import _anthropic_codec as codec
 from tracely_sdk.providers import _patching as P
@@ -87,16 +88,17 @@ _STOP_FROM_GENAI = {
 }
 
 
-def genai_input_messages(messages: Any) -> list[dict[str, Any]]:
+def genai_input_messages(messages: Any) -> list[ChatMessage]:
     """Anthropic messages in the GenAI conventions' ``gen_ai.input.messages`` shape."""
-    out: list[dict[str, Any]] = []
+    out: list[ChatMessage] = []
     for raw in P.plain(messages, _OMIT) or []:
         if isinstance(raw, dict):
-            out.append({"role": raw.get("role"), "parts": content_parts(raw.get("content"))})
+            role: Any = raw.get("role")
+            out.append({"role": role, "parts": content_parts(raw.get("content"))})
     return out
 
 
-def genai_output_messages(body: Mapping[str, Any]) -> list[dict[str, Any]]:
+def genai_output_messages(body: Mapping[str, Any]) -> list[OutputMessage]:
     """A message body in the GenAI conventions' ``gen_ai.output.messages`` shape."""
     reason = body.get("stop_reason")
     return [
@@ -415,7 +417,7 @@ class _Call(ProviderCall):
         reason = body.get("stop_reason")
         return [reason] if isinstance(reason, str) else []
 
-    def output_messages(self, body: Mapping[str, Any]) -> list[dict[str, Any]]:
+    def output_messages(self, body: Mapping[str, Any]) -> list[OutputMessage]:
         return genai_output_messages(body)
 
     def body_usage(self, body: Mapping[str, Any]) -> tuple[int, int] | None:

@@ -51,6 +51,7 @@ from tracely_otel._foreign import (
     tool_call_part,
     tool_response_part,
 )
+from tracely_otel._genai import ChatMessage, MessagePart, OutputMessage
 from tracely_sdk.errors import ReplayError
 from tracely_sdk.providers import _openai_codec as codec
 from tracely_sdk.providers import _patching as P
@@ -118,13 +119,13 @@ _FINISH_FROM_GENAI = {
 }
 
 
-def genai_chat_messages(messages: Any) -> list[dict[str, Any]]:
+def genai_chat_messages(messages: Any) -> list[ChatMessage]:
     """Chat messages in the GenAI conventions' ``gen_ai.input.messages`` shape."""
-    out: list[dict[str, Any]] = []
+    out: list[ChatMessage] = []
     for raw in _plain(messages) or []:
         if not isinstance(raw, dict):
             continue
-        role = raw.get("role")
+        role: Any = raw.get("role")
         if role in ("tool", "function"):
             response = tool_response_part(raw.get("tool_call_id"), raw.get("content"))
             out.append({"role": "tool", "parts": [response]})
@@ -135,25 +136,25 @@ def genai_chat_messages(messages: Any) -> list[dict[str, Any]]:
             parts.append(
                 tool_call_part(call.get("id"), function.get("name"), function.get("arguments"))
             )
-        message: dict[str, Any] = {"role": role, "parts": parts}
+        message: ChatMessage = {"role": role, "parts": parts}
         if isinstance(raw.get("name"), str):
             message["name"] = raw["name"]
         out.append(message)
     return out
 
 
-def genai_responses_input(value: Any) -> list[dict[str, Any]]:
+def genai_responses_input(value: Any) -> list[ChatMessage]:
     """A Responses API ``input`` in the GenAI conventions' ``gen_ai.input.messages`` shape."""
     if isinstance(value, str):
         return [{"role": "user", "parts": [{"type": "text", "content": value}]}]
-    out: list[dict[str, Any]] = []
+    out: list[ChatMessage] = []
     for item in _plain(value) or []:
         if not isinstance(item, dict):
             continue
         kind = item.get("type")
         if kind == "function_call":
-            parts = [tool_call_part(item.get("call_id"), item.get("name"), item.get("arguments"))]
-            out.append({"role": "assistant", "parts": parts})
+            call = tool_call_part(item.get("call_id"), item.get("name"), item.get("arguments"))
+            out.append({"role": "assistant", "parts": [call]})
         elif kind == "function_call_output":
             response = tool_response_part(item.get("call_id"), item.get("output"))
             out.append({"role": "tool", "parts": [response]})
@@ -169,9 +170,9 @@ def genai_responses_input(value: Any) -> list[dict[str, Any]]:
     return out
 
 
-def genai_chat_output(body: Mapping[str, Any]) -> list[dict[str, Any]]:
+def genai_chat_output(body: Mapping[str, Any]) -> list[OutputMessage]:
     """A chat completion body's choices in the ``gen_ai.output.messages`` shape."""
-    out: list[dict[str, Any]] = []
+    out: list[OutputMessage] = []
     for choice in body.get("choices") or []:
         message = choice.get("message") or {}
         parts = content_parts(message.get("content"))
@@ -203,9 +204,9 @@ def _responses_finish(body: Mapping[str, Any]) -> str:
     return "stop"
 
 
-def genai_responses_output(body: Mapping[str, Any]) -> list[dict[str, Any]]:
+def genai_responses_output(body: Mapping[str, Any]) -> list[OutputMessage]:
     """A Responses API response's output in the ``gen_ai.output.messages`` shape."""
-    parts: list[dict[str, Any]] = []
+    parts: list[MessagePart] = []
     for item in body.get("output") or []:
         if not isinstance(item, dict):
             continue
@@ -264,7 +265,8 @@ def _reply_from_response(body: Mapping[str, Any]) -> _Reply:
         if not isinstance(item, dict):
             continue
         if item.get("type") == "message":
-            texts.extend(p["content"] for p in content_parts(item.get("content")) if "content" in p)
+            parts: Sequence[Mapping[str, object]] = content_parts(item.get("content"))
+            texts.extend(text for p in parts if isinstance(text := p.get("content"), str))
         elif item.get("type") == "function_call":
             calls.append(
                 (str(item.get("call_id")), str(item.get("name")), _json_text(item.get("arguments")))
@@ -809,7 +811,7 @@ class _Call(ProviderCall):
             ]
         return [_responses_finish(body)]
 
-    def output_messages(self, body: Mapping[str, Any]) -> list[dict[str, Any]]:
+    def output_messages(self, body: Mapping[str, Any]) -> list[OutputMessage]:
         if self.api == "chat":
             return genai_chat_output(body)
         return genai_responses_output(body)
