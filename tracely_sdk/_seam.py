@@ -495,16 +495,7 @@ def call_llm(
     ``provider`` is the span's ``gen_ai.provider.name`` (``"openai"``, ``"aws.bedrock"``, ...);
     without it, the provider is told from the model id.
     """
-    annotation = returns if returns is not NO_ANNOTATION else return_annotation(fn)
-    call = Call(
-        A.KIND_LLM,
-        model,
-        input=input,
-        usage=usage,
-        annotation=annotation,
-        attributes=_provider_attributes(provider),
-    )
-    return _sync_call(call, fn)
+    return _sync_call(_llm_call(model, fn, input, usage, returns, provider), fn)
 
 
 async def acall_tool(
@@ -526,16 +517,17 @@ async def acall_llm(
     provider: str | None = None,
 ) -> T:
     """Async :func:`call_llm`: ``fn()`` returns an awaitable, awaited only when live."""
+    return await _async_call(_llm_call(model, fn, input, usage, returns, provider), fn)
+
+
+def _llm_call(
+    model: str, fn: Callable[[], Any], input: Any, usage: Any, returns: Any, provider: str | None
+) -> Call:
     annotation = returns if returns is not NO_ANNOTATION else return_annotation(fn)
-    call = Call(
-        A.KIND_LLM,
-        model,
-        input=input,
-        usage=usage,
-        annotation=annotation,
-        attributes=_provider_attributes(provider),
+    attributes = _provider_attributes(provider)
+    return Call(
+        A.KIND_LLM, model, input=input, usage=usage, annotation=annotation, attributes=attributes
     )
-    return await _async_call(call, fn)
 
 
 def _provider_attributes(provider: str | None) -> dict[str, Any] | None:

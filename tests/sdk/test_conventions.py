@@ -22,6 +22,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 import tracely_sdk as tracely
 from examples.llm_server import serve
 from tests.sdk.providers._helpers import closed_url
+from tests.sdk.providers.test_openai_patch import WEATHER_TOOL
 from tracely_otel import attributes as A
 from tracely_sdk import providers
 
@@ -29,17 +30,6 @@ _TABLE = json.loads((Path(__file__).parent / "data" / "gen_ai_spans.json").read_
 SPANS: dict[str, dict[str, str]] = _TABLE["spans"]
 # The namespaces the conventions define for these spans; tracely.* is tracely's own.
 _CONVENTION_NAMESPACES = ("gen_ai.", "openai.", "server.", "error.")
-WEATHER_TOOL: Any = {
-    "type": "function",
-    "function": {
-        "name": "get_weather",
-        "parameters": {
-            "type": "object",
-            "properties": {"city": {"type": "string"}},
-            "required": ["city"],
-        },
-    },
-}
 
 
 def conforms(span: ReadableSpan, span_type: str) -> None:
