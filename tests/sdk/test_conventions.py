@@ -275,3 +275,27 @@ def test_a_failed_call_has_the_error_type_the_conventions_require(capture: Any) 
     (span,) = kind(capture, A.KIND_LLM)
     assert span.attributes[A.ERROR_TYPE] == "TimeoutError"
     conforms(span, "gen_ai.inference.client")
+
+
+def test_a_tool_span_answering_an_anthropic_tool_use_carries_its_id(
+    capture: Any, instrumented: None
+) -> None:
+    tool = {
+        "name": "get_weather",
+        "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}},
+    }
+    with serve() as (server, _):
+        client = anthropic.Anthropic(api_key="k", base_url=server.anthropic_base_url, max_retries=0)
+        with tracely.agent("agent"):
+            message = client.messages.create(
+                model="claude-sonnet-4-5",
+                max_tokens=64,
+                messages=[{"role": "user", "content": "What is the weather in Paris?"}],
+                tools=[tool],
+            )
+            (asked,) = [b for b in message.content if b.type == "tool_use"]
+            tracely.call_tool("get_weather", lambda: "rainy", args=asked.input)
+            tracely.call_tool("get_weather", lambda: "rainy", args=asked.input)
+    answered, unasked = kind(capture, A.KIND_TOOL)
+    assert answered.attributes[A.GEN_AI_TOOL_CALL_ID] == asked.id
+    assert A.GEN_AI_TOOL_CALL_ID not in unasked.attributes

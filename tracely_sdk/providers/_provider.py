@@ -243,6 +243,10 @@ class ProviderCall(Intercepted):
     def output_messages(self, body: Mapping[str, Any]) -> list[OutputMessage]:
         raise NotImplementedError
 
+    def asks_for_tools(self, body: Mapping[str, Any]) -> bool:
+        """Whether the response asks for a tool call (a cheap look, before any conversion)."""
+        raise NotImplementedError
+
     def _url(self) -> str:
         raise NotImplementedError
 
@@ -259,10 +263,14 @@ class ProviderCall(Intercepted):
         if reasons:
             out[A.GEN_AI_RESPONSE_FINISH_REASONS] = tuple(reasons)
         try:
-            messages = self.output_messages(body)
-            tool_calls.expect(messages)
-            if settings.capture_content:
-                out[A.GEN_AI_OUTPUT_MESSAGES] = content_json(messages)
+            # Converted only when something reads them: most responses ask for no tool.
+            if settings.capture_content or self.asks_for_tools(body):
+                messages = self.output_messages(body)
+                tool_calls.expect(messages)
+                if settings.capture_content:
+                    out[A.GEN_AI_OUTPUT_MESSAGES] = content_json(messages)
+            else:
+                tool_calls.expect(())
         except Exception:
             warn_once(
                 f"{type(self).__module__}-output",

@@ -417,6 +417,12 @@ class _Call(ProviderCall):
         reason = body.get("stop_reason")
         return [reason] if isinstance(reason, str) else []
 
+    def asks_for_tools(self, body: Mapping[str, Any]) -> bool:
+        return any(
+            isinstance(block, dict) and block.get("type") in ("tool_use", "server_tool_use")
+            for block in body.get("content") or ()
+        )
+
     def output_messages(self, body: Mapping[str, Any]) -> list[OutputMessage]:
         return genai_output_messages(body)
 

@@ -811,6 +811,16 @@ class _Call(ProviderCall):
             ]
         return [_responses_finish(body)]
 
+    def asks_for_tools(self, body: Mapping[str, Any]) -> bool:
+        if self.api == "chat":
+            return any(
+                (c.get("message") or {}).get("tool_calls") for c in body.get("choices") or ()
+            )
+        return any(
+            isinstance(item, dict) and item.get("type") == "function_call"
+            for item in body.get("output") or ()
+        )
+
     def output_messages(self, body: Mapping[str, Any]) -> list[OutputMessage]:
         if self.api == "chat":
             return genai_chat_output(body)
