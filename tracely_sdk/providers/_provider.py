@@ -25,16 +25,15 @@ from tracely_otel._genai import OutputMessage
 from tracely_sdk import _replay
 from tracely_sdk import _tool_calls as tool_calls
 from tracely_sdk.errors import LLMError, ReplayError
+from tracely_sdk.providers._install import ProviderPatches, Wrapper
 from tracely_sdk.providers._patching import (
     GEN_AI_REQUEST_MAX_TOKENS,
     GEN_AI_REQUEST_TEMPERATURE,
     GEN_AI_REQUEST_TOP_P,
     Intercepted,
     InterceptedCall,
-    ProviderPatches,
     Recording,
     TeeStream,
-    Wrapper,
     aintercept,
     content_json,
     find_stream,

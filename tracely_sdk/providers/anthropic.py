@@ -46,6 +46,7 @@ from tracely_otel._genai import ChatMessage, OutputMessage
 from tracely_sdk.errors import ReplayError
 from tracely_sdk.providers import _anthropic_codec as codec
 from tracely_sdk.providers import _patching as P
+from tracely_sdk.providers._install import Wrapper
 from tracely_sdk.providers._provider import Provider, ProviderCall, request_attributes
 
 PROVIDER = "anthropic"
@@ -542,7 +543,7 @@ def _close_unawaited(awaitable: Any) -> None:
         pass
 
 
-def _stream_wrapper(provider: str, is_async: bool) -> P.Wrapper:
+def _stream_wrapper(provider: str, is_async: bool) -> Wrapper:
     """``messages.stream()``: the SDK's manager, whose request tracely records or serves."""
     attribute = _MANAGER_REQUEST[is_async]
 
