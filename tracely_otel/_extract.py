@@ -12,7 +12,6 @@ from __future__ import annotations
 import logging
 import zlib
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from operator import attrgetter
 from typing import Any
 
@@ -20,6 +19,8 @@ import orjson
 
 from tracely_otel import _attributes as A
 from tracely_otel._bundle import FORMAT, entry_problem, field_problem, seal
+from tracely_otel._foreign import FOREIGN_READERS
+from tracely_otel._reads import ExtractedCall, NotReplayable, SpanReader
 from tracely_otel._spans import SpanRecord, record_from_readable
 
 logger = logging.getLogger("tracely.otel")
@@ -49,29 +50,6 @@ def _digest_matches(value: str, expected: Any, in_process: bool) -> bool:
     if in_process:
         return isinstance(expected, list) and bool(expected) and bool(expected[0] == len(value))
     return bool(value_digest(value) == expected)
-
-
-@dataclass(slots=True)
-class ExtractedCall:
-    """A replayable call read from a span: ``entry`` is a bundle entry without ``seq``."""
-
-    kind: str  # "tools" | "llm"
-    name: str
-    entry: dict[str, Any]
-    foreign: bool = False  # read from another instrumentor's span
-
-
-@dataclass(slots=True)
-class NotReplayable:
-    """A span that is a call but cannot be served, with the reason a user can act on."""
-
-    kind: str
-    name: str
-    reason: str
-    foreign: bool = False
-
-
-SpanReader = Callable[[SpanRecord], "ExtractedCall | NotReplayable | None"]
 
 
 class _Values:
@@ -220,7 +198,7 @@ def read_tracely_span(span: SpanRecord) -> ExtractedCall | NotReplayable | None:
 
 
 # Readers for spans of other instrumentors register here (tracely's own reader comes first).
-_READERS: list[SpanReader] = [read_tracely_span]
+_READERS: list[SpanReader] = [read_tracely_span, *FOREIGN_READERS]
 
 
 def register_reader(reader: SpanReader) -> None:
@@ -481,10 +459,3 @@ def agent_status(bundle: Mapping[str, Any]) -> str:
     """``"error"`` when the recorded agent run raised, else ``"ok"``."""
     agent = bundle.get("agent") or {}
     return "error" if "error" in agent else "ok"
-
-
-# Readers for other instrumentors' LLM spans, after tracely's own (imported last: they use the
-# classes above).
-from tracely_otel._foreign import FOREIGN_READERS  # noqa: E402
-
-_READERS.extend(FOREIGN_READERS)

@@ -138,6 +138,7 @@ class ReplaySession:
         self.report = report
         self.masks = masks  # the project's, applied to every call with the call's own
         self._lock = threading.Lock()
+        self._on_end: list[Callable[[], None]] = []
 
     @property
     def mode(self) -> Mode:
@@ -175,9 +176,17 @@ class ReplaySession:
             self.report.errors.append(error)
         raise error
 
+    def on_end(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` once when this session's fixtures() block ends."""
+        with self._lock:
+            self._on_end.append(callback)
+
     def finish(self) -> None:
         with self._lock:
             self.report.unused = [e.label for e in self.recording.unused()]
+            callbacks, self._on_end = self._on_end, []
+        for callback in callbacks:
+            callback()
 
 
 _session: contextvars.ContextVar[ReplaySession | None] = contextvars.ContextVar(

@@ -553,6 +553,7 @@ def _emit_unloadable(case: ReplayCase, reason: str, mode: str) -> str | None:
         A.NAME: agent_name,
         A.GEN_AI_OPERATION_NAME: A.OP_INVOKE_AGENT,
         A.GEN_AI_AGENT_NAME: agent_name,
+        A.GEN_AI_PROVIDER_NAME: A.PROVIDER_OTHER,  # the run never started: no LLM call named one
         A.SDK_VERSION: __version__,
         A.REPLAY_MODE: mode,
         A.CASE_ID: case.id,

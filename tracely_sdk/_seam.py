@@ -14,6 +14,7 @@ import logging
 import threading
 import traceback
 from collections.abc import Awaitable, Callable, Mapping
+from contextvars import ContextVar, Token
 from typing import Any, NoReturn, Protocol, TypeVar, cast, overload
 
 import orjson
@@ -23,7 +24,7 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from tracely_otel import attributes as A
 from tracely_otel import digest_item
-from tracely_sdk import _redact
+from tracely_sdk import _redact, _startup, _tool_calls
 from tracely_sdk._masks import NO_MASKS, Masks, masks_from
 from tracely_sdk._matching import LLM, TOOLS, Match
 from tracely_sdk._replay import ReplaySession, current_session, unrebuildable
@@ -53,6 +54,8 @@ class _TracerCache:
         self.tracer: trace.Tracer = trace.NoOpTracer()
 
     def get(self) -> trace.Tracer:
+        if _startup.pending.wanted:
+            _startup.attach()
         provider = trace.get_tracer_provider()
         if provider is not self.provider:
             self.tracer = provider.get_tracer("tracely_sdk", __version__)
@@ -270,7 +273,11 @@ class Call:
                 A.NAME: name,
                 A.GEN_AI_OPERATION_NAME: A.OP_EXECUTE_TOOL,
                 A.GEN_AI_TOOL_NAME: name,
+                A.GEN_AI_TOOL_TYPE: A.TOOL_TYPE_FUNCTION,
             }
+            call_id = _tool_calls.answer(name, None if args is _UNSET else args)
+            if call_id is not None:
+                attrs[A.GEN_AI_TOOL_CALL_ID] = call_id
         else:
             attrs = {
                 A.KIND: kind,
@@ -282,6 +289,9 @@ class Call:
             attrs[A.PROVIDER] = provider
         if attributes:
             attrs.update(attributes)
+        if not tool:
+            attrs.setdefault(A.GEN_AI_PROVIDER_NAME, A.provider_for_model(name))
+            _agent_uses(attrs[A.GEN_AI_PROVIDER_NAME])
         value = args if tool else input
         text: str | None = None
         self._digest = ""
@@ -647,6 +657,7 @@ def call_llm(
     returns: Any = NO_ANNOTATION,
     errors: Any = None,
     ignore: Any = None,
+    provider: str | None = None,
 ) -> T:
     """Run an LLM call to ``model`` via ``fn()`` and record it; under fixtures, serve it.
 
@@ -654,17 +665,10 @@ def call_llm(
     divergence); ``usage`` is ``(input_tokens, output_tokens)`` or a function of the result.
     ``errors`` is as for :func:`call_tool` (other recorded failures raise LLMError), and so is
     ``ignore``, for the volatile parts of ``input`` (a date in the system prompt).
+    ``provider`` is the span's ``gen_ai.provider.name`` (``"openai"``, ``"aws.bedrock"``, ...);
+    without it, the provider is told from the model id.
     """
-    annotation = returns if returns is not NO_ANNOTATION else return_annotation(fn)
-    call = Call(
-        A.KIND_LLM,
-        model,
-        input=input,
-        usage=usage,
-        annotation=annotation,
-        errors=expected_errors(errors, f"call_llm({model!r})"),
-        ignore=masks_from(ignore, f"call_llm({model!r})"),
-    )
+    call = _llm_call("call_llm", model, fn, input, usage, returns, errors, ignore, provider)
     return _sync_call(call, fn)
 
 
@@ -699,22 +703,60 @@ async def acall_llm(
     returns: Any = NO_ANNOTATION,
     errors: Any = None,
     ignore: Any = None,
+    provider: str | None = None,
 ) -> T:
     """Async :func:`call_llm`: ``fn()`` returns an awaitable, awaited only when live."""
+    call = _llm_call("acall_llm", model, fn, input, usage, returns, errors, ignore, provider)
+    return await _async_call(call, fn)
+
+
+def _llm_call(
+    caller: str,
+    model: str,
+    fn: Callable[[], Any],
+    input: Any,
+    usage: Any,
+    returns: Any,
+    errors: Any,
+    ignore: Any,
+    provider: str | None,
+) -> Call:
     annotation = returns if returns is not NO_ANNOTATION else return_annotation(fn)
-    call = Call(
+    return Call(
         A.KIND_LLM,
         model,
         input=input,
         usage=usage,
         annotation=annotation,
-        errors=expected_errors(errors, f"acall_llm({model!r})"),
-        ignore=masks_from(ignore, f"acall_llm({model!r})"),
+        attributes=_provider_attributes(provider),
+        errors=expected_errors(errors, f"{caller}({model!r})"),
+        ignore=masks_from(ignore, f"{caller}({model!r})"),
     )
-    return await _async_call(call, fn)
+
+
+def _provider_attributes(provider: str | None) -> dict[str, Any] | None:
+    if provider is None:
+        return None
+    if not isinstance(provider, str) or not provider:
+        raise TypeError(
+            f"call_llm(provider={provider!r}): give the provider's name as a non-empty string, "
+            "e.g. provider='openai'"
+        )
+    return {A.GEN_AI_PROVIDER_NAME: provider}
 
 
 # -- agents ----------------------------------------------------------------------------------
+
+
+# The innermost agent run of the current context: its span names the provider of the first
+# LLM call made inside it, as gen_ai.provider.name is required on invoke_agent spans too.
+_current_agent: ContextVar[AgentRun | None] = ContextVar("tracely_agent", default=None)
+
+
+def _agent_uses(provider: str) -> None:
+    run = _current_agent.get()
+    if run is not None and run.provider is None:
+        run.provider = provider
 
 
 class AgentRun:
@@ -722,12 +764,14 @@ class AgentRun:
 
     def __init__(self, name: str, call_input: dict[str, Any] | None) -> None:
         self.name = name
+        self.provider: str | None = None
         self._input = call_input
         self._output: Any = _UNSET
         self._span: Span | None = None
         self._token: object | None = None
         self._count: _CallCount | None = None
         self._count_token: contextvars.Token[Any] | None = None
+        self._agent_token: Token[AgentRun | None] | None = None
 
     @property
     def output(self) -> Any:
@@ -785,6 +829,7 @@ class AgentRun:
         if _run_calls.get() is None:  # the outermost run counts; nested ones share its count
             self._count = _CallCount(self._span.get_span_context().trace_id)
             self._count_token = _run_calls.set(self._count)
+        self._agent_token = _current_agent.set(self)
         return self
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
@@ -821,6 +866,13 @@ class AgentRun:
                 except ValueError:  # exited in another context than it was entered in
                     _run_calls.set(None)
                 self._count_token = None
+            if self._agent_token is not None:
+                try:
+                    _current_agent.reset(self._agent_token)
+                except ValueError:  # exited in another context than it was entered in
+                    _current_agent.set(None)
+                self._agent_token = None
+            span.set_attribute(A.GEN_AI_PROVIDER_NAME, self.provider or A.PROVIDER_OTHER)
             if self._token is not None:
                 otel_context.detach(self._token)  # type: ignore[arg-type]
             span.end()
@@ -973,6 +1025,9 @@ def observe(
 
         kind = A.KIND_TOOL if as_type == "tool" else A.KIND_LLM
 
+        description = inspect.getdoc(func) if kind == A.KIND_TOOL else None
+        tool_attributes = {A.GEN_AI_TOOL_DESCRIPTION: description} if description else None
+
         def make_call(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Call:
             arguments = _bound_args(func, args, kwargs)
             if kind == A.KIND_TOOL:
@@ -981,6 +1036,7 @@ def observe(
                     label,
                     args=arguments,
                     annotation=annotation,
+                    attributes=tool_attributes,
                     errors=expected,
                     ignore=masks,
                 )

@@ -5,6 +5,7 @@
     tracely replay                        replay every case through your code; the CI gate
     tracely runs list|show                the results of past replay runs
     tracely scenarios run|list|new        multi-turn checks of a live agent service
+    tracely run -- CMD                    run a program traced and recorded, code unchanged
 
 Exit status: 0 when everything asked for succeeded (every replayed case passed), 1 when a
 replayed case failed, was incomplete or errored, 2 for a usage or configuration error (bad
@@ -81,7 +82,7 @@ def _common(*, top: bool) -> argparse.ArgumentParser:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the whole command line."""
-    from tracely_sdk.cli import _cases, _replay, _runs, _scenarios, _traces
+    from tracely_sdk.cli import _cases, _replay, _run, _runs, _scenarios, _traces
     from tracely_sdk.server._cli import add_serve_command
 
     parser = argparse.ArgumentParser(
@@ -100,6 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
     _replay.register(commands, common)
     _runs.register(commands, common)
     _scenarios.register(commands, common)
+    _run.register(commands, common)
     add_serve_command(commands, common)
     return parser
 

@@ -47,6 +47,7 @@ COMMANDS = [
     ["scenarios", "run"],
     ["scenarios", "list"],
     ["scenarios", "new"],
+    ["run"],
     ["serve"],
 ]
 
