@@ -9,8 +9,9 @@ from typing import Any
 import orjson
 import pytest
 
-from tracely_otel import SpanRecord, _foreign, bundle_from_spans, validate_bundle
+from tracely_otel import SpanRecord, bundle_from_spans, validate_bundle
 from tracely_otel import attributes as A
+from tracely_otel._foreign import _openinference
 
 TRACE = "0af7651916cd43dd8448eb211c80319c"
 
@@ -73,13 +74,13 @@ def test_openinference_finish_reasons_cost_one_item_per_output_message(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     given: list[int] = []
-    real = _foreign._finish
+    real = _openinference._finish
 
     def finish(messages: list[dict[str, Any]], reasons: Any) -> None:
         given.append(len(reasons))
         real(messages, reasons)
 
-    monkeypatch.setattr(_foreign, "_finish", finish)
+    monkeypatch.setattr(_openinference, "_finish", finish)
     n = 300
     attributes: dict[str, Any] = {
         "openinference.span.kind": "LLM",
