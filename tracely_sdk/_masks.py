@@ -28,6 +28,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from tracely_sdk._jsonpath import Step, parse_path
 from tracely_sdk.errors import ConfigError
 
 PLACEHOLDER = "[MASKED]"
@@ -39,19 +40,6 @@ BUILTINS: dict[str, str] = {
     ),
     "@uuid": r"(?<![0-9A-Fa-f-])[0-9A-Fa-f]{8}(?:-[0-9A-Fa-f]{4}){3}-[0-9A-Fa-f]{12}(?![0-9A-Fa-f-])",
 }
-
-# One step of a path: .key  ..key  [N]  [*]  .*  ["key"]  ['key']
-_STEP = re.compile(
-    r"""\.\.(?P<deep>[^.\[\]]+)
-    | \.?\*
-    | \.(?P<key>[^.\[\]*]+)
-    | \[(?P<index>-?\d+)\]
-    | \[\*\]
-    | \[(?P<quoted>"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*')\]""",
-    re.VERBOSE,
-)
-
-Step = tuple[str, Any]  # ("key", name) | ("index", n) | ("any", None) | ("deep", name)
 
 
 @dataclass(frozen=True)
@@ -84,39 +72,7 @@ def parse_mask(spec: Any, where: str = "ignore") -> Mask:
                 f"{where}: {spec!r} is not a valid regular expression: {exc}"
             ) from exc
         return Mask(spec, pattern=pattern)
-    return Mask(spec, steps=_parse_path(spec, where))
-
-
-def _parse_path(spec: str, where: str) -> tuple[Step, ...]:
-    text = spec.strip()
-    if text.startswith("$"):
-        text = text[1:]
-    elif not text.startswith((".", "[")):
-        text = "." + text
-    steps: list[Step] = []
-    pos = 0
-    while pos < len(text):
-        match = _STEP.match(text, pos)
-        if match is None:
-            raise ConfigError(
-                f"{where}: cannot read the JSON path {spec!r} at {text[pos:]!r}; write keys as "
-                "a.b or ['a b'], items as [0] or [*], a key at any depth as $..key"
-            )
-        if match["deep"] is not None:
-            steps.append(("deep", match["deep"]))
-        elif match["key"] is not None:
-            steps.append(("key", match["key"]))
-        elif match["index"] is not None:
-            steps.append(("index", int(match["index"])))
-        elif match["quoted"] is not None:
-            quoted = match["quoted"]
-            steps.append(("key", re.sub(r"\\(.)", r"\1", quoted[1:-1])))
-        else:
-            steps.append(("any", None))
-        pos = match.end()
-    if not steps:
-        raise ConfigError(f"{where}: the JSON path {spec!r} names the whole value; name a part")
-    return tuple(steps)
+    return Mask(spec, steps=parse_path(spec, where))
 
 
 class Masks:

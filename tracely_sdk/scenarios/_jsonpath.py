@@ -1,30 +1,18 @@
-"""The small JSON path language scenario files use: ``$.choices[0].message.content``.
+"""Selecting one value from a JSON response, by a path in tracely's one path language.
 
-A path is ``$`` (optional) followed by steps: ``.name``, ``['name']`` / ``["name"]`` and
-``[N]`` (negative counts from the end). Nothing else: no filters, no wildcards, no
-expressions, so a path read from a file can select a value and never run anything.
+A scenario names the reply (``$.choices[0].message.content``) and checks values
+(``json_path: {path: $.meta.city, equals: Paris}``) by paths of :mod:`tracely_sdk._jsonpath`.
+Each must select one value, so ``[*]`` and ``..key`` (which select many) are refused here.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
+from tracely_sdk._jsonpath import PathError, parse_path
+
 __all__ = ["MISSING", "JSONPath", "PathError"]
-
-_STEP: Final = re.compile(
-    r"""\.(?P<name>[A-Za-z_][A-Za-z0-9_\-]*)
-      | \[\s*(?P<index>-?\d+)\s*\]
-      | \[\s*'(?P<sq>(?:[^'\\]|\\.)*)'\s*\]
-      | \[\s*"(?P<dq>(?:[^"\\]|\\.)*)"\s*\]""",
-    re.VERBOSE,
-)
-_MAX_STEPS: Final = 64
-
-
-class PathError(ValueError):
-    """A JSON path that is not in the language above; the message names the path and where."""
 
 
 class _Missing:
@@ -37,35 +25,20 @@ MISSING: Final[Any] = _Missing()
 
 
 class JSONPath:
-    """A parsed path; :meth:`get` selects one value from parsed JSON."""
+    """A parsed path to one value; :meth:`get` selects it from parsed JSON."""
 
     __slots__ = ("steps", "text")
 
     def __init__(self, text: str) -> None:
-        if not isinstance(text, str) or not text.strip():
-            raise PathError(f"a JSON path must be a non-empty string, got {text!r}")
+        steps = parse_path(text, "JSON path", whole=True)
+        many = [s for s in steps if s[0] in ("any", "deep")]
+        if many:
+            raise PathError(
+                f"JSON path {text!r} selects many values ([*], .* or ..key); "
+                "name one value with .key, ['key'] and [index] steps"
+            )
         self.text = text.strip()
-        rest = self.text[1:] if self.text.startswith("$") else "." + self.text.lstrip(".")
-        steps: list[str | int] = []
-        pos = 0
-        while pos < len(rest):
-            m = _STEP.match(rest, pos)
-            if m is None:
-                raise PathError(
-                    f"JSON path {self.text!r}: cannot read {rest[pos:]!r} "
-                    "(use .name, ['name'] or [index])"
-                )
-            if m["name"] is not None:
-                steps.append(m["name"])
-            elif m["index"] is not None:
-                steps.append(int(m["index"]))
-            else:
-                quoted = m["sq"] if m["sq"] is not None else m["dq"]
-                steps.append(re.sub(r"\\(.)", r"\1", quoted))
-            pos = m.end()
-        if len(steps) > _MAX_STEPS:
-            raise PathError(f"JSON path {self.text!r} has more than {_MAX_STEPS} steps")
-        self.steps: tuple[str | int, ...] = tuple(steps)
+        self.steps: tuple[str | int, ...] = tuple(value for _, value in steps)
 
     def get(self, document: Any) -> Any:
         """The value at this path in ``document``, or :data:`MISSING`."""
