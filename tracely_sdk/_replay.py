@@ -67,6 +67,38 @@ def divergence_of(entry: Entry, key: CallKey | None) -> Divergence:
     )
 
 
+Outcome = Literal["served", "diverged", "missed", "live", "never made"]
+
+
+class Step(TypedDict, total=False):
+    """One call of a replay's timeline: a recorded call and what the replay did with it, or a
+    call the replay made that the recording does not have.
+
+    Steps come in the recording's ``seq`` order; a call the recording cannot answer (``missed``
+    in strict mode, ``live`` in lenient mode) comes right after the recorded call served before
+    it. ``call`` is the step's place (1-based) among the calls the replay made, None when the
+    recorded call was never made. ``recorded``, ``output`` and ``error`` are the recorded args
+    (tools) or input (LLM), output and error; a key is left out when the recording has none.
+    ``actual`` is what the replay called with where it differs (``diverged``, ``missed``,
+    ``live``); ``differences`` and ``omitted`` say where (diverged), ``message`` why a
+    ``missed`` call matched nothing.
+    """
+
+    outcome: Outcome
+    label: str
+    seq: int | None
+    entry: str | None
+    call: int | None
+    field: str
+    recorded: Any
+    output: Any
+    error: Any
+    actual: Any
+    differences: list[Difference]
+    omitted: int
+    message: str
+
+
 @dataclass
 class ReplayReport:
     """What a ``fixtures()`` block did. Filled in while the block runs, final when it exits."""
@@ -80,6 +112,8 @@ class ReplayReport:
     errors: list[ReplayError] = field(default_factory=list)
     providers: list[str] = field(default_factory=list)
     live: list[str] = field(default_factory=list)  # lenient fall-throughs that ran live
+    # Every recorded call and every call made, in the recording's order (final on exit).
+    timeline: list[Step] = field(default_factory=list)
     case_id: str | None = None
     case_version: int | None = None
 
@@ -106,6 +140,7 @@ class ReplayReport:
             "errors": [str(e) for e in self.errors],
             "live": list(self.live),
             "providers": list(self.providers),
+            "timeline": [dict(step) for step in self.timeline],
             "case_id": self.case_id,
             "case_version": self.case_version,
         }
@@ -119,6 +154,8 @@ class ReplaySession:
         self.strict = strict
         self.report = report
         self._lock = threading.Lock()
+        # Each call made, in order: the entry that answered it (None: none did) and its step.
+        self._calls: list[tuple[Entry | None, Step]] = []
 
     @property
     def mode(self) -> Mode:
@@ -138,21 +175,75 @@ class ReplaySession:
                 match = self.recording.match_llm(name, key)
             if match is not None:
                 self.report.served.append(label)
+                step = Step(outcome="served")
                 if match.diverged:
+                    divergence = divergence_of(match.entry, key)
                     self.report.diverged.append(label)
-                    self.report.divergences.append(divergence_of(match.entry, key))
+                    self.report.divergences.append(divergence)
+                    step = Step(
+                        outcome="diverged",
+                        actual=divergence["actual"],
+                        differences=divergence["differences"],
+                        omitted=divergence["omitted"],
+                    )
+                self._calls.append((match.entry, step))
                 return match
+            actual = orjson.loads(key.text) if key is not None else None
             if not self.strict:
                 self.report.live.append(label)
+                self._calls.append((None, Step(outcome="live", label=label, actual=actual)))
                 return None
             message, closest = self.recording.explain_miss(kind, name, key)
             error = ReplayError(message, label=label, closest=closest)
             self.report.errors.append(error)
+            self._calls.append(
+                (None, Step(outcome="missed", label=label, actual=actual, message=message))
+            )
         raise error
 
     def finish(self) -> None:
         with self._lock:
             self.report.unused = [e.label for e in self.recording.unused()]
+            self.report.timeline = timeline(self.recording.entries(), self._calls)
+
+
+def timeline(entries: list[Entry], calls: list[tuple[Entry | None, Step]]) -> list[Step]:
+    """The recorded ``entries`` (in seq order) beside the ``calls`` made (see :class:`Step`)."""
+    made: dict[int, tuple[int | None, Step]] = {}
+    # A call the recording has no answer for follows the recorded call served before it.
+    unanswered: dict[int | None, list[Step]] = {}
+    after: Entry | None = None
+    number: int | None
+    for number, (entry, step) in enumerate(calls, start=1):
+        if entry is None:
+            unanswered.setdefault(None if after is None else id(after), []).append(
+                Step(**step, seq=None, entry=None, call=number)
+            )
+        else:
+            made[id(entry)] = (number, step)
+            after = entry
+    steps = [*unanswered.get(None, ())]
+    for entry in entries:
+        number, step = made.get(id(entry), (None, Step(outcome="never made")))
+        shown = Step(
+            outcome=step["outcome"],
+            label=entry.label,
+            seq=entry.seq,
+            entry=entry.describe(),
+            call=number,
+            field="input" if entry.kind == LLM else "args",
+        )
+        for key in ("args", "input"):
+            if key == shown["field"] and key in entry.raw:
+                shown["recorded"] = entry.raw[key]
+        if "output" in entry.raw:
+            shown["output"] = entry.raw["output"]
+        if entry.error is not None:
+            shown["error"] = dict(entry.error)
+        shown.update({k: v for k, v in step.items() if k != "outcome"})  # type: ignore[typeddict-item]
+        steps.append(shown)
+        steps.extend(unanswered.get(id(entry), ()))
+    return steps
 
 
 _session: contextvars.ContextVar[ReplaySession | None] = contextvars.ContextVar(
@@ -264,10 +355,12 @@ __all__ = [
     "Divergence",
     "ReplayReport",
     "ReplaySession",
+    "Step",
     "call_key",
     "current_session",
     "fixture",
     "fixtures",
     "load_bundle",
     "register_activation_hook",
+    "timeline",
 ]

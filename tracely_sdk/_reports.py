@@ -15,10 +15,18 @@ The JSON report's field names are a contract for scripts::
                                  "differences": [{"path": "messages[0].content",
                                                   "recorded": ..., "actual": ...}],
                                  "omitted": 0}],
+                "timeline": [{"outcome": "diverged", "label": "llm:gpt-4o", "seq": 2,
+                              "entry": "llm:gpt-4o #1 (seq 2)", "call": 1, "field": "input",
+                              "recorded": ..., "output": ..., "actual": ...,
+                              "differences": [...], "omitted": 0},
+                             {"outcome": "never made", "label": "tools:get_weather", ...}],
                 "duration_s": 0.004, "trace_id": "...", "agent_version": null,
                 "tracely_version": "0.4.3"}, ...]}
 
 A difference leaves out ``recorded`` (or ``actual``) when that side has nothing at the path.
+``timeline`` is every recorded call in ``seq`` order beside what the replay did with it
+(``served``, ``diverged``, ``never made``), with the calls the recording could not answer
+(``missed``, ``live``) in place (see :class:`tracely_sdk._replay.Step`).
 Terminal, JUnit and Markdown show the same differences as text, through one renderer
 (:mod:`tracely_sdk._diff`).
 """
@@ -154,6 +162,7 @@ def case_entry(result: CaseResult) -> dict[str, Any]:
         "divergences": list(report.get("divergences", ())),
         "live": list(report.get("live", ())),
         "misses": list(report.get("errors", ())),
+        "timeline": list(report.get("timeline", ())),
         "duration_s": round(result.duration, 6),
         "trace_id": result.trace_id,
         "agent_version": result.agent_version,

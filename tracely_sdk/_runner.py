@@ -380,6 +380,11 @@ class CaseResult:
         """What each call in :attr:`diverged` differed in (see :class:`~tracely_sdk._replay.Divergence`)."""
         return list((self.report or {}).get("divergences", ()))
 
+    @property
+    def timeline(self) -> list[dict[str, Any]]:
+        """Each recorded call beside what the replay did (see :class:`~tracely_sdk._replay.Step`)."""
+        return list((self.report or {}).get("timeline", ()))
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "case_id": self.case_id,

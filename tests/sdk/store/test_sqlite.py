@@ -877,3 +877,23 @@ def test_a_run_keeps_large_values_cut_with_a_marker(store: SQLiteStore) -> None:
     assert len(orjson.dumps(first)) <= MAX_RUN_CASE_BYTES
     store.save_run(run)
     assert store.get_run(run.id) == run  # what is kept is exactly the bounded run
+
+
+def test_a_runs_timeline_keeps_its_steps_and_collapses_their_values(store: SQLiteStore) -> None:
+    from tests.sdk.store._helpers import make_run
+    from tracely_sdk.store._model import MAX_RUN_CASE_BYTES
+
+    huge = ["y" * 1500] * 40
+    steps = [
+        {"outcome": "served", "label": "llm:m", "seq": n, "recorded": huge, "output": huge}
+        for n in range(10)
+    ]
+    run = make_run(6, timeline=steps)
+    (first, _) = run.cases
+    assert len(orjson.dumps(first)) <= MAX_RUN_CASE_BYTES
+    assert [(s["outcome"], s["seq"]) for s in first["timeline"]] == [
+        ("served", n) for n in range(10)
+    ]
+    assert first["timeline"][0]["output"].startswith("… [collapsed: ")
+    store.save_run(run)
+    assert store.get_run(run.id) == run
