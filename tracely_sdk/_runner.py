@@ -356,6 +356,7 @@ class CaseResult:
     # Where the output differs from the expected output; ``diff`` is their text.
     output_differences: list[Difference] = field(default_factory=list)
     agent_version: str | None = None
+    tags: list[str] = field(default_factory=list)
     replay: ReplayReport | None = field(default=None, repr=False, compare=False)
 
     @property
@@ -402,6 +403,7 @@ class CaseResult:
             "traceback": self.traceback,
             "output_differences": list(self.output_differences),
             "agent_version": self.agent_version,
+            "tags": list(self.tags),
         }
 
     @classmethod
@@ -422,6 +424,7 @@ class CaseResult:
             traceback=data.get("traceback"),
             output_differences=list(data.get("output_differences") or ()),
             agent_version=data.get("agent_version"),
+            tags=list(data.get("tags") or ()),
         )
 
 
@@ -616,6 +619,7 @@ def run_case(
     chosen = entrypoint or rcase.entrypoint
     result = contextvars.Context().run(_run_case, rcase, fn, strict, chosen)
     result.agent_version = rcase.agent_version or entrypoint_version(chosen)
+    result.tags = list(rcase.tags)
     return result
 
 

@@ -540,24 +540,12 @@ def test_the_agent_version_is_the_cases_own_else_its_installed_distribution(
 # -- the timeline ------------------------------------------------------------------------------
 
 
-def _terse_and_toolless(city: str) -> str:
-    """The reference agent with a changed system prompt that never calls its tool."""
-    with tracely.agent("weather-agent", input=city) as agent_run:
-        messages = [
-            {"role": "system", "content": "You are a terse assistant."},
-            {"role": "user", "content": f"What's the weather in {city}?"},
-        ]
-        reply = weather_agent._ask_model(messages)
-        agent_run.output = reply["content"]
-        return str(reply["content"])
-
-
 def test_the_timeline_shows_each_recorded_call_beside_the_replay(
     capture: Any, monkeypatch: Any
 ) -> None:
     fixed = record(capture, weather_agent.run, "Paris")
     hermetic(monkeypatch)
-    result = run_case(case_of(fixed), _terse_and_toolless)
+    result = run_case(case_of(fixed), weather_agent.run_rewritten)
     assert result.verdict == FAIL
     steps = result.timeline
     assert [(s["outcome"], s["label"], s["call"]) for s in steps] == [
@@ -569,12 +557,12 @@ def test_the_timeline_shows_each_recorded_call_beside_the_replay(
     first, tool, _ = steps
     assert first["field"] == "input" and first["entry"] == "llm:local-weather-model #1 (seq 1)"
     assert first["recorded"]["messages"][0]["content"] == weather_agent.SYSTEM
-    assert first["actual"]["messages"][0]["content"] == "You are a terse assistant."
+    assert first["actual"]["messages"][0]["content"] == weather_agent.REWRITTEN_SYSTEM
     assert first["differences"] == [
         {
             "path": "messages[0].content",
             "recorded": weather_agent.SYSTEM,
-            "actual": "You are a terse assistant.",
+            "actual": weather_agent.REWRITTEN_SYSTEM,
         }
     ]
     assert first["output"]["content"] == "Let me check the weather in Paris."
@@ -616,7 +604,7 @@ def test_the_timeline_travels_in_the_json_report_and_the_stored_run(
 
     fixed = record(capture, weather_agent.run, "Paris")
     hermetic(monkeypatch)
-    result = run_case(case_of(fixed), _terse_and_toolless)
+    result = run_case(case_of(fixed), weather_agent.run_rewritten)
     again = CaseResult.from_dict(orjson.loads(orjson.dumps(result.to_dict())))
     assert again.timeline == result.timeline
     (case,) = json_report([result])["cases"]

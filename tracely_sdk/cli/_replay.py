@@ -30,7 +30,8 @@ cannot be loaded; then the agent is not run), LENIENT (--lenient: never a record
 EPILOG = """\
 exit status: 0 every case passed (or ran lenient with nothing to report), 1 any case failed,
 was incomplete or errored, 2 usage or configuration error.
-A Markdown summary is appended to $GITHUB_STEP_SUMMARY when it is set.
+A Markdown summary is appended to $GITHUB_STEP_SUMMARY when it is set (with a link to the
+HTML report when --html-url says where it is published).
 """
 
 
@@ -72,6 +73,17 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--junit", metavar="FILE", help="write a JUnit XML report")
     p.add_argument("--json", dest="json_path", metavar="FILE", help="write a JSON report")
     p.add_argument(
+        "--html",
+        dest="html_path",
+        metavar="FILE",
+        help="write a self-contained HTML report: each case's calls, recording beside replay",
+    )
+    p.add_argument(
+        "--html-url",
+        metavar="URL",
+        help="where the HTML report will be published; the step summary links to it",
+    )
+    p.add_argument(
         "--cases",
         dest="cases_dir",
         metavar="DIR",
@@ -109,8 +121,9 @@ def _flush_tracing() -> None:
 
 
 def cmd_replay(args: argparse.Namespace, ctx: Context) -> int:
-    from tracely_sdk._reports import append_step_summary, write_json, write_junit
+    from tracely_sdk._reports import append_step_summary, write_html, write_json, write_junit
     from tracely_sdk._runner import load_cases, run_cases
+    from tracely_sdk.store import redact_url
 
     if args.cases_dir is not None and getattr(args, "store", None):
         raise ConfigError(
@@ -145,8 +158,11 @@ def cmd_replay(args: argparse.Namespace, ctx: Context) -> int:
         write_junit(results, args.junit, elapsed)
     if args.json_path:
         write_json(results, args.json_path, elapsed)
+    if args.html_path:
+        where = args.cases_dir if args.cases_dir is not None else redact_url(ctx.store().url)
+        write_html(results, args.html_path, elapsed, store=where)
     try:
-        append_step_summary(results, elapsed=elapsed)
+        append_step_summary(results, elapsed=elapsed, html_url=args.html_url)
     except OSError as exc:
         out.note(f"could not append to $GITHUB_STEP_SUMMARY: {exc}")
     if results:
