@@ -67,7 +67,7 @@ def divergence_of(entry: Entry, key: CallKey | None) -> Divergence:
     )
 
 
-Outcome = Literal["served", "diverged", "missed", "live", "never made"]
+Outcome = Literal["served", "diverged", "missed", "live", "never made", "recorded"]
 
 
 class Step(TypedDict, total=False):
@@ -207,8 +207,16 @@ class ReplaySession:
             self.report.timeline = timeline(self.recording.entries(), self._calls)
 
 
-def timeline(entries: list[Entry], calls: list[tuple[Entry | None, Step]]) -> list[Step]:
-    """The recorded ``entries`` (in seq order) beside the ``calls`` made (see :class:`Step`)."""
+def timeline(
+    entries: list[Entry],
+    calls: list[tuple[Entry | None, Step]],
+    *,
+    unmade: Outcome = "never made",
+) -> list[Step]:
+    """The recorded ``entries`` (in seq order) beside the ``calls`` made (see :class:`Step`).
+
+    An entry no call used has the outcome ``unmade``: ``"recorded"`` shows a recording alone.
+    """
     made: dict[int, tuple[int | None, Step]] = {}
     # A call the recording has no answer for follows the recorded call served before it.
     unanswered: dict[int | None, list[Step]] = {}
@@ -224,7 +232,7 @@ def timeline(entries: list[Entry], calls: list[tuple[Entry | None, Step]]) -> li
             after = entry
     steps = [*unanswered.get(None, ())]
     for entry in entries:
-        number, step = made.get(id(entry), (None, Step(outcome="never made")))
+        number, step = made.get(id(entry), (None, Step(outcome=unmade)))
         shown = Step(
             outcome=step["outcome"],
             label=entry.label,
@@ -282,6 +290,11 @@ def current_session() -> ReplaySession | None:
         f"{count} fixtures() blocks are active; submit the work with "
         "contextvars.copy_context().run so it is served from its own recording"
     )
+
+
+def recorded_calls(bundle: Mapping[str, Any]) -> list[Step]:
+    """A recording's calls in seq order, as a timeline with nothing replayed."""
+    return timeline(Recording(bundle).entries(), [], unmade="recorded")
 
 
 def load_bundle(bundle: Any) -> dict[str, Any]:
@@ -361,6 +374,7 @@ __all__ = [
     "fixture",
     "fixtures",
     "load_bundle",
+    "recorded_calls",
     "register_activation_hook",
     "timeline",
 ]
