@@ -37,10 +37,10 @@ def test_traces_are_listed_newest_first_a_page_at_a_time(store: SQLiteStore) -> 
     first = pages.traces({}, READER)
     assert first.count('class="row"') == 50
     assert first.index(trace_id(59)) < first.index(trace_id(58))
-    assert 'href="/ui/traces?offset=50"' in first and "older" in first
+    assert 'href="/ui/traces?offset=50"' in first and "next →" in first
     second = pages.traces({"offset": "50"}, READER)
     assert second.count('class="row"') == 12
-    assert 'href="/ui/traces"' in second and "older" not in second
+    assert 'href="/ui/traces"' in second and "next →" not in second
     with pytest.raises(PageError, match="offset must be a whole number"):
         pages.traces({"offset": "-1"}, READER)
 
@@ -67,7 +67,10 @@ def test_cases_filter_by_tag_and_by_verdict_in_the_latest_run(store: SQLiteStore
     assert pages.cases({"tag": "slow"}, READER).count('class="row"') == 1
     failing = pages.cases({"verdict": "FAIL"}, READER)
     assert failing.count('class="row"') == 1 and 'href="/ui/cases/paris"' in failing
-    assert 'href="/ui/cases/other"' in pages.cases({"verdict": "none"}, READER)
+    assert pages.cases({"verdict": "FAIL", "tag": "slow"}, READER).count('class="row"') == 0
+    paged = Pages(store, page_size=1)
+    assert 'href="/ui/cases?offset=1"' in paged.cases({}, READER)
+    assert 'href="/ui/cases/other"' not in paged.cases({"offset": "1"}, READER)
     with pytest.raises(PageError, match="verdict must be one of"):
         pages.cases({"verdict": "MAYBE"}, READER)
 
@@ -93,8 +96,11 @@ def test_a_run_and_each_of_its_cases(store: SQLiteStore) -> None:
     run_id = store.list_runs()[0].id
     listed = pages.runs({}, READER)
     assert f'href="/ui/runs/{run_id}"' in listed and "1 failed" in listed
-    shown = pages.run(run_id, READER)
+    shown = pages.run(run_id, {}, READER)
     assert f'data-href="/ui/runs/{run_id}/cases/1"' in shown and 'data-verdict="FAIL"' in shown
+    assert 'data-verdict="FAIL"' not in pages.run(run_id, {"verdict": "PASS"}, READER)
+    assert 'data-verdict="FAIL"' in pages.run(run_id, {"q": "PARIS"}, READER)
+    assert 'data-verdict="FAIL"' not in pages.run(run_id, {"q": "lisbon"}, READER)
     case = pages.run_case(run_id, "1", READER)
     assert "served despite a different input: llm:m" in case
     with pytest.raises(PageError, match="has cases 1 to 1"):

@@ -25,6 +25,7 @@ __all__ = [
     "case_page",
     "cases_table",
     "differences_view",
+    "matches",
     "page",
     "run_summary",
     "timeline_view",
@@ -248,41 +249,78 @@ def _search_text(case: Mapping[str, Any]) -> str:
     return " ".join(str(w) for w in words if w).lower()
 
 
+def matches(case: Mapping[str, Any], verdict: str | None, text: str | None) -> bool:
+    """Whether a case of a run has ``verdict`` and contains ``text`` in its id, name or tags."""
+    if verdict and case.get("verdict") != verdict:
+        return False
+    return not text or text.strip().lower() in _search_text(case)
+
+
 def cases_table(
-    cases: Sequence[Mapping[str, Any]], href: Callable[[int, Mapping[str, Any]], str]
+    cases: Sequence[tuple[int, Mapping[str, Any]]],
+    href: Callable[[int], str],
+    *,
+    total: int | None = None,
+    action: str | None = None,
+    verdict: str | None = None,
+    text: str | None = None,
 ) -> Html:
-    """A run's cases, one row each, filterable by verdict and searchable by id, name and tag."""
+    """A run's cases (each with its number in the run), one row each, filterable by verdict
+    and searchable by id, name and tag as you type. With ``action`` the filters are also a
+    form sent to the server, for a run shown a page at a time (``total`` cases in all)."""
     counts = dict.fromkeys(VERDICTS, 0)
-    for c in cases:
+    for _, c in cases:
         counts[str(c.get("verdict"))] = counts.get(str(c.get("verdict")), 0) + 1
-    filters = tag(
-        "div",
+    controls: list[Node] = [
         tag(
             "label",
             "verdict ",
             tag(
                 "select",
                 tag("option", "all", value=""),
-                [tag("option", f"{v} ({counts[v]})", value=v) for v in VERDICTS if counts.get(v)],
+                [
+                    tag(
+                        "option",
+                        v if action else f"{v} ({counts[v]})",
+                        value=v,
+                        selected=v == verdict,
+                    )
+                    for v in VERDICTS
+                    if action or counts.get(v)
+                ],
                 id="verdict-filter",
+                name="verdict" if action else None,
             ),
         ),
         tag(
             "label",
             "search ",
-            tag("input", type="search", id="case-search", placeholder="id, name or tag  ( / )"),
+            tag(
+                "input",
+                type="search",
+                id="case-search",
+                name="q" if action else None,
+                value=text or None,
+                placeholder="id, name or tag  ( / )",
+            ),
         ),
+        tag("button", "Filter", type="submit") if action else None,
         tag(
             "span",
             tag("span", len(cases), id="shown-count"),
-            f" of {len(cases)} shown",
+            f" of {len(cases) if total is None else total} shown",
             class_="muted",
         ),
-        class_="filters",
+    ]
+    filters = (
+        tag("form", controls, method="get", action=action, class_="filters")
+        if action
+        else tag("div", controls, class_="filters")
     )
     rows = []
-    for n, c in enumerate(cases):
-        link = href(n, c)
+    for n, c in cases:
+        link = href(n)
+        reasons = c.get("reasons")
         rows.append(
             tag(
                 "tr",
@@ -291,27 +329,16 @@ def cases_table(
                 tag("td", verdict_badge(c.get("verdict"))),
                 tag("td", c.get("name")),
                 tag("td", ", ".join(str(t) for t in c.get("tags") or ())),
-                tag(
-                    "td",
-                    (c.get("reasons") or ["—"])[0] if isinstance(c.get("reasons"), list) else "—",
-                ),
+                tag("td", reasons[0] if isinstance(reasons, list) and reasons else "—"),
                 data_verdict=c.get("verdict"),
                 data_search=_search_text(c),
                 data_href=link,
             )
         )
+    headings = ("case", "version", "verdict", "name", "tags", "first reason")
     table = tag(
         "table",
-        tag(
-            "thead",
-            tag(
-                "tr",
-                [
-                    tag("th", h)
-                    for h in ("case", "version", "verdict", "name", "tags", "first reason")
-                ],
-            ),
-        ),
+        tag("thead", tag("tr", [tag("th", h) for h in headings])),
         tag("tbody", rows),
         class_="cases",
     )
@@ -409,7 +436,7 @@ def report_document(
         "div",
         tag("h1", "Replay report"),
         run_summary(summary, facts),
-        cases_table(cases, lambda n, c: f"#case-{n + 1}"),
+        cases_table(list(enumerate(cases, start=1)), lambda n: f"#case-{n}"),
         id="index",
     )
     pages = [

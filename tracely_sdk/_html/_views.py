@@ -24,6 +24,7 @@ from tracely_sdk._html._render import (
     case_page,
     cases_table,
     differences_view,
+    matches,
     page,
     run_summary,
     timeline_view,
@@ -32,6 +33,7 @@ from tracely_sdk._html._render import (
     when,
 )
 from tracely_sdk._replay import recorded_calls
+from tracely_sdk.errors import NotFound
 from tracely_sdk.store import Case, Recording, Run, Store
 
 __all__ = ["PAGE_SIZE", "PageError", "Pages", "Viewer"]
@@ -103,13 +105,13 @@ class Pages:
         links: list[Node] = []
         if offset > 0:
             before = max(0, offset - self.page_size)
-            links.append(tag("a", "← newer", href=self.url(*parts, **query, offset=before)))
+            links.append(tag("a", "← previous", href=self.url(*parts, **query, offset=before)))
         links.append(
             tag("span", f"rows {offset + 1 if shown else 0} to {offset + shown}", class_="muted")
         )
         if more:
             links.append(
-                tag("a", "older →", href=self.url(*parts, **query, offset=offset + self.page_size))
+                tag("a", "next →", href=self.url(*parts, **query, offset=offset + self.page_size))
             )
         return tag("nav", links, class_="pager", aria_label="pages")
 
@@ -168,20 +170,40 @@ class Pages:
         run = self.store.get_run(runs[0].id)
         return run, {str(c["case_id"]): str(c.get("verdict")) for c in run.cases}
 
+    def _cases_with_verdict(
+        self, verdicts: Mapping[str, str], verdict: str, tag_wanted: str | None, offset: int
+    ) -> list[Case]:
+        """A page (and one more) of the cases whose verdict in the latest run is ``verdict``."""
+        found: list[Case] = []
+        skipped = 0
+        for case_id in sorted(k for k, v in verdicts.items() if v == verdict):
+            try:
+                case = self.store.get_case(case_id)
+            except NotFound:  # deleted since the run
+                continue
+            if tag_wanted is not None and tag_wanted not in case.tags:
+                continue
+            if skipped < offset:
+                skipped += 1
+                continue
+            found.append(case)
+            if len(found) > self.page_size:
+                break
+        return found
+
     def cases(self, query: Mapping[str, str], viewer: Viewer) -> str:
         """The cases, filtered by tag and by their verdict in the latest run, paginated."""
         tag_wanted = query.get("tag") or None
         verdict = query.get("verdict") or None
-        if verdict is not None and verdict not in (*VERDICTS, "none"):
-            raise PageError(
-                f"verdict must be one of {', '.join(VERDICTS)} or none, got {verdict[:20]!r}"
-            )
+        if verdict is not None and verdict not in VERDICTS:
+            raise PageError(f"verdict must be one of {', '.join(VERDICTS)}, got {verdict[:20]!r}")
         offset = _offset(query)
         run, verdicts = self._latest_verdicts()
-        cases = self.store.list_cases(tag=tag_wanted)
-        if verdict is not None:
-            cases = [c for c in cases if verdicts.get(c.id, "none") == verdict]
-        shown = cases[offset : offset + self.page_size]
+        if verdict is None:
+            found = self.store.list_cases(tag=tag_wanted, limit=self.page_size + 1, offset=offset)
+        else:
+            found = self._cases_with_verdict(verdicts, verdict, tag_wanted, offset)
+        shown = found[: self.page_size]
         rows = [
             tag(
                 "tr",
@@ -206,7 +228,7 @@ class Pages:
                 tag(
                     "select",
                     tag("option", "any", value=""),
-                    [tag("option", v, value=v, selected=v == verdict) for v in (*VERDICTS, "none")],
+                    [tag("option", v, value=v, selected=v == verdict) for v in VERDICTS],
                     name="verdict",
                 ),
             ),
@@ -241,14 +263,14 @@ class Pages:
             tag("tbody", rows),
         )
         body = [
-            tag("h1", f"Cases ({len(cases)})"),
+            tag("h1", "Cases"),
             filters,
             latest,
             table,
             self._pager(
                 offset,
                 len(shown),
-                offset + len(shown) < len(cases),
+                len(found) > self.page_size,
                 "cases",
                 tag=tag_wanted,
                 verdict=verdict,
@@ -597,9 +619,17 @@ class Pages:
         ]
         return self._page("Runs", body, viewer)
 
-    def run(self, run_id: str, viewer: Viewer) -> str:
-        """One run: its counts and facts, and its cases, each linking to its page."""
+    def run(self, run_id: str, query: Mapping[str, str], viewer: Viewer) -> str:
+        """One run: its counts and facts, and its cases a page at a time (filtered by verdict
+        and text), each linking to its page."""
+        verdict = query.get("verdict") or None
+        if verdict is not None and verdict not in VERDICTS:
+            raise PageError(f"verdict must be one of {', '.join(VERDICTS)}, got {verdict[:20]!r}")
+        text = query.get("q") or None
+        offset = _offset(query)
         run = self.store.get_run(run_id)
+        chosen = [(n, c) for n, c in enumerate(run.cases, start=1) if matches(c, verdict, text)]
+        shown = chosen[offset : offset + self.page_size]
         facts = [
             ("started", when(run.started_at)),
             ("duration", f"{run.duration_s:.2f}s"),
@@ -611,7 +641,23 @@ class Pages:
         body = [
             tag("h1", "Run ", tag("code", run.id)),
             run_summary(run.summary, facts),
-            cases_table(run.cases, lambda n, c: self.url("runs", run.id, "cases", str(n + 1))),
+            cases_table(
+                shown,
+                lambda n: self.url("runs", run.id, "cases", str(n)),
+                total=len(chosen),
+                action=self.url("runs", run.id),
+                verdict=verdict,
+                text=text,
+            ),
+            self._pager(
+                offset,
+                len(shown),
+                offset + len(shown) < len(chosen),
+                "runs",
+                run.id,
+                verdict=verdict,
+                q=text,
+            ),
         ]
         return self._page(f"Run {run.id}", body, viewer)
 

@@ -539,6 +539,17 @@ def test_list_cases_by_tag(store: SQLiteStore) -> None:
     assert [c.id for c in store.list_cases(tag="smoke")] == ["case-0"]
 
 
+def test_cases_are_listed_a_page_at_a_time(store: SQLiteStore) -> None:
+    for i in range(5):
+        store.put_recording(make_recording(i))
+        store.promote(trace_id(i), name=f"case {i}", tags=["smoke"] if i % 2 else [])
+    assert [c.id for c in store.list_cases(limit=2)] == ["case-0", "case-1"]
+    assert [c.id for c in store.list_cases(limit=2, offset=3)] == ["case-3", "case-4"]
+    assert [c.id for c in store.list_cases(offset=4)] == ["case-4"]
+    assert store.list_cases(limit=2, offset=5) == []
+    assert [c.id for c in store.list_cases(tag="smoke", limit=1, offset=1)] == ["case-3"]
+
+
 def test_delete_case(store: SQLiteStore, promoted: Case) -> None:
     store.put_recording(make_recording(2, output="v2"))
     store.recapture(promoted.id, trace_id(2))
