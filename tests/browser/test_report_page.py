@@ -150,3 +150,32 @@ def test_a_recorded_script_is_shown_as_text_and_never_runs(page: Any, report: Pa
     assert page.locator("script").count() == 1  # the report's own
     page.get_by_role("link", name="← all cases").last.click()
     assert dialogs == []
+
+
+def _many_calls(n: int) -> str:
+    with tracely.agent("busy", input=n) as run:
+        for i in range(n):
+            tracely.call_tool("step", lambda i=i: {"i": i, "text": "x" * 400}, args={"i": i})
+        run.output = "done"
+        return "done"
+
+
+def test_a_timeline_of_500_calls_loads_collapsed_and_stays_interactive(
+    capture: Any, page: Any, tmp_path: Path
+) -> None:
+    bundle = _recorded(capture, _many_calls, 500)
+    result = run_case(_case(bundle, "busy"), lambda n: _many_calls(n - 1))
+    assert result.verdict == "FAIL"
+    report = write_html([result], tmp_path / "big.html")
+    page.goto(report.as_uri() + "#case-1")
+    steps = page.locator("#case-1 li.step")
+    assert steps.count() == 500
+    last = steps.nth(499)
+    assert last.get_attribute("data-outcome") == "never made"
+    output = steps.nth(250).locator("details.value")
+    assert output.count() == 1 and not output.locator("pre").is_visible()
+    output.locator("summary").click()
+    assert output.locator("pre").is_visible()
+    assert '"i": 250' in output.locator("pre").inner_text()
+    last.scroll_into_view_if_needed()
+    assert last.is_visible()
