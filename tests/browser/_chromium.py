@@ -8,6 +8,7 @@ aborted and remembered, so a test can assert that nothing left the machine.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -50,18 +51,33 @@ def is_local(url: str) -> bool:
     return parts.scheme in ("http", "https") and parts.hostname == "127.0.0.1"
 
 
+_FAILED_LOAD = re.compile(r"^Failed to load resource: the server responded with a status of (\d+)")
+
+
 @dataclass
 class Watch:
-    """What a page did that a person would never want: requests elsewhere, console errors."""
+    """What a page did that a person would never want: requests elsewhere, console errors.
+
+    A page answered with an error status (a refused sign-in, a 409) is logged by Chromium as
+    a console error; those are kept apart in ``statuses``, for a test to expect them.
+    """
 
     outside: list[str] = field(default_factory=list)
     console_errors: list[str] = field(default_factory=list)
+    statuses: list[int] = field(default_factory=list)
+    expected_statuses: list[int] = field(default_factory=list)
+
+    def _console(self, msg: Any) -> None:
+        if msg.type != "error":
+            return
+        failed = _FAILED_LOAD.match(msg.text)
+        if failed:
+            self.statuses.append(int(failed.group(1)))
+        else:
+            self.console_errors.append(msg.text)
 
     def attach(self, page: Any) -> None:
-        page.on(
-            "console",
-            lambda msg: self.console_errors.append(msg.text) if msg.type == "error" else None,
-        )
+        page.on("console", self._console)
         page.on("pageerror", lambda exc: self.console_errors.append(str(exc)))
 
         def route(route: Any) -> None:

@@ -39,3 +39,4 @@ def page(browser: Any, watch: Watch) -> Iterator[Any]:
         context.close()
     assert watch.outside == [], f"requests left 127.0.0.1: {watch.outside}"
     assert watch.console_errors == [], f"console errors: {watch.console_errors}"
+    assert watch.statuses == watch.expected_statuses, "pages answered with other statuses"

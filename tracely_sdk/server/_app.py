@@ -47,6 +47,7 @@ from tracely_sdk.server._ingest import (
     JournalError,
     Unavailable,
 )
+from tracely_sdk.server._ui import UI_ROUTES
 from tracely_sdk.store import (
     Case,
     CaseVersion,
@@ -462,7 +463,7 @@ class App:
 
     def dispatch(self, request: Request) -> Response:
         allowed: list[str] = []
-        for route in ROUTES:
+        for route in ROUTES + PAGES:
             params = route.match(request.segments)
             if params is None:
                 continue
@@ -893,6 +894,9 @@ ROUTES: Final[tuple[Route, ...]] = (
     Route("POST", "/api/runs", WRITE, _save_run),
     Route("GET", "/api/runs/{run_id}", READ, _get_run),
 )
+
+# The pages under /ui: each signs its visitor in itself (a cookie, not a bearer token).
+PAGES: Final[tuple[Route, ...]] = tuple(Route(m, t, None, h) for m, t, h in UI_ROUTES)
 
 
 # --------------------------------------------------------------------------------------------
