@@ -68,6 +68,11 @@ def canonical_equal(a: Any, b: Any) -> bool:
     return canonical_json(a) == canonical_json(b)
 
 
+def canonical_from_json(text: bytes) -> Any:
+    """:func:`canonical` of the value that compact JSON ``text`` holds (one parse)."""
+    return _from_text(text)
+
+
 def canonical_json_bytes(text: bytes) -> bytes:
     """:func:`canonical_json` of the value that compact JSON ``text`` holds (one parse)."""
     return orjson.dumps(_from_text(text), option=orjson.OPT_SORT_KEYS)

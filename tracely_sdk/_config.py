@@ -8,12 +8,15 @@ then the default. An empty string counts as unset. A value that cannot be used r
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from stat import S_ISREG
 from typing import Any
 
+from tracely_sdk._masks import NO_MASKS, Masks, masks_from
 from tracely_sdk.errors import ConfigError
 
 _UNSET: Any = object()
@@ -52,6 +55,16 @@ def _instrument(source: str, value: Any) -> tuple[str, ...]:
     if "auto" in names:
         return ("auto",)  # every installed SDK; a missing one is skipped, not an error
     return names
+
+
+def _ignore(source: str, value: Any) -> Masks:
+    # A list in pyproject.toml; in the environment a JSON array of masks or a single mask.
+    if isinstance(value, str) and value.lstrip().startswith("["):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            pass  # a single path that starts with an index: [0].content
+    return masks_from(value, source)
 
 
 def _capture(source: str, value: Any) -> bool:
@@ -111,6 +124,15 @@ SETTINGS: dict[str, Setting] = {
             "token", ("TRACELY_TOKEN",), None, _str, "Bearer token sent to a tracely server store."
         ),
         Setting(
+            "ignore",
+            ("TRACELY_IGNORE",),
+            NO_MASKS,
+            _ignore,
+            "What replay leaves out when it compares a call with its recording: JSON paths "
+            "('$..request_id', 'messages[0].content'), 're:PATTERN' regular expressions and the "
+            "built-ins '@iso-timestamp' and '@uuid' (see tracely_sdk._masks).",
+        ),
+        Setting(
             "capture_content",
             ("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT",),
             False,
@@ -126,18 +148,45 @@ def _pyproject(start: Path | None = None) -> Mapping[str, Any]:
         import tomllib
     except ModuleNotFoundError:  # Python 3.10: pyproject settings need 3.11's tomllib
         return {}
-    here = (start or Path.cwd()).resolve()
-    for directory in (here, *here.parents):
-        candidate = directory / "pyproject.toml"
-        if candidate.is_file():
-            try:
-                with candidate.open("rb") as fh:
-                    data = tomllib.load(fh)
-            except (OSError, tomllib.TOMLDecodeError) as exc:
-                raise ConfigError(f"{candidate}: cannot read [tool.tracely]: {exc}") from exc
-            section = data.get("tool", {}).get("tracely", {})
-            return section if isinstance(section, Mapping) else {}
-    return {}
+    found = _nearest_pyproject(os.path.realpath(start if start is not None else os.getcwd()))
+    if found is None:
+        return {}
+    candidate, stamp = found
+    cached = _sections.get(candidate)
+    if cached is not None and cached[0] == stamp:
+        return cached[1]
+    try:
+        with open(candidate, "rb") as fh:
+            data = tomllib.load(fh)
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"{candidate}: cannot read [tool.tracely]: {exc}") from exc
+    section = data.get("tool", {}).get("tracely", {})
+    section = section if isinstance(section, Mapping) else {}
+    _sections[candidate] = (stamp, section)
+    return section
+
+
+def _nearest_pyproject(directory: str) -> tuple[str, tuple[int, int]] | None:
+    """The pyproject.toml nearest ``directory`` (upwards) and its version stamp.
+
+    Every fixtures() block reads the project's masks, so the walk uses os.path (a tenth of
+    pathlib's cost) and :func:`_pyproject` parses each version of the file once.
+    """
+    while True:
+        candidate = os.path.join(directory, "pyproject.toml")
+        try:
+            stat = os.stat(candidate)
+        except OSError:
+            stat = None
+        if stat is not None and S_ISREG(stat.st_mode):
+            return candidate, (stat.st_mtime_ns, stat.st_size)
+        parent = os.path.dirname(directory)
+        if parent == directory:
+            return None
+        directory = parent
+
+
+_sections: dict[str, tuple[tuple[int, int], Mapping[str, Any]]] = {}
 
 
 def resolve(

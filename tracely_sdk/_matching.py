@@ -8,6 +8,8 @@ Rules (from the recording's point of view):
 - An LLM call is looked up by model id, falling back to the next recorded LLM call of any name
   (auto-instrumentor span names are not model ids). It is served in order even when its input
   differs from the recording; the difference is reported as divergence, not hidden.
+- The call's masks (``_masks``: the project's and its own ``ignore=``) are applied to both
+  canonical values before they are compared, for matching and for divergence alike.
 """
 
 from __future__ import annotations
@@ -19,13 +21,15 @@ from typing import Any
 
 import orjson
 
-from tracely_sdk._canonical import canonical, canonical_json_bytes
+from tracely_sdk._canonical import canonical, canonical_from_json, canonical_json_bytes
 from tracely_sdk._diff import Difference, diff_values, render
+from tracely_sdk._masks import Masks
 from tracely_sdk._types import dumps
 
 TOOLS = "tools"
 LLM = "llm"
 _NON_STR_KEYS = orjson.OPT_NON_STR_KEYS
+_SORT_KEYS = orjson.OPT_SORT_KEYS
 _MAX_DIFFERENCES = 5
 _MISS_WIDTH = 60  # a miss's message lists several entries on one line
 
@@ -36,19 +40,61 @@ class CallKey:
     Two keys are equal when their values are canonically equal. The canonical form costs a
     parse and a sorted dump, so it is made only when the recorded JSON texts differ: equal
     texts hold equal values, and a replayed call usually passes exactly what was recorded.
+    A call's key carries the call's masks (``masks``), which :meth:`matches` applies to both
+    sides; a recorded entry's key has none.
     """
 
-    __slots__ = ("_canonical", "text")
+    __slots__ = ("_canonical", "_masked", "masks", "text")
 
-    def __init__(self, text: bytes) -> None:
+    def __init__(self, text: bytes, masks: Masks | None = None) -> None:
         self.text = text  # compact JSON, as the recording encoder writes it
+        self.masks = masks or None
         self._canonical: bytes | None = None
+        self._masked: dict[Masks, tuple[bytes, tuple[str, ...]]] | None = None
 
     def canonical(self) -> bytes:
-        """The canonical JSON (sorted keys): equal bytes iff canonically equal."""
+        """The canonical JSON (sorted keys), under this key's own masks: equal bytes iff
+        canonically equal."""
         if self._canonical is None:
-            self._canonical = canonical_json_bytes(self.text)
+            if self.masks is None:
+                self._canonical = canonical_json_bytes(self.text)
+            else:
+                self._canonical = self.masked(self.masks)[0]
         return self._canonical
+
+    def masked(self, masks: Masks) -> tuple[bytes, tuple[str, ...]]:
+        """The canonical JSON under ``masks``, and the masks that changed it."""
+        cache = self._masked
+        if cache is None:
+            cache = self._masked = {}
+        found = cache.get(masks)
+        if found is None:
+            value, applied = masks.apply(canonical_from_json(self.text))
+            found = cache[masks] = (orjson.dumps(value, option=_SORT_KEYS), applied)
+        return found
+
+    def matches(self, recorded: CallKey) -> bool:
+        """Whether this call's value equals the ``recorded`` one, both under this key's masks."""
+        if self.text == recorded.text:
+            return True
+        if self.masks is None:
+            return self.canonical() == recorded.canonical()
+        return self.canonical() == recorded.masked(self.masks)[0]
+
+    def applied(self, recorded: CallKey) -> tuple[str, ...]:
+        """The masks that changed this call's value or the ``recorded`` one, when they differ
+        as recorded (equal texts need no mask, and are not looked into)."""
+        if self.masks is None or self.text == recorded.text:
+            return ()
+        ours = self.masked(self.masks)[1]
+        theirs = recorded.masked(self.masks)[1]
+        return tuple(s for s in self.masks.specs if s in ours or s in theirs)
+
+    def recorded_view(self, recorded: CallKey) -> Any:
+        """The ``recorded`` value as this call compares it (canonical, under its masks)."""
+        if self.masks is None:
+            return orjson.loads(recorded.canonical())
+        return orjson.loads(recorded.masked(self.masks)[0])
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, CallKey):
@@ -95,6 +141,7 @@ class Match:
     entry: Entry
     diverged: bool = False  # served although the input differs (LLM) or args differ (lenient)
     fallback: bool = False  # an LLM entry of another model id
+    masked: tuple[str, ...] = ()  # the masks that applied to the call and the entry
 
 
 class _Queue:
@@ -183,13 +230,15 @@ class Recording:
         entries = queue.entries  # walked in place: this runs on every replayed tool call
         for i in range(queue.cursor, len(entries)):
             entry = entries[i]
-            if not entry.used and (entry.key is None or entry.key == key):
+            if not entry.used and (
+                entry.key is None or (key is not None and key.matches(entry.key))
+            ):
                 entry.used = True
-                return Match(entry)
+                return Match(entry, masked=_applied(key, entry))
         if strict:
             return None
         first.used = True  # lenient: ordered serve on an args mismatch
-        return Match(first, diverged=True)
+        return Match(first, diverged=True, masked=_applied(key, first))
 
     def match_llm(self, model: str, key: CallKey | None) -> Match | None:
         queue = self._queues.get((LLM, model))
@@ -201,8 +250,8 @@ class Recording:
         if entry is None:
             return None
         entry.used = True
-        diverged = key is not None and entry.key is not None and key != entry.key
-        return Match(entry, diverged=diverged, fallback=fallback)
+        diverged = key is not None and entry.key is not None and not key.matches(entry.key)
+        return Match(entry, diverged=diverged, fallback=fallback, masked=_applied(key, entry))
 
     def peek(self, kind: str, name: str) -> Entry | None:
         queue = self._queues.get((kind, name))
@@ -242,7 +291,7 @@ class Recording:
                 )
             called = orjson.loads(key.canonical()) if key is not None else None
             for entry in candidates[:3]:
-                recorded = canonical(entry.raw.get("args")) if entry.key is not None else None
+                recorded = _compared(entry, key)
                 diffs, total = diff_values(recorded, called, "args", limit=_MAX_DIFFERENCES)
                 closest.append(
                     {"entry": entry.describe(), "used": entry.used, "differences": diffs}
@@ -274,6 +323,19 @@ class Recording:
             "purpose, re-record the case from a run of the fixed code"
         )
         return message, closest
+
+
+def _applied(key: CallKey | None, entry: Entry) -> tuple[str, ...]:
+    return () if key is None or entry.key is None else key.applied(entry.key)
+
+
+def _compared(entry: Entry, key: CallKey | None) -> Any:
+    """An entry's args as a call compares them: canonical, under the call's masks."""
+    if entry.key is None:
+        return None
+    if key is None:
+        return canonical(entry.raw.get("args"))
+    return key.recorded_view(entry.key)
 
 
 _ABSENT: Any = object()

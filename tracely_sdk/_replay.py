@@ -22,7 +22,9 @@ from typing import Any, Literal, TypedDict
 import orjson
 
 from tracely_otel import BundleFormatError, validate_bundle
+from tracely_sdk import _config
 from tracely_sdk._diff import Difference, diff_values
+from tracely_sdk._masks import NO_MASKS, Masks
 from tracely_sdk._matching import LLM, TOOLS, CallKey, Entry, Match, Recording, call_key
 from tracely_sdk._types import rebuild
 from tracely_sdk.errors import BundleError, ReplayError
@@ -54,7 +56,13 @@ def divergence_of(entry: Entry, key: CallKey | None) -> Divergence:
     field = "input" if entry.kind == LLM else "args"
     recorded = entry.raw.get(field)
     actual = orjson.loads(key.text) if key is not None else None
-    differences, total = diff_values(recorded, actual)
+    if key is not None and key.masks is not None and entry.key is not None:
+        # What differs as the call compared it: a masked volatile value is no difference.
+        differences, total = diff_values(
+            key.recorded_view(entry.key), orjson.loads(key.canonical())
+        )
+    else:
+        differences, total = diff_values(recorded, actual)
     return Divergence(
         label=entry.label,
         entry=entry.describe(),
@@ -112,6 +120,8 @@ class ReplayReport:
     errors: list[ReplayError] = field(default_factory=list)
     providers: list[str] = field(default_factory=list)
     live: list[str] = field(default_factory=list)  # lenient fall-throughs that ran live
+    # label -> the masks that applied to its calls (where recorded and actual values differed)
+    masked: dict[str, list[str]] = field(default_factory=dict)
     # Every recorded call and every call made, in the recording's order (final on exit).
     timeline: list[Step] = field(default_factory=list)
     case_id: str | None = None
@@ -140,6 +150,7 @@ class ReplayReport:
             "errors": [str(e) for e in self.errors],
             "live": list(self.live),
             "providers": list(self.providers),
+            "masked": {label: list(specs) for label, specs in self.masked.items()},
             "timeline": [dict(step) for step in self.timeline],
             "case_id": self.case_id,
             "case_version": self.case_version,
@@ -149,10 +160,18 @@ class ReplayReport:
 class ReplaySession:
     """One active recording: the matcher state and the report, shared by threads."""
 
-    def __init__(self, bundle: Mapping[str, Any], *, strict: bool, report: ReplayReport) -> None:
+    def __init__(
+        self,
+        bundle: Mapping[str, Any],
+        *,
+        strict: bool,
+        report: ReplayReport,
+        masks: Masks = NO_MASKS,
+    ) -> None:
         self.recording = Recording(bundle)
         self.strict = strict
         self.report = report
+        self.masks = masks  # the project's, applied to every call with the call's own
         self._lock = threading.Lock()
         # Each call made, in order: the entry that answered it (None: none did) and its step.
         self._calls: list[tuple[Entry | None, Step]] = []
@@ -161,12 +180,15 @@ class ReplaySession:
     def mode(self) -> Mode:
         return self.report.mode
 
-    def decide(self, kind: str, name: str, key_text: bytes | None) -> Match | None:
-        """The entry that answers a call whose args/input are ``key_text`` (recorded JSON).
+    def decide(
+        self, kind: str, name: str, key_text: bytes | None, masks: Masks = NO_MASKS
+    ) -> Match | None:
+        """The entry that answers a call whose args/input are ``key_text`` (recorded JSON),
+        compared under the project's masks and the call's own ``masks``.
 
         None means run live (lenient mode only); a strict miss raises ReplayError.
         """
-        key = None if key_text is None else CallKey(key_text)
+        key = None if key_text is None else CallKey(key_text, self.masks + masks)
         label = f"{kind}:{name}"
         with self._lock:
             if kind == TOOLS:
@@ -186,6 +208,9 @@ class ReplaySession:
                         differences=divergence["differences"],
                         omitted=divergence["omitted"],
                     )
+                if match.masked:
+                    specs = self.report.masked.setdefault(label, [])
+                    specs.extend(m for m in match.masked if m not in specs)
                 self._calls.append((match.entry, step))
                 return match
             actual = orjson.loads(key.text) if key is not None else None
@@ -312,6 +337,7 @@ def fixtures(
     *,
     case_id: str | None = None,
     case_version: int | None = None,
+    ignore: Any = None,
 ) -> Iterator[ReplayReport]:
     """Serve every call in the block from ``bundle`` and yield the :class:`ReplayReport`.
 
@@ -319,16 +345,19 @@ def fixtures(
     bundle, ``{}`` included, is a recording: strict by default, so a call it cannot answer
     raises :class:`~tracely_sdk.ReplayError` instead of running. ``strict=False`` is the
     lenient mode (live fall-through on a miss, ordered serve on an args mismatch).
+    ``ignore`` is the project's masks (default: the ``ignore`` setting, ``[tool.tracely]
+    ignore`` in pyproject.toml), applied to every call besides the call's own ``ignore=``.
     """
     if bundle is None:
         report = ReplayReport("live", case_id=case_id, case_version=case_version)
         yield report
         return
     loaded = load_bundle(bundle)
+    masks = _config.resolve("ignore", ignore)
     report = ReplayReport(
         "recorded" if strict else "lenient", case_id=case_id, case_version=case_version
     )
-    session = ReplaySession(loaded, strict=strict, report=report)
+    session = ReplaySession(loaded, strict=strict, report=report, masks=masks)
     patched: list[str] = []
     for hook in _activation_hooks:
         patched.extend(hook())

@@ -16,6 +16,7 @@ The JSON report's field names are a contract for scripts::
                                  "differences": [{"path": "messages[0].content",
                                                   "recorded": ..., "actual": ...}],
                                  "omitted": 0}],
+                "masked": {"llm:gpt-4o": ["@iso-timestamp"]},
                 "timeline": [{"outcome": "diverged", "label": "llm:gpt-4o", "seq": 2,
                               "entry": "llm:gpt-4o #1 (seq 2)", "call": 1, "field": "input",
                               "recorded": ..., "output": ..., "actual": ...,
@@ -134,6 +135,9 @@ def format_result(result: CaseResult) -> str:
     lines = [f"{result.verdict} {result.case_id}{version} ({result.name})"]
     lines += [f"  - {reason}" for reason in result.reasons]
     lines += ["    " + line for line in difference_lines(result.diff, result.divergences)]
+    masked = (result.report or {}).get("masked") or {}
+    if masked:
+        lines.append("  masked " + "; ".join(f"{k}: {', '.join(v)}" for k, v in masked.items()))
     if result.trace_id:
         lines.append(f"  trace {result.trace_id}")
     return "\n".join(lines)
@@ -145,7 +149,7 @@ def format_result(result: CaseResult) -> str:
 def case_entry(result: CaseResult) -> dict[str, Any]:
     """One case of the JSON report, with its stable field names."""
     report: Mapping[str, Any] = result.report or {}
-    return {
+    entry = {
         "case_id": result.case_id,
         "version": result.version,
         "name": result.name,
@@ -165,12 +169,17 @@ def case_entry(result: CaseResult) -> dict[str, Any]:
         "divergences": list(report.get("divergences", ())),
         "live": list(report.get("live", ())),
         "misses": list(report.get("errors", ())),
+        "masked": {k: list(v) for k, v in (report.get("masked") or {}).items()},
         "timeline": list(report.get("timeline", ())),
         "duration_s": round(result.duration, 6),
         "trace_id": result.trace_id,
         "agent_version": result.agent_version,
         "tracely_version": __version__,
     }
+    if report.get("kind") == "scenario":
+        # A scenario's turns: each one's reply, failed checks, trace id and what its trace held.
+        entry["scenario"] = dict(report)
+    return entry
 
 
 def json_report(results: Sequence[CaseResult], elapsed: float | None = None) -> dict[str, Any]:
@@ -251,6 +260,7 @@ def run_of(
     elapsed: float | None = None,
     source: str | None = None,
     environ: Mapping[str, str] | None = None,
+    mode: str | None = None,
 ) -> Run:
     """The run to keep in the store: the summary, and each case as in the JSON report (with
     its traceback), bounded in size by :class:`~tracely_sdk.store.Run`."""
@@ -259,7 +269,7 @@ def run_of(
         id=new_run_id(),
         started_at=started_at,
         duration_s=summary["duration_s"],
-        mode=summary["mode"],
+        mode=mode or summary["mode"],
         ok=summary["ok"],
         summary=summary,
         source=source,

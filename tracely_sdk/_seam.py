@@ -21,6 +21,7 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 from tracely_otel import attributes as A
 from tracely_otel import digest_item
 from tracely_sdk import _redact
+from tracely_sdk._masks import NO_MASKS, Masks, masks_from
 from tracely_sdk._matching import LLM, TOOLS, Match
 from tracely_sdk._replay import ReplaySession, current_session
 from tracely_sdk._types import (
@@ -32,7 +33,7 @@ from tracely_sdk._types import (
     return_annotation,
 )
 from tracely_sdk._version import __version__
-from tracely_sdk.errors import LLMError, ReplayError, ToolError
+from tracely_sdk.errors import ConfigError, LLMError, RecordedError, ReplayError, ToolError
 
 logger = logging.getLogger("tracely")
 T = TypeVar("T")
@@ -115,7 +116,40 @@ class OutputCodec(Protocol):
 
 
 def _error_record(exc: BaseException) -> dict[str, Any]:
-    return {"type": type(exc).__qualname__, "message": str(exc)}
+    return _with_repr({"type": type(exc).__qualname__, "message": str(exc)}, exc)
+
+
+def _with_repr(record: Mapping[str, Any], exc: BaseException) -> dict[str, Any]:
+    """``record`` with the live exception's ``repr()``, which frameworks put into the next
+    prompt (LangGraph's ``ToolNode``), so that replay can show them the same text."""
+    out = dict(record)
+    if "repr" not in out:
+        try:
+            out["repr"] = repr(exc)
+        except Exception:  # a broken __repr__ must not lose the rest of the failure
+            pass
+    return out
+
+
+ExpectedErrors = tuple[type[BaseException], ...]
+
+
+def expected_errors(errors: Any, where: str) -> ExpectedErrors:
+    """The exception classes named by ``errors=`` (one class or an iterable of them)."""
+    if errors is None:
+        return ()
+    items = (errors,) if isinstance(errors, (type, str)) else errors
+    try:
+        classes = tuple(items)
+    except TypeError:
+        classes = (items,)
+    for cls in classes:
+        if not (isinstance(cls, type) and issubclass(cls, BaseException)):
+            raise ConfigError(
+                f"{where}: errors= takes the exception classes the code expects back from a "
+                f"replayed failure (e.g. errors=(ModelRetry,)); {cls!r} is not one"
+            )
+    return classes
 
 
 class Call:
@@ -129,6 +163,7 @@ class Call:
         "_span",
         "annotation",
         "codec",
+        "errors",
         "kind",
         "match",
         "name",
@@ -148,11 +183,14 @@ class Call:
         codec: OutputCodec | None = None,
         attributes: Mapping[str, Any] | None = None,
         provider: str | None = None,
+        errors: ExpectedErrors = (),
+        ignore: Masks = NO_MASKS,
     ) -> None:
         self.kind = kind
         self.name = name
         self.annotation = annotation
         self.codec = codec
+        self.errors = errors
         self.usage = usage
         self._done = False
         self._ended = False
@@ -190,7 +228,7 @@ class Call:
         self._attrs = attrs
         self.session = session = current_session()
         if session is not None:
-            self._decide(session, TOOLS if tool else LLM, text)
+            self._decide(session, TOOLS if tool else LLM, text, ignore)
 
     @property
     def label(self) -> str:
@@ -219,10 +257,12 @@ class Call:
             set_status_on_exception=False,
         )
 
-    def _decide(self, session: ReplaySession, section: str, text: str | None) -> None:
+    def _decide(self, session: ReplaySession, section: str, text: str | None, masks: Masks) -> None:
         attrs = self._attrs
         try:
-            match = session.decide(section, self.name, None if text is None else text.encode())
+            match = session.decide(
+                section, self.name, None if text is None else text.encode(), masks
+            )
         except ReplayError as exc:
             attrs[A.REPLAY_MISS] = True
             attrs[A.ERROR_TYPE] = "ReplayError"
@@ -276,9 +316,11 @@ class Call:
             self._flush(out, raw.get("usage"))
             self.span.set_status(status)
             if codec is not None:
-                codec.raise_error(error, self.label)
-            cls = ToolError if self.kind == A.KIND_TOOL else LLMError
-            raise cls(self.label, type_name, message)
+                try:
+                    codec.raise_error(error, self.label)
+                except RecordedError:
+                    pass  # no exception of the SDK's own: the seam's, which has the live repr
+            raise self._replayed_error(error)
         out[A.OUTPUT] = output_json.decode()
         tag = raw.get("output_type")
         if isinstance(tag, str):
@@ -299,6 +341,42 @@ class Call:
                 f"returns ({exc}); re-record the case",
                 label=self.label,
             ) from exc
+
+    def _replayed_error(self, error: Mapping[str, Any]) -> BaseException:
+        """The exception a recorded failure is raised as: ToolError/LLMError, or an instance of
+        the ``errors=`` class whose qualified name is the recorded type, made from the message.
+
+        Only classes the calling code names are ever constructed; the recording chooses among
+        them by name and supplies nothing but the message.
+        """
+        cls = ToolError if self.kind == A.KIND_TOOL else LLMError
+        recorded = cls.from_record(self.label, error)
+        expected = next((c for c in self.errors if c.__qualname__ == recorded.type), None)
+        if expected is None:
+            return recorded
+        try:
+            exc = expected(recorded.message)
+            shown = (str(exc), repr(exc))
+        except Exception:
+            _warn_once(
+                f"errors-construct:{expected.__module__}.{expected.__qualname__}",
+                "tracely: %s: cannot make %s(message) for its recorded failure; raising %s instead",
+                self.label,
+                expected.__qualname__,
+                cls.__name__,
+                exc_info=True,
+            )
+            return recorded
+        if shown != (recorded.message, recorded.live_repr):
+            _warn_once(
+                f"errors-text:{expected.__module__}.{expected.__qualname__}",
+                "tracely: %s: the replayed %s reads %r where the live one read %r",
+                self.label,
+                expected.__qualname__,
+                shown[1],
+                recorded.live_repr,
+            )
+        return exc
 
     # -- live ----------------------------------------------------------------------------
 
@@ -367,7 +445,11 @@ class Call:
             return
         self._done = True
         try:
-            record = self.codec.record_error(exc) if self.codec is not None else _error_record(exc)
+            record = (
+                _with_repr(self.codec.record_error(exc), exc)
+                if self.codec is not None
+                else _error_record(exc)
+            )
             text = _redact.redact(orjson.dumps(record, default=str).decode())
             out: dict[str, Any] = {}
             status = self._error_attrs(
@@ -457,15 +539,32 @@ async def _async_call(call: Call, fn: Callable[[], Awaitable[T]]) -> T:
 
 
 def call_tool(
-    name: str, fn: Callable[[], T], args: Any = None, *, returns: Any = NO_ANNOTATION
+    name: str,
+    fn: Callable[[], T],
+    args: Any = None,
+    *,
+    returns: Any = NO_ANNOTATION,
+    errors: Any = None,
+    ignore: Any = None,
 ) -> T:
     """Run tool ``name`` via ``fn()`` and record it; under fixtures, serve the recording.
 
     ``args`` identify the call for matching. ``returns`` (or ``fn``'s return annotation) is
-    the type a replayed value is rebuilt into.
+    the type a replayed value is rebuilt into. ``errors`` names the exception classes the
+    code expects back: a recorded failure of one of them (by qualified name) is raised as that
+    class, made from the recorded message; any other as :class:`~tracely_sdk.ToolError`.
+    ``ignore`` lists masks (JSON paths, ``re:PATTERN``, ``@iso-timestamp``, ``@uuid``) for the
+    volatile parts of ``args``, left out when replay compares them with the recording.
     """
     annotation = returns if returns is not NO_ANNOTATION else return_annotation(fn)
-    call = Call(A.KIND_TOOL, name, args=args, annotation=annotation)
+    call = Call(
+        A.KIND_TOOL,
+        name,
+        args=args,
+        annotation=annotation,
+        errors=expected_errors(errors, f"call_tool({name!r})"),
+        ignore=masks_from(ignore, f"call_tool({name!r})"),
+    )
     return _sync_call(call, fn)
 
 
@@ -476,23 +575,48 @@ def call_llm(
     usage: tuple[int, int] | Callable[[T], tuple[int, int]] | None = None,
     *,
     returns: Any = NO_ANNOTATION,
+    errors: Any = None,
+    ignore: Any = None,
 ) -> T:
     """Run an LLM call to ``model`` via ``fn()`` and record it; under fixtures, serve it.
 
     ``input`` is compared with the recording (a difference is served and reported as
     divergence); ``usage`` is ``(input_tokens, output_tokens)`` or a function of the result.
+    ``errors`` is as for :func:`call_tool` (other recorded failures raise LLMError), and so is
+    ``ignore``, for the volatile parts of ``input`` (a date in the system prompt).
     """
     annotation = returns if returns is not NO_ANNOTATION else return_annotation(fn)
-    call = Call(A.KIND_LLM, model, input=input, usage=usage, annotation=annotation)
+    call = Call(
+        A.KIND_LLM,
+        model,
+        input=input,
+        usage=usage,
+        annotation=annotation,
+        errors=expected_errors(errors, f"call_llm({model!r})"),
+        ignore=masks_from(ignore, f"call_llm({model!r})"),
+    )
     return _sync_call(call, fn)
 
 
 async def acall_tool(
-    name: str, fn: Callable[[], Awaitable[T]], args: Any = None, *, returns: Any = NO_ANNOTATION
+    name: str,
+    fn: Callable[[], Awaitable[T]],
+    args: Any = None,
+    *,
+    returns: Any = NO_ANNOTATION,
+    errors: Any = None,
+    ignore: Any = None,
 ) -> T:
     """Async :func:`call_tool`: ``fn()`` returns an awaitable, awaited only when live."""
     annotation = returns if returns is not NO_ANNOTATION else return_annotation(fn)
-    call = Call(A.KIND_TOOL, name, args=args, annotation=annotation)
+    call = Call(
+        A.KIND_TOOL,
+        name,
+        args=args,
+        annotation=annotation,
+        errors=expected_errors(errors, f"acall_tool({name!r})"),
+        ignore=masks_from(ignore, f"acall_tool({name!r})"),
+    )
     return await _async_call(call, fn)
 
 
@@ -503,10 +627,20 @@ async def acall_llm(
     usage: tuple[int, int] | Callable[[T], tuple[int, int]] | None = None,
     *,
     returns: Any = NO_ANNOTATION,
+    errors: Any = None,
+    ignore: Any = None,
 ) -> T:
     """Async :func:`call_llm`: ``fn()`` returns an awaitable, awaited only when live."""
     annotation = returns if returns is not NO_ANNOTATION else return_annotation(fn)
-    call = Call(A.KIND_LLM, model, input=input, usage=usage, annotation=annotation)
+    call = Call(
+        A.KIND_LLM,
+        model,
+        input=input,
+        usage=usage,
+        annotation=annotation,
+        errors=expected_errors(errors, f"acall_llm({model!r})"),
+        ignore=masks_from(ignore, f"acall_llm({model!r})"),
+    )
     return await _async_call(call, fn)
 
 
@@ -666,10 +800,19 @@ def _bound_args(
 @overload
 def observe(fn: F) -> F: ...
 @overload
-def observe(*, as_type: str = "span", name: str | None = None) -> Callable[[F], F]: ...
+def observe(
+    *, as_type: str = "span", name: str | None = None, errors: Any = None, ignore: Any = None
+) -> Callable[[F], F]: ...
 
 
-def observe(fn: Any = None, *, as_type: str = "span", name: str | None = None) -> Any:
+def observe(
+    fn: Any = None,
+    *,
+    as_type: str = "span",
+    name: str | None = None,
+    errors: Any = None,
+    ignore: Any = None,
+) -> Any:
     """Decorate a function so each call is a span; ``as_type`` says what it is.
 
     - ``"tool"``: a tool call, recorded with its arguments; under fixtures the recorded
@@ -678,9 +821,19 @@ def observe(fn: Any = None, *, as_type: str = "span", name: str | None = None) -
     - ``"agent"``: an agent run; records the call's positional and keyword arguments and its
       return value, which ``tracely replay`` uses as the case's input and expected output.
     - ``"span"`` (default): a plain span named after the function, nothing recorded.
+
+    ``errors`` (tool and llm) names the exception classes the code expects back from a
+    replayed failure, as for :func:`call_tool` (``errors=(ModelRetry,)``); ``ignore`` (tool and
+    llm) lists masks for the volatile parts of the arguments, as for :func:`call_tool`.
     """
     if as_type not in _AS_TYPES:
         raise ValueError(f"observe(as_type={as_type!r}): use one of {', '.join(_AS_TYPES)}")
+    where = f"observe(as_type={as_type!r})"
+    for option, value in (("errors", errors), ("ignore", ignore)):
+        if value is not None and as_type not in ("tool", "llm"):
+            raise ConfigError(f"{where}: {option}= applies to tool and llm calls")
+    expected = expected_errors(errors, where)
+    masks = masks_from(ignore, where)
 
     def decorate(func: F) -> F:
         if inspect.isgeneratorfunction(func) or inspect.isasyncgenfunction(func):
@@ -740,8 +893,17 @@ def observe(fn: Any = None, *, as_type: str = "span", name: str | None = None) -
         def make_call(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Call:
             arguments = _bound_args(func, args, kwargs)
             if kind == A.KIND_TOOL:
-                return Call(kind, label, args=arguments, annotation=annotation)
-            return Call(kind, label, input=arguments, annotation=annotation)
+                return Call(
+                    kind,
+                    label,
+                    args=arguments,
+                    annotation=annotation,
+                    errors=expected,
+                    ignore=masks,
+                )
+            return Call(
+                kind, label, input=arguments, annotation=annotation, errors=expected, ignore=masks
+            )
 
         if is_async:
 

@@ -15,8 +15,8 @@ TracelyError
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, TypeVar
 
 __all__ = [
     "BundleError",
@@ -79,19 +79,47 @@ class RecordedError(TracelyError):
     """A failure recorded in the live run, raised again on replay.
 
     ``type`` is the recorded exception's type name and ``message`` its message; the original
-    class is never imported or constructed from the recording.
-    ``str(error)`` is the recorded message itself, so error-handling code that reads it
-    behaves on replay exactly as it did live.
+    class is never imported or constructed from the recording. ``str(error)`` is the recorded
+    message and ``repr(error)`` the recorded ``repr()`` of the live exception
+    (``ValueError('no data')``), so code that reads either (a framework that turns a tool's
+    failure into the next prompt) sees on replay exactly what it saw live.
     """
 
-    def __init__(self, label: str, type: str, message: str) -> None:
+    def __init__(
+        self, label: str, type: str, message: str, *, live_repr: str | None = None
+    ) -> None:
         super().__init__(message)
         self.label = label
         self.type = type
         self.message = message
+        self.live_repr = live_repr if live_repr is not None else _default_repr(type, message)
+
+    @classmethod
+    def from_record(cls: type[_E], label: str, error: Mapping[str, Any]) -> _E:
+        """The error for a recorded ``{"type", "message", "repr"}`` entry (``repr`` optional)."""
+        live_repr = error.get("repr")
+        return cls(
+            label,
+            str(error.get("type")),
+            str(error.get("message")),
+            live_repr=live_repr if isinstance(live_repr, str) else None,
+        )
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}(label={self.label!r}, type={self.type!r}, message={self.message!r})"
+        return self.live_repr
+
+
+def _default_repr(type_name: str, message: str) -> str:
+    """What ``repr()`` of the live exception most likely was, for entries recorded without it.
+
+    Python's own exceptions show their class's ``__name__`` (the recorded type is its qualified
+    name) and their one argument; one raised without arguments has an empty message.
+    """
+    name = type_name.rpartition(".")[2]
+    return f"{name}({message!r})" if message else f"{name}()"
+
+
+_E = TypeVar("_E", bound=RecordedError)
 
 
 class ToolError(RecordedError):

@@ -71,6 +71,7 @@ def test_recorded_failure_is_handled_the_same_on_replay(
     assert entry["error"] == {
         "type": "WeatherServiceError",
         "message": "no weather data for 'Atlantis'",
+        "repr": "WeatherServiceError(\"no weather data for 'Atlantis'\")",
     }
     monkeypatch.setattr(weather_agent, "get_weather", _refuse)
     with tracely.fixtures(bundle) as rep:

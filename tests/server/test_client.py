@@ -32,8 +32,8 @@ from tracely_sdk.store import Case, InvalidCase, Recording, open_store
 
 try:
     import tracely_sdk.server._app  # noqa: F401
-    from tracely_sdk.server import _client
-    from tracely_sdk.server._client import HTTPStore
+    from tracely_sdk.store import _http as _client
+    from tracely_sdk.store._http import HTTPStore
 
     from ._support import ServerProcess
 

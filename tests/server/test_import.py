@@ -33,12 +33,12 @@ from opentelemetry.trace import SpanKind
 from tracely_otel import record_from_readable
 from tracely_otel._otlp import encode_records_otlp_json
 from tracely_sdk.cli import Context
-from tracely_sdk.cli._output import Output
-from tracely_sdk.server._import import (
+from tracely_sdk.cli._import import (
     ImportSourceError,
     add_import_command,
     import_traces,
 )
+from tracely_sdk.cli._output import Output
 from tracely_sdk.store import SQLiteStore
 
 Run = Callable[[str], "tuple[list[Any], dict[str, Any]]"]

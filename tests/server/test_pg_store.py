@@ -33,8 +33,8 @@ from tracely_sdk.store._model import dumps_json
 
 psycopg = pytest.importorskip("psycopg", reason="psycopg is not installed (tracely[postgres])")
 
-from tracely_sdk.server import _pg  # noqa: E402
-from tracely_sdk.server._pg import PostgresStore  # noqa: E402
+from tracely_sdk.store import _postgres as _pg  # noqa: E402
+from tracely_sdk.store._postgres import PostgresStore  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / ".ci" / "install-postgres.sh"

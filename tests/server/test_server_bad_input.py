@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import socket
 import time
+import urllib.parse
 import zlib
 from typing import Any
 
@@ -274,7 +275,7 @@ def test_broken_http(server: ServerProcess) -> None:
     assert b'"error"' in reply
     reply = raw(server, b"GET /healthz HTTP/1.1\r\nHost: x\r\n" + b"X: y\r\n" * 200 + b"\r\n")
     assert b" 431 " in reply.split(b"\r\n", 1)[0] or b" 400 " in reply.split(b"\r\n", 1)[0]
-    reply = raw(server, b"GET /" + b"a" * 70_000 + b" HTTP/1.1\r\n\r\n")
+    reply = raw(server, b"GET /" + b"a" * 70_000 + b" HTTP/1.1\r\nHost: x\r\n\r\n")
     assert b" 414 " in reply.split(b"\r\n", 1)[0]
     reply = raw(
         server,
@@ -361,3 +362,67 @@ def test_connections_are_capped(make_server: Any) -> None:
         for sock in held:
             sock.close()
     wait_for(proc.healthy, what="a free connection")
+
+
+@pytest.mark.parametrize("query", ["limit=\u00b2", "offset=\u00b2", "limit=\u0661"])
+def test_unicode_digits_are_not_numbers(server: ServerProcess, query: str) -> None:
+    field, value = query.split("=", 1)
+    answer = server.get(f"/api/traces?{field}={urllib.parse.quote(value)}", token="read")
+    assert answer.status == 400 and field in answer.error["message"], answer
+
+
+def test_a_content_length_in_unicode_digits_is_400(server: ServerProcess) -> None:
+    reply = raw(
+        server, "GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: \u00b2\r\n\r\n".encode()
+    )
+    assert reply.startswith(b"HTTP/1.1 400"), reply[:80]
+
+
+@pytest.mark.parametrize(
+    "change,field",
+    [
+        ({"started_at": 2**63}, "started_at"),
+        ({"received_at": 2**64 - 1}, "received_at"),
+        ({"started_at": -1}, "started_at"),
+        ({"started_at": True}, "started_at"),
+        ({"service": 7}, "service"),
+        ({"agent_name": ["a"]}, "agent_name"),
+        ({"replay_mode": {"x": 1}}, "replay_mode"),
+    ],
+)
+def test_recording_fields_of_the_wrong_type_are_400(
+    server: ServerProcess, weather_run: Any, change: dict[str, Any], field: str
+) -> None:
+    from tracely_sdk.store import Recording
+
+    _, bundle = weather_run("Paris")
+    recording = {**Recording.from_bundle(bundle).to_dict(), **change}
+    answer = server.request("POST", "/api/recordings", recording)
+    assert answer.status == 400, answer
+    assert field in answer.error["message"] and "retry-after" not in answer.headers
+
+
+@pytest.mark.parametrize("where", ["case", "history"])
+@pytest.mark.parametrize("field", ["version", "created_at"])
+def test_case_integers_past_64_bits_are_400(server: ServerProcess, where: str, field: str) -> None:
+    case = {
+        "id": "big-numbers",
+        "name": "n",
+        "entrypoint": None,
+        "input": {},
+        "expected_output": None,
+        "bundle": {},
+        "source_trace_id": None,
+        "version": 1,
+        "tags": [],
+        "created_at": 1,
+        "updated_at": 1,
+    }
+    version = {"version": 1, "input": {}, "bundle": {}, "created_at": 1}
+    if where == "case":
+        case[field] = 2**63
+    else:
+        version[field] = 2**63
+    answer = server.request("PUT", "/api/cases/big-numbers", {"case": case, "history": [version]})
+    assert answer.status == 400, answer
+    assert field in answer.error["message"]

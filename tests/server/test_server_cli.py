@@ -91,7 +91,7 @@ def test_a_port_in_use(tmp_path: Path) -> None:
 def test_settings_precedence_and_defaults() -> None:
     config = ServerConfig.load({})
     assert (config.host, config.port, config.quiet_seconds) == ("127.0.0.1", 8711, 2.0)
-    assert config.max_body_bytes == 16 * 1024 * 1024 and config.rate_burst == 400
+    assert config.max_body_bytes == 20 * 1024 * 1024 and config.rate_burst == 400
     env = {
         "TRACELY_SERVER_QUIET_SECONDS": "5",
         "TRACELY_SERVER_PORT": "9000",
@@ -99,7 +99,7 @@ def test_settings_precedence_and_defaults() -> None:
     }
     config = ServerConfig.load(env)
     assert (config.quiet_seconds, config.port) == (5.0, 9000)
-    assert config.max_body_bytes == 16 * 1024 * 1024  # blank is unset
+    assert config.max_body_bytes == 20 * 1024 * 1024  # blank is unset
     assert ServerConfig.load(env, quiet_seconds="0.5").quiet_seconds == 0.5
     assert ServerConfig.load({"TRACELY_STORE": "sqlite:///x.db"}).store == "sqlite:///x.db"
     assert (

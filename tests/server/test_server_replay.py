@@ -18,7 +18,7 @@ from server.test_server_otlp import run_agent
 from tracely_sdk.store import Case, CaseVersion, SQLiteStore
 
 try:
-    from tracely_sdk.server._client import HTTPStore  # noqa: F401
+    from tracely_sdk.store._http import HTTPStore  # noqa: F401
 except ImportError as exc:  # pragma: no cover - written separately
     pytest.skip(f"the HTTP store client is not available ({exc})", allow_module_level=True)
 

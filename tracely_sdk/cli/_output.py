@@ -167,7 +167,9 @@ class Output:
     # -- replay ----------------------------------------------------------------------------
 
     @contextmanager
-    def progress(self, total: int) -> Iterator[Callable[[CaseResult], None]]:
+    def progress(
+        self, total: int, label: str = "replaying"
+    ) -> Iterator[Callable[[CaseResult], None]]:
         """Yield a callback to call as each case finishes: a progress bar on a terminal."""
         if not self.fancy or total == 0:
             yield lambda result: None
@@ -181,7 +183,7 @@ class Output:
         )
 
         columns = (
-            TextColumn("[bold]replaying"),
+            TextColumn(f"[bold]{label}"),
             BarColumn(),
             MofNCompleteColumn(),
             TextColumn("{task.fields[last]}"),

@@ -13,7 +13,7 @@ from tracely_sdk.errors import ConfigError, StoreError
 if TYPE_CHECKING:
     from tracely_sdk.cli import Context
 
-__all__ = ["init_tracing", "register"]
+__all__ = ["init_tracing", "keep_run", "register"]
 
 DESCRIPTION = """\
 Replay regression cases through your own code under their recordings: every tool and LLM
@@ -178,7 +178,6 @@ def _keep_run(
     The verdicts are already decided: nothing here changes them or the exit status.
     """
     from tracely_sdk._reports import run_of
-    from tracely_sdk.store import redact_url
 
     out = ctx.out
     if args.cases_dir is not None:
@@ -188,13 +187,23 @@ def _keep_run(
             "(replay from a store to keep runs for `tracely runs`)"
         )
         return
+    keep_run(ctx, results, started_at=started_at, elapsed=elapsed)
+
+
+def keep_run(
+    ctx: Context, results: Any, *, started_at: int, elapsed: float, mode: str | None = None
+) -> None:
+    """Save a run's results in the context's store and say so, or say in one line why not."""
+    from tracely_sdk._reports import run_of
+    from tracely_sdk.store import redact_url
+
     store = ctx.store()
     where = redact_url(store.url)
-    run = run_of(results, started_at=started_at, elapsed=elapsed, source=where)
+    run = run_of(results, started_at=started_at, elapsed=elapsed, source=where, mode=mode)
     try:
         store.save_run(run)
     except Exception as exc:  # the gate's verdict stands whatever the store does
         reason = " ".join(str(exc).split()) if isinstance(exc, StoreError) else repr(exc)
-        out.note(f"run {run.id} not kept: the store {where} refused it: {reason}")
+        ctx.out.note(f"run {run.id} not kept: the store {where} refused it: {reason}")
         return
-    out.note(f"run {run.id} kept in {where}: tracely runs show {run.id}")
+    ctx.out.note(f"run {run.id} kept in {where}: tracely runs show {run.id}")

@@ -61,7 +61,7 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(handler=cmd_show)
 
-    from tracely_sdk.server._import import add_import_command
+    from tracely_sdk.cli._import import add_import_command
 
     add_import_command(sub, common)
 

@@ -24,13 +24,13 @@ __all__ = ["ServerConfig", "TracelyServer", "create_server"]
 
 
 def _http_store(url: str) -> Store:
-    from tracely_sdk.server._client import HTTPStore
+    from tracely_sdk.store._http import HTTPStore
 
     return HTTPStore(url)
 
 
 def _postgres_store(url: str) -> Store:
-    from tracely_sdk.server._pg import PostgresStore
+    from tracely_sdk.store._postgres import PostgresStore
 
     return PostgresStore(url)
 

@@ -35,7 +35,16 @@ from tracely_otel._spans import SpanRecord
 from tracely_sdk.errors import ConfigError, Conflict, NotFound, StoreError
 from tracely_sdk.server._auth import INGEST, READ, WRITE, RateLimiter, TokenSet, load_tokens
 from tracely_sdk.server._config import ServerConfig
-from tracely_sdk.server._http import HTTPError, HTTPServer, Request, Response, json_response
+from tracely_sdk.server._http import (
+    Admitted,
+    HTTPError,
+    HTTPServer,
+    Limits,
+    Request,
+    Response,
+    error_body,
+    json_response,
+)
 from tracely_sdk.server._ingest import (
     KIND_JSON,
     KIND_JSON_GZIP,
@@ -191,6 +200,40 @@ def _string(obj: Mapping[str, Any], key: str, *, optional: bool = False) -> str 
     return value
 
 
+_INT64_MAX: Final = 2**63 - 1
+
+
+def _types(
+    obj: Mapping[str, Any],
+    what: str,
+    *,
+    integers: Sequence[str] = (),
+    strings: Sequence[str] = (),
+    optional: frozenset[str] = frozenset(),
+) -> None:
+    """Integers that fit the store's 64-bit columns and strings where strings go, checked at
+    the edge: anything else is the client's mistake (400 naming the field), not the store's."""
+    for key in integers:
+        value = obj.get(key)
+        if value is None and key in optional:
+            continue
+        if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= _INT64_MAX:
+            raise HTTPError(
+                400,
+                f"{what}: {key} must be a whole number from 0 to {_INT64_MAX}",
+                code="invalid",
+                detail={"field": key},
+            )
+    for key in strings:
+        value = obj.get(key)
+        if value is None and key in optional:
+            continue
+        if not isinstance(value, str):
+            raise HTTPError(
+                400, f"{what}: {key} must be a string", code="invalid", detail={"field": key}
+            )
+
+
 def _trace_id(value: Any, what: str = "trace id") -> str:
     if not isinstance(value, str) or not TRACE_ID_RE.fullmatch(value) or not value.strip("0"):
         shown = value if isinstance(value, str) and len(value) <= 40 else "the value given"
@@ -241,7 +284,7 @@ def _int_param(params: Mapping[str, str], key: str, default: int, low: int, high
     raw = params.get(key)
     if raw is None or raw == "":
         return default
-    if not raw.isdigit() or len(raw) > 12:
+    if not (raw.isascii() and raw.isdigit()) or len(raw) > 12:
         raise HTTPError(400, f"{key} must be a whole number from {low} to {high}")
     value = int(raw)
     if not low <= value <= high:
@@ -461,7 +504,9 @@ class App:
         self.draining = False
         self._openapi: bytes | None = None
 
-    def dispatch(self, request: Request) -> Response:
+    def admit(self, request: Request) -> Admitted | Response:
+        """Route the request and check what can be checked before its body is read: the
+        method, shutdown and the token. Runs in the event loop, so it never blocks."""
         allowed: list[str] = []
         for route in ROUTES + PAGES:
             params = route.match(request.segments)
@@ -472,14 +517,17 @@ class App:
                 continue
             if route.otlp:
                 # OTLP answers in its own terms (a google.rpc.Status), errors included.
-                return route.handler(self, request, params)
-            if self.draining and route.template != "/healthz":
-                raise HTTPError(
-                    503, "the server is shutting down", headers=_retry_after(1), close=True
-                )
-            if route.scope is not None:
-                self._authorize(request, route.scope)
-            return route.handler(self, request, params)
+                refusal = self.admit_export(request)
+                if refusal is not None:
+                    return refusal
+            else:
+                if self.draining and route.template not in ("/healthz", "/readyz"):
+                    raise HTTPError(
+                        503, "the server is shutting down", headers=_retry_after(1), close=True
+                    )
+                if route.scope is not None:
+                    self._authorize(request, route.scope)
+            return Admitted(functools.partial(_call_route, self, route.handler, params))
         if allowed:
             raise HTTPError(
                 405,
@@ -488,6 +536,17 @@ class App:
                 headers={"Allow": ", ".join(allowed)},
             )
         raise HTTPError(404, f"no such resource: {request.path[:200]}")
+
+    def error_response(self, request: Request, error: HTTPError) -> Response:
+        """An error as the route answers errors: OTLP's Status on /v1/traces, else JSON."""
+        if request.segments == ("v1", "traces") and request.method == "POST":
+            return _status_response(error, _otlp_encoding(request))
+        return Response(
+            error.status,
+            error_body(error.status, error.message, error.code, error.detail),
+            headers=error.headers,
+            close=error.close,
+        )
 
     def _authorize(self, request: Request, scope: str) -> None:
         principal = self.tokens.authenticate(request.header("Authorization"), request.client)
@@ -584,8 +643,8 @@ class App:
 
     # OTLP ---------------------------------------------------------------------------------
 
-    def export(self, request: Request) -> Response:
-        """``POST /v1/traces``: an OTLP/HTTP export request."""
+    def admit_export(self, request: Request) -> Response | None:
+        """``POST /v1/traces`` before its body is read: a refusal, or None to go on."""
         encoding = _otlp_encoding(request)
         try:
             if self.draining or self.pipeline.closing:
@@ -599,6 +658,14 @@ class App:
                     f"OTLP/HTTP bodies are application/x-protobuf or application/json, not "
                     f"{request.media_type() or 'untyped'}",
                 )
+        except HTTPError as exc:
+            return _status_response(exc, encoding)
+        return None
+
+    def export(self, request: Request) -> Response:
+        """``POST /v1/traces``: an OTLP/HTTP export request, admitted and with its body."""
+        encoding = _otlp_encoding(request) or "json"
+        try:
             return self._ingest(request, encoding)
         except HTTPError as exc:
             return _status_response(exc, encoding)
@@ -618,7 +685,10 @@ class App:
             kind = KIND_JSON_GZIP if compressed else KIND_JSON
         try:
             receipt = self.pipeline.submit(
-                records, body=None if rejected else (raw if compressed else data), kind=kind
+                records,
+                body=None if rejected else (raw if compressed else data),
+                kind=kind,
+                size=len(data),
             )
         except Backpressure as exc:
             raise HTTPError(
@@ -648,10 +718,27 @@ class App:
 
 
 def _healthz(app: App, request: Request, params: dict[str, str]) -> Response:
+    """Liveness: serving, and not stuck on a store that refuses every write."""
     _query(request, frozenset())
     if app.draining:
         return json_response(503, {"status": "draining"}, _retry_after(1))
+    error = app.pipeline.store_error
+    if error is not None:
+        return json_response(
+            503, {"status": "failing", "problems": [f"the store cannot be written: {error}"]}
+        )
     return json_response(200, {"status": "ok"})
+
+
+def _readyz(app: App, request: Request, params: dict[str, str]) -> Response:
+    """Readiness: the store takes writes and the journal and memory have room for spans."""
+    _query(request, frozenset())
+    if app.draining:
+        return json_response(503, {"status": "draining"}, _retry_after(1))
+    problems = app.pipeline.problems()
+    if problems:
+        return json_response(503, {"status": "unavailable", "problems": problems}, _retry_after(5))
+    return json_response(200, {"status": "ready"})
 
 
 def _openapi(app: App, request: Request, params: dict[str, str]) -> Response:
@@ -692,6 +779,13 @@ def _put_recording(app: App, request: Request, params: dict[str, str]) -> Respon
         frozenset({"trace_id", "service", "started_at", "status", "bundle"}),
     )
     body["trace_id"] = _trace_id(body["trace_id"])
+    _types(
+        body,
+        "the recording",
+        integers=("started_at", "received_at"),
+        strings=("service", "status", "agent_name", "replay_mode"),
+        optional=frozenset({"received_at", "agent_name", "replay_mode"}),
+    )
     try:
         validate_bundle(body["bundle"])
     except BundleFormatError as exc:
@@ -805,6 +899,13 @@ def _put_case(app: App, request: Request, params: dict[str, str]) -> Response:
         frozenset({"case", "history"}),
     )
     fields = _fields(body["case"], "case", _CASE_FIELDS, _CASE_FIELDS - {"entrypoint"})
+    _types(
+        fields,
+        "case",
+        integers=("version", "created_at", "updated_at"),
+        strings=("id", "name", "entrypoint", "source_trace_id"),
+        optional=frozenset({"entrypoint", "source_trace_id"}),
+    )
     if fields["id"] != case_id:
         raise HTTPError(
             400,
@@ -821,6 +922,13 @@ def _put_case(app: App, request: Request, params: dict[str, str]) -> Response:
             f"history[{i}]",
             _VERSION_FIELDS,
             _VERSION_FIELDS - {"note", "expected_output", "source_trace_id"},
+        )
+        _types(
+            checked,
+            f"history[{i}]",
+            integers=("version", "created_at"),
+            strings=("note", "source_trace_id"),
+            optional=frozenset({"note", "source_trace_id"}),
         )
         history.append(app._call(functools.partial(CaseVersion, case_id=case_id, **checked)))
     stored = app._call(lambda: app.store.put_case(case, history))
@@ -871,12 +979,17 @@ def _get_run(app: App, request: Request, params: dict[str, str]) -> Response:
     return json_response(200, app._call(lambda: app.store.get_run(run_id)).to_dict())
 
 
+def _call_route(app: App, handler: Handler, params: dict[str, str], request: Request) -> Response:
+    return handler(app, request, params)
+
+
 def _export(app: App, request: Request, params: dict[str, str]) -> Response:
     return app.export(request)
 
 
 ROUTES: Final[tuple[Route, ...]] = (
     Route("GET", "/healthz", None, _healthz),
+    Route("GET", "/readyz", None, _readyz),
     Route("GET", "/openapi.json", None, _openapi),
     Route("POST", "/v1/traces", INGEST, _export, otlp=True),
     Route("GET", "/api/traces", READ, _list_traces),
@@ -938,13 +1051,13 @@ class TracelyServer:
 
     def serve_forever(self) -> None:
         self._serving.set()
-        self._httpd.serve_forever(poll_interval=0.2)
+        self._httpd.serve_forever()
 
     def start(self) -> TracelyServer:
         """Serve in a background thread; returns self."""
         self._thread = threading.Thread(target=self.serve_forever, name="tracely-http", daemon=True)
         self._thread.start()
-        self._serving.wait(5)
+        self._httpd.wait_started(10)
         return self
 
     def shutdown(self) -> None:
@@ -955,13 +1068,9 @@ class TracelyServer:
             self._shut = True
         timeout = self.config.shutdown_timeout
         self.app.draining = True
-        self._httpd.draining = True
-        if self._serving.is_set():
-            self._httpd.shutdown()
-        self._httpd.server_close()
-        if not self._httpd.wait_idle(timeout):
+        if self._serving.is_set() and not self._httpd.shutdown(timeout):
             logger.warning("requests still running after %.0fs; shutting down anyway", timeout)
-        self._httpd.close_connections()
+        self._httpd.server_close()
         self.pipeline.shutdown(timeout)
         if self._owns_store:
             try:
@@ -976,6 +1085,23 @@ class TracelyServer:
 
     def __exit__(self, *exc: object) -> None:
         self.shutdown()
+
+
+class _Deferred:
+    """The application, once built (the port is bound first, so that its errors come first)."""
+
+    def __init__(self, ref: list[App]) -> None:
+        self._ref = ref
+
+    @property
+    def draining(self) -> bool:
+        return self._ref[0].draining
+
+    def admit(self, request: Request) -> Admitted | Response:
+        return self._ref[0].admit(request)
+
+    def error_response(self, request: Request, error: HTTPError) -> Response:
+        return self._ref[0].error_response(request, error)
 
 
 def create_server(
@@ -1011,9 +1137,15 @@ def create_server(
         try:
             httpd = HTTPServer(
                 (config.host, config.port),
-                lambda request: app_ref[0].dispatch(request),
-                max_connections=config.max_connections,
-                max_concurrent=config.max_concurrent_requests,
+                _Deferred(app_ref),
+                Limits(
+                    max_body_bytes=config.max_body_bytes,
+                    max_connections=config.max_connections,
+                    max_concurrent=config.max_concurrent_requests,
+                    head_timeout=config.header_timeout,
+                    body_timeout=config.body_timeout,
+                    keep_alive_timeout=config.keep_alive_timeout,
+                ),
             )
         except OSError as exc:
             reason = exc.strerror or str(exc)
@@ -1033,6 +1165,8 @@ def create_server(
             max_spans=config.max_spans,
             max_traces=config.max_traces,
             max_spans_per_trace=config.max_spans_per_trace,
+            max_held_bytes=config.max_held_bytes,
+            max_journal_bytes=config.max_journal_bytes,
             write_queue_size=config.write_queue_size,
             write_batch_size=config.write_batch_size,
         )

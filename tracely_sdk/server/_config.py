@@ -21,6 +21,9 @@ __all__ = ["DEFAULT_PORT", "SERVER_SETTINGS", "ServerConfig"]
 
 DEFAULT_PORT = 8711
 MIB = 1024 * 1024
+# The OTLP/HTTP receiver of the OpenTelemetry Collector refuses bodies over 20 MiB by default;
+# exporters batch to stay under it, so the same figure accepts what they send.
+DEFAULT_MAX_BODY_BYTES = 20 * MIB
 
 
 def _text(source: str, value: Any) -> str:
@@ -61,6 +64,13 @@ def _seconds(source: str, value: Any) -> float:
         raise ConfigError(f"{source}={value!r} is not a number of seconds") from None
     if not math.isfinite(number) or number < 0:
         raise ConfigError(f"{source}={value!r} must be a non-negative number of seconds")
+    return number
+
+
+def _timeout(source: str, value: Any) -> float:
+    number = _seconds(source, value)
+    if number <= 0:
+        raise ConfigError(f"{source}={value!r} must be more than 0 seconds")
     return number
 
 
@@ -134,9 +144,10 @@ SERVER_SETTINGS: dict[str, Setting] = {
         Setting(
             "max_body_bytes",
             ("TRACELY_SERVER_MAX_BODY_BYTES",),
-            16 * MIB,
+            DEFAULT_MAX_BODY_BYTES,
             _positive,
-            "Largest request body, compressed and decompressed; larger ones get 413.",
+            "Largest request body, compressed and decompressed; larger ones get 413 (the "
+            "default is the OpenTelemetry Collector's OTLP/HTTP receiver limit).",
         ),
         Setting(
             "write_queue_size",
@@ -165,6 +176,21 @@ SERVER_SETTINGS: dict[str, Setting] = {
             50_000,
             _positive,
             "Traces held in memory; above it /v1/traces answers 429.",
+        ),
+        Setting(
+            "max_held_bytes",
+            ("TRACELY_SERVER_MAX_HELD_BYTES",),
+            128 * MIB,
+            _positive,
+            "Bytes of spans (as received, decompressed) held in memory across all traces, "
+            "orphans included; above it /v1/traces answers 429.",
+        ),
+        Setting(
+            "max_journal_bytes",
+            ("TRACELY_SERVER_MAX_JOURNAL_BYTES",),
+            1024 * MIB,
+            _positive,
+            "Bytes in the ingest journal on disk; above it /v1/traces answers 429.",
         ),
         Setting(
             "max_spans_per_trace",
@@ -199,7 +225,31 @@ SERVER_SETTINGS: dict[str, Setting] = {
             ("TRACELY_SERVER_MAX_CONNECTIONS",),
             256,
             _positive,
-            "Open client connections; further ones are answered 503 and closed.",
+            "Open client connections; further ones are answered 503 and closed (an idle one "
+            "is closed after the header or keep-alive timeout).",
+        ),
+        Setting(
+            "header_timeout",
+            ("TRACELY_SERVER_HEADER_TIMEOUT",),
+            10.0,
+            _timeout,
+            "How long a request's head may take to arrive, from its first byte (or from the "
+            "connection's opening); then the connection is closed.",
+        ),
+        Setting(
+            "body_timeout",
+            ("TRACELY_SERVER_BODY_TIMEOUT",),
+            60.0,
+            _timeout,
+            "How long a request's body may take to arrive; then it is answered 408 and the "
+            "connection closed. The body is read before the request takes a slot.",
+        ),
+        Setting(
+            "keep_alive_timeout",
+            ("TRACELY_SERVER_KEEP_ALIVE_TIMEOUT",),
+            15.0,
+            _timeout,
+            "How long an idle connection is kept open between requests.",
         ),
         Setting(
             "journal_dir",
@@ -233,16 +283,21 @@ class ServerConfig:
     quiet_seconds: float = 2.0
     orphan_seconds: float = 300.0
     retain_seconds: float = 30.0
-    max_body_bytes: int = 16 * MIB
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     write_queue_size: int = 2048
     write_batch_size: int = 256
     max_spans: int = 100_000
     max_traces: int = 50_000
     max_spans_per_trace: int = 10_000
+    max_held_bytes: int = 128 * MIB
+    max_journal_bytes: int = 1024 * MIB
     rate_limit: float = 200.0
     rate_burst: int | None = None
     max_concurrent_requests: int = 32
     max_connections: int = 256
+    header_timeout: float = 10.0
+    body_timeout: float = 60.0
+    keep_alive_timeout: float = 15.0
     journal_dir: str | None = None
     shutdown_timeout: float = 30.0
 

@@ -14,8 +14,8 @@ requests share one fsync). A journal segment is deleted once every trace with sp
 been written to the store and let go of; on start, the segments left are read back and
 assembled again, so a crash or a kill loses nothing that was acknowledged.
 
-Memory is bounded: spans and traces held, spans per trace, and recordings waiting for the
-store. When a bound is reached, :meth:`IngestPipeline.submit` raises :class:`Backpressure`
+Memory is bounded: spans, traces and bytes held (orphans included), spans per trace, bytes in
+the journal, and recordings waiting for the store. When a bound is reached, :meth:`IngestPipeline.submit` raises :class:`Backpressure`
 (the server answers 429 with Retry-After) and accepts nothing of the request.
 
 ::
@@ -163,6 +163,7 @@ class Journal:
         self._active_size = 0
         self._active_since = 0.0
         self._refs: dict[int, int] = {}
+        self._sizes: dict[int, int] = {}  # segment -> bytes on disk
         self._written = 0  # records appended
         self._synced = 0  # records known durable
         self._syncing = False
@@ -185,6 +186,10 @@ class Journal:
         )
         for segment in existing:
             self._refs[segment] = 0
+            try:
+                self._sizes[segment] = self._path(segment).stat().st_size
+            except OSError:
+                self._sizes[segment] = 0
         with self._lock:
             self._start_segment((existing[-1] if existing else 0) + 1)
         return existing
@@ -262,6 +267,7 @@ class Journal:
 
     def _delete(self, segment: int) -> None:
         self._refs.pop(segment, None)
+        self._sizes.pop(segment, None)
         try:
             self._path(segment).unlink()
         except FileNotFoundError:
@@ -322,6 +328,7 @@ class Journal:
                 self._undo(start)
                 raise JournalError(f"cannot write the ingest journal: {exc}") from exc
             self._active_size += len(header) + len(payload)
+            self._sizes[self._active] = self._active_size
             self._written += 1
             self._refs[self._active] = self._refs.get(self._active, 0) + 1
             return self._active, self._written
@@ -404,6 +411,12 @@ class Journal:
                 if refs <= 0 and segment != self._active:
                     self._delete(segment)
 
+    @property
+    def size(self) -> int:
+        """Bytes in the journal's segments on disk."""
+        with self._lock:
+            return sum(self._sizes.values())
+
     def segments(self) -> dict[int, int]:
         """Segment → references (for tests and diagnostics)."""
         with self._lock:
@@ -427,6 +440,7 @@ class _Trace:
     generation: int = 0
     state: int = _OPEN
     segments: set[int] = field(default_factory=set)
+    size: int = 0  # bytes of its spans as received
 
 
 @dataclass(slots=True)
@@ -473,6 +487,8 @@ class IngestPipeline:
         max_spans: int = 100_000,
         max_traces: int = 50_000,
         max_spans_per_trace: int = 10_000,
+        max_held_bytes: int = 128 * 1024 * 1024,
+        max_journal_bytes: int = 1024 * 1024 * 1024,
         write_queue_size: int = 2048,
         write_batch_size: int = 256,
     ) -> None:
@@ -484,6 +500,8 @@ class IngestPipeline:
         self.max_spans = max_spans
         self.max_traces = max_traces
         self.max_spans_per_trace = max_spans_per_trace
+        self.max_held_bytes = max_held_bytes
+        self.max_journal_bytes = max_journal_bytes
         self.write_batch_size = write_batch_size
         self._lock = threading.Lock()
         self._traces: dict[str, _Trace] = {}
@@ -492,6 +510,9 @@ class IngestPipeline:
         self._retained: OrderedDict[str, _Trace] = OrderedDict()  # written, by when
         self._span_count = 0
         self._reserved = 0
+        self._held_bytes = 0
+        self._reserved_bytes = 0
+        self._store_error: str | None = None  # the writer's last failure, until it succeeds
         self._queue: queue.Queue[Any] = queue.Queue(maxsize=write_queue_size)
         self._wake = threading.Event()
         self._stopping = threading.Event()
@@ -533,7 +554,9 @@ class IngestPipeline:
                     logger.error("journal segment %d: a record cannot be decoded: %s", segment, exc)
                     continue
                 with self._lock:
-                    self._add(_group(batch), segment, time.monotonic())
+                    self._add(
+                        _group(batch), segment, time.monotonic(), len(payload) / max(1, len(batch))
+                    )
                 spans += len(batch)
                 records += 1
             # Recovery holds what was acknowledged whatever the bounds; relieve memory
@@ -601,20 +624,38 @@ class IngestPipeline:
     # accepting spans ------------------------------------------------------------------------
 
     def submit(
-        self, records: Sequence[SpanRecord], *, body: bytes | None = None, kind: int = KIND_PROTO
+        self,
+        records: Sequence[SpanRecord],
+        *,
+        body: bytes | None = None,
+        kind: int = KIND_PROTO,
+        size: int | None = None,
     ) -> Receipt:
         """Take a request's spans: all of them durably, or (Backpressure/Unavailable) none.
 
         ``body``/``kind`` is the request as received, journaled as is when every span is
         taken; otherwise the spans taken are journaled as OTLP/JSON. Spans past the per-trace
-        cap are rejected and counted in the receipt.
+        cap are rejected and counted in the receipt. ``size`` is the request's bytes as
+        decoded (default: ``body``'s), what the held-bytes bound counts.
         """
         if not records:
             return Receipt(0)
         by_trace = _group(records)
+        size = size if size is not None else len(body) if body is not None else 0
         with self._lock:
             if self._closing:
                 raise Unavailable("the server is shutting down")
+            if self._store_error is not None:
+                self.counters["requests_refused"] += 1
+                raise Unavailable(f"the store cannot be written ({self._store_error})", 5.0)
+            if self._held_bytes + self._reserved_bytes + size > self.max_held_bytes:
+                self.counters["requests_refused"] += 1
+                self._wake.set()
+                raise Backpressure("the server holds as many bytes of spans as it may")
+            if self.journal is not None and self.journal.size + size > self.max_journal_bytes:
+                self.counters["requests_refused"] += 1
+                self._wake.set()
+                raise Backpressure("the ingest journal holds as many bytes as it may")
             if self._queue.full():
                 self.counters["requests_refused"] += 1
                 raise Backpressure("the write queue is full")
@@ -628,6 +669,7 @@ class IngestPipeline:
                 raise Backpressure("the server holds as many spans as it may")
             taken, rejected, over = self._admit(by_trace)
             self._reserved += len(records)
+            self._reserved_bytes += size
         accepted = len(records) - rejected
         try:
             segment = -1
@@ -637,7 +679,7 @@ class IngestPipeline:
                     body, kind = orjson.dumps(encode_records_otlp_json(taken_records)), KIND_JSON
                 segment = self._journal(self.journal, kind, body)
             with self._lock:
-                self._add(taken, segment, time.monotonic())
+                self._add(taken, segment, time.monotonic(), size / len(records))
                 self.counters["spans_accepted"] += accepted
                 self.counters["spans_rejected"] += rejected
             if segment >= 0 and self.journal is not None:
@@ -645,6 +687,7 @@ class IngestPipeline:
         finally:
             with self._lock:
                 self._reserved -= len(records)
+                self._reserved_bytes -= size
         message = ""
         if rejected:
             message = (
@@ -700,8 +743,15 @@ class IngestPipeline:
                 taken[trace_id] = keep
         return taken, rejected, over
 
-    def _add(self, by_trace: dict[str, list[SpanRecord]], segment: int, now: float) -> None:
-        """Put spans into the trace table (lock held). Duplicates change nothing."""
+    def _add(
+        self,
+        by_trace: dict[str, list[SpanRecord]],
+        segment: int,
+        now: float,
+        span_bytes: float = 0.0,
+    ) -> None:
+        """Put spans into the trace table (lock held). Duplicates change nothing.
+        ``span_bytes``: what each span counts against the held-bytes bound."""
         for trace_id, spans in by_trace.items():
             trace = self._traces.get(trace_id)
             if trace is None:
@@ -718,6 +768,9 @@ class IngestPipeline:
                     del self._traces[trace_id]
                 continue
             self._span_count += added
+            grown = round(added * span_bytes)
+            trace.size += grown
+            self._held_bytes += grown
             if segment >= 0 and segment not in trace.segments and self.journal is not None:
                 trace.segments.add(segment)
                 self.journal.ref(segment)
@@ -737,6 +790,7 @@ class IngestPipeline:
         return (
             self._span_count > self.max_spans * fraction
             or len(self._traces) > self.max_traces * fraction
+            or self._held_bytes > self.max_held_bytes * fraction
         )
 
     def _assemble_loop(self) -> None:
@@ -781,12 +835,17 @@ class IngestPipeline:
                 # Still too much held: assemble the longest-waiting open traces now, so that
                 # they can be written and let go of (a late root still updates them).
                 goal = self.max_spans * 0.75
+                byte_goal = self.max_held_bytes * 0.75
                 pending = self._span_count - sum(len(spans) for _, _, spans in ready)
+                pending_bytes = self._held_bytes - sum(
+                    self._traces[trace_id].size for trace_id, _, _ in ready
+                )
                 for table in (self._orphans, self._dirty):
-                    while table and pending > goal:
+                    while table and (pending > goal or pending_bytes > byte_goal):
                         trace_id, trace = table.popitem(last=False)
                         ready.append(self._snapshot(trace_id, trace))
                         pending -= len(trace.spans)
+                        pending_bytes -= trace.size
         for trace_id, generation, spans in ready:
             self._put(_Job(trace_id, generation, self._extract(trace_id, spans)))
 
@@ -871,10 +930,18 @@ class IngestPipeline:
         attempt = 0
         while True:
             try:
-                return self.store.put_recordings(recordings)
+                written = self.store.put_recordings(recordings)
+                if self._store_error is not None:
+                    with self._lock:
+                        self._store_error = None
+                    logger.info("the store takes writes again")
+                return written
             except StoreError as exc:
                 with self._lock:
                     self.counters["store_errors"] += 1
+                    # Until a write succeeds, new spans are refused (503): acknowledging them
+                    # into a journal that cannot drain only defers the failure.
+                    self._store_error = str(exc)
                 if time.monotonic() > self._give_up_at:
                     return None
                 delay = min(5.0, 0.05 * 2**attempt)
@@ -916,11 +983,32 @@ class IngestPipeline:
         if trace is None:
             return
         self._span_count -= len(trace.spans)
+        self._held_bytes -= trace.size
         if self.journal is not None:
             for segment in trace.segments:
                 self.journal.unref(segment)
 
     # diagnostics ----------------------------------------------------------------------------
+
+    @property
+    def store_error(self) -> str | None:
+        """The store's last write failure, while writes keep failing."""
+        return self._store_error
+
+    def problems(self) -> list[str]:
+        """Why the pipeline cannot take spans now (empty when it can): the store's last write
+        failed, or the journal or the memory held is nearly full."""
+        found: list[str] = []
+        with self._lock:
+            if self._closing:
+                found.append("the server is shutting down")
+            if self._store_error is not None:
+                found.append(f"the store cannot be written: {self._store_error}")
+            if self._held_bytes > self.max_held_bytes * 0.9:
+                found.append("the server holds nearly as many bytes of spans as it may")
+        if self.journal is not None and self.journal.size > self.max_journal_bytes * 0.9:
+            found.append(f"the ingest journal {self.journal.directory} is nearly full")
+        return found
 
     def stats(self) -> dict[str, int]:
         with self._lock:
@@ -928,6 +1016,7 @@ class IngestPipeline:
                 **self.counters,
                 "traces_in_memory": len(self._traces),
                 "spans_in_memory": self._span_count,
+                "bytes_in_memory": self._held_bytes,
                 "traces_open": len(self._dirty) + len(self._orphans),
                 "write_queue": self._queue.qsize(),
             }

@@ -197,7 +197,7 @@ def _schemas() -> dict[str, Any]:
         "id": {"type": "string", "pattern": RUN_ID_PATTERN},
         "started_at": _NS,
         "duration_s": {"type": "number", "minimum": 0},
-        "mode": {"enum": ["recorded", "lenient"]},
+        "mode": {"enum": ["recorded", "lenient", "scenarios"]},
         "ok": {"type": "boolean"},
         "summary": {"type": "object", "description": "counts by verdict, as in the JSON report"},
         "source": {"type": ["string", "null"], "description": "where the cases came from"},
@@ -408,7 +408,14 @@ def _schemas() -> dict[str, Any]:
             "type": "object",
             "required": ["status"],
             "additionalProperties": False,
-            "properties": {"status": {"enum": ["ok", "draining"]}},
+            "properties": {
+                "status": {"enum": ["ok", "ready", "draining", "failing", "unavailable"]},
+                "problems": {
+                    "type": "array",
+                    "items": {"type": "string"},
+                    "description": "What is wrong, each naming the store or journal concerned.",
+                },
+            },
         },
         "ExportTraceServiceRequest": {
             "type": "object",
@@ -550,7 +557,22 @@ def openapi_document() -> dict[str, Any]:
                     "200": _json(_ref("Health"), "Serving."),
                     "503": _json(
                         {"oneOf": [_ref("Health"), _ref("Error")]},
-                        "Shutting down (Health), or every connection slot is taken (Error).",
+                        "Shutting down, or the store refuses every write (Health), or every "
+                        "connection slot is taken (Error).",
+                    ),
+                },
+            )
+        },
+        "/readyz": {
+            "get": _op(
+                "ready",
+                "Readiness: the store takes writes and the journal has room",
+                None,
+                {
+                    "200": _json(_ref("Health"), "Ready for spans."),
+                    "503": _json(
+                        {"oneOf": [_ref("Health"), _ref("Error")]},
+                        "Not ready: the problems name the store or journal concerned.",
                     ),
                 },
             )

@@ -18,7 +18,7 @@ import unicodedata
 import urllib.parse
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 import orjson
 
@@ -471,9 +471,14 @@ def bound_case_result(case: Mapping[str, Any]) -> dict[str, Any]:
     return bounded
 
 
+RUN_MODES: Final = ("recorded", "lenient", "scenarios")
+
+
 @dataclass(frozen=True)
 class Run:
-    """One ``tracely replay`` run: when, how, and each case's result, bounded in size.
+    """One ``tracely replay`` (or ``tracely scenarios run``) run: when, how, and each case's
+    result, bounded in size. ``mode`` is ``recorded``/``lenient`` for replay, ``scenarios`` for
+    scenarios against a live service.
 
     ``summary`` holds the counts by verdict (``total``, ``passed``, ``failed``, ``incomplete``,
     ``errored``, ``lenient``, ``ok``, ``mode``, ``duration_s``); ``cases`` one entry per case,
@@ -501,8 +506,8 @@ class Run:
         _check_ns("started_at", self.started_at)
         if not isinstance(self.duration_s, (int, float)) or isinstance(self.duration_s, bool):
             raise ValueError(f"duration_s must be a number of seconds, got {self.duration_s!r}")
-        if self.mode not in ("recorded", "lenient"):
-            raise ValueError(f"mode must be 'recorded' or 'lenient', got {self.mode!r}")
+        if self.mode not in RUN_MODES:
+            raise ValueError(f"mode must be one of {', '.join(RUN_MODES)}, got {self.mode!r}")
         if not isinstance(self.ok, bool):
             raise ValueError(f"ok must be true or false, got {self.ok!r}")
         if not isinstance(self.summary, Mapping):

@@ -51,13 +51,14 @@ from tracely_sdk.store._model import (
     validate_entrypoint,
 )
 
-__all__ = ["SQLStore", "SQLiteStore"]
+__all__ = ["CASE_COLUMNS", "REC_COLUMNS", "SQLStore", "SQLiteStore", "case_from_row"]
 
-_REC_COLUMNS = (
+# The column lists and row reader every SQL backend of the package shares.
+REC_COLUMNS = (
     "trace_id, service, agent_name, started_at, status, input, output, bundle, replay_mode, "
     "received_at"
 )
-_CASE_COLUMNS = (
+CASE_COLUMNS = (
     "id, name, entrypoint, input, expected_output, bundle, source_trace_id, version, tags, "
     "created_at, updated_at"
 )
@@ -112,7 +113,8 @@ def _recording_of(row: Sequence[Any]) -> Recording:
     )
 
 
-def _case(row: Sequence[Any]) -> Case:
+def case_from_row(row: Sequence[Any]) -> Case:
+    """A case from a row of CASE_COLUMNS."""
     try:
         return _case_of(row)
     except _CorruptRow as exc:
@@ -290,7 +292,7 @@ class SQLStore(Store):
         if not rows:
             return []
         insert = self._q(
-            f"INSERT INTO recordings ({_REC_COLUMNS}, span_count) "
+            f"INSERT INTO recordings ({REC_COLUMNS}, span_count) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (trace_id) DO NOTHING"
         )
         # Atomic on every engine without a row lock: only a bundle reflecting more spans wins,
@@ -313,7 +315,7 @@ class SQLStore(Store):
     def get_recording(self, trace_id: str) -> Recording:
         with self._read() as conn:
             row = conn.execute(
-                self._q(f"SELECT {_REC_COLUMNS} FROM recordings WHERE trace_id = ?"), (trace_id,)
+                self._q(f"SELECT {REC_COLUMNS} FROM recordings WHERE trace_id = ?"), (trace_id,)
             ).fetchone()
         if row is None:
             raise NotFound(f"no recording of trace {trace_id!r} in {self.url}")
@@ -334,7 +336,7 @@ class SQLStore(Store):
         if agent is not None:
             where.append("agent_name = ?")
             params.append(agent)
-        sql = f"SELECT {_REC_COLUMNS} FROM recordings"
+        sql = f"SELECT {REC_COLUMNS} FROM recordings"
         if where:
             sql += " WHERE " + " AND ".join(where)
         sql += " ORDER BY started_at DESC, trace_id DESC LIMIT ? OFFSET ?"
@@ -346,7 +348,7 @@ class SQLStore(Store):
 
     def _load_recording(self, conn: Any, trace_id: str) -> Recording:
         row = conn.execute(
-            self._q(f"SELECT {_REC_COLUMNS} FROM recordings WHERE trace_id = ?"), (trace_id,)
+            self._q(f"SELECT {REC_COLUMNS} FROM recordings WHERE trace_id = ?"), (trace_id,)
         ).fetchone()
         if row is None:
             raise NotFound(f"no recording of trace {trace_id!r} in {self.url}")
@@ -354,11 +356,11 @@ class SQLStore(Store):
 
     def _load_case(self, conn: Any, case_id: str) -> Case:
         row = conn.execute(
-            self._q(f"SELECT {_CASE_COLUMNS} FROM cases WHERE id = ?"), (case_id,)
+            self._q(f"SELECT {CASE_COLUMNS} FROM cases WHERE id = ?"), (case_id,)
         ).fetchone()
         if row is None:
             raise NotFound(f"no case {case_id!r} in {self.url}")
-        return _case(row)
+        return case_from_row(row)
 
     def _case_exists(self, conn: Any, case_id: str) -> bool:
         row = conn.execute(self._q("SELECT 1 FROM cases WHERE id = ?"), (case_id,)).fetchone()
@@ -366,9 +368,7 @@ class SQLStore(Store):
 
     def _insert_case(self, conn: Any, case: Case) -> None:
         conn.execute(
-            self._q(
-                f"INSERT INTO cases ({_CASE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-            ),
+            self._q(f"INSERT INTO cases ({CASE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"),
             (
                 case.id,
                 case.name,
@@ -448,7 +448,7 @@ class SQLStore(Store):
     def list_cases(
         self, tag: str | None = None, *, limit: int | None = None, offset: int = 0
     ) -> list[Case]:
-        cols = ", ".join(f"c.{c.strip()}" for c in _CASE_COLUMNS.split(","))
+        cols = ", ".join(f"c.{c.strip()}" for c in CASE_COLUMNS.split(","))
         # LIMIT -1 is SQLite's "no limit"; PostgreSQL's is LIMIT ALL, written as NULL.
         page = (-1 if self.dialect is SQLITE else None) if limit is None else max(0, int(limit))
         window = (page, max(0, int(offset)))
@@ -465,7 +465,7 @@ class SQLStore(Store):
                     ),
                     (tag, *window),
                 ).fetchall()
-        return [_case(r) for r in rows]
+        return [case_from_row(r) for r in rows]
 
     def case_history(self, case_id: str) -> list[CaseVersion]:
         with self._read() as conn:
@@ -642,6 +642,7 @@ class SQLiteStore(SQLStore):
             except OSError as exc:
                 raise StoreError(f"cannot create the directory for {self.url}: {exc}") from exc
             target = str(self.path)
+            self._refuse_empty_file(self.path)
         try:
             conn = sqlite3.connect(
                 target, timeout=self.timeout, isolation_level=None, check_same_thread=False
@@ -664,6 +665,29 @@ class SQLiteStore(SQLStore):
             conn.close()
             raise StoreError(f"cannot use {self.url} as a tracely store: {exc}") from exc
         return conn
+
+    def _refuse_empty_file(self, path: Path) -> None:
+        """A file of 0 bytes is not a store: SQLite would quietly start an empty one in it.
+
+        A store another process is creating is empty for a moment (its data may also be in
+        the ``-wal`` file beside it), so an empty file is looked at again before refusing.
+        """
+        deadline = time.monotonic() + min(self.timeout, 2.0)
+        while True:
+            try:
+                if not path.is_file() or path.stat().st_size > 0:
+                    return
+                wal = path.with_name(path.name + "-wal")
+                if wal.is_file() and wal.stat().st_size > 0:
+                    return
+            except OSError:
+                return  # unreadable: opening it reports why
+            if time.monotonic() > deadline:
+                raise StoreError(
+                    f"{self.url} is an empty file (0 bytes), not a tracely store; it is left as "
+                    "it is: move it away to start a new store there, or pass the right --store"
+                )
+            time.sleep(0.05)
 
     def _set_wal(self, conn: sqlite3.Connection) -> None:
         deadline = time.monotonic() + self.timeout

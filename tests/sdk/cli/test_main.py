@@ -41,6 +41,10 @@ COMMANDS = [
     ["runs"],
     ["runs", "list"],
     ["runs", "show"],
+    ["scenarios"],
+    ["scenarios", "run"],
+    ["scenarios", "list"],
+    ["scenarios", "new"],
     ["serve"],
 ]
 
@@ -55,7 +59,7 @@ def test_every_command_has_help(command: list[str], capsys: pytest.CaptureFixtur
     assert main([*command, "--help"]) == 0
     out = capsys.readouterr().out
     assert out.startswith(f"usage: tracely {' '.join(command)}".rstrip())
-    if command and command[-1] not in ("traces", "cases"):
+    if command and command[-1] not in ("traces", "cases", "scenarios"):
         assert "--store URL" in out and "--no-color" in out
 
 

@@ -89,6 +89,7 @@ def test_show_a_recorded_failure(capture: Any, cli: CLI) -> None:
     assert data["calls"][1]["error"] == {
         "type": "WeatherServiceError",
         "message": "no weather data for 'Atlantis'",
+        "repr": "WeatherServiceError(\"no weather data for 'Atlantis'\")",
     }
 
 

@@ -797,13 +797,14 @@ def test_a_live_non_sdk_failure_replays_as_a_recorded_llm_error(
             MODEL: [
                 {
                     "input": {"messages": user("x")},
-                    "error": {"type": "ValueError", "message": "bad"},
+                    "error": {"type": "ValueError", "message": "bad", "repr": "ValueError('bad')"},
                 }
             ]
         }
     }
-    with pytest.raises(tracely.LLMError, match="bad"):
+    with pytest.raises(tracely.LLMError, match="bad") as info:
         replay(bundle, lambda c: c.chat.completions.create(model=MODEL, messages=user("x")))
+    assert repr(info.value) == "ValueError('bad')"
 
 
 # --------------------------------------------------------------------------- replay semantics

@@ -42,7 +42,7 @@ from tracely_sdk.errors import ConfigError, MissingDependency, NotFound, StoreEr
 from tracely_sdk.store import Case, CaseVersion, Recording, SQLStore, redact_url
 from tracely_sdk.store._migrations import POSTGRES, migrate
 from tracely_sdk.store._model import bundle_weight, dumps_json
-from tracely_sdk.store._sqlite import _CASE_COLUMNS, _REC_COLUMNS, _case
+from tracely_sdk.store._sqlite import CASE_COLUMNS, REC_COLUMNS, case_from_row
 
 try:
     import psycopg
@@ -194,7 +194,7 @@ class _Pool:
 
 
 _UPSERT_ROWS = 500  # rows per statement (11 parameters each, far below the protocol's limit)
-_REC_FIELDS = [c.strip() for c in _REC_COLUMNS.split(",")] + ["span_count"]
+_REC_FIELDS = [c.strip() for c in REC_COLUMNS.split(",")] + ["span_count"]
 
 
 def _recording_row(r: Recording) -> tuple[Any, ...]:
@@ -402,11 +402,11 @@ class PostgresStore(SQLStore):
         if not getattr(self._local, "writing", False):
             return super()._load_case(conn, case_id)
         row = conn.execute(
-            self._q(f"SELECT {_CASE_COLUMNS} FROM cases WHERE id = ? FOR UPDATE"), (case_id,)
+            self._q(f"SELECT {CASE_COLUMNS} FROM cases WHERE id = ? FOR UPDATE"), (case_id,)
         ).fetchone()
         if row is None:
             raise NotFound(f"no case {case_id!r} in {self.url}")
-        return _case(row)
+        return case_from_row(row)
 
     def _delete_case(self, conn: Any, case_id: str) -> bool:
         conn.execute(self._q("SELECT 1 FROM cases WHERE id = ? FOR UPDATE"), (case_id,))

@@ -1,0 +1,117 @@
+"""Checks on a reply and on a turn's recorded trace: each says what it expected and what came."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tracely_sdk.scenarios import Check, TraceCalls, check_reply, check_trace
+from tracely_sdk.scenarios._spec import scenario_from_data
+
+
+def check(spec: dict[str, Any], *, on_trace: bool = False) -> Check:
+    turn = {"user": "hi", ("trace" if on_trace else "expect"): [spec]}
+    data = {"name": "x", "target": {"shape": "message"}, "turns": [turn]}
+    return scenario_from_data(data).turns[0].checks[0]
+
+
+REPLY = "It's 18°C and cloudy in Paris."
+RESPONSE = {"reply": REPLY, "meta": {"city": "Paris", "n": 2}}
+
+
+@pytest.mark.parametrize(
+    ("spec", "holds"),
+    [
+        ({"contains": "Paris"}, True),
+        ({"contains": ["Paris", "18°C"]}, True),
+        ({"contains": "paris"}, False),
+        ({"contains": "paris", "ignore_case": True}, True),
+        ({"not_contains": "Sorry"}, True),
+        ({"not_contains": ["Sorry", "cloudy"]}, False),
+        ({"regex": r"\d+°C"}, True),
+        ({"regex": r"^Sorry"}, False),
+        ({"equals": REPLY}, True),
+        ({"equals": "It's 18°C."}, False),
+        ({"json_path": {"path": "$.meta.city", "equals": "Paris"}}, True),
+        ({"json_path": {"path": "$.meta.n", "equals": 3}}, False),
+        ({"json_path": {"path": "$.meta.city", "regex": "^P"}}, True),
+        ({"json_path": {"path": "$.meta.zip", "exists": False}}, True),
+        ({"json_path": {"path": "$.meta.zip", "contains": "7"}}, False),
+        ({"latency_ms": 500}, True),
+        ({"latency_ms": 100}, False),
+    ],
+)
+def test_reply_checks(spec: dict[str, Any], holds: bool) -> None:
+    failure = check_reply(check(spec), REPLY, RESPONSE, latency_ms=250.0)
+    assert (failure is None) == holds, failure
+
+
+def test_a_failed_check_says_what_was_expected_and_what_came_back() -> None:
+    failure = check_reply(check({"contains": "Oslo"}), REPLY, RESPONSE, 1.0)
+    assert failure is not None
+    assert str(failure) == (
+        "contains 'Oslo': expected the reply to contain 'Oslo'; "
+        'got "It\'s 18°C and cloudy in Paris."'
+    )
+
+
+def test_json_schema_checks_the_reply_as_json() -> None:
+    schema = {
+        "type": "object",
+        "properties": {"temp_c": {"type": "integer"}},
+        "required": ["temp_c"],
+    }
+    c = check({"json_schema": schema})
+    assert check_reply(c, '{"temp_c": 18}', {}, 1.0) is None
+    failure = check_reply(c, '{"temp_c": "warm"}', {}, 1.0)
+    assert failure is not None and "is not of type 'integer'" in failure.got
+    assert "temp_c" in failure.got
+    failure = check_reply(c, "not json", {}, 1.0)
+    assert failure is not None and "JSON" in failure.expected
+
+
+BUNDLE = {
+    "tools": {
+        "get_weather": [
+            {"args": {"city": "Paris"}, "output": {"temp_c": 18}, "seq": 2},
+            {"args": '{"city": "Oslo"}', "error": {"type": "E", "message": "m"}, "seq": 3},
+        ]
+    },
+    "llm": {"gpt-4o": [{"input": [], "output": "a", "seq": 1}, {"input": [], "output": "b"}]},
+    "incomplete": [{"label": "llm:claude-x", "reason": "no content captured"}],
+}
+
+
+@pytest.mark.parametrize(
+    ("spec", "holds"),
+    [
+        ({"called": "get_weather"}, True),
+        ({"called": "get_weather", "args": {"city": "Paris"}}, True),
+        ({"called": "get_weather", "args": {"city": "Oslo"}}, True),  # JSON-string args too
+        ({"called": "get_weather", "args": {"city": "Lisbon"}}, False),
+        ({"called": "book_flight"}, False),
+        ({"not_called": "book_flight"}, True),
+        ({"not_called": "get_weather"}, False),
+        ({"max_llm_calls": 3}, True),  # the call recorded without content counts
+        ({"max_llm_calls": 2}, False),
+        ({"max_tool_calls": 1}, False),
+        ({"model": "gpt-4o"}, True),
+        ({"model": "claude-x"}, True),
+        ({"model": "gpt-5"}, False),
+        ({"no_errors": True}, False),
+    ],
+)
+def test_trace_checks(spec: dict[str, Any], holds: bool) -> None:
+    failure = check_trace(check(spec, on_trace=True), TraceCalls.of(BUNDLE))
+    assert (failure is None) == holds, failure
+
+
+def test_no_errors_names_what_errored_including_the_turn_itself() -> None:
+    clean = {"tools": {"t": [{"args": {}, "output": 1}]}}
+    c = check({"no_errors": True}, on_trace=True)
+    assert check_trace(c, TraceCalls.of(clean)) is None
+    failure = check_trace(c, TraceCalls.of(clean, status="error"))
+    assert failure is not None and "root span" in failure.got
+    failure = check_trace(c, TraceCalls.of(BUNDLE))
+    assert failure is not None and failure.got == "errored: tools:get_weather"

@@ -1,0 +1,205 @@
+"""The HTTP layer under hostile clients: idle and trickling connections, slow uploads, request
+framing (smuggling), oversized bodies a client is still sending. Everything is a raw socket
+against a real server process."""
+
+from __future__ import annotations
+
+import re
+import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+
+from server._support import ServerProcess
+
+EMPTY_OTLP = b'{"resourceSpans":[]}'
+
+
+@contextmanager
+def connect(server: ServerProcess, timeout: float = 10.0) -> Iterator[socket.socket]:
+    host, port = server.url.removeprefix("http://").rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=timeout) as sock:
+        yield sock
+
+
+def read_to_close(sock: socket.socket) -> bytes:
+    out = b""
+    while True:
+        piece = sock.recv(65536)
+        if not piece:
+            return out
+        out += piece
+
+
+def closed_by_server(sock: socket.socket) -> bool:
+    """Whether the server closes this connection (within the socket's timeout)."""
+    try:
+        return sock.recv(1) == b""
+    except ConnectionResetError:
+        return True
+    except TimeoutError:
+        return False
+
+
+def statuses(reply: bytes) -> list[int]:
+    """The status of each response in ``reply`` (responses follow each other's bodies)."""
+    return [int(code) for code in re.findall(rb"HTTP/1\.1 (\d{3}) ", reply)]
+
+
+def test_idle_connections_are_closed_and_do_not_lock_clients_out(make_server: Any) -> None:
+    proc = make_server(
+        env={"TRACELY_SERVER_MAX_CONNECTIONS": "4", "TRACELY_SERVER_HEADER_TIMEOUT": "0.5"}
+    )
+    with connect(proc) as a, connect(proc) as b, connect(proc) as c, connect(proc) as d:
+        # Four connections, no byte sent: each is closed once the head deadline passes...
+        assert all(closed_by_server(sock) for sock in (a, b, c, d))
+    # ...so they never hold the server's connections from everyone else.
+    assert proc.healthy()
+
+
+def test_a_trickling_request_head_is_cut_off(make_server: Any) -> None:
+    proc = make_server(env={"TRACELY_SERVER_HEADER_TIMEOUT": "0.5"})
+    with connect(proc, timeout=0.2) as sock:
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
+        closed = False
+        for _ in range(50):  # a header byte every 0.2s: never a complete head
+            try:
+                sock.sendall(b"X")
+            except OSError:
+                closed = True
+                break
+            if closed_by_server(sock):
+                closed = True
+                break
+        assert closed
+    assert proc.healthy()
+
+
+def test_slow_uploads_hold_no_request_slot(make_server: Any) -> None:
+    proc = make_server(env={"TRACELY_SERVER_MAX_CONCURRENT_REQUESTS": "2"})
+    uploads = [connect(proc) for _ in range(3)]
+    socks = [upload.__enter__() for upload in uploads]
+    try:
+        for sock in socks:
+            sock.sendall(
+                b"POST /api/cases HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                b"Authorization: Bearer " + proc.tokens.write.encode() + b"\r\n"
+                b"Content-Length: 1000\r\n\r\n{"
+            )
+        # Three bodies still arriving, two request slots: other requests are still served.
+        answer = proc.get("/api/traces", token="read")
+        assert answer.status == 200, answer
+    finally:
+        for upload in uploads:
+            upload.__exit__(None, None, None)
+
+
+def test_a_body_that_stops_arriving_is_answered_408(make_server: Any) -> None:
+    proc = make_server(env={"TRACELY_SERVER_BODY_TIMEOUT": "0.5"})
+    with connect(proc) as sock:
+        sock.sendall(
+            b"POST /api/cases HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Authorization: Bearer " + proc.tokens.write.encode() + b"\r\n"
+            b"Content-Length: 1000\r\n\r\n{"
+        )
+        reply = read_to_close(sock)
+    assert statuses(reply) == [408] and b"connection: close" in reply.lower()
+
+
+@pytest.mark.parametrize(
+    "framing",
+    [
+        b"Content-Length: 5\r\nContent-Length: 6\r\n",
+        b"Content-Length: 5, 6\r\n",
+        b"Content-Length: 5\r\nTransfer-Encoding: chunked\r\n",
+        b"Transfer-Encoding: chunked\r\nContent-Length: 5\r\n",
+        "Content-Length: \u00b2\r\n".encode(),
+    ],
+)
+def test_ambiguous_framing_is_400_and_closes(server: ServerProcess, framing: bytes) -> None:
+    smuggled = b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
+    with connect(server) as sock:
+        sock.sendall(
+            b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            + framing
+            + b"\r\n5\r\nhello\r\n0\r\n\r\n"
+            + smuggled
+        )
+        reply = read_to_close(sock)
+    assert statuses(reply) == [400], reply[:300]
+
+
+@pytest.mark.parametrize(
+    "target", ["/api/cases/%ff", "/api/traces?" + "&".join(f"k{i}=1" for i in range(40))]
+)
+def test_a_body_refused_unread_is_never_a_request(server: ServerProcess, target: str) -> None:
+    smuggled = b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
+    last = b"GET /no-such-route HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    with connect(server) as sock:
+        sock.sendall(
+            b"POST " + target.encode() + b" HTTP/1.1\r\nHost: x\r\n"
+            b"Content-Type: application/json\r\n"
+            b"Content-Length: %d\r\n\r\n" % len(smuggled) + smuggled + last
+        )
+        reply = read_to_close(sock)
+    # The refused request, then the next real one; the body is never served as a request.
+    assert statuses(reply)[0] == 400 and statuses(reply)[-1] == 404, reply[:500]
+    assert 200 not in statuses(reply) and len(statuses(reply)) == 2, reply[:500]
+
+
+def test_an_early_413_is_read_by_a_client_still_sending(make_server: Any) -> None:
+    limit = 256 * 1024
+    proc = make_server("--max-body-bytes", str(limit))
+    body = b"\x0a" * (limit * 3)
+    with connect(proc) as sock:
+        sock.sendall(
+            b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-protobuf\r\n"
+            b"Authorization: Bearer " + proc.tokens.ingest.encode() + b"\r\n"
+            b"Content-Length: %d\r\n\r\n" % len(body)
+        )
+        for start in range(0, len(body), 16 * 1024):
+            sock.sendall(body[start : start + 16 * 1024])  # no EPIPE: the server reads it all
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        reply = read_to_close(sock)
+    # Answered 413, and the connection stays usable for the next request.
+    assert statuses(reply) == [413, 200], reply[:300]
+
+
+def test_a_body_far_over_the_limit_is_answered_at_once_and_closed(make_server: Any) -> None:
+    proc = make_server("--max-body-bytes", "65536")
+    with connect(proc) as sock:
+        sock.sendall(
+            b"POST /api/cases HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Authorization: Bearer " + proc.tokens.write.encode() + b"\r\n"
+            b"Content-Length: 999999999\r\n\r\n"
+        )
+        reply = read_to_close(sock)
+    assert statuses(reply) == [413] and b"connection: close" in reply.lower()
+
+
+def test_a_request_refused_unread_does_not_wait_for_its_long_body(server: ServerProcess) -> None:
+    with connect(server) as sock:
+        sock.sendall(
+            b"POST /api/cases HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: 1000000\r\n\r\n{"
+        )
+        reply = read_to_close(sock)  # no token: refused without waiting for the body
+    assert statuses(reply) == [401] and b"connection: close" in reply.lower()
+
+
+def test_the_sdk_and_the_server_package_import_without_the_web_stack() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "for name in ('uvicorn', 'starlette', 'h11', 'anyio'):\n"
+        "    sys.modules[name] = None\n"
+        "import tracely_sdk, tracely_sdk.server, tracely_sdk.server._app\n"
+        "from tracely_sdk.server import ServerConfig\n"
+        "print('ok')\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.stdout.strip() == "ok", result.stderr
