@@ -5,6 +5,7 @@
     tracely replay                        replay every case through your code; the CI gate
     tracely runs list|show                the results of past replay runs
     tracely scenarios run|list|new        multi-turn checks of a live agent service
+    tracely ui                            the local store's pages in a browser, on 127.0.0.1
 
 Exit status: 0 when everything asked for succeeded (every replayed case passed), 1 when a
 replayed case failed, was incomplete or errored, 2 for a usage or configuration error (bad
@@ -77,7 +78,7 @@ def _common(*, top: bool) -> argparse.ArgumentParser:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the whole command line."""
-    from tracely_sdk.cli import _cases, _replay, _runs, _scenarios, _traces
+    from tracely_sdk.cli import _cases, _replay, _runs, _scenarios, _traces, _ui
     from tracely_sdk.server._cli import add_serve_command
 
     parser = argparse.ArgumentParser(
@@ -97,6 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
     _runs.register(commands, common)
     _scenarios.register(commands, common)
     add_serve_command(commands, common)
+    _ui.register(commands, common)
     return parser
 
 
