@@ -1,4 +1,7 @@
-"""Pages in a real browser: one headless Chromium per worker, a fresh page per test.
+"""Pages in a real browser: one headless Chromium per test module, a fresh page per test.
+
+Playwright's sync API keeps an event loop running in the thread while it is open, so the
+browser is closed after each module: the tests of other modules run with no loop, as always.
 
 Without Chromium (or Playwright) every test here is skipped with the reason.
 """
@@ -13,7 +16,7 @@ import pytest
 from tests.browser._chromium import Watch, chromium, find_chromium
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
     executable, reason = find_chromium()
     if executable is None:

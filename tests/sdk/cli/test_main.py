@@ -46,6 +46,7 @@ COMMANDS = [
     ["scenarios", "list"],
     ["scenarios", "new"],
     ["serve"],
+    ["ui"],
 ]
 
 
