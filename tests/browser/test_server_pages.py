@@ -100,6 +100,10 @@ def test_signing_in_sets_an_httponly_strict_cookie_and_a_bad_token_is_refused(
     answer = page.request.get(server.url + "/ui/runs")
     csp = answer.headers["content-security-policy"]
     assert "script-src 'self'" in csp and "default-src 'none'" in csp
+    page.get_by_role("button", name="Sign out").click()
+    page.wait_for_url(re.compile(r"/ui/login\?done=signed-out$"))
+    assert page.get_by_role("status").inner_text() == "Signed out."
+    assert page.context.cookies() == []
 
 
 def test_clicking_through_to_a_fail_case_of_a_run(
@@ -155,7 +159,7 @@ def test_a_trace_shows_its_calls_in_order_and_recorded_markup_as_text(
     assert page.locator("li.step").count() == 1
     assert page.locator("li.step").first.get_attribute("data-outcome") == "recorded"
     assert page.get_by_text(SCRIPT).first.is_visible()
-    assert page.locator("form").count() == 0  # a reader gets no forms
+    assert page.locator("main form:not(.signout)").count() == 0  # a reader gets no forms
     assert dialogs == []
 
 

@@ -57,6 +57,7 @@ section.case-page{border-top:2px solid var(--line);margin-top:16px}
 .report section.case-page{display:none}.report section.case-page:target{display:block}
 .report:has(section.case-page:target) #index{display:none}
 form.inline{display:inline}
+form.signout{float:right;margin:0 0 6px 10px}
 .error{color:var(--fail)}
 .pager{display:flex;gap:14px;margin:10px 0}
 """

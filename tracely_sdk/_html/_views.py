@@ -53,7 +53,8 @@ class PageError(ValueError):
 @dataclass(frozen=True)
 class Viewer:
     """Who is looking: ``csrf`` is the value write forms must send back (None: no forms),
-    ``notice`` a line to show at the top (the result of the last action)."""
+    ``notice`` a line to show at the top (the result of the last action), ``signed_in``
+    whether to offer signing out."""
 
     csrf: str | None = None
     notice: str | None = None
@@ -95,6 +96,16 @@ class Pages:
             ("Runs", self.url("runs")),
         ]
         top: list[Node] = []
+        if viewer.signed_in:
+            top.append(
+                tag(
+                    "form",
+                    tag("button", "Sign out", type="submit"),
+                    method="post",
+                    action=self.url("logout"),
+                    class_="signout",
+                )
+            )
         if viewer.notice:
             top.append(tag("p", viewer.notice, class_="notice", role="status"))
         if viewer.error:

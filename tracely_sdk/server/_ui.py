@@ -128,7 +128,8 @@ class _Visit:
     def viewer(self, notice: str | None = None, error: str | None = None) -> Viewer:
         may_write = self.principal is not None and self.principal.may(WRITE)
         csrf = csrf_value(None if self.no_auth else self.token) if may_write else None
-        return Viewer(csrf=csrf, notice=notice, error=error, signed_in=self.principal is not None)
+        signed_in = self.principal is not None and not self.no_auth
+        return Viewer(csrf=csrf, notice=notice, error=error, signed_in=signed_in)
 
     def refusal(self, scope: str) -> Response | None:
         """The answer when this request may not go on: another host, no or a weak token."""
