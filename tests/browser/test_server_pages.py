@@ -212,3 +212,25 @@ def test_a_write_without_the_pages_csrf_value_or_from_elsewhere_is_refused(
         content_type="application/x-www-form-urlencoded",
     )
     assert reader.status == 303 and "/ui/login" in reader.headers["location"]
+
+
+def test_a_trace_of_500_calls_loads_collapsed_and_stays_interactive(
+    capture: Any, page: Any, server: ServerProcess, seeded: Seeded
+) -> None:
+    from tests.browser.test_report_page import _many_calls
+
+    store = SQLiteStore(Path(seeded.url.removeprefix("sqlite:///")))
+    try:
+        busy = Seeded._record(capture, store, _many_calls, 500)  # type: ignore[arg-type]
+    finally:
+        store.close()
+    _sign_in(page, server, server.tokens.read)
+    page.goto(f"{server.url}/ui/traces/{busy}")
+    steps = page.locator("li.step")
+    assert steps.count() == 500
+    output = steps.nth(321).locator("details.value")
+    assert not output.locator("pre").is_visible()
+    output.locator("summary").click()
+    assert '"i": 321' in output.locator("pre").inner_text()
+    page.keyboard.press("j")
+    assert page.evaluate("document.activeElement.dataset.outcome") == "recorded"
