@@ -12,9 +12,14 @@
    from several threads, with a SQLite store and, when a server is at hand, a PostgreSQL one.
    Measured from the first request until every trace is a recording in the store (counted in
    the store itself), and until the last request was acknowledged.
+   Over OTLP/HTTP and OTLP/gRPC in turn, to the same server.
 3. Memory: the server's peak RSS (``VmHWM`` in ``/proc/PID/status``) under sustained load,
    read after a short and after a three times longer run. Bounded memory means the second
    figure is not three times the first.
+
+4. Instances: with PostgreSQL, one server and then two on one store, each trace's spans cut
+   in two requests sent round-robin (with two servers, every trace reaches both), counted
+   until every trace is a complete recording. The target: two record at least 1.6x one.
 
 The spans are the reference agent's (``examples/weather_agent.run``) made by the real SDK and
 encoded by the real OTLP exporter's encoder; every payload sent carries fresh trace ids, so the
@@ -24,6 +29,7 @@ the servers run, and the ratios use the faster measurement of each, so that othe
 machine slowing the floors does not flatter them.
 
     python bench/ingest.py [--spans N] [--threads T] [--short S] [--stores sqlite,postgresql]
+                           [--transports http,grpc] [--instances-spans N]
 
 PostgreSQL is used when ``TRACELY_TEST_POSTGRES_URL`` names a server, or when
 ``.ci/install-postgres.sh`` can start one (without installing anything).
@@ -45,7 +51,7 @@ import time
 import urllib.parse
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -71,6 +77,8 @@ SPANS_PER_PAYLOAD = 512
 TARGET = 0.30
 CITIES = ("Paris", "Lisbon", "Oslo", "Tokyo")
 LISTENING = re.compile(r"^tracely server listening on (http://\S+)$")
+LISTENING_GRPC = re.compile(r"^tracely server listening for OTLP/gRPC on (\S+)$")
+EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 
 
 # --------------------------------------------------------------------------------------------
@@ -87,8 +95,8 @@ class Template:
     literals: list[bytes]
     slots: list[int]  # for each gap between literals, which trace id goes there
 
-    def fresh(self) -> bytes:
-        ids = [random.randbytes(16) for _ in range(self.traces)]
+    def fresh(self, ids: Sequence[bytes] | None = None) -> bytes:
+        ids = ids or [random.randbytes(16) for _ in range(self.traces)]
         parts: list[bytes] = [b""] * (len(self.literals) + len(self.slots))
         parts[0::2] = self.literals
         parts[1::2] = [ids[i] for i in self.slots]
@@ -116,31 +124,63 @@ def agent_traces(count: int) -> list[list[ReadableSpan]]:
     return list(by_trace.values())
 
 
-def templates(count: int) -> list[Template]:
-    """``count`` payloads of whole traces, about SPANS_PER_PAYLOAD spans each."""
+def _template(group: list[list[ReadableSpan]], spans: list[ReadableSpan]) -> Template:
+    payload = encode_spans(spans).SerializeToString()
+    ids = [t[0].context.trace_id.to_bytes(16, "big") for t in group]
+    index = {tid: n for n, tid in enumerate(ids)}
+    pattern = re.compile(b"(" + b"|".join(re.escape(t) for t in ids) + b")")
+    pieces = pattern.split(payload)
+    template = Template(
+        payload=payload,
+        spans=len(spans),
+        traces=len(group),
+        literals=pieces[0::2],
+        slots=[index[p] for p in pieces[1::2]],
+    )
+    assert template.fresh() != payload and len(template.fresh()) == len(payload)
+    return template
+
+
+def _groups(count: int) -> list[list[list[ReadableSpan]]]:
     sample = agent_traces(4)
     per_trace = len(sample[0])
     traces_per_payload = max(1, SPANS_PER_PAYLOAD // per_trace)
     runs = agent_traces(count * traces_per_payload)
-    out: list[Template] = []
-    for i in range(count):
-        group = runs[i * traces_per_payload : (i + 1) * traces_per_payload]
-        spans = [s for t in group for s in t]
-        payload = encode_spans(spans).SerializeToString()
-        ids = [t[0].context.trace_id.to_bytes(16, "big") for t in group]
-        index = {tid: n for n, tid in enumerate(ids)}
-        pattern = re.compile(b"(" + b"|".join(re.escape(t) for t in ids) + b")")
-        pieces = pattern.split(payload)
-        out.append(
-            Template(
-                payload=payload,
-                spans=len(spans),
-                traces=len(group),
-                literals=pieces[0::2],
-                slots=[index[p] for p in pieces[1::2]],
-            )
-        )
-        assert out[-1].fresh() != payload and len(out[-1].fresh()) == len(payload)
+    return [runs[i * traces_per_payload : (i + 1) * traces_per_payload] for i in range(count)]
+
+
+def templates(count: int) -> list[Template]:
+    """``count`` payloads of whole traces, about SPANS_PER_PAYLOAD spans each."""
+    return [_template(group, [s for t in group for s in t]) for group in _groups(count)]
+
+
+@dataclass
+class SplitTemplate:
+    """The traces of one payload cut in two: the first half of each trace's spans, and the
+    second; :meth:`fresh` gives both with the same fresh trace ids."""
+
+    halves: tuple[Template, Template]
+
+    @property
+    def spans(self) -> int:
+        return self.halves[0].spans + self.halves[1].spans
+
+    @property
+    def traces(self) -> int:
+        return self.halves[0].traces
+
+    def fresh(self) -> tuple[bytes, bytes]:
+        ids = [random.randbytes(16) for _ in range(self.traces)]
+        return self.halves[0].fresh(ids), self.halves[1].fresh(ids)
+
+
+def split_templates(count: int) -> list[SplitTemplate]:
+    """``count`` payloads of traces split in two, each half in its own request."""
+    out = []
+    for group in _groups(count):
+        first = [s for t in group for s in t[: len(t) // 2]]
+        second = [s for t in group for s in t[len(t) // 2 :]]
+        out.append(SplitTemplate((_template(group, first), _template(group, second))))
     return out
 
 
@@ -263,6 +303,7 @@ class Server:
     token: str
     count: Callable[[], int]
     log: Path
+    grpc_target: str = ""
 
     @property
     def pid(self) -> int:
@@ -295,7 +336,11 @@ def _sqlite_counter(path: Path) -> Callable[[], int]:
 
 
 @contextmanager
-def postgres_schema(base: str) -> Iterator[tuple[str, Callable[[], int]]]:
+def postgres_schema(
+    base: str, span_count: int | None = None
+) -> Iterator[tuple[str, Callable[[], int]]]:
+    """A fresh schema's URL, and a count of its recordings (of ``span_count`` only, if given:
+    the complete ones)."""
     import psycopg
 
     name = f"bench_{uuid.uuid4().hex[:12]}"
@@ -306,7 +351,8 @@ def postgres_schema(base: str) -> Iterator[tuple[str, Callable[[], int]]]:
 
     def count() -> int:
         try:
-            row = admin.execute(f"SELECT COUNT(*) FROM {name}.recordings").fetchone()
+            where = "" if span_count is None else f" WHERE span_count = {int(span_count)}"
+            row = admin.execute(f"SELECT COUNT(*) FROM {name}.recordings{where}").fetchone()
         except psycopg.errors.UndefinedTable:
             return 0
         return int(row[0]) if row else 0
@@ -348,6 +394,8 @@ def serve(store: str, count: Callable[[], int], workdir: Path, quiet: float) -> 
                 str(quiet),
                 "--rate-limit",
                 "0",
+                "--grpc-port",
+                "0",
             ],
             stdout=out,
             stderr=err,
@@ -356,17 +404,18 @@ def serve(store: str, count: Callable[[], int], workdir: Path, quiet: float) -> 
         )
     try:
         deadline = time.monotonic() + 30
-        url = ""
-        while not url:
-            first = out_path.read_text().split("\n", 1)
-            match = LISTENING.match(first[0].strip()) if len(first) > 1 else None
-            if match:
-                url = match.group(1)
+        url = target = ""
+        while not target:
+            lines = out_path.read_text().split("\n")[:-1]
+            match = LISTENING.match(lines[0].strip()) if lines else None
+            grpc_match = LISTENING_GRPC.match(lines[1].strip()) if len(lines) > 1 else None
+            if match and grpc_match:
+                url, target = match.group(1), grpc_match.group(1)
             elif proc.poll() is not None or time.monotonic() > deadline:
                 raise SystemExit(f"the server did not start: {log.read_text()[-2000:]}")
             else:
                 time.sleep(0.02)
-        yield Server(proc, url, token, count, log)
+        yield Server(proc, url, token, count, log, target)
     finally:
         proc.terminate()
         try:
@@ -410,66 +459,123 @@ class Pace:
             time.sleep(delay)
 
 
-def _sender(
-    server: Server,
-    items: Sequence[Template],
-    load: Load,
-    keep_going: Callable[[int], bool],
-    offset: int,
-    pace: Pace,
-) -> None:
+Post = Callable[[bytes], "tuple[int, float]"]
+
+
+def _http_poster(server: Server) -> Post:
+    """POST /v1/traces on one keep-alive connection: (status, seconds to wait before a retry)."""
     host, port = server.url.removeprefix("http://").rsplit(":", 1)
-    conn = http.client.HTTPConnection(host, int(port), timeout=60)
+    state = {"conn": http.client.HTTPConnection(host, int(port), timeout=60)}
     headers = {
         "Content-Type": "application/x-protobuf",
         "Authorization": f"Bearer {server.token}",
     }
-    n = offset
+
+    def post(body: bytes) -> tuple[int, float]:
+        try:
+            state["conn"].request("POST", "/v1/traces", body=body, headers=headers)
+            response = state["conn"].getresponse()
+            response.read()
+        except (OSError, http.client.HTTPException):
+            state["conn"].close()
+            state["conn"] = http.client.HTTPConnection(host, int(port), timeout=60)
+            return 0, 0.05
+        return response.status, float(response.getheader("Retry-After") or 1)
+
+    return post
+
+
+def _grpc_poster(server: Server) -> Post:
+    """TraceService/Export on one channel: (200, or the HTTP status of the gRPC code; wait)."""
+    import grpc
+    from google.rpc.error_details_pb2 import RetryInfo
+
+    channel = grpc.insecure_channel(server.grpc_target)
+    export = channel.unary_unary(EXPORT)
+    metadata = (("authorization", f"Bearer {server.token}"),)
+
+    def post(body: bytes) -> tuple[int, float]:
+        try:
+            export(body, metadata=metadata, timeout=60)
+        except grpc.RpcError as exc:
+            code = exc.code()  # type: ignore[attr-defined]
+            if code == grpc.StatusCode.UNAVAILABLE:
+                return 0, 0.05
+            if code != grpc.StatusCode.RESOURCE_EXHAUSTED:
+                return 500, 0.0
+            retry = dict(exc.trailing_metadata() or ()).get("google.rpc.retryinfo-bin")  # type: ignore[attr-defined]
+            delay = RetryInfo.FromString(retry).retry_delay.seconds if retry else 1
+            return 429, float(delay)
+        return 200, 0.0
+
+    return post
+
+
+def _deliver(post: Post, body: bytes, load: Load) -> None:
+    """Send until taken (retrying a refused connection and, after its delay, a 429)."""
+    while True:
+        status, wait = post(body)
+        if status == 0:
+            time.sleep(wait)
+            continue
+        if status == 429:
+            with load.lock:
+                load.throttled += 1
+            time.sleep(wait)
+            continue
+        if status != 200:
+            with load.lock:
+                load.failures[status] = load.failures.get(status, 0) + 1
+        return
+
+
+def _sender(
+    servers: Sequence[Server],
+    items: Sequence[Template | SplitTemplate],
+    load: Load,
+    keep_going: Callable[[int], bool],
+    offset: int,
+    pace: Pace,
+    transport: str,
+) -> None:
+    """Send payloads until ``keep_going`` says stop; with several servers, each request goes to
+    the next (round-robin), so the two halves of a split trace reach different servers."""
+    make = _grpc_poster if transport == "grpc" else _http_poster
+    posts = [make(server) for server in servers]
+    n = turn = offset
     sent = 0
     while keep_going(sent):
         template = items[n % len(items)]
         n += 1
-        body = template.fresh()
+        fresh = template.fresh()
+        bodies = fresh if isinstance(fresh, tuple) else (fresh,)
         pace.take(template.spans)
-        while True:
-            try:
-                conn.request("POST", "/v1/traces", body=body, headers=headers)
-                response = conn.getresponse()
-                response.read()
-            except (OSError, http.client.HTTPException):
-                conn.close()
-                conn = http.client.HTTPConnection(host, int(port), timeout=60)
-                time.sleep(0.05)
-                continue
-            if response.status == 429:
-                with load.lock:
-                    load.throttled += 1
-                time.sleep(float(response.getheader("Retry-After") or 1))
-                continue
-            if response.status != 200:
-                with load.lock:
-                    load.failures[response.status] = load.failures.get(response.status, 0) + 1
-            break
+        for body in bodies:
+            _deliver(posts[turn % len(posts)], body, load)
+            turn += 1
         sent += template.spans
         with load.lock:
             load.spans += template.spans
             load.traces += template.traces
-            load.requests += 1
-    conn.close()
+            load.requests += len(bodies)
 
 
 def send(
-    server: Server,
-    items: Sequence[Template],
+    server: Server | Sequence[Server],
+    items: Sequence[Template | SplitTemplate],
     threads: int,
     keep_going: Callable[[int], bool],
     rate: float | None = None,
+    transport: str = "http",
 ) -> Load:
+    servers = [server] if isinstance(server, Server) else list(server)
     load = Load()
     pace = Pace(rate)
     workers = [
         threading.Thread(
-            target=_sender, args=(server, items, load, keep_going, i * 7, pace), daemon=True
+            target=_sender,
+            args=(servers, items, load, keep_going, i * 7, pace, transport),
+            daemon=True,
         )
         for i in range(threads)
     ]
@@ -507,16 +613,26 @@ class Result:
     sustained_rate: float = 0.0
 
 
-def throughput(server: Server, items: Sequence[Template], spans: int, threads: int) -> Result:
+def throughput(
+    server: Server | Sequence[Server],
+    items: Sequence[Template | SplitTemplate],
+    spans: int,
+    threads: int,
+    transport: str = "http",
+) -> Result:
+    """Recorded spans/s; with several servers (one store, counted by the first's ``count``),
+    requests go to each in turn."""
+    first = server if isinstance(server, Server) else server[0]
     # Warm up: the first requests pay for imports, the store's first connections, the journal.
-    warm = send(server, items, 2, lambda sent: sent < 4 * SPANS_PER_PAYLOAD)
-    wait_recorded(server, warm.traces)
-    before = server.count()
+    before = first.count()
+    warm = send(server, items, 2, lambda sent: sent < 4 * SPANS_PER_PAYLOAD, transport=transport)
+    wait_recorded(first, before + warm.traces)
+    before = first.count()
     per_thread = spans // threads
     started = time.perf_counter()
-    load = send(server, items, threads, lambda sent: sent < per_thread)
+    load = send(server, items, threads, lambda sent: sent < per_thread, transport=transport)
     acked = time.perf_counter()
-    done = wait_recorded(server, before + load.traces)
+    done = wait_recorded(first, before + load.traces)
     return Result(
         store="",
         spans=load.spans,
@@ -604,6 +720,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--payloads", type=int, default=32, help="distinct payloads (default 32)")
     parser.add_argument(
+        "--transports", default="http,grpc", help="OTLP/HTTP, OTLP/gRPC or both (default both)"
+    )
+    parser.add_argument(
+        "--instances-spans",
+        type=int,
+        default=100_000,
+        help="spans of the one-against-two PostgreSQL servers runs (default 100000; 0 skips)",
+    )
+    parser.add_argument(
         "--load",
         type=float,
         default=0.8,
@@ -636,6 +761,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
 
     stores = [s.strip() for s in opts.stores.split(",") if s.strip()]
+    transports = [t.strip() for t in opts.transports.split(",") if t.strip()]
+    if not set(transports) <= {"http", "grpc"}:
+        raise SystemExit(f"--transports {opts.transports!r}: expected http, grpc or both")
     results: list[Result] = []
     with tempfile.TemporaryDirectory(prefix="tracely-bench-") as tmp:
         for kind in stores:
@@ -657,20 +785,23 @@ def main(argv: Sequence[str] | None = None) -> int:
                     raise SystemExit(f"unknown store {kind!r}; expected sqlite or postgresql")
                 with ctx as (url, count), serve(url, count, workdir, opts.quiet_seconds) as server:
                     if phase == "throughput":
-                        print(
-                            f"{kind}: {opts.spans} spans from {opts.threads} threads ...",
-                            flush=True,
-                        )
-                        result = throughput(server, items, opts.spans, opts.threads)
-                        result.store = kind
-                        results.append(result)
+                        for transport in transports:
+                            print(
+                                f"{kind}: {opts.spans} spans from {opts.threads} threads over "
+                                f"{transport} ...",
+                                flush=True,
+                            )
+                            result = throughput(server, items, opts.spans, opts.threads, transport)
+                            result.store = f"{kind} {transport}"
+                            results.append(result)
                     else:
                         print(
                             f"{kind}: sustained load at {opts.load:.0%} of that rate for "
                             f"{3 * opts.short:g}s ...",
                             flush=True,
                         )
-                        last = results[-1]
+                        last = next(r for r in reversed(results) if r.store.startswith(kind))
+                        last = next((r for r in results if r.store == f"{kind} http"), last)
                         last.offered = opts.load * last.recorded_rate
                         last.memory, last.sustained_rate = sustained(
                             server, items, opts.threads, opts.short, last.offered
@@ -716,7 +847,62 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
     met = all(r.recorded_rate / floor >= TARGET for r in results)
     print(f"target {'met' if met else 'NOT met'}")
+    if "postgresql" in stores and opts.instances_spans:
+        base = find_postgres()
+        if base is not None:
+            instances(base, opts)
     return 0
+
+
+def complete_weight(items: Sequence[SplitTemplate]) -> int:
+    """The span_count of a complete recording of these (identically shaped) traces."""
+    from tracely_otel import bundle_from_spans
+    from tracely_sdk.store._model import bundle_weight
+
+    records = [r for half in items[0].halves for r in records_from_otlp_proto(half.payload)]
+    by_trace: dict[str, list[Any]] = {}
+    for record in records:
+        by_trace.setdefault(record.trace_id, []).append(record)
+    weights = {bundle_weight(bundle_from_spans(spans) or {}) for spans in by_trace.values()}
+    assert len(weights) == 1, weights
+    return weights.pop()
+
+
+def instances(base: str, opts: argparse.Namespace) -> None:
+    """One server against two on one PostgreSQL store, every trace cut in two requests sent
+    round-robin (so with two servers, each trace reaches both); counted are the complete
+    recordings only, so a trace recorded in part never counts."""
+    split = split_templates(max(4, opts.payloads // 4))
+    weight = complete_weight(split)
+    rates: dict[int, Result] = {}
+    with tempfile.TemporaryDirectory(prefix="tracely-bench-") as tmp:
+        for count in (1, 2):
+            print(
+                f"postgresql, {count} server(s), round-robin, traces split across requests: "
+                f"{opts.instances_spans} spans from {opts.threads} threads ...",
+                flush=True,
+            )
+            with postgres_schema(base, span_count=weight) as (url, complete), ExitStack() as stack:
+                servers = [
+                    stack.enter_context(
+                        serve(url, complete, Path(tmp) / f"rr{count}-{n}", opts.quiet_seconds)
+                    )
+                    for n in range(count)
+                ]
+                rates[count] = throughput(servers, split, opts.instances_spans, opts.threads)
+    one, two = rates[1], rates[2]
+    print()
+    print(f"{'servers':11s} {'accepted':>14s} {'recorded':>14s}  429s  errors (PostgreSQL)")
+    for count, r in rates.items():
+        print(
+            f"{count:<11d} {r.accepted_rate:12,.0f}/s {r.recorded_rate:12,.0f}/s  "
+            f"{r.throttled:4d}  {sum(r.failures.values()) or '-'}"
+        )
+    ratio = two.recorded_rate / one.recorded_rate
+    print(
+        f"two servers / one: {ratio:.2f}x recorded (target >= 1.6x); every trace complete "
+        f"(each recording counted only at the span_count of a whole trace, {weight})"
+    )
 
 
 @contextmanager

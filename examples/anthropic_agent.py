@@ -97,7 +97,8 @@ def run(question: str, client: anthropic.Anthropic | None = None) -> str:
 def main(argv: list[str] | None = None) -> int:
     """Run the agent live once, as production would: traced, and recorded into the store."""
     import argparse
-    import sys
+
+    from examples._recording import recorded_run
 
     parser = argparse.ArgumentParser(
         prog="python -m examples.anthropic_agent",
@@ -106,12 +107,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("question", help='e.g. "What\'s the weather in Lisbon?"')
     args = parser.parse_args(argv)
-    tracely.init(
-        service_name="anthropic-weather-agent",
-        instrument="anthropic",
-        on_bundle=lambda trace_id, bundle: print(f"recorded trace {trace_id}", file=sys.stderr),
-    )
-    print(run(args.question))
+    with recorded_run(service_name="anthropic-weather-agent", instrument="anthropic"):
+        print(run(args.question))
     return 0
 
 

@@ -104,7 +104,8 @@ def run(question: str, client: openai.OpenAI | None = None) -> str:
 def main(argv: list[str] | None = None) -> int:
     """Run the agent live once, as production would: traced, and recorded into the store."""
     import argparse
-    import sys
+
+    from examples._recording import recorded_run
 
     parser = argparse.ArgumentParser(
         prog="python -m examples.openai_agent",
@@ -113,12 +114,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("question", help='e.g. "What\'s the weather in Paris?"')
     args = parser.parse_args(argv)
-    tracely.init(
-        service_name="openai-weather-agent",
-        instrument="openai",
-        on_bundle=lambda trace_id, bundle: print(f"recorded trace {trace_id}", file=sys.stderr),
-    )
-    print(run(args.question))
+    with recorded_run(service_name="openai-weather-agent", instrument="openai"):
+        print(run(args.question))
     return 0
 
 

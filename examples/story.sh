@@ -15,6 +15,9 @@ trap 'rm -rf "$tmp"' EXIT
 cd "$tmp"
 export TRACELY_STORE="sqlite:///$tmp/tracely.db"
 export PYTHONPATH="$repo${PYTHONPATH:+:$PYTHONPATH}"
+# The reference agent lives outside this temporary project: allow it by name, as a project's
+# pyproject.toml would ([tool.tracely] entrypoints). A case cannot choose other code to run.
+export TRACELY_ENTRYPOINTS="examples.weather_agent:*"
 
 # The `tracely` console script when tracely is installed, else the same CLI from the checkout.
 tracely() {

@@ -154,7 +154,8 @@ def run_handles(city: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     """Run the agent live once, as production would: traced, and recorded into the store."""
     import argparse
-    import sys
+
+    from examples._recording import recorded_run
 
     parser = argparse.ArgumentParser(
         prog="python -m examples.weather_agent",
@@ -169,17 +170,14 @@ def main(argv: list[str] | None = None) -> int:
         help="which version of the agent to run (default: run)",
     )
     args = parser.parse_args(argv)
-    tracely.init(
-        service_name="weather-agent",
-        on_bundle=lambda trace_id, bundle: print(f"recorded trace {trace_id}", file=sys.stderr),
-    )
     agents = {
         "run": run,
         "run_broken": run_broken,
         "run_handles": run_handles,
         "run_rewritten": run_rewritten,
     }
-    print(agents[args.fn](args.city))
+    with recorded_run(service_name="weather-agent"):
+        print(agents[args.fn](args.city))
     return 0
 
 

@@ -17,14 +17,13 @@ from tracely_otel._bundle import (
     validate_bundle,
 )
 from tracely_otel._extract import (
-    ExtractedCall,
-    NotReplayable,
     bundle_from_spans,
     digest_item,
     register_reader,
     value_digest,
 )
 from tracely_otel._processor import BundleCallback, FixtureSpanProcessor
+from tracely_otel._reads import ExtractedCall, NotReplayable
 from tracely_otel._setup import SetupError, find_fixture_processor, sdk_disabled, setup
 from tracely_otel._spans import SpanEvent, SpanRecord, record_from_readable
 

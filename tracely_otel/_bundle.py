@@ -14,11 +14,20 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final
 
 import orjson
 
 FORMAT = "tracely.bundle/1"
+
+MAX_NESTING: Final = 64
+"""How deeply a recorded value (args, input, output) may nest. JSON text held in a string
+counts as one more level when it holds an object or array, since calls are compared with it
+parsed."""
+
+MIN_INT: Final = -(2**63)
+MAX_INT: Final = 2**64 - 1
+"""The integers a recorded value may hold: what JSON tooling reads exactly (64 bits)."""
 
 _TOP_LEVEL = frozenset(
     {
@@ -44,11 +53,30 @@ class BundleFormatError(ValueError):
     """The object is not a fixture bundle; the message names the field and what to fix."""
 
 
-def bundle_checksum(bundle: Mapping[str, Any]) -> str:
-    """``sha256:<hex>`` over the canonical JSON of every field except ``checksum``."""
+def _canonical_text(bundle: Mapping[str, Any]) -> bytes | None:
+    """The JSON the checksum is over, or None when the bundle is not JSON data."""
     body = {k: v for k, v in bundle.items() if k != "checksum"}
-    digest = hashlib.sha256(orjson.dumps(body, option=orjson.OPT_SORT_KEYS)).hexdigest()
-    return f"sha256:{digest}"
+    try:
+        return orjson.dumps(body, option=orjson.OPT_SORT_KEYS)
+    except TypeError:  # orjson's word for a value JSON cannot hold
+        return None
+
+
+_NOT_JSON: Final = (
+    "not JSON data: it holds a value JSON cannot (a set, an object, a non-string key, an "
+    "integer past 64 bits) or nests deeper than 255 levels"
+)
+
+
+def bundle_checksum(bundle: Mapping[str, Any]) -> str:
+    """``sha256:<hex>`` over the canonical JSON of every field except ``checksum``.
+
+    Raises :class:`BundleFormatError` when the bundle is not JSON data.
+    """
+    text = _canonical_text(bundle)
+    if text is None:
+        raise BundleFormatError(f"invalid fixture bundle: {_NOT_JSON}")
+    return f"sha256:{hashlib.sha256(text).hexdigest()}"
 
 
 def seal(bundle: dict[str, Any]) -> dict[str, Any]:
@@ -62,46 +90,143 @@ def _fail(where: str, problem: str) -> BundleFormatError:
     return BundleFormatError(f"invalid fixture bundle: {where}: {problem}")
 
 
-def _check_error(where: str, err: Any) -> None:
-    if not isinstance(err, Mapping):
-        raise _fail(where, 'an error must be an object {"type": ..., "message": ...}')
-    for key in ("type", "message"):
-        if not isinstance(err.get(key), str):
-            raise _fail(where, f"error.{key} must be a string")
+JSON_SPACE: Final = " \t\n\r"
+"""The whitespace JSON text may have around it; a string that holds JSON is compared parsed."""
+
+# Brackets of one kind (in JSON text they pair up, so only the depth is left) and quotes.
+_ONE_KIND: Final = bytes.maketrans(b"{}", b"[]")
+_NOT_STRUCTURE: Final = bytes(b for b in range(256) if b not in b'[]{}"')
 
 
-def _check_entry(label: str, index: int, entry: Any, kind: str) -> None:
-    # Replay validates every entry of a bundle on load: the message is built only on failure.
+def _plain(text: bytes | None) -> bool:
+    """Whether JSON ``text`` is certainly within the limits of a recorded value: orjson wrote
+    it (so its integers fit), no string in it holds a bracket (so none holds JSON), and it
+    nests at most :data:`MAX_NESTING` levels. Decided with bytes methods only, which run in C;
+    False sends the value to the exact check."""
+    if text is None:
+        return False
+    # With escaped backslashes and quotes gone, every quote left opens or closes a string.
+    text = text.replace(b"\\\\", b"").replace(b'\\"', b"")
+    if b'" ' in text or b'"\\' in text:  # a string that starts with whitespace
+        return False
+    brackets = text.translate(_ONE_KIND, _NOT_STRUCTURE).replace(b'""', b"")
+    # Scanning from the left, each string without brackets is now gone; the first string with
+    # one keeps its opening quote, since a bracket follows it.
+    if b'"' in brackets:
+        return False
+    for _ in range(MAX_NESTING):
+        if not brackets:
+            return True
+        brackets = brackets.replace(b"[]", b"")  # one level, the innermost, each time
+    return not brackets
+
+
+def _text(value: Any) -> bytes | None:
+    try:
+        return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS)
+    except TypeError:
+        return None
+
+
+def value_problem(value: Any) -> str | None:
+    """Why ``value`` cannot be a recorded value (too deep, an integer out of range), or None.
+
+    Iterative, so hostile nesting cannot exhaust the stack.
+    """
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > MAX_NESTING:
+            return f"nests deeper than {MAX_NESTING} levels"
+        if isinstance(item, str):
+            stripped = item.strip(JSON_SPACE)
+            if stripped[:1] in ("{", "[") and stripped[-1:] in ("}", "]"):
+                try:
+                    stack.append((orjson.loads(stripped), depth + 1))
+                except orjson.JSONDecodeError:
+                    pass
+            continue
+        if isinstance(item, Mapping):
+            children: Any = item.values()
+        elif isinstance(item, (list, tuple)):
+            children = item
+        else:
+            if isinstance(item, int) and not MIN_INT <= item <= MAX_INT:
+                return f"holds the integer {item}, outside the 64-bit range JSON tools read exactly"
+            continue
+        for child in children:
+            if isinstance(child, (str, Mapping, list, tuple, int)):
+                stack.append((child, depth + 1))
+    return None
+
+
+def field_problem(name: str, value: Any) -> str | None:
+    """Why ``value`` cannot be the recorded field ``name`` of a call or an agent run, or None.
+
+    ``error`` must be ``{"type": str, "message": str}``; ``args``, ``input`` and ``output``
+    must stay within :data:`MAX_NESTING` and the 64-bit integer range.
+    """
+    if name == "error":
+        if not isinstance(value, Mapping):
+            return 'an error must be an object {"type": ..., "message": ...}'
+        for key in ("type", "message"):
+            if not isinstance(value.get(key), str):
+                return f"error.{key} must be a string"
+        return None
+    problem = value_problem(value)
+    return None if problem is None else f"{name}: {problem}"
+
+
+def entry_problem(entry: Any, kind: str, *, values: bool = True) -> str | None:
+    """Why ``entry`` cannot be a recorded call of ``kind`` ("tools" | "llm"), or None.
+
+    ``values=False`` leaves out the checks of the recorded values' nesting and integers (for a
+    bundle already known to be within the limits).
+    """
     if not isinstance(entry, Mapping):
-        raise _fail(f"{label}[{index}]", "each recorded call must be an object")
+        return "each recorded call must be an object"
     if not _ENTRY_KEYS.issuperset(entry):
-        raise _fail(
-            f"{label}[{index}]",
+        return (
             f"unknown field(s) {sorted(set(entry) - _ENTRY_KEYS)}; an entry has output or "
-            "error, and optionally args, input, usage, seq",
+            "error, and optionally args, input, usage, seq"
         )
     if ("output" in entry) == ("error" in entry):
-        raise _fail(f"{label}[{index}]", "an entry needs exactly one of 'output' or 'error'")
-    if "error" in entry:
-        _check_error(f"{label}[{index}]", entry["error"])
+        return "an entry needs exactly one of 'output' or 'error'"
     if kind == "tools":
         if "input" in entry or "usage" in entry:
-            raise _fail(f"{label}[{index}]", "tool entries take 'args', not 'input'/'usage'")
+            return "tool entries take 'args', not 'input'/'usage'"
     elif "args" in entry:
-        raise _fail(f"{label}[{index}]", "LLM entries take 'input', not 'args'")
+        return "LLM entries take 'input', not 'args'"
+    if "error" in entry:
+        problem = field_problem("error", entry["error"])
+        if problem is not None:
+            return problem
+    if values and not _plain(_text(entry)):
+        for name in ("args", "input", "output"):
+            if name in entry:
+                problem = field_problem(name, entry[name])
+                if problem is not None:
+                    return problem
     usage = entry.get("usage")
     if usage is not None and not (
         isinstance(usage, (list, tuple))
         and len(usage) == 2
-        and all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in usage)
+        and all(isinstance(n, int) and not isinstance(n, bool) and 0 <= n <= MAX_INT for n in usage)
     ):
-        raise _fail(
-            f"{label}[{index}]",
-            "usage must be [input_tokens, output_tokens], two non-negative ints",
-        )
+        return "usage must be [input_tokens, output_tokens], two non-negative ints"
     seq = entry.get("seq")
-    if seq is not None and (not isinstance(seq, int) or isinstance(seq, bool)):
-        raise _fail(f"{label}[{index}]", "seq must be an integer")
+    if seq is not None and (
+        not isinstance(seq, int) or isinstance(seq, bool) or not MIN_INT <= seq <= MAX_INT
+    ):
+        return "seq must be an integer"
+    return None
+
+
+def _check_entry(label: str, index: int, entry: Any, kind: str, values: bool) -> None:
+    # Replay validates every entry of a bundle on load: the message is built only on failure.
+    problem = entry_problem(entry, kind, values=values)
+    if problem is not None:
+        raise _fail(f"{label}[{index}]", problem)
 
 
 def validate_bundle(bundle: Any) -> dict[str, Any]:
@@ -129,6 +254,9 @@ def validate_bundle(bundle: Any) -> dict[str, Any]:
     fmt = bundle.get("format")
     if fmt is not None and fmt != FORMAT:
         raise _fail("format", f"{fmt!r} is not a format this version reads ({FORMAT!r})")
+    text = _canonical_text(bundle)
+    # One look at the whole bundle's text clears the values of most bundles at once.
+    values = not _plain(text)
     for kind in ("tools", "llm"):
         section = bundle.get(kind, {})
         if not isinstance(section, Mapping):
@@ -138,13 +266,16 @@ def validate_bundle(bundle: Any) -> dict[str, Any]:
             if not isinstance(entries, (list, tuple)):
                 raise _fail(label, "must be a list of recorded calls")
             for i, entry in enumerate(entries):
-                _check_entry(label, i, entry, kind)
+                _check_entry(label, i, entry, kind, values)
     agent = bundle.get("agent")
     if agent is not None:
         if not isinstance(agent, Mapping) or set(agent) - _AGENT_KEYS:
             raise _fail("agent", f"must be an object with keys from {sorted(_AGENT_KEYS)}")
-        if "error" in agent:
-            _check_error("agent", agent["error"])
+        for name in ("error", "input", "output") if values else ("error",):
+            if name in agent:
+                problem = field_problem(name, agent[name])
+                if problem is not None:
+                    raise _fail("agent", problem)
     incomplete = bundle.get("incomplete", [])
     if not isinstance(incomplete, (list, tuple)) or not all(
         isinstance(i, Mapping)
@@ -154,7 +285,9 @@ def validate_bundle(bundle: Any) -> dict[str, Any]:
     ):
         raise _fail("incomplete", 'must be a list of {"label": ..., "reason": ...}')
     checksum = bundle.get("checksum")
-    if checksum is not None and checksum != bundle_checksum(bundle):
+    if checksum is not None and text is None:
+        raise BundleFormatError(f"invalid fixture bundle: {_NOT_JSON}")
+    if checksum is not None and checksum != f"sha256:{hashlib.sha256(text or b'').hexdigest()}":
         raise _fail(
             "checksum",
             "does not match the bundle's content: it was changed or cut short after it was "

@@ -12,14 +12,15 @@ from __future__ import annotations
 import logging
 import zlib
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from operator import attrgetter
 from typing import Any
 
 import orjson
 
 from tracely_otel import _attributes as A
-from tracely_otel._bundle import FORMAT, seal
+from tracely_otel._bundle import FORMAT, entry_problem, field_problem, seal
+from tracely_otel._foreign import FOREIGN_READERS
+from tracely_otel._reads import ExtractedCall, NotReplayable, SpanReader
 from tracely_otel._spans import SpanRecord, record_from_readable
 
 logger = logging.getLogger("tracely.otel")
@@ -49,29 +50,6 @@ def _digest_matches(value: str, expected: Any, in_process: bool) -> bool:
     if in_process:
         return isinstance(expected, list) and bool(expected) and bool(expected[0] == len(value))
     return bool(value_digest(value) == expected)
-
-
-@dataclass(slots=True)
-class ExtractedCall:
-    """A replayable call read from a span: ``entry`` is a bundle entry without ``seq``."""
-
-    kind: str  # "tools" | "llm"
-    name: str
-    entry: dict[str, Any]
-    foreign: bool = False  # read from another instrumentor's span
-
-
-@dataclass(slots=True)
-class NotReplayable:
-    """A span that is a call but cannot be served, with the reason a user can act on."""
-
-    kind: str
-    name: str
-    reason: str
-    foreign: bool = False
-
-
-SpanReader = Callable[[SpanRecord], "ExtractedCall | NotReplayable | None"]
 
 
 class _Values:
@@ -220,7 +198,7 @@ def read_tracely_span(span: SpanRecord) -> ExtractedCall | NotReplayable | None:
 
 
 # Readers for spans of other instrumentors register here (tracely's own reader comes first).
-_READERS: list[SpanReader] = [read_tracely_span]
+_READERS: list[SpanReader] = [read_tracely_span, *FOREIGN_READERS]
 
 
 def register_reader(reader: SpanReader) -> None:
@@ -238,19 +216,35 @@ def _read(span: SpanRecord) -> ExtractedCall | NotReplayable | None:
                 "tracely: span reader %r failed on span %s", reader, span.span_id, exc_info=True
             )
             continue
+        if isinstance(result, ExtractedCall):
+            problem = entry_problem(result.entry, result.kind)
+            if problem is not None:  # never write an entry that replay would refuse
+                return NotReplayable(
+                    result.kind,
+                    result.name,
+                    f"a recorded value cannot be replayed: {problem}",
+                    result.foreign,
+                )
         if result is not None:
             return result
     return None
 
 
-def _agent_section(span: SpanRecord) -> dict[str, Any]:
+def _agent_section(span: SpanRecord, problems: list[dict[str, Any]]) -> dict[str, Any]:
+    """The bundle's ``agent``; a recorded value replay would refuse is left out and added to
+    ``problems`` as an incomplete item."""
     attrs = span.attributes
     agent: dict[str, Any] = {"name": _call_name(span, A.KIND_AGENT), "span_id": span.span_id}
     values = _Values(span)
     if _check_digest(span) is None:
         for key, field_name in ((A.INPUT, "input"), (A.OUTPUT, "output"), (A.ERROR, "error")):
             value = values.get(key)
-            if value is not _MISSING:
+            problem = None if value is _MISSING else field_problem(field_name, value)
+            if problem is not None:
+                label = f"agent:{agent['name']}"
+                reason = f"a recorded value cannot be replayed: {problem}"
+                problems.append({"label": label, "span_id": span.span_id, "reason": reason})
+            elif value is not _MISSING:
                 agent[field_name] = value
         tag = attrs.get(A.OUTPUT_TYPE)
         if isinstance(tag, str) and "output" in agent:
@@ -267,6 +261,55 @@ def _as_records(spans: Iterable[Any]) -> list[SpanRecord]:
         record = span if isinstance(span, SpanRecord) else record_from_readable(span)
         records[record.span_id] = record  # a duplicate delivery of a span is the same span
     return list(records.values())
+
+
+class _Inside:
+    """Whether a span is, or is inside, a span ``marked`` says yes to.
+
+    Memoised per span: asking about every span of a trace visits each span once, however deep
+    the tree. A parent cycle (bad input) ends the walk: nothing above it counts.
+    """
+
+    __slots__ = ("_by_id", "_known", "_marked")
+
+    def __init__(self, by_id: Mapping[str, SpanRecord], marked: Callable[[str], bool]) -> None:
+        self._by_id = by_id
+        self._marked = marked
+        self._known: dict[str, bool] = {}
+
+    def __call__(self, span_id: str | None) -> bool:
+        known = self._known
+        path: list[str] = []
+        seen: set[str] = set()
+        answer = False
+        while span_id is not None:
+            if span_id in known:
+                answer = known[span_id]
+                break
+            if span_id in seen:
+                break
+            path.append(span_id)
+            seen.add(span_id)
+            if self._marked(span_id):
+                answer = True
+                break
+            parent = self._by_id.get(span_id)
+            span_id = parent.parent_span_id if parent is not None else None
+        for visited in path:
+            known[visited] = answer
+        return answer
+
+
+def _ancestors_of(records: Iterable[SpanRecord], by_id: Mapping[str, SpanRecord]) -> set[str]:
+    """The span ids above any of ``records``; each span is visited once, so the cost is
+    linear in the spans however deep the tree (a parent cycle ends the walk)."""
+    above: set[str] = set()
+    for record in records:
+        parent = record.parent_span_id
+        while parent is not None and parent not in above and parent in by_id:
+            above.add(parent)
+            parent = by_id[parent].parent_span_id
+    return above
 
 
 def bundle_from_spans(spans: Iterable[Any]) -> dict[str, Any] | None:
@@ -296,33 +339,25 @@ def bundle_from_spans(spans: Iterable[Any]) -> dict[str, Any] | None:
         if result is not None:
             reads[record.span_id] = result
 
-    def ancestors(record: SpanRecord) -> Iterable[str]:
-        seen: set[str] = set()
-        parent = record.parent_span_id
-        while parent is not None and parent in by_id and parent not in seen:
-            seen.add(parent)
-            yield parent
-            parent = by_id[parent].parent_span_id
-
     shadowed: set[str] = set()
     if any(res.foreign for res in reads.values()):
         # Another instrumentor's span around tracely's own span of the same call is the same
         # call.
         shadowed = {
             anc
-            for sid, res in reads.items()
-            if not res.foreign
-            for anc in ancestors(by_id[sid])
+            for anc in _ancestors_of(
+                [by_id[sid] for sid, res in reads.items() if not res.foreign], by_id
+            )
             if anc in reads and reads[anc].foreign
         }
         # So is one beside it: an instrumentor that does not make its span current.
         from tracely_otel._foreign import same_call_beside
 
         shadowed |= same_call_beside({k: v for k, v in reads.items() if k not in shadowed}, by_id)
-    top_agents = [
-        a for a in agents if not any(p in {x.span_id for x in agents} for p in ancestors(a))
-    ]
-    agent = top_agents[0] if top_agents else None
+    # The run is the first agent span with no agent span above it.
+    agent_ids = {a.span_id for a in agents}
+    in_agent = _Inside(by_id, agent_ids.__contains__)
+    agent = next((a for a in agents if not in_agent(a.parent_span_id)), None)
     if agent is None and not reads:
         return None
 
@@ -331,8 +366,9 @@ def bundle_from_spans(spans: Iterable[Any]) -> dict[str, Any] | None:
     if isinstance(service, str):
         bundle["service"] = service
     bundle["started_at"] = (agent or order[0]).start_time_unix_nano
+    incomplete: list[dict[str, Any]] = []
     if agent is not None:
-        bundle["agent"] = _agent_section(agent)
+        bundle["agent"] = _agent_section(agent, incomplete)
         mode = agent.attributes.get(A.REPLAY_MODE)
         if isinstance(mode, str):
             replay: dict[str, Any] = {"mode": mode}
@@ -342,35 +378,8 @@ def bundle_from_spans(spans: Iterable[Any]) -> dict[str, Any] | None:
             bundle["replay"] = replay
     tools: dict[str, list[dict[str, Any]]] = {}
     llm: dict[str, list[dict[str, Any]]] = {}
-    incomplete: list[dict[str, Any]] = []
-    # Whether a span is, or is inside, a call that is served whole on replay; memoised per
-    # span, since every call span of an agent asks about the same parents.
-    inside: dict[str | None, bool] = {None: False}
-
-    def in_call(span_id: str | None) -> bool:
-        known = inside.get(span_id)
-        if known is not None:
-            return known
-        path: list[str] = []
-        seen: set[str] = set()
-        answer = False
-        while span_id is not None:
-            known = inside.get(span_id)
-            if known is not None:
-                answer = known
-                break
-            if span_id in seen:  # a parent cycle (bad input): nothing above it is a call
-                break
-            path.append(span_id)
-            seen.add(span_id)
-            if span_id in reads and span_id not in shadowed:
-                answer = True
-                break
-            parent = by_id.get(span_id)
-            span_id = parent.parent_span_id if parent is not None else None
-        for visited in path:
-            inside[visited] = answer
-        return answer
+    # Whether a span is, or is inside, a call that is served whole on replay.
+    in_call = _Inside(by_id, lambda span_id: span_id in reads and span_id not in shadowed)
 
     seq = 0
     for record in order:
@@ -390,19 +399,63 @@ def bundle_from_spans(spans: Iterable[Any]) -> dict[str, Any] | None:
         (tools if result.kind == "tools" else llm).setdefault(result.name, []).append(entry)
     bundle["tools"] = tools
     bundle["llm"] = llm
+    if agent is not None:
+        incomplete.extend(_lost_calls(agent.attributes, tools, llm, incomplete, seq))
     if incomplete:
         bundle["incomplete"] = incomplete
     return seal(bundle)
+
+
+def _lost_calls(
+    agent: Mapping[str, Any],
+    tools: Mapping[str, list[Any]],
+    llm: Mapping[str, list[Any]],
+    incomplete: list[dict[str, Any]],
+    last_seq: int,
+) -> list[dict[str, Any]]:
+    """What the root agent says its run called and the trace's spans do not hold.
+
+    Spans get lost between a run and its recording: an export queue that is full, an exporter
+    that fails, spans of one trace sent to several servers. Each kind of call missing is an
+    ``incomplete`` item labelled with the kind (``tools`` / ``llm``) and the number missing.
+    A span of an earlier version has no counts and is taken as it is; calls beyond the counts
+    (other instrumentors' spans) are not a loss.
+    """
+    lost: list[dict[str, Any]] = []
+    for section, key, entries, what in (
+        ("tools", A.CALLS_TOOLS, tools, "tool"),
+        ("llm", A.CALLS_LLM, llm, "LLM"),
+    ):
+        made = agent.get(key)
+        if not isinstance(made, int) or isinstance(made, bool):
+            continue
+        seen = sum(len(v) for v in entries.values())
+        seen += sum(1 for i in incomplete if i["label"].startswith(section + ":"))
+        if seen < made:
+            lost.append(
+                {
+                    "label": section,
+                    "missing": made - seen,
+                    "reason": f"the run made {made} {what} call(s) but the trace holds "
+                    f"{seen}: {made - seen} span(s) were lost on the way (a full export "
+                    "queue, a failed exporter, or spans sent to another server); re-record "
+                    "the case, or wait for the late spans to arrive",
+                }
+            )
+    made = agent.get(A.CALLS_LAST_SEQ)
+    if not lost and isinstance(made, int) and not isinstance(made, bool) and last_seq < made:
+        lost.append(
+            {
+                "label": "calls",
+                "missing": made - last_seq,
+                "reason": f"the run's last call was call {made} but the trace holds "
+                f"{last_seq}: {made - last_seq} span(s) were lost on the way",
+            }
+        )
+    return lost
 
 
 def agent_status(bundle: Mapping[str, Any]) -> str:
     """``"error"`` when the recorded agent run raised, else ``"ok"``."""
     agent = bundle.get("agent") or {}
     return "error" if "error" in agent else "ok"
-
-
-# Readers for other instrumentors' LLM spans, after tracely's own (imported last: they use the
-# classes above).
-from tracely_otel._foreign import FOREIGN_READERS  # noqa: E402
-
-_READERS.extend(FOREIGN_READERS)

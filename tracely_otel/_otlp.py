@@ -32,7 +32,7 @@ import math
 import re
 import zlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, Final, TypeVar
+from typing import Any, Final, NamedTuple, TypeVar
 
 import orjson
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
@@ -45,9 +45,11 @@ from tracely_otel._spans import AttributeValue, SpanEvent, SpanRecord
 __all__ = [
     "DEFAULT_MAX_DECOMPRESSED_BYTES",
     "MAX_VALUE_DEPTH",
+    "DecodedExport",
     "OTLPDecodeError",
     "PayloadTooLarge",
     "decode_any",
+    "decode_export_request",
     "encode_records_otlp_json",
     "gunzip_bounded",
     "records_from_jaeger",
@@ -55,6 +57,7 @@ __all__ = [
     "records_from_otlp_json",
     "records_from_otlp_proto",
     "records_from_tempo",
+    "rejected_message",
 ]
 
 MAX_VALUE_DEPTH: Final = 32
@@ -152,6 +155,35 @@ class PayloadTooLarge(OTLPDecodeError):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.limit, self.path))
+
+
+class DecodedExport(NamedTuple):
+    """An OTLP export request's spans, and the spans it refused one by one."""
+
+    records: list[SpanRecord]
+    rejected: int
+    """How many spans were refused (the ``rejected_spans`` of a partial success)."""
+    errors: list[str]
+    """Why, one reason per refused span or group of spans, each with its path."""
+
+
+class _Refused:
+    """Where a decoder sets aside the spans it refuses while it keeps the rest."""
+
+    __slots__ = ("count", "errors")
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.errors: list[str] = []
+
+    def add(self, error: OTLPDecodeError, spans: int, *within: str) -> None:
+        """Refuse ``spans`` span(s) for ``error``, found inside ``within`` (innermost first)."""
+        if not spans:
+            return
+        for segment in within:
+            error._within(segment)
+        self.count += spans
+        self.errors.append(f"{error.path}: {error.problem}" if error.path else error.problem)
 
 
 _P = TypeVar("_P")
@@ -391,7 +423,11 @@ def _pb_span(
     )
 
 
-def _pb_resource_spans(resource_spans: Iterable[ResourceSpans]) -> list[SpanRecord]:
+def _pb_resource_spans(
+    resource_spans: Iterable[ResourceSpans], refused: _Refused | None = None
+) -> list[SpanRecord]:
+    """The spans of a request; with ``refused``, a bad span (or a resource that cannot be
+    read, with its spans) is set aside there instead of failing the whole request."""
     records: list[SpanRecord] = []
     append = records.append
     trace_ids: dict[bytes, str] = {}
@@ -402,7 +438,12 @@ def _pb_resource_spans(resource_spans: Iterable[ResourceSpans]) -> list[SpanReco
                 # Resource's attributes between the spans it makes.
                 resource = _pb_attributes(rs.resource.attributes)
             except OTLPDecodeError as error:
-                raise error._within("resource") from None
+                error._within("resource")
+                if refused is None:
+                    raise error from None
+                count = sum(len(ss.spans) for ss in rs.scope_spans)
+                refused.add(error, count, f"resourceSpans[{r_index}]")
+                continue
             scope_spans: Iterable[ScopeSpans] = rs.scope_spans
             for s_index, ss in enumerate(scope_spans):
                 try:
@@ -411,7 +452,12 @@ def _pb_resource_spans(resource_spans: Iterable[ResourceSpans]) -> list[SpanReco
                         try:
                             append(_pb_span(span, resource, scope, trace_ids))
                         except OTLPDecodeError as error:
-                            raise error._within(_span_segment(index, span.name)) from None
+                            error._within(_span_segment(index, span.name))
+                            if refused is None:
+                                raise error from None
+                            refused.add(
+                                error, 1, f"scopeSpans[{s_index}]", f"resourceSpans[{r_index}]"
+                            )
                 except OTLPDecodeError as error:
                     raise error._within(f"scopeSpans[{s_index}]") from None
         except OTLPDecodeError as error:
@@ -747,42 +793,93 @@ _SCOPE_SPANS_FIELDS: Final = (
 )
 
 
-def _json_scope_spans(ss: Any, resource: Mapping[str, AttributeValue]) -> list[SpanRecord]:
+_Refuse = Callable[[OTLPDecodeError, int], None]
+"""Sets aside spans a JSON decoder refuses: the error and how many spans it costs."""
+
+
+def _json_scope_spans(
+    ss: Any, resource: Mapping[str, AttributeValue], refuse: _Refuse | None = None
+) -> list[SpanRecord]:
     ss = _json_object(ss, "")
-    scope_value = ss.get("scope")
-    label = "scope"
-    if scope_value is None:
-        label = "instrumentationLibrary"
-        scope_value = _field(ss, "instrumentationLibrary", "instrumentation_library")
-    scope = _json_str(_json_object(scope_value, label).get("name"), f"{label}.name")
+    spans = _json_list(ss.get("spans"), "spans")
+    try:
+        scope_value = ss.get("scope")
+        label = "scope"
+        if scope_value is None:
+            label = "instrumentationLibrary"
+            scope_value = _field(ss, "instrumentationLibrary", "instrumentation_library")
+        scope = _json_str(_json_object(scope_value, label).get("name"), f"{label}.name")
+    except OTLPDecodeError as bad_scope:
+        if refuse is None:
+            raise
+        refuse(bad_scope, len(spans))
+        return []
     records: list[SpanRecord] = []
-    for index, span in enumerate(_json_list(ss.get("spans"), "spans")):
+    for index, span in enumerate(spans):
         if not isinstance(span, Mapping):
-            raise OTLPDecodeError(
+            problem = OTLPDecodeError(
                 f"expected a Span object, got {_type_name(span)}", f"spans[{index}]"
             )
-        try:
-            records.append(_json_span(span, resource, scope))
-        except OTLPDecodeError as error:
-            raise error._within(_span_segment(index, span.get("name"))) from None
+        else:
+            try:
+                records.append(_json_span(span, resource, scope))
+                continue
+            except OTLPDecodeError as error:
+                problem = error._within(_span_segment(index, span.get("name")))
+        if refuse is None:
+            raise problem
+        refuse(problem, 1)
     return records
 
 
-def _json_resource_spans(value: Any, field_name: str) -> list[SpanRecord]:
+def _json_resource(rs: Mapping[str, Any]) -> dict[str, AttributeValue]:
+    resource_obj = _json_object(rs.get("resource"), "resource")
+    try:
+        return _json_attributes(resource_obj.get("attributes"))
+    except OTLPDecodeError as error:
+        raise error._within("resource") from None
+
+
+def _json_span_count(rs: Mapping[str, Any]) -> int:
+    """How many spans a ResourceSpans object holds, as far as its layout can be read."""
+    count = 0
+    for camel, snake in _SCOPE_SPANS_FIELDS:
+        groups = _field(rs, camel, snake)
+        for ss in groups if isinstance(groups, list) else ():
+            spans = ss.get("spans") if isinstance(ss, Mapping) else None
+            count += len(spans) if isinstance(spans, list) else 0
+    return count
+
+
+def _json_resource_spans(
+    value: Any, field_name: str, refused: _Refused | None = None
+) -> list[SpanRecord]:
+    """The spans of ``resourceSpans`` (or Tempo's ``batches``); with ``refused``, a bad span
+    (or a resource or scope that cannot be read, with its spans) is set aside there instead of
+    failing the whole request."""
     records: list[SpanRecord] = []
     for r_index, rs in enumerate(_json_list(value, field_name)):
         try:
             rs = _json_object(rs, "")
-            resource_obj = _json_object(rs.get("resource"), "resource")
             try:
-                resource = _json_attributes(resource_obj.get("attributes"))
+                resource = _json_resource(rs)
             except OTLPDecodeError as error:
-                raise error._within("resource") from None
+                if refused is None:
+                    raise
+                refused.add(error, _json_span_count(rs), f"{field_name}[{r_index}]")
+                continue
             for camel, snake in _SCOPE_SPANS_FIELDS:
                 groups = _field(rs, camel, snake)
                 for s_index, ss in enumerate(_json_list(groups, camel)):
+                    refuse: _Refuse | None = None
+                    if refused is not None:
+                        where = (f"{camel}[{s_index}]", f"{field_name}[{r_index}]")
+
+                        def refuse(error: OTLPDecodeError, spans: int, where: Any = where) -> None:
+                            refused.add(error, spans, *where)
+
                     try:
-                        records.extend(_json_scope_spans(ss, resource))
+                        records.extend(_json_scope_spans(ss, resource, refuse))
                     except OTLPDecodeError as error:
                         raise error._within(f"{camel}[{s_index}]") from None
         except OTLPDecodeError as error:
@@ -826,10 +923,10 @@ def _wrong_shape(doc: Mapping[str, Any], expected: str) -> OTLPDecodeError:
     return OTLPDecodeError(f"expected {expected}, found the fields {{{keys}}}{hint}")
 
 
-def _otlp_doc(doc: Mapping[str, Any]) -> list[SpanRecord]:
+def _otlp_doc(doc: Mapping[str, Any], refused: _Refused | None = None) -> list[SpanRecord]:
     if "resourceSpans" in doc or "resource_spans" in doc or not doc:
         field_name = "resourceSpans" if doc.get("resourceSpans") is not None else "resource_spans"
-        return _json_resource_spans(doc.get(field_name), field_name)
+        return _json_resource_spans(doc.get(field_name), field_name, refused)
     raise _wrong_shape(doc, "an ExportTraceServiceRequest with resourceSpans")
 
 
@@ -916,6 +1013,37 @@ def records_from_otlp_json(payload: bytes | str | Mapping[str, Any]) -> list[Spa
 
 
 @_guarded
+def _proto_export(body: bytes) -> DecodedExport:
+    refused = _Refused()
+    records = _pb_resource_spans(_parse_proto(body).resource_spans, refused)
+    return DecodedExport(records, refused.count, refused.errors)
+
+
+@_guarded
+def _json_export(body: bytes) -> DecodedExport:
+    refused = _Refused()
+    records = _otlp_doc(_document(body), refused)
+    return DecodedExport(records, refused.count, refused.errors)
+
+
+def decode_export_request(body: bytes, encoding: str) -> DecodedExport:
+    """Decode an OTLP/HTTP export request body (``encoding`` "proto" or "json"), refusing bad
+    spans one by one as a partial success.
+
+    A body that is not an export request at all raises :class:`OTLPDecodeError`. Within one, a
+    span the decoder refuses (an invalid id, say) is counted in ``rejected`` with its reason
+    and path, and a resource or scope that cannot be read refuses its spans; the other spans
+    are returned. Each part of the request is decoded once, so the cost is linear in its size
+    however many spans are refused.
+    """
+    if encoding == "proto":
+        if not isinstance(body, bytes):
+            raise OTLPDecodeError(f"expected protobuf bytes, got {_type_name(body)}", "body")
+        return _proto_export(body)
+    return _json_export(body)
+
+
+@_guarded
 def records_from_jaeger(payload: bytes | str | Mapping[str, Any]) -> list[SpanRecord]:
     """Decode Jaeger's ``/api/v3/traces/{id}`` (or ``/api/v3/traces``) response.
 
@@ -981,6 +1109,13 @@ def _decode_json_text(text: bytes | str) -> list[SpanRecord]:
             raise
         return _lines_records(text, _any_doc)
     return _any_doc(doc)
+
+
+def rejected_message(errors: list[str], rejected: int) -> str:
+    """The ``error_message`` of a partial success: the first few reasons, and how many."""
+    shown = "; ".join(errors[:3])
+    more = f" (and {len(errors) - 3} more)" if len(errors) > 3 else ""
+    return f"{rejected} span(s) rejected: {shown}{more}"
 
 
 @functools.lru_cache(maxsize=64)

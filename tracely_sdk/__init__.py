@@ -8,7 +8,7 @@ served from a recorded trace and never runs.
 from __future__ import annotations
 
 from tracely_sdk import providers as _providers  # noqa: F401 (registers the SDK-patching hook)
-from tracely_sdk._init import init
+from tracely_sdk._init import flush, init
 from tracely_sdk._replay import ReplayReport, fixture, fixtures
 from tracely_sdk._seam import (
     AgentRun,
@@ -42,6 +42,7 @@ __all__ = [
     "agent",
     "call_llm",
     "call_tool",
+    "flush",
     "init",
     "observe",
     # replay

@@ -14,9 +14,10 @@ from typing import Any
 
 import orjson
 
+from tracely_otel._bundle import JSON_SPACE, MAX_NESTING
 from tracely_sdk._types import dumps
 
-_MAX_DEPTH = 64
+_MAX_DEPTH = MAX_NESTING
 # In compact JSON text, a quote directly followed by (whitespace and) a bracket can only open a
 # string that itself holds JSON; without one, parsing the text is the canonical form already.
 _NESTED_JSON = re.compile(rb'"\s*[\[{]')
@@ -26,7 +27,7 @@ def _normalise(value: Any, depth: int) -> Any:
     if depth > _MAX_DEPTH:
         raise ValueError(f"value nested deeper than {_MAX_DEPTH} levels cannot be compared")
     if isinstance(value, str):
-        stripped = value.strip()
+        stripped = value.strip(JSON_SPACE)
         # Tool-call arguments arrive as JSON text from providers and as objects from code.
         if stripped[:1] in ("{", "[") and stripped[-1:] in ("}", "]"):
             try:

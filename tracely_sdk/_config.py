@@ -67,6 +67,25 @@ def _ignore(source: str, value: Any) -> Masks:
     return masks_from(value, source)
 
 
+def _patterns(source: str, value: Any) -> tuple[str, ...]:
+    if isinstance(value, (list, tuple)):
+        items = list(value)
+    elif isinstance(value, str):
+        items = value.split(",")
+    else:
+        items = [value]
+    patterns = []
+    for item in items:
+        if not isinstance(item, str):
+            raise ConfigError(
+                f"{source}={value!r}: {item!r} is not a string; use patterns like "
+                "'examples.weather_agent:*'"
+            )
+        if item.strip():
+            patterns.append(item.strip())
+    return tuple(patterns)
+
+
 def _capture(source: str, value: Any) -> bool:
     # The GenAI instrumentations' values as well as plain booleans.
     lowered = str(value).strip().lower()
@@ -119,6 +138,15 @@ SETTINGS: dict[str, Setting] = {
             (),
             _instrument,
             "Provider SDKs to instrument: auto (every installed one), openai, anthropic, off.",
+        ),
+        Setting(
+            "entrypoints",
+            ("TRACELY_ENTRYPOINTS",),
+            (),
+            _patterns,
+            "Agent entrypoints replay may import for a case besides the project's own modules: "
+            "globs on module:function, e.g. examples.weather_agent:* (comma-separated in the "
+            "environment, a list in [tool.tracely]). A case naming anything else is ERRORED.",
         ),
         Setting(
             "token", ("TRACELY_TOKEN",), None, _str, "Bearer token sent to a tracely server store."

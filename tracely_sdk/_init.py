@@ -54,6 +54,24 @@ def _store_sink(url: str | None) -> BundleCallback:
         return record
 
 
+def flush(timeout: float | None = 5.0) -> bool:
+    """Wait until every finished trace's recording is in its store; False if one is not.
+
+    The recorder hands over every finished trace first. False when a recording is still
+    waiting for an unavailable store when ``timeout`` runs out (it is then kept in the spool
+    and written later) or when one was lost; tracely's log messages say which.
+    """
+    processor = tracely_otel.find_fixture_processor(trace.get_tracer_provider())
+    if processor is not None:
+        processor.force_flush()
+    with _sinks_lock:
+        writers = [sink.writer for sink in _sinks.values()]  # type: ignore[attr-defined]
+    ok = True
+    for writer in writers:
+        ok = writer.flush(timeout) and not writer.stats["dropped"] and ok
+    return ok
+
+
 def store_sink_from_settings() -> BundleCallback | None:
     """The store writer's callback per ``TRACELY_STORE``/``TRACELY_RECORD`` (None: not recording).
 

@@ -25,6 +25,7 @@ from tracely_sdk._canonical import canonical, canonical_from_json, canonical_jso
 from tracely_sdk._diff import Difference, diff_values, render
 from tracely_sdk._masks import Masks
 from tracely_sdk._types import dumps
+from tracely_sdk.errors import BundleError
 
 TOOLS = "tools"
 LLM = "llm"
@@ -201,15 +202,22 @@ class Recording:
                 for index, raw in enumerate(raws):
                     order += 1
                     output = raw.get("output", _ABSENT)
-                    entry = Entry(
-                        kind,
-                        name,
-                        index,
-                        int(raw.get("seq", order)),
-                        raw,
-                        call_key(raw[field]) if field in raw else None,
-                        None if output is _ABSENT else orjson.dumps(output, option=_NON_STR_KEYS),
-                    )
+                    try:
+                        entry = Entry(
+                            kind,
+                            name,
+                            index,
+                            int(raw.get("seq", order)),
+                            raw,
+                            call_key(raw[field]) if field in raw else None,
+                            None
+                            if output is _ABSENT
+                            else orjson.dumps(output, option=_NON_STR_KEYS),
+                        )
+                    except (TypeError, ValueError) as exc:  # in a bundle built in code
+                        raise BundleError(
+                            f"invalid fixture bundle: {kind}:{name}[{index}]: not JSON data ({exc})"
+                        ) from exc
                     if kind == LLM and is_messages(raw.get("input")):
                         entry.messages_input = self.messages_inputs = True
                     queue.entries.append(entry)
@@ -316,6 +324,9 @@ class Recording:
             details.append(
                 f"{label} was called in the recorded run but could not be recorded: {reason}"
             )
+        # Calls whose spans never reached the recording are known only by their kind.
+        for reason in (*self.incomplete.get(kind, ()), *self.incomplete.get("calls", ())):
+            details.append(f"the recording is missing calls: {reason}")
         if details:
             message += " (" + "; ".join(details) + ")"
         message += (

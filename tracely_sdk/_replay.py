@@ -175,6 +175,7 @@ class ReplaySession:
         self._lock = threading.Lock()
         # Each call made, in order: the entry that answered it (None: none did) and its step.
         self._calls: list[tuple[Entry | None, Step]] = []
+        self._on_end: list[Callable[[], None]] = []
 
     @property
     def mode(self) -> Mode:
@@ -226,10 +227,18 @@ class ReplaySession:
             )
         raise error
 
+    def on_end(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` once when this session's fixtures() block ends."""
+        with self._lock:
+            self._on_end.append(callback)
+
     def finish(self) -> None:
         with self._lock:
             self.report.unused = [e.label for e in self.recording.unused()]
             self.report.timeline = timeline(self.recording.entries(), self._calls)
+            callbacks, self._on_end = self._on_end, []
+        for callback in callbacks:
+            callback()
 
 
 def timeline(
@@ -390,7 +399,19 @@ def fixture(kind: str, name: str) -> Any:
         return None
     if entry.error is not None:
         return dict(entry.error)
-    return rebuild(entry.raw.get("output"), type_tag=entry.raw.get("output_type"))
+    try:
+        return rebuild(entry.raw.get("output"), type_tag=entry.raw.get("output_type"))
+    except Exception as exc:
+        raise unrebuildable(entry.label, exc) from exc
+
+
+def unrebuildable(label: str, exc: Exception) -> ReplayError:
+    """The error for a recorded output that cannot be rebuilt into the type the code returns."""
+    return ReplayError(
+        f"{label}: the recorded output cannot be rebuilt into the type the code returns "
+        f"({exc}); re-record the case",
+        label=label,
+    )
 
 
 __all__ = [
@@ -406,4 +427,5 @@ __all__ = [
     "recorded_calls",
     "register_activation_hook",
     "timeline",
+    "unrebuildable",
 ]

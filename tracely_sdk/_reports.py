@@ -5,8 +5,9 @@ The JSON report's field names are a contract for scripts::
 
     {"format": "tracely.replay-report/1",
      "summary": {"total": 3, "passed": 1, "failed": 1, "incomplete": 1, "errored": 0,
-                 "lenient": 0, "ok": false, "mode": "recorded", "duration_s": 0.12},
-     "cases": [{"case_id": "paris-weather", "version": 2, "tags": ["weather"], "verdict": "FAIL",
+                 "lenient": 0, "not_run": 0, "ok": false, "mode": "recorded", "duration_s": 0.12},
+     "cases": [{"case_id": "paris-weather", "version": 2, "tags": ["weather"],
+                "verdict": "FAIL",
                 "reasons": ["recorded call(s) never made: tools:get_weather"],
                 "output": ..., "expected_output": ..., "diff": "...",
                 "output_differences": [{"path": "output", "recorded": ..., "actual": ...}],
@@ -46,7 +47,7 @@ from typing import Any
 import orjson
 
 from tracely_sdk._diff import render
-from tracely_sdk._runner import ERRORED, FAIL, INCOMPLETE, LENIENT, PASS, CaseResult
+from tracely_sdk._runner import ERRORED, FAIL, INCOMPLETE, LENIENT, NOT_RUN, PASS, CaseResult
 from tracely_sdk._version import __version__
 from tracely_sdk.store._model import Run, new_run_id, redact_url
 
@@ -78,7 +79,7 @@ def summarize(results: Sequence[CaseResult], elapsed: float | None = None) -> di
 
     ``elapsed`` is the run's wall-clock time (with ``-j N`` less than the sum of the cases').
     """
-    counts = dict.fromkeys((PASS, FAIL, INCOMPLETE, ERRORED, LENIENT), 0)
+    counts = dict.fromkeys((PASS, FAIL, INCOMPLETE, ERRORED, LENIENT, NOT_RUN), 0)
     for r in results:
         counts[r.verdict] = counts.get(r.verdict, 0) + 1
     lenient = counts[LENIENT] > 0
@@ -89,6 +90,7 @@ def summarize(results: Sequence[CaseResult], elapsed: float | None = None) -> di
         "incomplete": counts[INCOMPLETE],
         "errored": counts[ERRORED],
         "lenient": counts[LENIENT],
+        "not_run": counts[NOT_RUN],
         "ok": all(r.ok for r in results),
         "mode": "lenient" if lenient else "recorded",
         "duration_s": round(sum(r.duration for r in results) if elapsed is None else elapsed, 6),
@@ -106,6 +108,7 @@ def summary_line(results: Sequence[CaseResult], elapsed: float | None = None) ->
             ("incomplete", "incomplete"),
             ("errored", "errored"),
             ("lenient", "lenient (not a recorded pass)"),
+            ("not_run", "not run"),
         )
         if s[key]
     ]
@@ -306,14 +309,14 @@ def junit_xml(
     test case carries its verdict, case version and trace id as ``<properties>``.
     """
     s = summarize(results, elapsed)
-    failures = sum(1 for r in results if not r.ok and r.verdict != ERRORED)
+    failures = sum(1 for r in results if not r.ok and r.verdict not in (ERRORED, NOT_RUN))
     errors = s["errored"]
     attrs = {
         "name": suite,
         "tests": str(s["total"]),
         "failures": str(failures),
         "errors": str(errors),
-        "skipped": "0",
+        "skipped": str(s["not_run"]),
         "time": f"{s['duration_s']:.6f}",
     }
     root = ET.Element("testsuites", attrs)
@@ -344,8 +347,11 @@ def junit_xml(
                 ET.SubElement(props, "property", {"name": name, "value": _xml_text(value)})
         if r.ok:
             continue
-        tag = "error" if r.verdict == ERRORED else "failure"
         message = r.reasons[0] if r.reasons else r.verdict
+        if r.verdict == NOT_RUN:
+            ET.SubElement(case, "skipped", {"message": _xml_text(message)})
+            continue
+        tag = "error" if r.verdict == ERRORED else "failure"
         element = ET.SubElement(case, tag, {"type": r.verdict, "message": _xml_text(message)})
         element.text = _xml_text(_details(r))
     ET.indent(root)
@@ -365,7 +371,7 @@ def write_junit(
 
 # -- Markdown ------------------------------------------------------------------------------
 
-_ICONS = {PASS: "✅", FAIL: "❌", INCOMPLETE: "⚠️", ERRORED: "💥", LENIENT: "🟡"}
+_ICONS = {PASS: "✅", FAIL: "❌", INCOMPLETE: "⚠️", ERRORED: "💥", LENIENT: "🟡", NOT_RUN: "⏹️"}
 
 
 def _cell(text: str, limit: int = 300) -> str:

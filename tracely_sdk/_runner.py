@@ -12,6 +12,7 @@ One case, one verdict, each with the reasons a person can act on:
   the agent is not run at all and a trace for the case is emitted with ERROR status.
 - ``LENIENT``: a lenient run (``strict=False``); the reasons are listed as for a strict run,
   but the verdict is never PASS, because a lenient run is not a recorded run.
+- ``NOT_RUN``: the run was interrupted (SIGINT, SIGTERM) before the case finished.
 
 Each case runs in a fresh :class:`contextvars.Context`, so nothing set by one case (the
 active recording, the current span, any context variable of the agent's) is seen by the next.
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import dataclasses
 import difflib
 import functools
 import importlib
@@ -31,7 +33,6 @@ import inspect
 import math
 import os
 import re
-import sys
 import threading
 import time
 import traceback
@@ -51,6 +52,7 @@ from tracely_otel import attributes as A
 from tracely_otel import value_digest
 from tracely_sdk._canonical import canonical_equal
 from tracely_sdk._diff import Difference, diff_values, render
+from tracely_sdk._entrypoints import EntrypointPolicy, ensure_cwd_on_path
 from tracely_sdk._replay import ReplayReport, fixtures
 from tracely_sdk._types import dumps
 from tracely_sdk._version import __version__
@@ -61,28 +63,32 @@ __all__ = [
     "FAIL",
     "INCOMPLETE",
     "LENIENT",
+    "NOT_RUN",
     "PASS",
     "VERDICTS",
     "CaseResult",
     "EntrypointError",
     "ReplayCase",
     "Verdict",
+    "check_entrypoint",
     "load_case_dir",
     "load_cases",
     "entrypoint_version",
     "load_entrypoint",
     "output_diff",
+    "refuse_disallowed",
     "run_case",
     "run_cases",
 ]
 
-Verdict = Literal["PASS", "FAIL", "INCOMPLETE", "ERRORED", "LENIENT"]
+Verdict = Literal["PASS", "FAIL", "INCOMPLETE", "ERRORED", "LENIENT", "NOT_RUN"]
 PASS: Verdict = "PASS"
 FAIL: Verdict = "FAIL"
 INCOMPLETE: Verdict = "INCOMPLETE"
 ERRORED: Verdict = "ERRORED"
 LENIENT: Verdict = "LENIENT"
-VERDICTS: tuple[Verdict, ...] = (PASS, FAIL, INCOMPLETE, ERRORED, LENIENT)
+NOT_RUN: Verdict = "NOT_RUN"
+VERDICTS: tuple[Verdict, ...] = (PASS, FAIL, INCOMPLETE, ERRORED, LENIENT, NOT_RUN)
 
 _IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
 _ENTRYPOINT_RE = re.compile(rf"^{_IDENT}(\.{_IDENT})*:{_IDENT}(\.{_IDENT})*$")
@@ -99,8 +105,9 @@ class EntrypointError(ConfigError):
 class ReplayCase:
     """What the runner needs of a case: a stored case, or a case file that may be broken.
 
-    ``problem`` is set when the case cannot be loaded (a corrupt file); such a case is never
-    run, its verdict is ERRORED with ``problem`` as the reason.
+    ``problem`` is set when the case cannot be run: a corrupt file (``problem_type``
+    BundleError), or an entrypoint the project does not allow (EntrypointError). Such a case
+    is never run, its verdict is ERRORED with ``problem`` as the reason.
     """
 
     id: str
@@ -114,6 +121,7 @@ class ReplayCase:
     source_trace_id: str | None = None
     problem: str | None = None
     agent_version: str | None = None  # the version of the agent the case is for, if it says
+    problem_type: str = "BundleError"
 
     @classmethod
     def of(cls, case: Any) -> ReplayCase:
@@ -131,6 +139,9 @@ class ReplayCase:
             tags=tuple(case.tags),
             source_trace_id=case.source_trace_id,
             agent_version=_optional_str(getattr(case, "agent_version", None)),
+            problem=None
+            if getattr(case, "problem", None) is None
+            else f"the stored case cannot be loaded, so the agent was not run: {case.problem}",
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -146,6 +157,7 @@ class ReplayCase:
             "source_trace_id": self.source_trace_id,
             "problem": self.problem,
             "agent_version": self.agent_version,
+            "problem_type": self.problem_type,
         }
 
     @classmethod
@@ -162,6 +174,7 @@ class ReplayCase:
             source_trace_id=data.get("source_trace_id"),
             problem=data.get("problem"),
             agent_version=_optional_str(data.get("agent_version")),
+            problem_type=data.get("problem_type") or "BundleError",
         )
 
 
@@ -272,14 +285,6 @@ def load_cases(
 # -- entrypoints ---------------------------------------------------------------------------
 
 
-def _ensure_cwd_on_path() -> None:
-    # `python -m` puts the working directory first on sys.path; a console script does not,
-    # so `tracely replay --entrypoint weather_agent:run` would not find the project's module.
-    cwd = os.getcwd()
-    if cwd not in sys.path and "" not in sys.path:
-        sys.path.insert(0, cwd)
-
-
 def load_entrypoint(spec: str) -> Callable[..., Any]:
     """The function named by ``"module:function"`` (the function part may be dotted).
 
@@ -292,7 +297,7 @@ def load_entrypoint(spec: str) -> Callable[..., Any]:
             "(e.g. examples.weather_agent:run)"
         )
     module_name, _, attr_path = spec.strip().partition(":")
-    _ensure_cwd_on_path()
+    ensure_cwd_on_path()
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
@@ -327,6 +332,47 @@ def load_entrypoint(spec: str) -> Callable[..., Any]:
         raise EntrypointError(f"entrypoint {spec!r} is a {type(target).__name__}, not a function")
     fn: Callable[..., Any] = target
     return fn
+
+
+def check_entrypoint(
+    spec: str, case_input: Any, policy: EntrypointPolicy | None = None
+) -> Callable[..., Any]:
+    """The function ``spec`` names, checked as replay will call it for a case with ``case_input``.
+
+    Raises :class:`EntrypointError` when the project's ``policy`` does not allow it (then it is
+    not imported), when it cannot be imported or is not callable, and when its signature does
+    not accept the recorded ``{"args": [...], "kwargs": {...}}`` input.
+    """
+    policy = policy or EntrypointPolicy.for_project()
+    refusal = policy.refusal(spec)
+    if refusal is not None:
+        raise EntrypointError(refusal)
+    fn = load_entrypoint(spec)
+    refusal = policy.refusal_of(spec, fn)
+    if refusal is not None:
+        raise EntrypointError(refusal)
+    call = _call_input(case_input)
+    if call is None:
+        return fn
+    args, kwargs = call
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):  # no signature to read (some builtins): replay will tell
+        return fn
+    try:
+        signature.bind(*args, **kwargs)
+    except TypeError as exc:
+        shown = orjson.dumps(case_input, default=str).decode()
+        raise EntrypointError(
+            f"entrypoint {spec!r} does not accept the recorded input {_shorten(shown)}: "
+            f"{exc} (its signature is {spec.partition(':')[2]}{signature}); name the function "
+            "the recorded agent run called"
+        ) from None
+    return fn
+
+
+def _shorten(text: str, limit: int = 200) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 # -- results -------------------------------------------------------------------------------
@@ -501,24 +547,26 @@ def _ensure_probe() -> None:
 
 
 def _emit_unloadable(case: ReplayCase, reason: str, mode: str) -> str | None:
-    """The trace of a case whose recording cannot be loaded: one agent span, status ERROR."""
+    """The trace of a case that cannot be run: one agent span, status ERROR."""
     agent_name = case.id
     bundle = case.bundle
     if isinstance(bundle, Mapping) and isinstance(bundle.get("agent"), Mapping):
         recorded_name = bundle["agent"].get("name")
         if isinstance(recorded_name, str) and recorded_name:
             agent_name = recorded_name
-    error_text = orjson.dumps({"type": "BundleError", "message": reason}).decode()
+    error_type = case.problem_type if case.problem is not None else "BundleError"
+    error_text = orjson.dumps({"type": error_type, "message": reason}).decode()
     attrs: dict[str, Any] = {
         A.KIND: A.KIND_AGENT,
         A.NAME: agent_name,
         A.GEN_AI_OPERATION_NAME: A.OP_INVOKE_AGENT,
         A.GEN_AI_AGENT_NAME: agent_name,
+        A.GEN_AI_PROVIDER_NAME: A.PROVIDER_OTHER,  # the run never started: no LLM call named one
         A.SDK_VERSION: __version__,
         A.REPLAY_MODE: mode,
         A.CASE_ID: case.id,
         A.ERROR: error_text,
-        A.ERROR_TYPE: "BundleError",
+        A.ERROR_TYPE: error_type,
         A.DIGEST: orjson.dumps({A.ERROR: value_digest(error_text)}).decode(),
     }
     if case.version is not None:
@@ -528,7 +576,7 @@ def _emit_unloadable(case: ReplayCase, reason: str, mode: str) -> str | None:
         span = tracer.start_span(
             A.span_name(A.KIND_AGENT, case.id), context=otel_context.Context(), attributes=attrs
         )
-        span.set_status(Status(StatusCode.ERROR, f"BundleError: {reason}"))
+        span.set_status(Status(StatusCode.ERROR, f"{error_type}: {reason}"))
         span.end()
         ctx = span.get_span_context()
     except Exception:  # tracing never decides a verdict
@@ -762,6 +810,38 @@ def _recorded_agent_error(bundle: Any) -> tuple[str, str] | None:
 ProgressCallback = Callable[[CaseResult], None]
 
 
+def refuse_disallowed(
+    cases: Sequence[ReplayCase],
+    override: str | None,
+    policy: EntrypointPolicy,
+    loaded: Mapping[str, Callable[..., Any]] | None = None,
+) -> list[ReplayCase]:
+    """``cases``, each whose own entrypoint the project does not allow marked not to be run.
+
+    Such a case keeps its entrypoint for the report, and gets the refusal as its ``problem``:
+    it is ERRORED with the reason. Before import (``loaded`` None) the entrypoint's module is
+    checked, so a refused one is never imported; after it (``loaded``: each entrypoint's
+    function) the function itself must be defined in the project, not merely reachable from it.
+    """
+    if override:
+        return list(cases)
+    marked = []
+    refusals: dict[str, str | None] = {}  # many cases share a few entrypoints
+    for case in cases:
+        reason = None
+        ep = case.entrypoint
+        if case.problem is None and ep and (loaded is None or ep in loaded):
+            if ep not in refusals:
+                refusals[ep] = (
+                    policy.refusal(ep) if loaded is None else policy.refusal_of(ep, loaded[ep])
+                )
+            reason = refusals[ep]
+        if reason is not None:
+            case = dataclasses.replace(case, problem=reason, problem_type="EntrypointError")
+        marked.append(case)
+    return marked
+
+
 def _entrypoints(cases: Sequence[ReplayCase], override: str | None) -> dict[str, str | None]:
     """Each runnable case's entrypoint; raises EntrypointError for cases that have none."""
     chosen: dict[str, str | None] = {}
@@ -805,25 +885,32 @@ def run_cases(
     jobs: int = 1,
     progress: ProgressCallback | None = None,
     initializer: Callable[[], None] | None = None,
+    policy: EntrypointPolicy | None = None,
 ) -> list[CaseResult]:
     """Run every case and return the results in the order of ``cases``.
 
-    ``entrypoint`` (``"module:function"``) overrides each case's own. With ``jobs > 1`` the
-    cases run in that many spawned worker processes; ``initializer`` (a module-level function)
+    ``entrypoint`` (``"module:function"``) overrides each case's own. A case's own entrypoint
+    is imported only if ``policy`` (default: the project's, see ``_entrypoints``) allows it;
+    otherwise the case is ERRORED with the reason and nothing of it is imported. With
+    ``jobs > 1`` the cases run in that many spawned worker processes; ``initializer`` (a module-level function)
     runs once in each worker first, e.g. to set up tracing. ``progress(result)`` is called in
     this process as each case finishes. Every entrypoint is loaded before any case runs, so a
     bad one raises :class:`EntrypointError` and nothing is run.
     """
-    selected = [ReplayCase.of(c) for c in cases]
     if jobs < 1:
         raise ConfigError(f"jobs must be at least 1, got {jobs}")
+    if policy is None:
+        policy = EntrypointPolicy.for_project(explicit=[entrypoint])
+    selected = refuse_disallowed([ReplayCase.of(c) for c in cases], entrypoint, policy)
     chosen = _entrypoints(selected, entrypoint)
     fns: dict[str, Callable[..., Any]] = {}
     # An explicit entrypoint is checked even when no case needs it: a typo fails the gate.
-    for ep in dict.fromkeys(
-        [*([entrypoint] if entrypoint else []), *(e for e in chosen.values() if e)]
-    ):
+    needed = [entrypoint, *(chosen[c.id] for c in selected if c.problem is None)]
+    for ep in dict.fromkeys(e for e in needed if e):
         fns[ep] = load_entrypoint(ep)
+    if not entrypoint:
+        selected = refuse_disallowed(selected, None, policy, fns)
+        chosen = _entrypoints(selected, None)
     if jobs == 1 or len(selected) <= 1:
         results = []
         for case in selected:
@@ -840,8 +927,28 @@ _worker_fns: dict[str, Callable[..., Any]] = {}
 
 
 def _worker_init(initializer: Callable[[], None] | None) -> None:
+    import signal
+
+    # Ctrl-C reaches the whole process group; the parent decides when its workers stop.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     if initializer is not None:
         initializer()
+
+
+def _stop_workers(pool: Any) -> None:
+    """End every worker of ``pool`` now: terminate, then kill whatever is still alive."""
+    processes = list((getattr(pool, "_processes", None) or {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for process in processes:
+        with contextlib.suppress(Exception):
+            process.terminate()
+    deadline = time.monotonic() + 0.5
+    for process in processes:
+        with contextlib.suppress(Exception):
+            process.join(max(0.0, deadline - time.monotonic()))
+            if process.is_alive():
+                process.kill()
+                process.join(0.5)
 
 
 def _worker_chunk(
@@ -877,9 +984,10 @@ def _run_parallel(
     chunks = [list(range(i, min(i + size, len(cases)))) for i in range(0, len(cases), size)]
     results: list[CaseResult | None] = [None] * len(cases)
     ctx = multiprocessing.get_context("spawn")
-    with concurrent.futures.ProcessPoolExecutor(
+    pool = concurrent.futures.ProcessPoolExecutor(
         max_workers=jobs, mp_context=ctx, initializer=_worker_init, initargs=(initializer,)
-    ) as pool:
+    )
+    try:
         futures = {
             pool.submit(
                 _worker_chunk,
@@ -909,4 +1017,8 @@ def _run_parallel(
                 results[i] = result
                 if progress is not None:
                     progress(result)
+    except BaseException:  # interrupted: no worker may outlive the run, nor keep it waiting
+        _stop_workers(pool)
+        raise
+    pool.shutdown(wait=True)
     return [r for r in results if r is not None]

@@ -7,10 +7,14 @@ use the same :class:`Call` so that every path records and replays alike.
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import inspect
 import logging
+import threading
+import traceback
 from collections.abc import Awaitable, Callable, Mapping
+from contextvars import ContextVar, Token
 from typing import Any, NoReturn, Protocol, TypeVar, cast, overload
 
 import orjson
@@ -20,10 +24,10 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from tracely_otel import attributes as A
 from tracely_otel import digest_item
-from tracely_sdk import _redact
+from tracely_sdk import _redact, _startup, _tool_calls
 from tracely_sdk._masks import NO_MASKS, Masks, masks_from
 from tracely_sdk._matching import LLM, TOOLS, Match
-from tracely_sdk._replay import ReplaySession, current_session
+from tracely_sdk._replay import ReplaySession, current_session, unrebuildable
 from tracely_sdk._types import (
     NO_ANNOTATION,
     dumps,
@@ -50,6 +54,8 @@ class _TracerCache:
         self.tracer: trace.Tracer = trace.NoOpTracer()
 
     def get(self) -> trace.Tracer:
+        if _startup.pending.wanted:
+            _startup.attach()
         provider = trace.get_tracer_provider()
         if provider is not self.provider:
             self.tracer = provider.get_tracer("tracely_sdk", __version__)
@@ -66,6 +72,44 @@ def _warn_once(key: str, message: str, *args: Any, exc_info: bool = False) -> No
     if key not in _warned:
         _warned.add(key)
         logger.warning(message, *args, exc_info=exc_info)
+
+
+class _CallCount:
+    """The tool and LLM calls one agent run made, recorded on its span when it ends.
+
+    Only calls the extractor turns into entries count: a call made inside another call is
+    served as part of it, so it is not counted (the run marks its body with :data:`_IN_CALL`).
+    """
+
+    __slots__ = ("llm", "lock", "tools", "trace_id")
+
+    def __init__(self, trace_id: int) -> None:
+        self.trace_id = trace_id
+        self.tools = 0
+        self.llm = 0
+        self.lock = threading.Lock()  # calls of one run may end on several threads
+
+    def add(self, kind: str, span: Span) -> None:
+        if span.get_span_context().trace_id != self.trace_id:
+            return  # started in a trace of its own: not part of this run's recording
+        with self.lock:
+            if kind == A.KIND_TOOL:
+                self.tools += 1
+            else:
+                self.llm += 1
+
+    def attributes(self) -> dict[str, int]:
+        with self.lock:
+            return {
+                A.CALLS_TOOLS: self.tools,
+                A.CALLS_LLM: self.llm,
+                A.CALLS_LAST_SEQ: self.tools + self.llm,
+            }
+
+
+_IN_CALL: Any = object()  # what _run_calls holds while a live call's fn runs
+# The count of the outermost agent run in this context, _IN_CALL inside a call's body, or None.
+_run_calls: contextvars.ContextVar[Any] = contextvars.ContextVar("tracely_run_calls", default=None)
 
 
 def _encode_input(value: Any) -> tuple[str, bool]:
@@ -152,11 +196,35 @@ def expected_errors(errors: Any, where: str) -> ExpectedErrors:
     return classes
 
 
+def error_status(exc: BaseException) -> Status:
+    """The ERROR status of a span that ``exc`` ended, its description redacted."""
+    return Status(StatusCode.ERROR, _redact.redact_text(f"{type(exc).__qualname__}: {exc}"))
+
+
+def record_exception(span: Span, exc: BaseException) -> None:
+    """Add the ``exception`` event the OpenTelemetry SDK's ``record_exception`` would, with
+    the message and stack trace redacted (exporters see the event as it is set)."""
+    cls = type(exc)
+    module = cls.__module__
+    span.add_event(
+        "exception",
+        {
+            "exception.type": f"{module}.{cls.__qualname__}"
+            if module and module != "builtins"
+            else cls.__qualname__,
+            "exception.message": _redact.redact_text(str(exc)),
+            "exception.stacktrace": _redact.redact_text("".join(traceback.format_exception(exc))),
+            "exception.escaped": "False",
+        },
+    )
+
+
 class Call:
     """One tool or LLM call: its span, and either a served entry or the live run."""
 
     __slots__ = (
         "_attrs",
+        "_count",
         "_digest",
         "_done",
         "_ended",
@@ -196,6 +264,8 @@ class Call:
         self._ended = False
         self._span: Span | None = None
         self.match: Match | None = None
+        count = _run_calls.get()
+        self._count: _CallCount | None = count if count.__class__ is _CallCount else None
         tool = kind == A.KIND_TOOL
         if tool:
             attrs: dict[str, Any] = {
@@ -203,7 +273,11 @@ class Call:
                 A.NAME: name,
                 A.GEN_AI_OPERATION_NAME: A.OP_EXECUTE_TOOL,
                 A.GEN_AI_TOOL_NAME: name,
+                A.GEN_AI_TOOL_TYPE: A.TOOL_TYPE_FUNCTION,
             }
+            call_id = _tool_calls.answer(name, None if args is _UNSET else args)
+            if call_id is not None:
+                attrs[A.GEN_AI_TOOL_CALL_ID] = call_id
         else:
             attrs = {
                 A.KIND: kind,
@@ -215,6 +289,9 @@ class Call:
             attrs[A.PROVIDER] = provider
         if attributes:
             attrs.update(attributes)
+        if not tool:
+            attrs.setdefault(A.GEN_AI_PROVIDER_NAME, A.provider_for_model(name))
+            _agent_uses(attrs[A.GEN_AI_PROVIDER_NAME])
         value = args if tool else input
         text: str | None = None
         self._digest = ""
@@ -249,13 +326,16 @@ class Call:
         return span
 
     def _start(self, attributes: Mapping[str, Any]) -> Span:
-        return _tracers.get().start_span(
+        span = _tracers.get().start_span(
             A.span_name(self.kind, self.name),
             kind=SpanKind.CLIENT if self.kind == A.KIND_LLM else SpanKind.INTERNAL,
             attributes=attributes,
             record_exception=False,
             set_status_on_exception=False,
         )
+        if self._count is not None:
+            self._count.add(self.kind, span)
+        return span
 
     def _decide(self, session: ReplaySession, section: str, text: str | None, masks: Masks) -> None:
         attrs = self._attrs
@@ -266,7 +346,7 @@ class Call:
         except ReplayError as exc:
             attrs[A.REPLAY_MISS] = True
             attrs[A.ERROR_TYPE] = "ReplayError"
-            self.span.set_status(Status(StatusCode.ERROR, str(exc)))
+            self.span.set_status(Status(StatusCode.ERROR, _redact.redact_text(str(exc))))
             self.end()
             raise
         if match is None:
@@ -336,11 +416,7 @@ class Call:
         except ReplayError:
             raise
         except Exception as exc:
-            raise ReplayError(
-                f"{self.label}: the recorded output cannot be rebuilt into the type the code "
-                f"returns ({exc}); re-record the case",
-                label=self.label,
-            ) from exc
+            raise unrebuildable(self.label, exc) from exc
 
     def _replayed_error(self, error: Mapping[str, Any]) -> BaseException:
         """The exception a recorded failure is raised as: ToolError/LLMError, or an instance of
@@ -383,12 +459,14 @@ class Call:
     def run(self, fn: Callable[[], T]) -> T:
         """Run ``fn`` live with the span current, recording its result or failure."""
         token = otel_context.attach(trace.set_span_in_context(self.span))
+        inside = _run_calls.set(_IN_CALL)
         try:
             result = fn()
         except BaseException as exc:
             self.failed(exc)
             raise
         finally:
+            _run_calls.reset(inside)
             otel_context.detach(token)
         if inspect.isawaitable(result):
             _warn_once(
@@ -402,12 +480,14 @@ class Call:
     async def arun(self, fn: Callable[[], Awaitable[T]]) -> T:
         """Await ``fn()`` live with the span current, recording its result or failure."""
         token = otel_context.attach(trace.set_span_in_context(self.span))
+        inside = _run_calls.set(_IN_CALL)
         try:
             result = await fn()
         except BaseException as exc:
             self.failed(exc)
             raise
         finally:
+            _run_calls.reset(inside)
             otel_context.detach(token)
         return self.succeeded(result)
 
@@ -453,10 +533,10 @@ class Call:
             text = _redact.redact(orjson.dumps(record, default=str).decode())
             out: dict[str, Any] = {}
             status = self._error_attrs(
-                text, str(record.get("type")), str(record.get("message")), out
+                text, str(record.get("type")), _redact.redact_text(str(record.get("message"))), out
             )
             self.span.set_status(status)
-            self.span.record_exception(exc)
+            record_exception(self.span, exc)
             self._flush(out)
         except Exception:
             _warn_once(
@@ -577,6 +657,7 @@ def call_llm(
     returns: Any = NO_ANNOTATION,
     errors: Any = None,
     ignore: Any = None,
+    provider: str | None = None,
 ) -> T:
     """Run an LLM call to ``model`` via ``fn()`` and record it; under fixtures, serve it.
 
@@ -584,17 +665,10 @@ def call_llm(
     divergence); ``usage`` is ``(input_tokens, output_tokens)`` or a function of the result.
     ``errors`` is as for :func:`call_tool` (other recorded failures raise LLMError), and so is
     ``ignore``, for the volatile parts of ``input`` (a date in the system prompt).
+    ``provider`` is the span's ``gen_ai.provider.name`` (``"openai"``, ``"aws.bedrock"``, ...);
+    without it, the provider is told from the model id.
     """
-    annotation = returns if returns is not NO_ANNOTATION else return_annotation(fn)
-    call = Call(
-        A.KIND_LLM,
-        model,
-        input=input,
-        usage=usage,
-        annotation=annotation,
-        errors=expected_errors(errors, f"call_llm({model!r})"),
-        ignore=masks_from(ignore, f"call_llm({model!r})"),
-    )
+    call = _llm_call("call_llm", model, fn, input, usage, returns, errors, ignore, provider)
     return _sync_call(call, fn)
 
 
@@ -629,22 +703,60 @@ async def acall_llm(
     returns: Any = NO_ANNOTATION,
     errors: Any = None,
     ignore: Any = None,
+    provider: str | None = None,
 ) -> T:
     """Async :func:`call_llm`: ``fn()`` returns an awaitable, awaited only when live."""
+    call = _llm_call("acall_llm", model, fn, input, usage, returns, errors, ignore, provider)
+    return await _async_call(call, fn)
+
+
+def _llm_call(
+    caller: str,
+    model: str,
+    fn: Callable[[], Any],
+    input: Any,
+    usage: Any,
+    returns: Any,
+    errors: Any,
+    ignore: Any,
+    provider: str | None,
+) -> Call:
     annotation = returns if returns is not NO_ANNOTATION else return_annotation(fn)
-    call = Call(
+    return Call(
         A.KIND_LLM,
         model,
         input=input,
         usage=usage,
         annotation=annotation,
-        errors=expected_errors(errors, f"acall_llm({model!r})"),
-        ignore=masks_from(ignore, f"acall_llm({model!r})"),
+        attributes=_provider_attributes(provider),
+        errors=expected_errors(errors, f"{caller}({model!r})"),
+        ignore=masks_from(ignore, f"{caller}({model!r})"),
     )
-    return await _async_call(call, fn)
+
+
+def _provider_attributes(provider: str | None) -> dict[str, Any] | None:
+    if provider is None:
+        return None
+    if not isinstance(provider, str) or not provider:
+        raise TypeError(
+            f"call_llm(provider={provider!r}): give the provider's name as a non-empty string, "
+            "e.g. provider='openai'"
+        )
+    return {A.GEN_AI_PROVIDER_NAME: provider}
 
 
 # -- agents ----------------------------------------------------------------------------------
+
+
+# The innermost agent run of the current context: its span names the provider of the first
+# LLM call made inside it, as gen_ai.provider.name is required on invoke_agent spans too.
+_current_agent: ContextVar[AgentRun | None] = ContextVar("tracely_agent", default=None)
+
+
+def _agent_uses(provider: str) -> None:
+    run = _current_agent.get()
+    if run is not None and run.provider is None:
+        run.provider = provider
 
 
 class AgentRun:
@@ -652,10 +764,14 @@ class AgentRun:
 
     def __init__(self, name: str, call_input: dict[str, Any] | None) -> None:
         self.name = name
+        self.provider: str | None = None
         self._input = call_input
         self._output: Any = _UNSET
         self._span: Span | None = None
         self._token: object | None = None
+        self._count: _CallCount | None = None
+        self._count_token: contextvars.Token[Any] | None = None
+        self._agent_token: Token[AgentRun | None] | None = None
 
     @property
     def output(self) -> Any:
@@ -710,6 +826,10 @@ class AgentRun:
             set_status_on_exception=False,
         )
         self._token = otel_context.attach(trace.set_span_in_context(self._span))
+        if _run_calls.get() is None:  # the outermost run counts; nested ones share its count
+            self._count = _CallCount(self._span.get_span_context().trace_id)
+            self._count_token = _run_calls.set(self._count)
+        self._agent_token = _current_agent.set(self)
         return self
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
@@ -720,8 +840,8 @@ class AgentRun:
             if exc is not None:
                 text = _redact.redact(orjson.dumps(_error_record(exc), default=str).decode())
                 span.set_attributes({A.ERROR: text, A.ERROR_TYPE: type(exc).__qualname__})
-                span.set_status(Status(StatusCode.ERROR, f"{type(exc).__qualname__}: {exc}"))
-                span.record_exception(exc)
+                span.set_status(error_status(exc))
+                record_exception(span, exc)
                 digest.append(digest_item(A.ERROR, text))
             elif self._output is not _UNSET:
                 encoded = _Encoded(self._output)
@@ -729,6 +849,8 @@ class AgentRun:
                 if encoded.tag:
                     span.set_attribute(A.OUTPUT_TYPE, encoded.tag)
                 digest.append(digest_item(A.OUTPUT, encoded.json))
+            if self._count is not None:
+                span.set_attributes(self._count.attributes())
             span.set_attributes({A.DIGEST: _digest_json(digest), A.KIND: A.KIND_AGENT})
         except Exception:
             _warn_once(
@@ -738,6 +860,19 @@ class AgentRun:
                 exc_info=True,
             )
         finally:
+            if self._count_token is not None:
+                try:
+                    _run_calls.reset(self._count_token)
+                except ValueError:  # exited in another context than it was entered in
+                    _run_calls.set(None)
+                self._count_token = None
+            if self._agent_token is not None:
+                try:
+                    _current_agent.reset(self._agent_token)
+                except ValueError:  # exited in another context than it was entered in
+                    _current_agent.set(None)
+                self._agent_token = None
+            span.set_attribute(A.GEN_AI_PROVIDER_NAME, self.provider or A.PROVIDER_OTHER)
             if self._token is not None:
                 otel_context.detach(self._token)  # type: ignore[arg-type]
             span.end()
@@ -890,6 +1025,9 @@ def observe(
 
         kind = A.KIND_TOOL if as_type == "tool" else A.KIND_LLM
 
+        description = inspect.getdoc(func) if kind == A.KIND_TOOL else None
+        tool_attributes = {A.GEN_AI_TOOL_DESCRIPTION: description} if description else None
+
         def make_call(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Call:
             arguments = _bound_args(func, args, kwargs)
             if kind == A.KIND_TOOL:
@@ -898,6 +1036,7 @@ def observe(
                     label,
                     args=arguments,
                     annotation=annotation,
+                    attributes=tool_attributes,
                     errors=expected,
                     ignore=masks,
                 )

@@ -67,6 +67,8 @@ from typing import Any, Final, NamedTuple
 
 import orjson
 
+from tracely_otel._bundle import MAX_NESTING
+
 __all__ = [
     "MARKER_KEY",
     "is_lossy",
@@ -613,9 +615,11 @@ def _contains_marker(value: Any) -> bool:
     return False
 
 
-def _hashable(value: Any) -> Any:
+def _hashable(value: Any, depth: int = 0) -> Any:
     if isinstance(value, list):
-        return tuple(_hashable(v) for v in value)
+        if depth >= MAX_NESTING:
+            raise ValueError(f"nests deeper than {MAX_NESTING} levels")
+        return tuple(_hashable(v, depth + 1) for v in value)
     return value
 
 
@@ -691,6 +695,8 @@ def _tag_sequence(value: Any, path: str, kind: type) -> Any:
         return tuple(value)
     try:
         return kind(_hashable(v) for v in value)
+    except ValueError as exc:
+        raise RebuildError(path, str(exc)) from None
     except TypeError:
         raise RebuildError(path, f"{kind.__name__} items are not hashable") from None
 

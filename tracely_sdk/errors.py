@@ -41,13 +41,16 @@ class ConfigError(TracelyError, ValueError):
     """A setting (argument, environment variable or pyproject entry) has an unusable value."""
 
 
+def install_hint(extra: str) -> str:
+    """How to install the ``extra``, from a checkout of tracely as from a package index."""
+    return f"pip install '.[{extra}]' in a tracely checkout (or 'tracely[{extra}]' from an index)"
+
+
 class MissingDependency(TracelyError, ImportError):
     """An optional dependency is missing; the message names the extra to install."""
 
     def __init__(self, package: str, extra: str) -> None:
-        super().__init__(
-            f"{package} is not installed; install it with: pip install 'tracely[{extra}]'"
-        )
+        super().__init__(f"{package} is not installed; install it with: {install_hint(extra)}")
         self.package = package
         self.extra = extra
 

@@ -6,14 +6,24 @@
 
 Each case is a test item named by its case id (``tracely::paris-weather``), so ``-k`` selects
 cases, and its failure shows the same verdict, reasons and diff as ``tracely replay``. In a
-hand-written test, the ``tracely_replay`` fixture replays one case and returns its
-:class:`~tracely_sdk._runner.CaseResult` (``.replay`` is the ReplayReport) to assert on::
+hand-written test, the ``tracely_replay`` fixture replays one case; a verdict that is not a
+pass fails the test with those same reasons and diff. It returns the
+:class:`~tracely_sdk._runner.CaseResult` (``.replay`` is the ReplayReport) to assert more on;
+``check=False`` returns a failing result instead, for a test that inspects it::
 
     @pytest.mark.tracely_case("paris-weather")
     def test_paris(tracely_replay):
-        result = tracely_replay()                       # the marked case
-        assert result.verdict == "PASS"
+        result = tracely_replay()                       # the marked case; fails unless PASS
         assert "tools:get_weather" in result.replay.served
+
+    @pytest.mark.tracely_case("paris-weather")
+    def test_the_regression_is_caught(tracely_replay):
+        result = tracely_replay(entrypoint="examples.weather_agent:run_broken", check=False)
+        assert result.verdict == "FAIL" and result.unused == ["tools:get_weather"]
+
+A case's own entrypoint is imported only if the project allows it (see
+``tracely_sdk._entrypoints``); an entrypoint given by ``--tracely-entrypoint``, the marker or
+the test is the project's own choice and always allowed.
 
 Without a ``--tracely-*`` option the plugin collects nothing and changes nothing.
 """
@@ -42,6 +52,7 @@ class _State:
     cases_dir: str | None
     tags: list[str]
     strict: bool
+    allow_empty: bool = False
     store: Any = None
     functions: dict[str, Callable[..., Any]] = field(default_factory=dict)
 
@@ -54,7 +65,7 @@ class _State:
             from tracely_sdk._config import resolve
             from tracely_sdk.store import open_store
 
-            self.store = open_store(resolve("store", self.store_url))
+            self.store = open_store(resolve("store", self.store_url), create=False)
         return self.store
 
     def function(self, entrypoint: str) -> Callable[..., Any]:
@@ -65,12 +76,30 @@ class _State:
             fn = self.functions[entrypoint] = load_entrypoint(entrypoint)
         return fn
 
-    def load(self, case_ids: tuple[str, ...] = (), tags: tuple[str, ...] = ()) -> list[ReplayCase]:
-        from tracely_sdk._runner import load_cases
+    def load(
+        self,
+        case_ids: tuple[str, ...] = (),
+        tags: tuple[str, ...] = (),
+        entrypoint: str | None = None,
+    ) -> list[ReplayCase]:
+        """The cases, each whose own entrypoint the project does not allow marked not to run."""
+        from tracely_sdk._entrypoints import EntrypointPolicy
+        from tracely_sdk._runner import load_cases, refuse_disallowed
 
         if self.cases_dir is not None:
-            return load_cases(cases_dir=self.cases_dir, case_ids=case_ids, tags=tags)
-        return load_cases(store=self.open_store(), case_ids=case_ids, tags=tags)
+            cases = load_cases(cases_dir=self.cases_dir, case_ids=case_ids, tags=tags)
+        else:
+            cases = load_cases(store=self.open_store(), case_ids=case_ids, tags=tags)
+        policy = EntrypointPolicy.for_project(explicit=[entrypoint])
+        return refuse_disallowed(cases, entrypoint, policy)
+
+    def checked(self, cases: list[ReplayCase], entrypoint: str | None) -> list[ReplayCase]:
+        """``cases`` with those whose loaded function is not the project's marked not to run."""
+        from tracely_sdk._entrypoints import EntrypointPolicy
+        from tracely_sdk._runner import refuse_disallowed
+
+        policy = EntrypointPolicy.for_project(explicit=[entrypoint])
+        return refuse_disallowed(cases, entrypoint, policy, self.functions)
 
     def close(self) -> None:
         store, self.store = self.store, None
@@ -107,6 +136,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="only the cases with this tag (repeatable: any of them)",
     )
     group.addoption(
+        "--tracely-allow-empty",
+        action="store_true",
+        default=False,
+        help="collect no case without an error when none is selected (by default an error)",
+    )
+    group.addoption(
         "--tracely-lenient",
         action="store_true",
         default=False,
@@ -128,6 +163,7 @@ def pytest_configure(config: pytest.Config) -> None:
         cases_dir=config.getoption("--tracely-cases"),
         tags=list(config.getoption("--tracely-tag") or []),
         strict=not config.getoption("--tracely-lenient"),
+        allow_empty=config.getoption("--tracely-allow-empty"),
     )
 
 
@@ -210,7 +246,9 @@ def pytest_collection_modifyitems(
     from tracely_sdk.errors import ConfigError, StoreError
 
     try:
-        cases = state.load(tags=tuple(state.tags))
+        cases = state.load(tags=tuple(state.tags), entrypoint=state.entrypoint)
+        if not cases and not state.allow_empty:
+            raise ConfigError(_nothing_selected(state))
         missing = [
             c.id for c in cases if c.problem is None and not (state.entrypoint or c.entrypoint)
         ]
@@ -224,6 +262,7 @@ def pytest_collection_modifyitems(
         ):
             if ep is not None:
                 state.function(ep)
+        cases = state.checked(cases, state.entrypoint)
     except (ConfigError, StoreError) as exc:
         raise pytest.UsageError(f"tracely: {exc}") from None
     parent = TracelyCases.from_parent(session, name="tracely", nodeid="tracely")
@@ -240,6 +279,23 @@ def pytest_collection_modifyitems(
     items.extend(item for item in collected if isinstance(item, pytest.Item))
 
 
+def _nothing_selected(state: _State) -> str:
+    from tracely_sdk.store import redact_url
+
+    source = (
+        f"the case directory {state.cases_dir}"
+        if state.cases_dir is not None
+        else f"the store {redact_url(state.open_store().url)}"
+    )
+    total = len(state.load())
+    filters = " ".join(f"--tracely-tag {t}" for t in state.tags)
+    found = f"holds {total} case(s), none selected by {filters}" if total else "holds no cases"
+    return (
+        f"no cases to replay: {source} {found}. A run that replays nothing is not a pass: "
+        "check the options, or pass --tracely-allow-empty if that is intended"
+    )
+
+
 class TracelyReplay:
     """Replays one case by id in a hand-written test: ``tracely_replay("paris-weather")``."""
 
@@ -247,13 +303,17 @@ class TracelyReplay:
         self._state = state
         self._marker = marker
 
-    def case(self, case_id: str | None = None) -> ReplayCase:
-        """The case ``case_id`` (default: the one named by ``@pytest.mark.tracely_case``)."""
+    def case(self, case_id: str | None = None, entrypoint: str | None = None) -> ReplayCase:
+        """The case ``case_id`` (default: the one named by ``@pytest.mark.tracely_case``).
+
+        Unless ``entrypoint`` replaces it, a case whose own entrypoint the project does not
+        allow is marked not to be run (its ``problem`` says why).
+        """
         from tracely_sdk.errors import ConfigError, StoreError
 
         wanted = case_id or self._marked_id()
         try:
-            return self._state.load(case_ids=(wanted,))[0]
+            return self._state.load(case_ids=(wanted,), entrypoint=entrypoint)[0]
         except (ConfigError, StoreError) as exc:
             problem = str(exc)
         pytest.fail(f"tracely: {problem}", pytrace=False)
@@ -272,18 +332,30 @@ class TracelyReplay:
         *,
         entrypoint: str | None = None,
         strict: bool | None = None,
+        check: bool = True,
     ) -> CaseResult:
-        """Replay the case and return its result (it does not fail the test by itself).
+        """Replay the case and return its result; a verdict that is not a pass fails the test.
 
+        The failure shows the verdict, reasons and diff as ``tracely replay`` prints them.
+        With ``check=False`` the result is returned whatever the verdict, to inspect it.
         The entrypoint is ``entrypoint``, else the marker's ``entrypoint=``, else
-        ``--tracely-entrypoint``, else the case's own.
+        ``--tracely-entrypoint``, else the case's own (if the project allows it).
         """
+        marked = self._marker.kwargs.get("entrypoint") if self._marker is not None else None
+        given = entrypoint or marked or self._state.entrypoint
+        result = self._replay(self.case(case_id, given), given, strict)
+        if check and not result.ok:
+            text = format_result(result)
+            if result.traceback:
+                text += "\n\n" + result.traceback.rstrip()
+            pytest.fail(text, pytrace=False)
+        return result
+
+    def _replay(self, case: ReplayCase, given: str | None, strict: bool | None) -> CaseResult:
         from tracely_sdk._runner import run_case
         from tracely_sdk.errors import ConfigError
 
-        case = self.case(case_id)
-        marked = self._marker.kwargs.get("entrypoint") if self._marker is not None else None
-        ep = entrypoint or marked or self._state.entrypoint or case.entrypoint
+        ep = given or case.entrypoint
         if ep is None and case.problem is None:
             pytest.fail(
                 f"tracely case {case.id} has no entrypoint: pass entrypoint='module:function' "
@@ -295,6 +367,9 @@ class TracelyReplay:
         except ConfigError as exc:
             problem = str(exc)
         else:
+            case = self._state.checked([case], given)[0]
+            if case.problem is not None:
+                fn = _unused
             return run_case(
                 case, fn, strict=self._state.strict if strict is None else strict, entrypoint=ep
             )

@@ -19,6 +19,7 @@ import yaml
 REPO = Path(__file__).resolve().parents[2]
 CONFIG_DIR = REPO / "collector-config"
 OTELCOL = CONFIG_DIR / "otelcol.yaml"
+OTELCOL_LOAD_BALANCING = CONFIG_DIR / "otelcol-loadbalancing.yaml"
 TEMPO = CONFIG_DIR / "tempo.yaml"
 COMPOSE = CONFIG_DIR / "docker-compose.yml"
 GRAFANA_DATASOURCES = CONFIG_DIR / "grafana-datasources.yaml"
@@ -185,12 +186,33 @@ OTLP_HTTP_EXPORTER = {
     "sending_queue": SENDING_QUEUE,
 }
 
+# exporter/loadbalancingexporter/README.md (open-telemetry/opentelemetry-collector-contrib;
+# type `load_balancing` since v0.154.0): `protocol.otlp` takes every otlp_grpc exporter
+# setting but `endpoint`; one resolver (static, dns, k8s or aws_cloud_map); and the
+# exporterhelper's timeout, sending_queue and retry_on_failure.
+LOAD_BALANCING_EXPORTER = {
+    "routing_key": LEAF,
+    "routing_attributes": LEAF,
+    "protocol": {"otlp": {k: v for k, v in OTLP_GRPC_EXPORTER.items() if k != "endpoint"}},
+    "resolver": {
+        "static": {"hostnames": LEAF},
+        "dns": {"hostname": LEAF, "port": LEAF, "interval": LEAF, "timeout": LEAF},
+        "k8s": {"service": LEAF, "ports": LEAF, "timeout": LEAF, "return_hostnames": LEAF},
+        "aws_cloud_map": LEAF,
+    },
+    "timeout": LEAF,
+    "retry_on_failure": RETRY_ON_FAILURE,
+    "sending_queue": SENDING_QUEUE,
+}
+
 # Component type -> schema, per kind. Sources:
 #   receivers.otlp        receiver/otlpreceiver/README.md, config.md
 #   processors.memory_limiter  processor/memorylimiterprocessor/README.md
 #   processors.batch      processor/batchprocessor/README.md
 #   exporters.otlp_grpc   exporter/otlpexporter/README.md
 #   exporters.otlp_http   exporter/otlphttpexporter/README.md
+#   exporters.load_balancing  open-telemetry/opentelemetry-collector-contrib
+#                         exporter/loadbalancingexporter/README.md
 #   extensions.health_check  open-telemetry/opentelemetry-collector-contrib
 #                         extension/healthcheckextension/README.md
 # (all in open-telemetry/opentelemetry-collector unless noted).
@@ -217,6 +239,7 @@ COMPONENTS: dict[str, dict[str, Any]] = {
     "exporters": {
         "otlp_grpc": OTLP_GRPC_EXPORTER,
         "otlp_http": OTLP_HTTP_EXPORTER,
+        "load_balancing": LOAD_BALANCING_EXPORTER,
     },
     "extensions": {
         "health_check": {
@@ -237,6 +260,7 @@ COMPONENTS: dict[str, dict[str, Any]] = {
 DEPRECATED_TYPES = {
     ("exporters", "otlp"): "otlp_grpc",
     ("exporters", "otlphttp"): "otlp_http",
+    ("exporters", "loadbalancing"): "load_balancing",  # v0.154.0
 }
 REMOVED_TYPES = {
     ("exporters", "jaeger"): "removed from otelcol-contrib; send OTLP to Jaeger (otlp_grpc)",
@@ -409,22 +433,49 @@ def check_collector_config(cfg: Any) -> list[str]:
         errors.append("exporters: no exporter sends to the tracely server")
     for cid in tracely:
         c = exporters_cfg[cid] or {}
-        headers = c.get("headers") or {}
+        headers = _client_settings(cid, c).get("headers") or {}
         auth = next((v for k, v in headers.items() if k.lower() == "authorization"), None)
         if auth != TOKEN_HEADER:
             errors.append(f"exporters.{cid}: Authorization header must be {TOKEN_HEADER!r}")
-        if component_type(cid) != "otlp_http":
-            errors.append(f"exporters.{cid}: the tracely server takes OTLP/HTTP (otlp_http)")
+        if component_type(cid) not in ("otlp_http", "otlp_grpc", "load_balancing"):
+            errors.append(f"exporters.{cid}: the tracely server takes OTLP/HTTP or OTLP/gRPC")
         if str(c.get("endpoint", "")).rstrip("/").endswith("/v1/traces"):
             errors.append(f"exporters.{cid}: endpoint gets /v1/traces appended; give the base URL")
+        if component_type(cid) == "load_balancing":
+            errors += _check_load_balancing(cid, c)
     for cid, c in exporters_cfg.items():
         c = c or {}
         if (c.get("sending_queue") or {}).get("block_on_overflow"):
             errors.append(f"exporters.{cid}: a blocking queue stalls every pipeline")
         endpoint = str(c.get("endpoint", ""))
-        plaintext = component_type(cid) == "otlp_grpc" and not endpoint.startswith("https://")
-        if plaintext and not (c.get("tls") or {}).get("insecure"):
+        grpc = component_type(cid) in ("otlp_grpc", "load_balancing")
+        plaintext = grpc and not endpoint.startswith("https://")
+        if plaintext and not (_client_settings(cid, c).get("tls") or {}).get("insecure"):
             errors.append(f"exporters.{cid}: plaintext gRPC endpoint needs tls.insecure: true")
+    return errors
+
+
+def _client_settings(component_id: str, cfg: dict) -> dict:
+    """The settings of the client that sends: load_balancing keeps them under protocol.otlp."""
+    if component_type(component_id) == "load_balancing":
+        return ((cfg.get("protocol") or {}).get("otlp")) or {}
+    return cfg
+
+
+def _check_load_balancing(cid: str, cfg: dict) -> list[str]:
+    """Whole traces to tracely servers' OTLP/gRPC receivers (port 4317)."""
+    errors: list[str] = []
+    if cfg.get("routing_key", "traceID") != "traceID":
+        errors.append(f"exporters.{cid}: routing_key must be traceID, so a trace stays whole")
+    resolver = cfg.get("resolver") or {}
+    if len(resolver) != 1:
+        errors.append(f"exporters.{cid}: configure exactly one resolver")
+    hostnames = (resolver.get("static") or {}).get("hostnames") or []
+    ports = [endpoint_port(h) for h in hostnames]
+    if "dns" in resolver:
+        ports.append(int((resolver["dns"] or {}).get("port", 4317)))
+    if not ports or any(port != 4317 for port in ports):
+        errors.append(f"exporters.{cid}: backends are tracely's OTLP/gRPC receivers, port 4317")
     return errors
 
 
@@ -621,6 +672,69 @@ def tempo() -> Any:
 @pytest.fixture(scope="module")
 def compose() -> Any:
     return load(COMPOSE)
+
+
+@pytest.fixture(scope="module")
+def otelcol_load_balancing() -> Any:
+    return load(OTELCOL_LOAD_BALANCING)
+
+
+def test_load_balancing_config_is_valid(otelcol_load_balancing):
+    assert check_collector_config(otelcol_load_balancing) == []
+
+
+def test_load_balancing_routes_whole_traces_to_tracely_grpc(otelcol_load_balancing):
+    exporters = otelcol_load_balancing["exporters"]
+    assert list(exporters) == ["load_balancing/tracely"]
+    lb = exporters["load_balancing/tracely"]
+    assert lb["routing_key"] == "traceID"
+    assert lb["resolver"]["dns"] == {
+        "hostname": "tracely",
+        "port": 4317,
+        "interval": "5s",
+        "timeout": "1s",
+    }
+    pipelines = otelcol_load_balancing["service"]["pipelines"]
+    assert [p["exporters"] for p in pipelines.values()] == [["load_balancing/tracely"]]
+
+
+def _load_balancing(key: str, value: Any):
+    def mutate(cfg):
+        lb = cfg["exporters"]["load_balancing/tracely"]
+        if value is None:
+            del lb[key]
+        else:
+            lb[key] = value
+
+    return mutate
+
+
+def _load_balancing_alias(cfg):
+    exporters = cfg["exporters"]
+    exporters["loadbalancing/tracely"] = exporters.pop("load_balancing/tracely")
+    cfg["service"]["pipelines"]["traces/tracely"]["exporters"] = ["loadbalancing/tracely"]
+
+
+@pytest.mark.parametrize(
+    "mutation",
+    [
+        pytest.param(_load_balancing("routing_key", "service"), id="routed-by-service"),
+        pytest.param(
+            _load_balancing("resolver", {"dns": {"hostname": "tracely", "port": 4318}}),
+            id="http-port",
+        ),
+        pytest.param(_load_balancing("resolver", {}), id="no-resolver"),
+        pytest.param(_load_balancing("endpoint", "tracely:4317"), id="endpoint-set"),
+        pytest.param(
+            _load_balancing("protocol", {"otlp": {"tls": {"insecure": True}}}), id="no-token"
+        ),
+        pytest.param(_load_balancing_alias, id="deprecated-alias"),
+    ],
+)
+def test_broken_load_balancing_config_is_rejected(otelcol_load_balancing, mutation):
+    broken = copy.deepcopy(otelcol_load_balancing)
+    mutation(broken)
+    assert check_collector_config(broken) != []
 
 
 def test_collector_config_is_valid(otelcol):

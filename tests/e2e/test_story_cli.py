@@ -12,10 +12,13 @@ import json
 import os
 import re
 import shutil
+import signal
 import sqlite3
 import subprocess
 import sys
+import time
 import xml.etree.ElementTree as ET
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +30,7 @@ WEATHER = "examples.weather_agent"
 # An agent entrypoint that leaves a mark each time it runs: proof of whether a case ran it.
 MARKER_AGENT = """\
 import os
+import threading
 
 from examples import weather_agent
 
@@ -35,6 +39,13 @@ def run(city):
     with open(os.environ["AGENT_MARKER"], "a") as f:
         f.write(city + "\\n")
     return weather_agent.run(city)
+
+
+def block(city):
+    # Says it started (and in which process), then never returns: a hung agent.
+    with open(os.environ["AGENT_MARKER"] + "." + city, "w") as f:
+        f.write(str(os.getpid()))
+    threading.Event().wait()
 """
 
 
@@ -109,12 +120,34 @@ def verdicts(cases: dict[str, dict[str, Any]]) -> dict[str, str]:
 @pytest.fixture
 def sh(tmp_path: Path) -> Shell:
     (tmp_path / "marker_agent.py").write_text(MARKER_AGENT)
+    # The project under test: its own modules (marker_agent) are allowed as entrypoints, and
+    # the reference agent, which lives outside it, is allowed by name.
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.tracely]\nentrypoints = ["examples.weather_agent:*"]\n'
+    )
     return Shell(tmp_path)
 
 
 def test_the_whole_story(sh: Shell, tmp_path: Path) -> None:
-    # 1. the silent failure happens in production, recorded live, and is promoted
+    # 1. the silent failure happens in production, recorded live, and is promoted; an
+    #    entrypoint that cannot replay the case is refused at promote time, not at replay
     broken = sh.record("run_broken", "Paris")
+    for entrypoint, why in (
+        ("nosuchmod:run", "no module named 'nosuchmod'"),
+        (f"{WEATHER}:local_model", "does not accept the recorded input"),
+        ("os:system", "'os:system' is not allowed"),
+    ):
+        err = sh.tracely(
+            "cases",
+            "promote",
+            broken,
+            "--name",
+            "Paris weather",
+            "--entrypoint",
+            entrypoint,
+            status=2,
+        ).stderr
+        assert err.startswith("tracely: error: ") and why in err and err.count("\n") == 1
     out = sh.tracely(
         "cases", "promote", broken, "--name", "Paris weather", "--entrypoint", f"{WEATHER}:run"
     ).stdout
@@ -199,7 +232,11 @@ def test_the_whole_story(sh: Shell, tmp_path: Path) -> None:
     exported = sorted(p.name for p in (tmp_path / "cases").iterdir())
     assert exported == ["oslo-weather.json", "paris-weather.json"]
     shutil.rmtree(sh.db.parent)
-    assert sh.tracely("cases", "list", "--json").stdout.strip() == "[]"
+    # reading a store that does not exist is an error naming it, and creates nothing
+    for argv in (("cases", "list"), ("replay",)):
+        err = sh.tracely(*argv, status=2).stderr
+        assert err.startswith(f"tracely: error: no tracely store at {sh.db} ")
+        assert not sh.db.parent.exists()
     sh.tracely("cases", "import", "cases")
     assert sh.json("cases", "show", "paris-weather")["version"] == 2
     assert verdicts(sh.replay(status=0)) == {"oslo-weather": "PASS", "paris-weather": "PASS"}
@@ -226,6 +263,142 @@ def _story_store(sh: Shell) -> None:
         )
     assert verdicts(sh.replay(status=0)) == {"oslo-weather": "PASS", "paris-weather": "PASS"}
     assert sorted(sh.marks()) == ["Oslo", "Paris"]  # the marker agent runs when a case runs
+
+
+def test_a_case_is_edited_in_place_with_the_edit_in_its_history(sh: Shell) -> None:
+    _story_store(sh)
+    out = sh.tracely("cases", "edit", "paris-weather", "--entrypoint", f"{WEATHER}:run").stdout
+    assert out == (
+        "case paris-weather version 1 -> 2: edited: entrypoint 'marker_agent:run' -> "
+        f"'{WEATHER}:run'\n"
+    )
+    assert [c["case_id"] for c in sh.json("cases", "list")] == ["oslo-weather", "paris-weather"]
+    history = sh.json("cases", "history", "paris-weather")
+    assert [v["version"] for v in history] == [1, 2]
+    assert history[0]["source_trace_id"] == history[1]["source_trace_id"]
+    assert verdicts(sh.replay(status=0)) == {"oslo-weather": "PASS", "paris-weather": "PASS"}
+    assert sh.marks() == ["Oslo"]  # paris-weather now runs through the reference agent
+    err = sh.tracely("cases", "edit", "paris-weather", "--entrypoint", "nosuchmod:run", status=2)
+    assert "no module named 'nosuchmod'" in err.stderr
+    assert sh.json("cases", "show", "paris-weather")["entrypoint"] == f"{WEATHER}:run"
+
+
+def test_the_gate_is_never_green_by_accident(sh: Shell, tmp_path: Path) -> None:
+    # no store where the job looks: exit 2 naming the path, and nothing is created
+    default = tmp_path / ".tracely" / "tracely.db"
+    env = {"TRACELY_STORE": ""}
+    err = sh.tracely("replay", env=env, status=2).stderr
+    assert err.startswith(f"tracely: error: no tracely store at {default} ")
+    assert "Traceback" not in err and err.count("\n") == 1
+    typo = tmp_path / "typo" / "trcely.db"
+    err = sh.tracely("replay", "--store", f"sqlite:///{typo.as_posix().lstrip('/')}", status=2)
+    assert err.stderr.startswith(f"tracely: error: no tracely store at {typo} ")
+    assert not (tmp_path / ".tracely").exists() and not (tmp_path / "typo").exists()
+
+    _story_store(sh)
+    # a filter that selects nothing says what it looked at, and fails the job
+    err = sh.tracely("replay", "--tag", "smok", status=2).stderr
+    assert err == (
+        f"tracely: error: no cases to replay: the store {sh.env['TRACELY_STORE']} holds 2 "
+        "cases, none selected by --tag smok; check the filters for a typo (`tracely cases "
+        "list` shows every case and its tags). A gate that replays nothing is not a pass: pass "
+        "--allow-empty if that is intended\n"
+    )
+    (tmp_path / "empty").mkdir()
+    err = sh.tracely("replay", "--cases", "empty", status=2).stderr
+    assert "no cases to replay: the case directory empty holds no cases" in err
+    # ... unless the job asks for that
+    sh.tracely("replay", "--tag", "smok", "--allow-empty", "--junit", "j.xml")
+    assert ET.parse(tmp_path / "j.xml").getroot().get("tests") == "0"
+    sh.tracely("replay", "--cases", "empty", "--allow-empty")
+
+
+@pytest.mark.parametrize(("sig", "status"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_an_interrupted_replay_stops_its_workers_and_reports_what_finished(
+    sh: Shell, tmp_path: Path, sig: signal.Signals, status: int
+) -> None:
+    for city, fn in (("Lisbon", "run"), ("Oslo", "block"), ("Tokyo", "block")):
+        trace_id = sh.record("run", city)
+        sh.tracely(
+            "cases", "promote", trace_id, "--name", city, "--entrypoint", f"marker_agent:{fn}"
+        )
+    summary = tmp_path / "summary.md"
+    argv = ["replay", "-j", "2", "--json", "r.json", "--junit", "j.xml"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tracely_sdk.cli", *argv],
+        cwd=sh.workdir,
+        env={**sh.env, "GITHUB_STEP_SUMMARY": str(summary)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        # Oslo and Tokyo hang in the two workers; Tokyo starts only once Lisbon has finished.
+        started = [tmp_path / f"agent-ran.txt.{city}" for city in ("Oslo", "Tokyo")]
+        _wait_for(lambda: all(p.exists() and p.read_text() for p in started), proc)
+        workers = [int(p.read_text()) for p in started]
+        proc.send_signal(sig)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == status, err
+    name = sig.name
+    assert err.endswith(
+        f"tracely: error: interrupted by {name}: 1 of 3 case(s) finished, the rest were not run\n"
+    )
+    report = {c["case_id"]: c for c in json.loads((tmp_path / "r.json").read_text())["cases"]}
+    assert report["lisbon"]["verdict"] == "PASS"
+    for case_id in ("oslo", "tokyo"):
+        assert report[case_id]["verdict"] == "NOT_RUN"
+        assert report[case_id]["reasons"] == [
+            f"tracely replay was interrupted by {name} before this case finished"
+        ]
+    assert "3 cases: 1 passed, 2 not run in" in out
+    suite = ET.parse(tmp_path / "j.xml").getroot().find("testsuite")
+    assert suite is not None and suite.get("tests") == "3" and suite.get("skipped") == "2"
+    assert [s.get("message") for s in suite.iter("skipped")] == [
+        f"tracely replay was interrupted by {name} before this case finished"
+    ] * 2
+    assert "| `lisbon` | 1 | ✅ PASS |" in summary.read_text()
+    assert "lisbon" in out
+    # no worker, and no process of the worker pool (the resource tracker), outlives the run
+    _wait_for(lambda: not any(_alive(pid) for pid in workers))
+    _wait_for(lambda: not _processes_in(sh.workdir))
+
+
+def _wait_for(condition: Callable[[], bool], proc: subprocess.Popen[str] | None = None) -> None:
+    """Wait until ``condition()`` holds (or ``proc`` exited early): an event, not a duration."""
+    deadline = time.monotonic() + 60
+    while not condition():
+        if proc is not None and proc.poll() is not None:
+            raise AssertionError(f"exited early: {proc.communicate()}")
+        if time.monotonic() > deadline:
+            raise AssertionError("the condition never held")
+        time.sleep(0.05)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
+
+
+def _processes_in(directory: Path) -> list[int]:
+    """Live processes whose working directory is ``directory``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cwd = os.readlink(entry / "cwd")
+            except OSError:
+                continue
+            if Path(cwd) == directory and _alive(int(entry.name)):
+                found.append(int(entry.name))
+    return found
 
 
 def test_a_corrupted_case_file_is_errored_without_running_the_agent(

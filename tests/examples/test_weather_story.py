@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -9,6 +14,9 @@ import pytest
 import tracely_sdk as tracely
 from examples import weather_agent
 from tracely_otel import validate_bundle
+from tracely_sdk.store import default_store_url, open_store
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def record(capture: Any, fn: Any, city: str) -> tuple[str, dict[str, Any]]:
@@ -94,3 +102,37 @@ def test_replay_spans_go_through_the_same_pipeline(capture: Any) -> None:
     replayed = capture.last_bundle
     assert replayed["replay"] == {"mode": "recorded", "case_id": "oslo", "case_version": 2}
     assert replayed["tools"] == fixed["tools"]
+
+
+def _run_example(cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "TRACELY_"))}
+    env["PYTHONPATH"] = str(ROOT)
+    return subprocess.run(
+        [sys.executable, "-m", "examples.weather_agent", "Paris"],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_the_example_says_recorded_only_when_it_was(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text("")
+    proc = _run_example(tmp_path)
+    assert proc.returncode == 0 and proc.stdout == "It's 18°C and cloudy in Paris.\n"
+    (trace_id,) = re.findall(r"^recorded trace ([0-9a-f]{32})$", proc.stderr, re.MULTILINE)
+    with open_store(default_store_url(tmp_path), create=False) as store:
+        assert store.get_recording(trace_id).trace_id == trace_id
+
+
+def test_a_recording_that_cannot_be_written_is_said_to_be_lost(tmp_path: Path) -> None:
+    # The project's .tracely is a file: neither the store nor its spool can be written there.
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / ".tracely").write_text("not a directory")
+    proc = _run_example(tmp_path)
+    assert proc.returncode == 0 and proc.stdout == "It's 18°C and cloudy in Paris.\n"
+    (trace_id,) = re.findall(r"^trace ([0-9a-f]{32}) is not in the store", proc.stderr, re.M)
+    assert f"tracely lost the recording of trace(s) {trace_id}: the spool " in proc.stderr
+    assert "recorded trace" not in proc.stderr
+    assert "kept in" not in proc.stderr and "retried" not in proc.stderr

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from typing import Any
 
@@ -10,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from opentelemetry import trace
-from opentelemetry.sdk.trace import SpanLimits, TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, SpanLimits, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
@@ -204,3 +205,111 @@ def test_a_broken_reader_never_costs_the_trace_its_recording(
 @given(st.text(), st.sampled_from(["tracely.args", "tracely.output", "tracely.error"]))
 def test_digest_item_is_the_value_digest_pair_as_json(text: str, key: str) -> None:
     assert orjson.loads("{" + digest_item(key, text) + "}") == {key: value_digest(text)}
+
+
+class _LosesSpans(SpanProcessor):
+    """Passes spans on to ``inner`` but loses every other tool span, as a full export queue or
+    a failed exporter does."""
+
+    def __init__(self, inner: SpanProcessor) -> None:
+        self.inner = inner
+        self.tools = 0
+
+    def on_start(self, span: Any, parent_context: Any = None) -> None:
+        self.inner.on_start(span, parent_context)
+
+    def on_end(self, span: ReadableSpan) -> None:
+        if (span.attributes or {}).get("tracely.kind") == "tool":
+            self.tools += 1
+            if self.tools % 2 == 0:
+                return
+        self.inner.on_end(span)
+
+
+def _twenty_tool_calls() -> str:
+    with tracely.agent("a", input="x") as run:
+        for i in range(20):
+            tracely.call_tool("lookup", lambda i=i: i * 2, args={"i": i})
+        tracely.call_llm("m", lambda: "done")
+        run.output = "done"
+    return "done"
+
+
+@pytest.fixture
+def lossy(unset_global_provider: None) -> Iterator[list[dict[str, Any]]]:
+    """A global provider whose recorder loses half the tool spans; the bundles it produced."""
+    bundles: list[dict[str, Any]] = []
+    provider = TracerProvider()
+    provider.add_span_processor(_LosesSpans(FixtureSpanProcessor(lambda t, b: bundles.append(b))))
+    trace.set_tracer_provider(provider)
+    yield bundles
+
+
+def test_the_root_agent_counts_the_calls_its_run_made(capture: Any) -> None:
+    def research() -> str:
+        return tracely.call_llm("m", lambda: "inner")  # served with the tool: not counted
+
+    with tracely.agent("a", input=1):
+        with tracely.agent("sub"):
+            tracely.call_tool("t", lambda: 1)
+        tracely.call_tool("research", research)
+        tracely.call_llm("m", lambda: "answer")
+    (root,) = [s for s in capture.spans if s.name == "invoke_agent a"]
+    assert root.attributes["tracely.calls.tools"] == 2
+    assert root.attributes["tracely.calls.llm"] == 1
+    assert root.attributes["tracely.calls.last_seq"] == 3
+    assert "incomplete" not in capture.last_bundle
+
+
+def test_a_recording_that_lost_spans_is_marked_incomplete(lossy: list[dict[str, Any]]) -> None:
+    _twenty_tool_calls()
+    (bundle,) = lossy
+    validate_bundle(bundle)
+    assert len(bundle["tools"]["lookup"]) == 10
+    (lost,) = bundle["incomplete"]
+    assert lost["label"] == "tools" and lost["missing"] == 10
+    assert "made 20 tool call(s) but the trace holds 10" in lost["reason"]
+
+
+def test_replaying_a_recording_that_lost_spans_is_never_clean(
+    lossy: list[dict[str, Any]],
+) -> None:
+    _twenty_tool_calls()
+    (bundle,) = lossy
+    with (
+        pytest.raises(tracely.ReplayError, match="the recording is missing calls"),
+        tracely.fixtures(bundle) as report,
+    ):
+        _twenty_tool_calls()
+    assert not report.clean
+
+
+def test_a_recording_without_call_counts_is_taken_as_it_is(capture: Any) -> None:
+    with tracely.agent("a", input=1):
+        tracely.call_tool("t", lambda: 1)
+        tracely.call_tool("t", lambda: 2)
+    counts = ("tracely.calls.tools", "tracely.calls.llm", "tracely.calls.last_seq")
+    records = []
+    for span in capture.spans[-3:]:
+        record = record_from_readable(span)
+        if record.attributes.get("tracely.kind") == "tool" and records:
+            continue  # the second tool span is lost, as an earlier version would not notice
+        attributes = {k: v for k, v in record.attributes.items() if k not in counts}
+        records.append(dataclasses.replace(record, attributes=attributes))
+    bundle = bundle_from_spans(records)
+    assert bundle is not None and "incomplete" not in bundle
+    assert len(bundle["tools"]["t"]) == 1
+
+
+def test_a_call_in_a_trace_of_its_own_is_not_counted_for_the_run(capture: Any) -> None:
+    from opentelemetry import context as otel_context
+
+    with tracely.agent("own", input=1):
+        tracely.call_tool("t", lambda: 1)
+        with trace.get_tracer("test").start_as_current_span(
+            "elsewhere", context=otel_context.Context()
+        ):
+            tracely.call_tool("t", lambda: 2)
+    (root,) = [s for s in capture.spans if s.name == "invoke_agent own"]
+    assert root.attributes["tracely.calls.tools"] == 1
+    assert "incomplete" not in capture.bundles[format(root.context.trace_id, "032x")]

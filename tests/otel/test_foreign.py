@@ -1700,3 +1700,17 @@ def test_readers_never_raise(record: SpanRecord) -> None:
     bundle = bundle_from_spans([record])
     if bundle is not None:
         validate_bundle(orjson.loads(orjson.dumps(bundle)))
+
+
+def test_secrets_in_another_instrumentors_content_never_reach_the_bundle() -> None:
+    leaky = {
+        **OPENLLMETRY_FLAT_OPENAI,
+        "gen_ai.prompt.1.content": "use key sk-proj-" + "Q" * 24 + " for this",
+        "gen_ai.prompt.2.tool_calls.0.arguments": '{"city":"Paris","password":"hunter2-xyz"}',
+    }
+    result = read(span("openai.chat", leaky, scope="opentelemetry.instrumentation.openai.v1"))
+    assert isinstance(result, ExtractedCall)
+    text = json.dumps(result.entry)
+    assert "Q" * 24 not in text and "hunter2-xyz" not in text
+    call = result.entry["input"][2]["parts"][0]
+    assert call["arguments"] == {"city": "Paris", "password": "[REDACTED]"}

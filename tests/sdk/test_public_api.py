@@ -6,7 +6,8 @@ import tracely_otel
 import tracely_sdk
 
 SDK = {
-    "AgentRun", "acall_llm", "acall_tool", "agent", "call_llm", "call_tool", "init", "observe",
+    "AgentRun", "acall_llm", "acall_tool", "agent", "call_llm", "call_tool", "flush", "init",
+    "observe",
     "ReplayReport", "fixture", "fixtures",
     "BundleError", "ConfigError", "Conflict", "LLMError", "MissingDependency", "NotFound",
     "RecordedError", "ReplayError", "StoreError", "ToolError", "TracelyError", "__version__",

@@ -20,18 +20,32 @@ PLUGIN = ("-p", "tracely_sdk.pytest_plugin")
 
 
 def _record(capture: Any, store: SQLiteStore, fn: Any, city: str) -> str:
-    fn(city)
+    try:
+        fn(city)
+    except Exception:
+        pass  # a recorded failure is a recording too
     bundle = capture.last_bundle
     store.put_recording(Recording.from_bundle(bundle))
     return str(bundle["trace_id"])
 
 
+ALLOW_WEATHER = '[tool.tracely]\nentrypoints = ["examples.weather_agent:*"]\n'
+
+
 @pytest.fixture
-def store_url(capture: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
-    """A store with two cases of ``run``: paris-weather (passes) and oslo-weather (broken run)."""
+def store_url(
+    capture: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pytester: pytest.Pytester
+) -> str:
+    """A store with two cases of ``run``: paris-weather (passes) and oslo-weather (broken run).
+
+    The inner pytest runs in a project of its own, which allows the reference agent (it lives
+    outside that project) in its pyproject.toml.
+    """
     # the inner pytest runs load only the plugin under test, whatever is installed
     monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
     monkeypatch.delenv("TRACELY_STORE", raising=False)
+    monkeypatch.delenv("TRACELY_ENTRYPOINTS", raising=False)
+    pytester.makepyprojecttoml(ALLOW_WEATHER)
     path = tmp_path / "store" / "tracely.db"
     store = SQLiteStore(path)
     try:
@@ -145,10 +159,10 @@ def test_the_fixture_and_marker_in_a_hand_written_test(
 
         @pytest.mark.tracely_case("paris-weather", entrypoint="{WEATHER}:run_broken")
         def test_marked_with_entrypoint(tracely_replay):
-            assert tracely_replay().verdict == "FAIL"
+            assert tracely_replay(check=False).verdict == "FAIL"
 
         def test_by_id(tracely_replay):
-            result = tracely_replay("oslo-weather")
+            result = tracely_replay("oslo-weather", check=False)
             assert result.verdict == "INCOMPLETE"
             assert result.replay.errors[0].label == "tools:get_weather"
             assert tracely_replay.case("oslo-weather").version == 1
@@ -224,3 +238,89 @@ def test_registered_as_a_pytest11_entry_point() -> None:
     assert pyproject["project"]["entry-points"]["pytest11"] == {
         "tracely": "tracely_sdk.pytest_plugin"
     }
+
+
+def test_a_failing_verdict_fails_the_hand_written_test(
+    pytester: pytest.Pytester, store_url: str
+) -> None:
+    pytester.makepyfile(
+        test_handwritten="""
+        import pytest
+
+        @pytest.mark.tracely_case("oslo-weather")
+        def test_incomplete(tracely_replay):
+            tracely_replay()
+
+        @pytest.mark.tracely_case("paris-weather", entrypoint="examples.weather_agent:run_broken")
+        def test_fail(tracely_replay):
+            tracely_replay()
+
+        @pytest.mark.tracely_case("oslo-weather")
+        def test_inspected(tracely_replay):
+            result = tracely_replay(check=False)
+            assert result.verdict == "INCOMPLETE"
+        """
+    )
+    result = pytester.runpytest(*PLUGIN, "--tracely-store", store_url)
+    result.assert_outcomes(passed=1, failed=2)
+    # the same verdict, reasons and diff as `tracely replay` prints
+    result.stdout.fnmatch_lines(
+        [
+            "*_ test_incomplete _*",
+            "INCOMPLETE oslo-weather v1 (Oslo weather)",
+            "  - no recorded call for tools:get_weather*",
+            "*_ test_fail _*",
+            "FAIL paris-weather v1 (Paris weather)",
+            "  - recorded call(s) never made: tools:get_weather, llm:local-weather-model",
+            "  - output differs from the expected output",
+            '    output: recorded "It\'s 18°C and cloudy in Paris." now '
+            '"Let me check the weather in Paris."',
+        ]
+    )
+    assert "Traceback" not in result.stdout.str()
+
+
+def test_a_case_cannot_choose_code_outside_the_project(
+    pytester: pytest.Pytester, capture: Any, store_url: str, tmp_path: Path
+) -> None:
+    marker = tmp_path / "executed"
+    store = SQLiteStore(store_url.removeprefix("sqlite://"))
+    try:
+        trace_id = _record(capture, store, weather_agent.run, f"touch {marker}")
+        store.promote(trace_id, name="evil", entrypoint="os:system", tags=["evil"])
+    finally:
+        store.close()
+    pytester.makepyfile(
+        test_handwritten="""
+        def test_by_id(tracely_replay):
+            tracely_replay("evil")
+        """
+    )
+    result = pytester.runpytest(*PLUGIN, "--tracely-store", store_url, "--tracely-tag", "evil")
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines(
+        [
+            "ERRORED evil v1 (evil)",
+            "  - entrypoint 'os:system' is not allowed, so it was not imported:*"
+            "*tool.tracely* entrypoints in pyproject.toml*",
+        ]
+    )
+    result.stdout.fnmatch_lines(
+        ["FAILED test_handwritten.py::test_by_id*", "FAILED *tracely::evil*"]
+    )
+    assert not marker.exists()
+
+
+def test_no_case_selected_is_an_error(pytester: pytest.Pytester, store_url: str) -> None:
+    result = pytester.runpytest(*PLUGIN, "--tracely-store", store_url, "--tracely-tag", "smok")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [
+            f"*tracely: no cases to replay: the store {store_url} holds 2 case(s), none "
+            "selected by --tracely-tag smok. A run that replays nothing is not a pass:*"
+        ]
+    )
+    allowed = pytester.runpytest(
+        *PLUGIN, "--tracely-store", store_url, "--tracely-tag", "smok", "--tracely-allow-empty"
+    )
+    assert allowed.ret == pytest.ExitCode.NO_TESTS_COLLECTED

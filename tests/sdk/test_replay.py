@@ -443,3 +443,18 @@ def test_each_diverged_call_carries_what_differed() -> None:
     assert rep.divergences[1]["actual"] == [{"role": "user", "content": "hello"}]
     assert rep.divergences[1]["entry"] == "llm:m #1 (seq 2)"
     assert rep.to_dict()["divergences"] == rep.divergences
+
+
+def test_a_session_calls_its_end_hooks_once_when_its_block_ends() -> None:
+    from tracely_sdk._replay import current_session
+
+    ended: list[str] = []
+    with tracely.fixtures({}):
+        session = current_session()
+        assert session is not None
+        session.on_end(lambda: ended.append("first"))
+        session.on_end(lambda: ended.append("second"))
+        assert ended == []
+    assert ended == ["first", "second"]
+    session.finish()  # a second finish calls nothing again
+    assert ended == ["first", "second"]

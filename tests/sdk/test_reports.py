@@ -102,6 +102,7 @@ def test_summary_counts_and_gate() -> None:
         "incomplete": 1,
         "errored": 1,
         "lenient": 1,
+        "not_run": 0,
         "ok": False,
         "mode": "lenient",
         "duration_s": 0.06,

@@ -20,16 +20,20 @@ from typing import Any
 
 import orjson
 import requests
+from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (
+    OTLPSpanExporter as GRPCSpanExporter,
+)
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExportResult
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 from opentelemetry.trace import SpanKind, set_span_in_context
 
 from tracely_sdk.server._openapi import openapi_document
 
 ROOT = Path(__file__).resolve().parents[2]
 LISTENING = re.compile(r"^tracely server listening on (http://[^\s]+)$")
+LISTENING_GRPC = re.compile(r"^tracely server listening for OTLP/gRPC on ([^\s]+)$")
 
 
 def token(scope: str) -> str:
@@ -175,6 +179,7 @@ class ServerProcess:
         self.contract = contract
         self.process: subprocess.Popen[bytes] | None = None
         self.url = ""
+        self.grpc_target = ""  # host:port of OTLP/gRPC, when --grpc-port is among the args
         self.starts = 0
 
     @property
@@ -220,12 +225,15 @@ class ServerProcess:
             )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            text = stdout_path.read_text()
-            if "\n" in text:
-                match = LISTENING.match(text.split("\n", 1)[0].strip())
-                if match:
-                    self.url = match.group(1)
-                    return self
+            lines = stdout_path.read_text().split("\n")[:-1]
+            match = LISTENING.match(lines[0].strip()) if lines else None
+            if match and "--grpc-port" not in self.args:
+                self.url = match.group(1)
+                return self
+            grpc = LISTENING_GRPC.match(lines[1].strip()) if len(lines) > 1 else None
+            if match and grpc:
+                self.url, self.grpc_target = match.group(1), grpc.group(1)
+                return self
             if self.process.poll() is not None:
                 raise AssertionError(
                     f"the server exited with {self.process.returncode}: {self.logs()}"
@@ -409,6 +417,31 @@ class AckingExporter(OTLPSpanExporter):
         return result
 
 
+class AckingGRPCExporter(GRPCSpanExporter):
+    """The real OTLP/gRPC exporter, remembering which spans the server acknowledged."""
+
+    def __init__(self, ledger: Ledger, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.ledger = ledger
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        result = super().export(spans)
+        self.ledger.exported(spans, result is SpanExportResult.SUCCESS)
+        return result
+
+
+def grpc_exporter(
+    server: ServerProcess, *, token: str | None = None, **kwargs: Any
+) -> GRPCSpanExporter:
+    """The real OTLP/gRPC exporter, sending to ``server``'s gRPC port."""
+    return GRPCSpanExporter(
+        endpoint=server.grpc_target,
+        insecure=True,
+        headers={"authorization": f"Bearer {token or server.tokens.ingest}"},
+        **kwargs,
+    )
+
+
 class Ledger:
     """What a load of exporters sent and what the server acknowledged."""
 
@@ -439,18 +472,35 @@ class Ledger:
 
 @contextmanager
 def exporter_pipeline(
-    server: ServerProcess, ledger: Ledger, *, timeout: float = 10.0, batch: int = 512
+    server: ServerProcess,
+    ledger: Ledger,
+    *,
+    timeout: float = 10.0,
+    batch: int = 512,
+    protocol: str = "http",
 ) -> Iterator[Any]:
     """A fresh TracerProvider whose BatchSpanProcessor sends to ``server`` through an
-    :class:`AckingExporter`; yields a tracer, flushes and shuts down on exit."""
+    :class:`AckingExporter` (or, with ``protocol="grpc"``, an :class:`AckingGRPCExporter`);
+    yields a tracer, flushes and shuts down on exit."""
     provider = TracerProvider(resource=Resource.create({"service.name": "weather-agent"}))
-    processor = BatchSpanProcessor(
-        AckingExporter(
+    acking: SpanExporter
+    if protocol == "grpc":
+        acking = AckingGRPCExporter(
+            ledger,
+            endpoint=server.grpc_target,
+            insecure=True,
+            headers={"authorization": f"Bearer {server.tokens.ingest}"},
+            timeout=timeout,
+        )
+    else:
+        acking = AckingExporter(
             ledger,
             endpoint=f"{server.url}/v1/traces",
             headers={"Authorization": f"Bearer {server.tokens.ingest}"},
             timeout=timeout,
-        ),
+        )
+    processor = BatchSpanProcessor(
+        acking,
         max_queue_size=100_000,
         max_export_batch_size=batch,
         schedule_delay_millis=50,

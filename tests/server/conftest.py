@@ -1,7 +1,13 @@
-"""Fixtures: a shared ``tracely serve`` process, fresh ones on demand, and live agent runs."""
+"""Fixtures: a shared ``tracely serve`` process, fresh ones on demand, live agent runs, and a
+PostgreSQL schema of a test's own."""
 
 from __future__ import annotations
 
+import os
+import re
+import subprocess
+import urllib.parse
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -66,3 +72,67 @@ def weather_run(capture: Any) -> Callable[[str], tuple[list[Any], dict[str, Any]
         return spans, capture.bundles[format(trace_ids.pop(), "032x")]
 
     return run
+
+
+# PostgreSQL --------------------------------------------------------------------------------
+
+SCRIPT = Path(__file__).resolve().parents[2] / ".ci" / "install-postgres.sh"
+START_TIMEOUT = 120
+
+
+def _start_with_script() -> tuple[str | None, str]:
+    """Start a throwaway server with the CI script (no install); (URL, or None and why)."""
+    if not SCRIPT.is_file():
+        return None, f"{SCRIPT} is missing"
+    env = dict(os.environ, TRACELY_PG_NO_INSTALL="1")
+    try:
+        done = subprocess.run(
+            ["bash", str(SCRIPT)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=START_TIMEOUT,
+            stdin=subprocess.DEVNULL,
+        )
+    except subprocess.TimeoutExpired:
+        return None, f"{SCRIPT.name} did not start PostgreSQL within {START_TIMEOUT}s"
+    except OSError as exc:
+        return None, f"cannot run {SCRIPT.name}: {exc}"
+    match = re.search(r"^export TRACELY_TEST_POSTGRES_URL=(\S+)$", done.stdout, re.M)
+    if done.returncode != 0 or match is None:
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        return None, f"{SCRIPT.name} could not start PostgreSQL ({last})"
+    return match.group(1), ""
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> str:
+    """A PostgreSQL server's URL: $TRACELY_TEST_POSTGRES_URL, else one started here, else skip."""
+    url = os.environ.get("TRACELY_TEST_POSTGRES_URL")
+    if url:
+        return url
+    url, why = _start_with_script()
+    if url is None:
+        pytest.skip(
+            "no PostgreSQL server: set TRACELY_TEST_POSTGRES_URL, or run "
+            f'`eval "$(.ci/install-postgres.sh)"` first ({why})'
+        )
+    return url
+
+
+def with_schema(url: str, schema: str) -> str:
+    """``url`` connecting with ``schema`` as the current schema."""
+    sep = "&" if "?" in url else "?"
+    return f"{url}{sep}options={urllib.parse.quote(f'-csearch_path={schema}')}"
+
+
+@pytest.fixture
+def schema_url(postgres_url: str) -> Iterator[str]:
+    """The URL of a fresh, empty schema (dropped afterwards)."""
+    psycopg = pytest.importorskip("psycopg", reason="psycopg is not installed (tracely[postgres])")
+    name = f"t_{uuid.uuid4().hex[:16]}"
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {name}")
+    yield with_schema(postgres_url, name)
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute(f"DROP SCHEMA {name} CASCADE")

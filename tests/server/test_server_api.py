@@ -87,7 +87,8 @@ def test_the_case_lifecycle(server: ServerProcess, ingest: Any) -> None:
     }
     assert server.get(f"/api/cases/{case['id']}", token="read").json()["version"] == 2
 
-    # Name, tags, entrypoint change; the recorded content does not.
+    # Name, tags, entrypoint change; the recorded content does not, and the edit is kept in
+    # the history as a new version.
     patched = server.request(
         "PATCH",
         f"/api/cases/{case['id']}",
@@ -100,9 +101,13 @@ def test_the_case_lifecycle(server: ServerProcess, ingest: Any) -> None:
         ["a", "b"],
         "examples.weather_agent:run",
     )
-    assert p["bundle"] == v2["bundle"] and p["version"] == 2
+    assert p["bundle"] == v2["bundle"] and p["version"] == 3
     cleared = server.request("PATCH", f"/api/cases/{case['id']}", {"entrypoint": ""}).json()
-    assert cleared["entrypoint"] is None
+    assert cleared["entrypoint"] is None and cleared["version"] == 4
+    versions = server.get(f"/api/cases/{case['id']}/versions", token="read").json()["versions"]
+    assert versions[2]["note"].startswith("edited: name ")
+    assert versions[2]["note"].endswith("-> [a, b]; entrypoint - -> 'examples.weather_agent:run'")
+    assert versions[3]["note"] == "edited: entrypoint 'examples.weather_agent:run' -> -"
 
     # Import: the case with exactly this history, under a new id.
     new_id = f"imported-{secrets.token_hex(4)}"

@@ -192,3 +192,27 @@ def test_importing_the_package_is_light() -> None:
     from tracely_sdk.store import _backends
 
     assert {"http", "https", "postgresql", "postgres"} <= set(_backends)
+
+
+def test_grpc_is_off_unless_asked_for_and_4317_by_default() -> None:
+    from tracely_sdk.server._cli import _config, add_serve_arguments
+
+    parser = argparse.ArgumentParser()
+    add_serve_arguments(parser)
+    assert _config(parser.parse_args([])).grpc_port is None
+    assert _config(parser.parse_args(["--grpc"])).grpc_port == 4317
+    assert _config(parser.parse_args(["--grpc", "--grpc-port", "0"])).grpc_port == 0
+    assert ServerConfig.load({"TRACELY_SERVER_GRPC_PORT": "4400"}).grpc_port == 4400
+    with pytest.raises(ConfigError, match="--grpc-port='70000' is not a TCP port"):
+        _config(parser.parse_args(["--grpc-port", "70000"]))
+
+
+def test_a_grpc_port_in_use(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = serve(tmp_path, "--grpc-port", str(port))
+    assert result.returncode == 2, result
+    line = result.stderr.strip().splitlines()[-1]
+    assert f"cannot listen for OTLP/gRPC on 127.0.0.1:{port}" in line, line

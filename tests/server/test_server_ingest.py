@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from pathlib import Path
@@ -21,6 +22,7 @@ from tracely_sdk.server._ingest import (
     Unavailable,
 )
 from tracely_sdk.store import SQLiteStore
+from tracely_sdk.store._model import MAX_STORED_INT
 
 
 def records(spans: list[Any]) -> list[Any]:
@@ -210,3 +212,22 @@ def test_bounds_on_spans_and_spans_per_trace(tmp_path: Path, weather_run: Any) -
     capped.shutdown()
     with pytest.raises(Unavailable):
         capped.submit(records(spans))
+
+
+def test_a_start_time_the_store_cannot_hold_loses_no_trace(
+    tmp_path: Path, weather_run: Any
+) -> None:
+    (a, a_bundle), (b, b_bundle) = weather_run("Paris"), weather_run("Oslo")
+    far = [
+        dataclasses.replace(r, start_time_unix_nano=2**64 - 1) if r.is_root else r
+        for r in records(a)
+    ]
+    p = pipeline(tmp_path, quiet_seconds=3600, orphan_seconds=3600)
+    p.submit(far + records(b))  # one request, both traces
+    p.shutdown()
+    store = SQLiteStore(tmp_path / "t.db")
+    assert store.get_recording(b_bundle["trace_id"]).bundle == b_bundle
+    kept = store.get_recording(a_bundle["trace_id"])
+    assert kept.started_at == MAX_STORED_INT  # clamped into the range the store holds
+    assert kept.bundle["started_at"] == 2**64 - 1  # the recording itself is unchanged
+    assert not list((tmp_path / "journal").glob("segment-*")), "nothing waits in the journal"

@@ -1,9 +1,9 @@
 """Under load, and across restarts: every acknowledged span's trace becomes a recording.
 
-20 exporters (each its own TracerProvider, BatchSpanProcessor and OTLPSpanExporter) send
-50,000 spans to a real server process on 127.0.0.1; then the server is stopped mid-load
-(SIGTERM: drains) or killed (SIGKILL: the journal) and restarted, and nothing acknowledged
-is missing.
+20 exporters (each its own TracerProvider, BatchSpanProcessor and OTLPSpanExporter, over
+OTLP/HTTP or OTLP/gRPC) send 50,000 spans to a real server process on 127.0.0.1; then the
+server is stopped mid-load (SIGTERM: drains) or killed (SIGKILL: the journal) and restarted,
+and nothing acknowledged is missing.
 """
 
 from __future__ import annotations
@@ -43,9 +43,10 @@ def load(
     *,
     stop: threading.Event | None = None,
     timeout: float = 10.0,
+    protocol: str = "http",
 ) -> list[threading.Thread]:
     def one() -> None:
-        with exporter_pipeline(server, ledger, timeout=timeout) as tracer:
+        with exporter_pipeline(server, ledger, timeout=timeout, protocol=protocol) as tracer:
             for n in range(traces_per_exporter):
                 if stop is not None and stop.is_set():
                     return
@@ -74,12 +75,14 @@ def recorded_all(server: ServerProcess, trace_ids: set[str], timeout: float) -> 
 
 
 @pytest.mark.slow
-def test_20_exporters_50000_spans(make_server: Any, shape: Any) -> None:
-    proc = make_server("--quiet-seconds", "0.5", "--rate-limit", "0")
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_20_exporters_50000_spans(make_server: Any, shape: Any, protocol: str) -> None:
+    grpc = ["--grpc-port", "0"] if protocol == "grpc" else []
+    proc = make_server("--quiet-seconds", "0.5", "--rate-limit", "0", *grpc, name=protocol)
     ledger = Ledger()
     per_exporter = SPANS // (EXPORTERS * len(shape))
     started = time.monotonic()
-    for thread in load(proc, shape, per_exporter, ledger):
+    for thread in load(proc, shape, per_exporter, ledger, protocol=protocol):
         thread.join(120)
     sent = time.monotonic() - started
     assert ledger.acked_spans == EXPORTERS * per_exporter * len(shape) == SPANS
@@ -96,7 +99,7 @@ def test_20_exporters_50000_spans(make_server: Any, shape: Any) -> None:
     assert len(ledger.acked_traces) == SPANS // len(shape)
     assert total < 60, f"took {total:.1f}s"
     print(
-        f"\ningest: {SPANS} spans acknowledged in {sent:.2f}s ({SPANS / sent:,.0f} spans/s); "
+        f"\ningest over {protocol}: {SPANS} spans acknowledged in {sent:.2f}s ({SPANS / sent:,.0f} spans/s); "
         f"{len(ledger.acked_traces)} recordings in {total:.2f}s "
         f"({len(ledger.acked_traces) / total:,.0f} recordings/s); statuses {ledger.statuses}"
     )
@@ -104,10 +107,13 @@ def test_20_exporters_50000_spans(make_server: Any, shape: Any) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("how", ["SIGTERM", "SIGKILL"])
+@pytest.mark.parametrize(
+    ("how", "protocol"), [("SIGTERM", "http"), ("SIGKILL", "http"), ("SIGKILL", "grpc")]
+)
 def test_stopped_mid_load_then_restarted_nothing_acknowledged_is_lost(
-    make_server: Any, shape: Any, how: str
+    make_server: Any, shape: Any, how: str, protocol: str
 ) -> None:
+    grpc = ["--grpc-port", "0"] if protocol == "grpc" else []
     proc = make_server(
         "--quiet-seconds",
         "0.5",
@@ -115,11 +121,12 @@ def test_stopped_mid_load_then_restarted_nothing_acknowledged_is_lost(
         "1",
         "--rate-limit",
         "0",
-        name=f"restart-{how}",
+        *grpc,
+        name=f"restart-{how}-{protocol}",
     )
     ledger = Ledger()
     stop = threading.Event()
-    threads = load(proc, shape, 400, ledger, stop=stop, timeout=1.0)
+    threads = load(proc, shape, 400, ledger, stop=stop, timeout=1.0, protocol=protocol)
     wait_for(lambda: ledger.acked_spans > 6_000, timeout=60, what="the load to be under way")
     if how == "SIGTERM":
         proc.signal(signal.SIGTERM)

@@ -301,3 +301,40 @@ def test_spans_past_the_per_trace_cap_are_a_partial_success(
     assert status == 200 and not ExportTraceServiceResponse.FromString(body).HasField(
         "partial_success"
     )
+
+
+def test_a_trace_that_lost_spans_is_incomplete_until_they_arrive(
+    server: ServerProcess, capture: Any
+) -> None:
+    import tracely_sdk as tracely
+
+    with tracely.agent("counted", input="x") as run:
+        for i in range(6):
+            tracely.call_tool("lookup", lambda i=i: i, args={"i": i})
+        run.output = "done"
+    spans = capture.spans[-7:]
+    trace_id = format(spans[0].context.trace_id, "032x")
+    tools = [s for s in spans if s.attributes.get("tracely.kind") == "tool"]
+    (root,) = [s for s in spans if s.attributes.get("tracely.kind") == "agent"]
+    send = exporter(server)
+
+    # One instance behind a round-robin balancer: it sees the root and every other call.
+    assert send.export([root, *tools[::2]]) is SpanExportResult.SUCCESS
+    half = wait_for(
+        lambda: (rec := server.recording(trace_id)) and rec["bundle"].get("incomplete") and rec,
+        what="the half recording",
+    )
+    assert len(half["bundle"]["tools"]["lookup"]) == 3
+    (lost,) = half["bundle"]["incomplete"]
+    assert lost["label"] == "tools" and lost["missing"] == 3
+    refused = server.request("POST", "/api/cases", {"trace_id": trace_id, "name": "half"})
+    assert refused.status == 409 and "not a whole recording" in refused.error["message"]
+
+    # The other half arrives later: the trace is re-opened and the recording is whole.
+    assert send.export(tools[1::2]) is SpanExportResult.SUCCESS
+    whole = wait_for(
+        lambda: (rec := server.recording(trace_id)) and "incomplete" not in rec["bundle"] and rec,
+        what="the whole recording",
+    )
+    assert len(whole["bundle"]["tools"]["lookup"]) == 6
+    send.shutdown()  # type: ignore[no-untyped-call]

@@ -29,7 +29,7 @@ a{color:#0969da}a:focus-visible,summary:focus-visible,button:focus-visible,input
 .badge{display:inline-block;border-radius:10px;padding:0 8px;font-size:12px;font-weight:600;color:#fff;background:var(--muted);white-space:nowrap}
 .v-PASS,.o-served,.o-recorded{background:var(--pass)}.v-FAIL,.o-diverged{background:var(--fail)}
 .v-INCOMPLETE,.o-missed{background:var(--warn)}.v-ERRORED{background:var(--err)}
-.v-LENIENT,.o-live{background:var(--live)}.o-never-made{background:#6e7781}
+.v-LENIENT,.o-live{background:var(--live)}.v-NOT_RUN{background:#6e7781}.o-never-made{background:#6e7781}
 table{border-collapse:collapse;width:100%}th,td{border-bottom:1px solid var(--line);padding:5px 8px;text-align:left;vertical-align:top}
 th{background:var(--soft);font-weight:600}
 .filters{display:flex;gap:10px;align-items:center;margin:8px 0;flex-wrap:wrap}

@@ -32,7 +32,7 @@ __all__ = [
     "value_view",
 ]
 
-VERDICTS = ("PASS", "FAIL", "INCOMPLETE", "ERRORED", "LENIENT")
+VERDICTS = ("PASS", "FAIL", "INCOMPLETE", "ERRORED", "LENIENT", "NOT_RUN")
 # A value longer than this is cut, with a note saying how much more there was.
 MAX_SHOWN = 20_000
 # A value shown as text up to this length stays open; a longer one is collapsed.
@@ -361,6 +361,7 @@ def run_summary(summary: Mapping[str, Any], facts: Sequence[tuple[str, Any]]) ->
         ("incomplete", "INCOMPLETE"),
         ("errored", "ERRORED"),
         ("lenient", "LENIENT"),
+        ("not_run", "NOT_RUN"),
     ]
     return join(
         tag(
@@ -369,6 +370,7 @@ def run_summary(summary: Mapping[str, Any], facts: Sequence[tuple[str, Any]]) ->
             [
                 tag("li", verdict_badge(verdict), " ", tag("strong", summary.get(key, 0)))
                 for key, verdict in counts
+                if summary.get(key) or verdict in ("PASS", "FAIL")
             ],
             tag("li", "gate ", tag("strong", "passed" if summary.get("ok") else "failed")),
             class_="counts",

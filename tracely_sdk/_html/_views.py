@@ -591,7 +591,14 @@ class Pages:
                     "td",
                     ", ".join(
                         f"{r.summary.get(key, 0)} {key}"
-                        for key in ("passed", "failed", "incomplete", "errored", "lenient")
+                        for key in (
+                            "passed",
+                            "failed",
+                            "incomplete",
+                            "errored",
+                            "lenient",
+                            "not_run",
+                        )
                         if r.summary.get(key)
                     )
                     or "—",

@@ -5,6 +5,7 @@
     tracely replay                        replay every case through your code; the CI gate
     tracely runs list|show                the results of past replay runs
     tracely scenarios run|list|new        multi-turn checks of a live agent service
+    tracely run -- CMD                    run a program traced and recorded, code unchanged
     tracely ui                            the local store's pages in a browser, on 127.0.0.1
 
 Exit status: 0 when everything asked for succeeded (every replayed case passed), 1 when a
@@ -23,7 +24,7 @@ from typing import Any
 
 from tracely_sdk._version import __version__
 from tracely_sdk.cli._output import Output
-from tracely_sdk.errors import ConfigError, StoreError
+from tracely_sdk.errors import ConfigError, MissingDependency, StoreError
 
 __all__ = ["Context", "main"]
 
@@ -40,13 +41,17 @@ class Context:
         self.store_url = store_url
         self._store: Any = None
 
-    def store(self) -> Any:
-        """The store named by ``--store``, else ``TRACELY_STORE``/``[tool.tracely]``, else the default."""
+    def store(self, *, create: bool = True) -> Any:
+        """The store named by ``--store``, else ``TRACELY_STORE``/``[tool.tracely]``, else the default.
+
+        Read-only commands pass ``create=False``: a store that does not exist is then an error
+        naming its path, and no file or directory is created.
+        """
         if self._store is None:
             from tracely_sdk._config import resolve
             from tracely_sdk.store import open_store
 
-            self._store = open_store(resolve("store", self.store_url))
+            self._store = open_store(resolve("store", self.store_url), create=create)
         return self._store
 
     def close(self) -> None:
@@ -78,7 +83,7 @@ def _common(*, top: bool) -> argparse.ArgumentParser:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the whole command line."""
-    from tracely_sdk.cli import _cases, _replay, _runs, _scenarios, _traces, _ui
+    from tracely_sdk.cli import _cases, _replay, _run, _runs, _scenarios, _traces, _ui
     from tracely_sdk.server._cli import add_serve_command
 
     parser = argparse.ArgumentParser(
@@ -97,6 +102,7 @@ def build_parser() -> argparse.ArgumentParser:
     _replay.register(commands, common)
     _runs.register(commands, common)
     _scenarios.register(commands, common)
+    _run.register(commands, common)
     add_serve_command(commands, common)
     _ui.register(commands, common)
     return parser
@@ -114,7 +120,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         status: int = args.handler(args, ctx)
         return status
-    except (ConfigError, StoreError) as exc:
+    except (ConfigError, StoreError, MissingDependency) as exc:
         out.error(" ".join(str(exc).split()))
         return EXIT_USAGE
     except KeyboardInterrupt:

@@ -54,6 +54,31 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--json", action="store_true", help="machine-readable output")
 
+    p = add(
+        "edit",
+        "change a case's name, entrypoint or tags in place (kept in its history)",
+        cmd_edit,
+        "Change case ID's name, entrypoint or tags. The recording is unchanged; the edit is "
+        "kept in the case's history as a new version whose note says what changed. A new "
+        "entrypoint is checked as at promote time.",
+    )
+    p.add_argument("case_id", metavar="ID")
+    p.add_argument("--name", help="the new name")
+    p.add_argument(
+        "--entrypoint",
+        metavar="MODULE:FUNCTION",
+        help="the new agent function ('' removes it: then replay needs --entrypoint)",
+    )
+    p.add_argument(
+        "--tag",
+        dest="tags",
+        action="append",
+        default=None,
+        metavar="TAG",
+        help="the new tags, replacing the old ones (repeatable)",
+    )
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+
     p = add("list", "every case, by id", cmd_list)
     p.add_argument("--tag", help="only cases with this tag")
     p.add_argument("--json", action="store_true", help="machine-readable output")
@@ -105,6 +130,17 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
     )
     p.add_argument("directory", metavar="DIR")
 
+    p = add(
+        "reseal",
+        "seal case files edited by hand, printing the fields that changed",
+        cmd_reseal,
+        "A case file carries a checksum over everything replay uses (entrypoint, input, "
+        "expected output, recorded calls); a file that does not match it is refused. After "
+        "editing FILE on purpose, review the change and reseal it: the file is checked as an "
+        "import would, its new checksum written, and the fields that changed printed.",
+    )
+    p.add_argument("files", metavar="FILE", nargs="+")
+
 
 def case_summary(case: Any) -> dict[str, Any]:
     """A case's listing fields, with the stable names of the JSON output."""
@@ -130,7 +166,12 @@ def _case_detail(case: Any) -> dict[str, Any]:
 
 
 def cmd_promote(args: argparse.Namespace, ctx: Context) -> int:
-    case = ctx.store().promote(
+    from tracely_sdk._runner import check_entrypoint
+
+    store = ctx.store(create=False)
+    if args.entrypoint is not None:
+        check_entrypoint(args.entrypoint, store.get_recording(args.trace_id).input)
+    case = store.promote(
         args.trace_id,
         case_id=args.case_id,
         name=args.name,
@@ -144,8 +185,34 @@ def cmd_promote(args: argparse.Namespace, ctx: Context) -> int:
     return 0
 
 
+def cmd_edit(args: argparse.Namespace, ctx: Context) -> int:
+    from tracely_sdk._runner import check_entrypoint
+    from tracely_sdk.errors import ConfigError
+
+    if args.name is None and args.entrypoint is None and args.tags is None:
+        raise ConfigError("nothing to change: give --name, --entrypoint and/or --tag")
+    store = ctx.store(create=False)
+    before = store.get_case(args.case_id)
+    if args.entrypoint:
+        check_entrypoint(args.entrypoint, before.input)
+    after = store.update_case(
+        args.case_id, name=args.name, entrypoint=args.entrypoint, tags=args.tags
+    )
+    if args.json:
+        data = case_summary(after)
+        data["previous_version"] = before.version
+        data["changed"] = after.version != before.version
+        ctx.out.json(data)
+    elif after.version == before.version:
+        ctx.out.line(f"case {after.id} already is so; nothing changed")
+    else:
+        (last,) = store.case_history(after.id)[-1:]
+        ctx.out.line(f"case {after.id} version {before.version} -> {after.version}: {last.note}")
+    return 0
+
+
 def cmd_list(args: argparse.Namespace, ctx: Context) -> int:
-    cases = ctx.store().list_cases(tag=args.tag)
+    cases = ctx.store(create=False).list_cases(tag=args.tag)
     if args.json:
         ctx.out.json([case_summary(c) for c in cases])
         return 0
@@ -168,7 +235,7 @@ def cmd_list(args: argparse.Namespace, ctx: Context) -> int:
 
 
 def cmd_show(args: argparse.Namespace, ctx: Context) -> int:
-    case = ctx.store().get_case(args.case_id)
+    case = ctx.store(create=False).get_case(args.case_id)
     if args.json:
         ctx.out.json(_case_detail(case))
         return 0
@@ -201,7 +268,7 @@ def cmd_show(args: argparse.Namespace, ctx: Context) -> int:
 
 
 def cmd_history(args: argparse.Namespace, ctx: Context) -> int:
-    versions = ctx.store().case_history(args.case_id)
+    versions = ctx.store(create=False).case_history(args.case_id)
     if args.json:
         ctx.out.json(
             [
@@ -234,7 +301,7 @@ def cmd_history(args: argparse.Namespace, ctx: Context) -> int:
 
 
 def cmd_delete(args: argparse.Namespace, ctx: Context) -> int:
-    store = ctx.store()
+    store = ctx.store(create=False)
     versions = len(store.case_history(args.case_id))
     store.delete_case(args.case_id)
     ctx.out.line(f"deleted case {args.case_id} ({versions} version{'s' if versions != 1 else ''})")
@@ -242,7 +309,7 @@ def cmd_delete(args: argparse.Namespace, ctx: Context) -> int:
 
 
 def cmd_recapture(args: argparse.Namespace, ctx: Context) -> int:
-    store = ctx.store()
+    store = ctx.store(create=False)
     before = store.get_case(args.case_id)
     note = args.note or f"recaptured from trace {args.trace_id}"
     after = store.recapture(args.case_id, args.trace_id, note=note)
@@ -267,7 +334,7 @@ def cmd_recapture(args: argparse.Namespace, ctx: Context) -> int:
 def cmd_export(args: argparse.Namespace, ctx: Context) -> int:
     from tracely_sdk.store import export_cases
 
-    paths = export_cases(ctx.store(), args.directory)
+    paths = export_cases(ctx.store(create=False), args.directory)
     ctx.out.line(
         f"exported {len(paths)} case file{'s' if len(paths) != 1 else ''} to {args.directory}"
     )
@@ -281,4 +348,28 @@ def cmd_import(args: argparse.Namespace, ctx: Context) -> int:
     ctx.out.line(
         f"imported {len(cases)} case{'s' if len(cases) != 1 else ''} from {args.directory}"
     )
+    _note_refused_entrypoints(ctx, cases)
+    return 0
+
+
+def _note_refused_entrypoints(ctx: Context, cases: Any) -> None:
+    """Say which imported cases name an entrypoint this project does not allow replay to run."""
+    from tracely_sdk._entrypoints import EntrypointPolicy
+
+    policy = EntrypointPolicy.for_project()
+    for case in cases:
+        reason = policy.refusal(case.entrypoint) if case.entrypoint else None
+        if reason is not None:
+            ctx.out.note(f"case {case.id}: {reason}; replay will report it ERRORED")
+
+
+def cmd_reseal(args: argparse.Namespace, ctx: Context) -> int:
+    from tracely_sdk.store import reseal_case_file
+
+    for path in args.files:
+        changed = reseal_case_file(path)
+        if changed:
+            ctx.out.line(f"resealed {path}: changed {', '.join(changed)}")
+        else:
+            ctx.out.line(f"{path}: already sealed, nothing changed")
     return 0

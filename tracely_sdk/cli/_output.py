@@ -28,6 +28,7 @@ _STYLES = {
     "INCOMPLETE": "bold yellow",
     "ERRORED": "bold magenta",
     "LENIENT": "bold cyan",
+    "NOT_RUN": "dim",
 }
 
 

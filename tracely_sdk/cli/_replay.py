@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import signal
+import threading
 import time
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from tracely_sdk.cli._traces import positive_int
 from tracely_sdk.errors import ConfigError, StoreError
 
 if TYPE_CHECKING:
+    from tracely_sdk._runner import CaseResult, ReplayCase
     from tracely_sdk.cli import Context
 
 __all__ = ["init_tracing", "keep_run", "register"]
@@ -23,15 +27,23 @@ are not recorded into the store, but each run's results are (see `tracely runs`)
 
 Verdicts: PASS (strict, every recorded call made, output equal to the expected output),
 FAIL (output differs, recorded calls never made, or an input diverged), INCOMPLETE (the code
-made a call the recording cannot answer), ERRORED (the agent raised, or the case's recording
-cannot be loaded; then the agent is not run), LENIENT (--lenient: never a recorded pass).
+made a call the recording cannot answer), ERRORED (the agent raised, or the case cannot be
+run: its recording cannot be loaded or its entrypoint is not allowed; then the agent is not
+run), LENIENT (--lenient: never a recorded pass), NOT_RUN (interrupted before it finished).
 """
 
 EPILOG = """\
 exit status: 0 every case passed (or ran lenient with nothing to report), 1 any case failed,
-was incomplete or errored, 2 usage or configuration error.
+was incomplete or errored, 2 usage or configuration error, including a selection of no cases
+(unless --allow-empty) and a store that does not exist; 130 / 143 when interrupted by SIGINT /
+SIGTERM (the reports are written for the cases that finished, the rest NOT_RUN).
 A Markdown summary is appended to $GITHUB_STEP_SUMMARY when it is set (with a link to the
 HTML report when --html-url says where it is published).
+
+A case's own entrypoint is imported only if the project allows it: a module under the project
+root, or one matching [tool.tracely] entrypoints / TRACELY_ENTRYPOINTS (e.g.
+"examples.weather_agent:*"); --entrypoint is always allowed. Any other case is ERRORED and its
+entrypoint is not imported.
 """
 
 
@@ -90,6 +102,11 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
         help="read cases from DIR (as written by `tracely cases export`) instead of the store",
     )
     p.add_argument(
+        "--allow-empty",
+        action="store_true",
+        help="exit 0 when no case is selected (by default that is an error: exit 2)",
+    )
+    p.add_argument(
         "-j",
         "--jobs",
         type=positive_int,
@@ -120,40 +137,138 @@ def _flush_tracing() -> None:
             flush()
 
 
+class Interrupted(KeyboardInterrupt):
+    """SIGINT or SIGTERM arrived during a replay run."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+@contextlib.contextmanager
+def _interruptible() -> Iterator[None]:
+    """SIGINT and SIGTERM raise :class:`Interrupted` in the main thread while the block runs.
+
+    SIGTERM's default would end the process at once, leaving worker processes behind and
+    writing no report; raising lets the runner stop its workers and the reports be written.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def raise_interrupted(signum: int, frame: Any) -> None:
+        raise Interrupted(signum)
+
+    previous = {
+        sig: signal.signal(sig, raise_interrupted) for sig in (signal.SIGINT, signal.SIGTERM)
+    }
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _not_run(case: ReplayCase, why: str) -> CaseResult:
+    from tracely_sdk._runner import NOT_RUN, CaseResult
+
+    return CaseResult(
+        case_id=case.id,
+        version=case.version,
+        name=case.name,
+        verdict=NOT_RUN,
+        reasons=[why],
+        expected_output=case.expected_output,
+        entrypoint=case.entrypoint,
+    )
+
+
+def _load(args: argparse.Namespace, ctx: Context) -> tuple[list[ReplayCase], str, int]:
+    """The selected cases, where they came from, and how many cases exist there unfiltered."""
+    from tracely_sdk._runner import load_case_dir, load_cases
+
+    if args.cases_dir is not None:
+        cases = load_cases(cases_dir=args.cases_dir, case_ids=args.case_ids, tags=args.tags)
+        source = f"the case directory {args.cases_dir}"
+        total = len(load_case_dir(args.cases_dir)) if not cases else len(cases)
+        return cases, source, total
+    from tracely_sdk.store import redact_url
+
+    store = ctx.store(create=False)
+    cases = load_cases(store=store, case_ids=args.case_ids, tags=args.tags)
+    total = len(store.list_cases()) if not cases else len(cases)
+    return cases, f"the store {redact_url(store.url)}", total
+
+
+def _nothing_selected(args: argparse.Namespace, source: str, total: int) -> str:
+    """What was looked at, and how to fix it, when no case was selected."""
+    filters = [f"--tag {t}" for t in args.tags] + [f"--case {c}" for c in args.case_ids]
+    if total == 0:
+        fix = (
+            "export cases into it with `tracely cases export DIR`"
+            if args.cases_dir is not None
+            else "promote a recording with `tracely cases promote TRACE_ID --name NAME`, or "
+            "point --store / TRACELY_STORE (or --cases DIR) at where the cases are"
+        )
+        found = f"{source} holds no cases"
+    else:
+        fix = "check the filters for a typo (`tracely cases list` shows every case and its tags)"
+        found = (
+            f"{source} holds {total} case{'s' if total != 1 else ''}, none selected by "
+            f"{' '.join(filters)}"
+        )
+    return (
+        f"no cases to replay: {found}; {fix}. A gate that replays nothing is not a pass: "
+        "pass --allow-empty if that is intended"
+    )
+
+
 def cmd_replay(args: argparse.Namespace, ctx: Context) -> int:
     from tracely_sdk._reports import append_step_summary, write_html, write_json, write_junit
-    from tracely_sdk._runner import load_cases, run_cases
+    from tracely_sdk._runner import run_cases
     from tracely_sdk.store import redact_url
 
     if args.cases_dir is not None and getattr(args, "store", None):
         raise ConfigError(
             "--store and --cases are alternatives: replay from a store or from a directory"
         )
-    if args.cases_dir is not None:
-        cases = load_cases(cases_dir=args.cases_dir, case_ids=args.case_ids, tags=args.tags)
-    else:
-        cases = load_cases(store=ctx.store(), case_ids=args.case_ids, tags=args.tags)
+    cases, source, total = _load(args, ctx)
     out = ctx.out
+    if not cases and not args.allow_empty:
+        raise ConfigError(_nothing_selected(args, source, total))
     init_tracing()
     started_at = time.time_ns()
     started = time.perf_counter()
+    finished: dict[str, CaseResult] = {}
+    interrupted: Interrupted | None = None
     try:
         with out.progress(len(cases)) as advance:
-            results = run_cases(
-                cases,
-                args.entrypoint,
-                strict=not args.lenient,
-                jobs=args.jobs,
-                progress=advance,
-                initializer=init_tracing,
-            )
+
+            def progress(result: CaseResult) -> None:
+                finished[result.case_id] = result
+                advance(result)
+
+            try:
+                with _interruptible():
+                    results = run_cases(
+                        cases,
+                        args.entrypoint,
+                        strict=not args.lenient,
+                        jobs=args.jobs,
+                        progress=progress,
+                        initializer=init_tracing,
+                    )
+            except Interrupted as exc:
+                interrupted = exc
+                why = f"tracely replay was interrupted by {exc} before this case finished"
+                results = [finished.get(c.id) or _not_run(c, why) for c in cases]
     finally:
         _flush_tracing()
     elapsed = time.perf_counter() - started
     if results:
         out.verdicts(results, elapsed)
     else:
-        out.note("no cases to replay" + (f" with tag {', '.join(args.tags)}" if args.tags else ""))
+        out.note(f"no cases to replay: {source} holds none selected (--allow-empty)")
     if args.junit:
         write_junit(results, args.junit, elapsed)
     if args.json_path:
@@ -167,6 +282,12 @@ def cmd_replay(args: argparse.Namespace, ctx: Context) -> int:
         out.note(f"could not append to $GITHUB_STEP_SUMMARY: {exc}")
     if results:
         _keep_run(args, ctx, results, started_at, elapsed)
+    if interrupted is not None:
+        out.error(
+            f"interrupted by {interrupted}: {len(finished)} of {len(cases)} case(s) finished, "
+            "the rest were not run"
+        )
+        return 128 + interrupted.signum
     return 0 if all(r.ok for r in results) else 1
 
 

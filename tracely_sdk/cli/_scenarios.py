@@ -160,7 +160,7 @@ def _trace_source(ctx: Context, timeout: float) -> Any:
         return None
     if timeout <= 0:
         raise ConfigError(f"--trace-timeout must be more than 0 seconds, got {timeout:g}")
-    return TraceSource(ctx.store(), timeout=timeout, describe=redact_url(url))
+    return TraceSource(ctx.store(create=False), timeout=timeout, describe=redact_url(url))
 
 
 def cmd_run(args: argparse.Namespace, ctx: Context) -> int:
@@ -284,7 +284,7 @@ def cmd_new(args: argparse.Namespace, ctx: Context) -> int:
 
     yaml = yaml_module()
 
-    store = ctx.store()
+    store = ctx.store(create=False)
     recordings = [store.get_recording(t) for t in args.trace_ids]
     turns = [_turn_of(r) for r in recordings]
     name = args.name or turns[0]["user"][:60]

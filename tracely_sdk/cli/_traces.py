@@ -155,7 +155,7 @@ def _summary(rec: Any) -> dict[str, Any]:
 
 
 def cmd_list(args: argparse.Namespace, ctx: Context) -> int:
-    recordings = ctx.store().list_recordings(
+    recordings = ctx.store(create=False).list_recordings(
         limit=args.limit, service=args.service, agent=args.agent
     )
     if args.json:
@@ -182,10 +182,10 @@ def cmd_list(args: argparse.Namespace, ctx: Context) -> int:
 def _replay_trace(args: argparse.Namespace, ctx: Context) -> int | None:
     """When ``args.trace_id`` is the trace of a case in a kept replay run, say where it lives."""
     trace_id = args.trace_id.lower()
-    runs = ctx.store().list_runs(limit=1, trace_id=trace_id)
+    runs = ctx.store(create=False).list_runs(limit=1, trace_id=trace_id)
     if not runs:
         return None
-    run = ctx.store().get_run(runs[0].id)
+    run = ctx.store(create=False).get_run(runs[0].id)
     case_id = run.trace_ids().get(trace_id)
     if args.json:
         ctx.out.json(
@@ -216,7 +216,7 @@ def _replay_trace(args: argparse.Namespace, ctx: Context) -> int | None:
 
 def cmd_show(args: argparse.Namespace, ctx: Context) -> int:
     try:
-        rec = ctx.store().get_recording(args.trace_id)
+        rec = ctx.store(create=False).get_recording(args.trace_id)
     except NotFound:
         shown = _replay_trace(args, ctx)
         if shown is None:

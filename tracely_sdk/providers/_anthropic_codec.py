@@ -34,13 +34,11 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Literal, cast, overload
 
 import orjson
 
 from tracely_sdk.providers import _wire
-from tracely_sdk.providers._wire import ReplayBody, replay_body_class
 
 if TYPE_CHECKING:
     import httpx2
@@ -138,11 +136,7 @@ def record_headers(headers: Mapping[str, str] | Iterable[tuple[str, str]]) -> di
 
 
 def record_error(exc: BaseException) -> dict[str, Any]:
-    """The recording of a failed call: ``{"type", "message", "status", "body", "headers", "timeout"}``.
-
-    ``body`` is the error body as the server sent it, so ``error_for_status`` rebuilds the same exception.
-    A failure without a response (a timeout, a dropped connection) has ``status`` ``None``.
-    """
+    """The recording of a failed call (see :func:`_wire.error_record`)."""
     import anthropic
 
     return _wire.error_record(exc, anthropic, record_headers, lambda e: e.body)
@@ -231,20 +225,8 @@ def _parse(message: Any, output_format: Any) -> Any:
 # --------------------------------------------------------------------------------------------- wire bodies
 
 
-@functools.cache
 def _http() -> Any:
-    """The HTTP library the installed SDK is built on: ``httpx2`` (anthropic 2.x) or ``httpx`` (earlier)."""
-    from anthropic import _base_client
-
-    module = getattr(_base_client, "httpx2", None) or getattr(_base_client, "httpx", None)
-    if module is None:  # pragma: no cover - an SDK on some other HTTP library
-        import httpx2 as module
-    return module
-
-
-def _replay_body_class() -> type[ReplayBody]:
-    # Made on first use, so that the HTTP library is imported then and not with this module.
-    return replay_body_class(_http())
+    return _wire.http_library("anthropic")
 
 
 def sse_pieces(kind: StreamKind, chunks: Sequence[Mapping[str, Any]]) -> list[bytes]:
@@ -266,33 +248,10 @@ def sse_pieces(kind: StreamKind, chunks: Sequence[Mapping[str, Any]]) -> list[by
 
 
 def http_response(
-    *,
-    status: int = 200,
-    body: Any = None,
-    pieces: Sequence[bytes] | None = None,
-    headers: Mapping[str, str] | None = None,
-    url: str = _DEFAULT_BASE_URL + "v1/messages",
-    method: str = "POST",
+    *, url: str = _DEFAULT_BASE_URL + "v1/messages", **fields: Any
 ) -> httpx2.Response:
-    """An ``httpx2.Response`` that no network produced: JSON ``body``, or a stream of SSE ``pieces``."""
-    http = _http()
-    request = http.Request(method, url)
-    merged = {k.lower(): v for k, v in (headers or {}).items()}
-    if pieces is not None:
-        merged.setdefault("content-type", "text/event-stream; charset=utf-8")
-        stream = _replay_body_class()(pieces)
-        return cast(
-            "httpx2.Response", http.Response(status, headers=merged, stream=stream, request=request)
-        )
-    if isinstance(body, str):
-        content = body.encode()
-        merged.setdefault("content-type", "text/plain; charset=utf-8")
-    else:
-        content = b"" if body is None else orjson.dumps(body)
-        merged.setdefault("content-type", "application/json")
-    response = http.Response(status, headers=merged, content=content, request=request)
-    response.elapsed = timedelta(0)
-    return cast("httpx2.Response", response)
+    """An ``httpx2.Response`` that no network produced (see :func:`_wire.http_response`)."""
+    return cast("httpx2.Response", _wire.http_response(_http(), url=url, **fields))
 
 
 def _url(client: Any) -> str:
@@ -385,8 +344,7 @@ def rebuild_message_stream_manager(
 
 
 def raw_response_mode(extra_headers: Mapping[str, Any] | None) -> Literal["raw", "stream"] | None:
-    """Which wrapper made a call: ``"raw"`` for ``.with_raw_response``, ``"stream"`` for
-    ``.with_streaming_response``, ``None`` for a plain call. The wrappers say so in ``extra_headers``."""
+    """``"raw"``, ``"stream"`` or ``None`` (see :func:`_wire.raw_response_mode`)."""
     from anthropic._constants import RAW_RESPONSE_HEADER
 
     return _wire.raw_response_mode(extra_headers, RAW_RESPONSE_HEADER, ("raw", "true"))
@@ -481,9 +439,7 @@ def error_for_status(
     ``type``/``api_message`` and ``response``. The class comes from a fixed table by status code; the SDK
     also picks a narrower subclass by ``error.details.error_code`` (``FileExpiredError`` ...), which replay
     does not: it gives that class's status-level parent."""
-    if not isinstance(status, int) or isinstance(status, bool) or not 400 <= status <= 599:
-        raise ValueError(f"an error status is an integer from 400 to 599, not {status!r}")
-    response = http_response(status=status, body=body, headers=headers, url=url)
+    response = http_response(status=_wire.error_status(status), body=body, headers=headers, url=url)
     if body is None:
         message = f"Error code: {status}"
     elif isinstance(body, str):

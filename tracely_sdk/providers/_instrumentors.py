@@ -7,7 +7,9 @@ switches off the other ``openai`` instrumentors and leaves tracely's, and
 (or by hand), so ``opentelemetry-instrumentation`` stays an optional dependency.
 
 They are the same patches as ``tracely.init(instrument=...)``: spans go to the global tracer
-provider (a ``tracer_provider`` argument is not used: tracely's calls share one tracer).
+provider (a ``tracer_provider`` argument is not used: tracely's calls share one tracer). The
+first tracely span attaches the recorder to that provider when no tracely configurator did
+(``OTEL_PYTHON_CONFIGURATOR`` naming another one): see ``tracely_sdk._startup``.
 
 When another instrumentor of the same SDK is active too (the contrib ``openai-v2``,
 OpenLLMetry, OpenInference), both record: whichever wrapped the method last is the outer
@@ -25,7 +27,7 @@ from opentelemetry.instrumentation.instrumentor import (  # type: ignore[attr-de
     BaseInstrumentor,
 )
 
-from tracely_sdk import providers
+from tracely_sdk import _startup, providers
 from tracely_sdk.errors import MissingDependency
 
 __all__ = ["TracelyAnthropicInstrumentor", "TracelyOpenAIInstrumentor"]
@@ -44,9 +46,14 @@ class _TracelyInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         except MissingDependency as exc:
             # What opentelemetry-instrument reports quietly: this library is not installed.
             raise ModuleNotFoundError(str(exc), name=self.provider) from exc
+        # Recorded whichever configurator ran: tracely's attached the recorder already (this
+        # then adds nothing), any other one only exported.
+        _startup.request()
 
     def _uninstrument(self, **kwargs: Any) -> None:
         providers.uninstrument((self.provider,))
+        if not providers.patched_methods():
+            _startup.cancel()
 
 
 class TracelyOpenAIInstrumentor(_TracelyInstrumentor):

@@ -41,13 +41,11 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Literal, cast, overload
 
 import orjson
 
 from tracely_sdk.providers import _wire
-from tracely_sdk.providers._wire import ReplayBody, replay_body_class
 
 if TYPE_CHECKING:
     import httpx2
@@ -192,11 +190,7 @@ def record_headers(headers: Mapping[str, str] | Iterable[tuple[str, str]]) -> di
 
 
 def record_error(exc: BaseException) -> dict[str, Any]:
-    """The recording of a failed call: ``{"type", "message", "status", "body", "headers", "timeout"}``.
-
-    ``body`` is the error body as the server sent it, so ``error_for_status`` rebuilds the same exception.
-    A failure without a response (a timeout, a dropped connection) has ``status`` ``None``.
-    """
+    """The recording of a failed call (see :func:`_wire.error_record`)."""
     import openai
 
     return _wire.error_record(exc, openai, record_headers, lambda e: _wire_body(e.response, e.body))
@@ -371,24 +365,8 @@ def _parse_response(response: Any, text_format: Any, input_tools: Iterable[Any] 
 # --------------------------------------------------------------------------------------------- wire bodies
 
 
-@functools.cache
 def _http() -> Any:
-    """The HTTP library the installed SDK is built on: ``httpx2`` (openai 3.x) or ``httpx`` (earlier)."""
-    from openai import _base_client
-
-    module = getattr(_base_client, "httpx2", None) or getattr(_base_client, "httpx", None)
-    if module is None:  # pragma: no cover - an SDK on some other HTTP library
-        import httpx2 as module
-    return module
-
-
-def _replay_body_class() -> type[ReplayBody]:
-    # Made on first use, so that the HTTP library is imported then and not with this module.
-    return replay_body_class(_http())
-
-
-def _replay_body(pieces: Sequence[bytes]) -> Any:
-    return _replay_body_class()(pieces)
+    return _wire.http_library("openai")
 
 
 def sse_pieces(kind: StreamKind, chunks: Sequence[Mapping[str, Any]]) -> list[bytes]:
@@ -412,34 +390,9 @@ def sse_pieces(kind: StreamKind, chunks: Sequence[Mapping[str, Any]]) -> list[by
     return pieces
 
 
-def http_response(
-    *,
-    status: int = 200,
-    body: Any = None,
-    pieces: Sequence[bytes] | None = None,
-    headers: Mapping[str, str] | None = None,
-    url: str = _DEFAULT_BASE_URL,
-    method: str = "POST",
-) -> httpx2.Response:
-    """An ``httpx2.Response`` that no network produced: JSON ``body``, or a stream of SSE ``pieces``."""
-    http = _http()
-    request = http.Request(method, url)
-    merged = {k.lower(): v for k, v in (headers or {}).items()}
-    if pieces is not None:
-        merged.setdefault("content-type", "text/event-stream; charset=utf-8")
-        return cast(
-            "httpx2.Response",
-            http.Response(status, headers=merged, stream=_replay_body(pieces), request=request),
-        )
-    if isinstance(body, str):
-        content = body.encode()
-        merged.setdefault("content-type", "text/plain; charset=utf-8")
-    else:
-        content = b"" if body is None else orjson.dumps(body)
-        merged.setdefault("content-type", "application/json")
-    response = http.Response(status, headers=merged, content=content, request=request)
-    response.elapsed = timedelta(0)
-    return cast("httpx2.Response", response)
+def http_response(*, url: str = _DEFAULT_BASE_URL, **fields: Any) -> httpx2.Response:
+    """An ``httpx2.Response`` that no network produced (see :func:`_wire.http_response`)."""
+    return cast("httpx2.Response", _wire.http_response(_http(), url=url, **fields))
 
 
 def _url(client: Any, kind: str) -> str:
@@ -592,8 +545,7 @@ def rebuild_responses_stream_manager(
 
 
 def raw_response_mode(extra_headers: Mapping[str, Any] | None) -> Literal["raw", "stream"] | None:
-    """Which wrapper made a call: ``"raw"`` for ``.with_raw_response``, ``"stream"`` for
-    ``.with_streaming_response``, ``None`` for a plain call. The wrappers say so in ``extra_headers``."""
+    """``"raw"``, ``"stream"`` or ``None`` (see :func:`_wire.raw_response_mode`)."""
     from openai._constants import RAW_RESPONSE_HEADER
 
     return _wire.raw_response_mode(extra_headers, RAW_RESPONSE_HEADER, ("true",))
@@ -696,9 +648,7 @@ def error_for_status(
     """The exception the SDK raises for an error response of ``status`` with ``body`` (as the server sent it)
     and ``headers``, made as the SDK makes it: same class (from a fixed table by status), message, ``body``,
     ``status_code``, ``request_id`` and ``response``."""
-    if not isinstance(status, int) or isinstance(status, bool) or not 400 <= status <= 599:
-        raise ValueError(f"an error status is an integer from 400 to 599, not {status!r}")
-    response = http_response(status=status, body=body, headers=headers, url=url)
+    response = http_response(status=_wire.error_status(status), body=body, headers=headers, url=url)
     message = f"Error code: {status}"
     error = body.get("error", body) if isinstance(body, Mapping) else None
     detail = error.get("message") if isinstance(error, Mapping) else None

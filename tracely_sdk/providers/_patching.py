@@ -1,6 +1,6 @@
 """How provider methods are patched, and how a patched call runs.
 
-Installing (``install`` / ``uninstall``)
+Installing (``install`` / ``uninstall``, in ``_install``, re-exported here)
     A patch is a wrapt ``FunctionWrapper`` put on a class attribute (``Completions.create``),
     so every client, old or new, sees it at call time. Installing is idempotent: a method
     carries at most one tracely wrapper. Uninstalling restores exactly the object that was
@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 import weakref
 from collections.abc import (
     AsyncIterator,
@@ -36,14 +37,11 @@ from collections.abc import (
     Iterable,
     Iterator,
     Mapping,
-    Sequence,
 )
-from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, NoReturn, Protocol
 
 import orjson
-import wrapt
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 
@@ -51,12 +49,22 @@ from tracely_otel import attributes as A
 from tracely_otel._foreign import input_messages
 from tracely_sdk import _redact, _replay
 from tracely_sdk._matching import LLM
-from tracely_sdk._seam import Call
+from tracely_sdk._seam import Call, error_status
 from tracely_sdk.errors import ConfigError
+from tracely_sdk.providers._install import (
+    bodies,
+    capture_body,
+    in_chain,
+    install,
+    is_installed,
+    made_of,
+    uninstall,
+    wire_body,
+    wrapper_of,
+)
 
 logger = logging.getLogger("tracely")
 
-Wrapper = Callable[[Callable[..., Any], Any, tuple[Any, ...], dict[str, Any]], Any]
 
 # GenAI semantic-convention names not (yet) in tracely_otel._attributes.
 GEN_AI_REQUEST_MAX_TOKENS = "gen_ai.request.max_tokens"
@@ -76,221 +84,7 @@ def warn_once(key: str, message: str, *args: Any, exc_info: bool = False) -> Non
         logger.warning(message, *args, exc_info=exc_info)
 
 
-# --------------------------------------------------------------------------- installing wrappers
-
-
-@dataclass(eq=False)
-class _Installed:
-    owner: type
-    attribute: str
-    original: Any
-    wrapper: Any
-    enabled: bool = True
-
-
-_installed: dict[tuple[type, str], _Installed] = {}
-_install_lock = threading.RLock()
-
-
-def in_chain(obj: Any, target: Any) -> bool:
-    """Whether ``target`` is ``obj`` or one of the wrappers/functions it wraps."""
-    if target is None:
-        return False
-    for _ in range(64):
-        if obj is None:
-            return False
-        # A wrapt wrapper bound to a class (what getattr on the class gives) names its parent.
-        if obj is target or getattr(obj, "_self_parent", None) is target:
-            return True
-        try:
-            obj = getattr(obj, "__wrapped__", None)
-        except Exception:
-            return False
-    return False
-
-
-def _gate(record: _Installed, wrapper: Wrapper) -> Wrapper:
-    def gate(wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any) -> Any:
-        if not record.enabled:
-            return wrapped(*args, **kwargs)
-        return wrapper(wrapped, instance, args, kwargs)
-
-    return gate
-
-
-def install(owner: type, attribute: str, wrapper: Wrapper) -> None:
-    """Wrap ``owner.attribute`` with ``wrapper`` (wrapt's signature); idempotent."""
-    with _install_lock:
-        key = (owner, attribute)
-        current = owner.__dict__.get(attribute)
-        record = _installed.get(key)
-        if record is not None:
-            if in_chain(current, record.wrapper):
-                record.enabled = True
-                return
-            # Someone removed tracely's wrapper (a naive unwrap of a wrapper under it).
-            record.enabled = False
-            del _installed[key]
-        if current is None:
-            raise AttributeError(f"{owner.__qualname__} has no attribute {attribute!r} to patch")
-        record = _Installed(owner, attribute, current, None)
-        function_wrapper = wrapt.FunctionWrapper(current, _gate(record, wrapper))
-        record.wrapper = function_wrapper
-        setattr(owner, attribute, function_wrapper)
-        _installed[key] = record
-
-
-def uninstall(owner: type, attribute: str) -> None:
-    """Undo :func:`install`: restore the original, or leave a pass-through (module docstring)."""
-    with _install_lock:
-        key = (owner, attribute)
-        record = _installed.get(key)
-        if record is None:
-            return
-        current = owner.__dict__.get(attribute)
-        # OpenTelemetry's `unwrap` puts back `getattr(owner, attribute).__wrapped__`: tracely's
-        # wrapper bound to the class, which is still tracely's own at the top of the chain.
-        if current is record.wrapper or getattr(current, "_self_parent", None) is record.wrapper:
-            setattr(owner, attribute, record.original)
-            record.enabled = False
-            del _installed[key]
-        elif in_chain(current, record.wrapper):
-            record.enabled = False  # stays in the other wrapper's chain, as a pass-through
-        else:
-            record.enabled = False
-            del _installed[key]
-
-
-def is_installed(owner: type, attribute: str) -> bool:
-    """Whether tracely's wrapper on ``owner.attribute`` is in place and switched on."""
-    record = _installed.get((owner, attribute))
-    return (
-        record is not None
-        and record.enabled
-        and in_chain(owner.__dict__.get(attribute), record.wrapper)
-    )
-
-
-def wrapper_of(owner: type, attribute: str) -> Any:
-    """Tracely's wrapper object on ``owner.attribute`` (None when not installed)."""
-    record = _installed.get((owner, attribute))
-    return None if record is None else record.wrapper
-
-
 # --------------------------------------------------------------------------- settings
-
-
-class ProviderPatches:
-    """One SDK's patch set: its create-method targets and the network safety net.
-
-    ``targets`` are ``(owner, method, name, wrapper)``; ``net``/``anet`` guard the sync and
-    async base clients' ``request``, and any of ``clients`` that has a ``request`` of its own.
-    """
-
-    def __init__(
-        self,
-        targets: Sequence[tuple[type, str, str, Wrapper]],
-        clients: tuple[type, ...],
-        bases: tuple[type, type],
-        nets: tuple[Wrapper, Wrapper],
-    ) -> None:
-        self.targets = targets
-        self.clients = clients
-        self.sync_base, self.async_base = bases
-        self.net, self.anet = nets
-
-    def _nets(self) -> list[tuple[type, Wrapper]]:
-        nets: list[tuple[type, Wrapper]] = [
-            (self.sync_base, self.net),
-            (self.async_base, self.anet),
-        ]
-        # A client class with a `request` of its own (another instrumentor put one there, around
-        # the original function) goes around the base class's net: it gets the net too.
-        for client in self.clients:
-            is_async = issubclass(client, self.async_base)
-            base = self.async_base if is_async else self.sync_base
-            own = client.__dict__.get("request")
-            if own is not None and not in_chain(own, wrapper_of(base, "request")):
-                nets.append((client, self.anet if is_async else self.net))
-        return nets
-
-    def _parser(self) -> type | None:
-        """The base class that defines the SDK's ``_process_response_data`` (see
-        :func:`capture_body`); None for an SDK without one."""
-        for cls in self.sync_base.__mro__:
-            if _PARSE in cls.__dict__:
-                return cls
-        return None
-
-    def install(self) -> None:
-        for owner, method, _, wrapper in self.targets:
-            install(owner, method, wrapper)
-        for owner, net in self._nets():
-            install(owner, "request", net)
-        parser = self._parser()
-        if parser is not None:
-            install(parser, _PARSE, capture_body)
-
-    def uninstall(self) -> None:
-        for owner, method, _, _ in self.targets:
-            uninstall(owner, method)
-        for client in (*self.clients, self.sync_base, self.async_base):
-            uninstall(client, "request")
-        parser = self._parser()
-        if parser is not None:
-            uninstall(parser, _PARSE)
-
-    def patched(self) -> list[str]:
-        return [name for owner, method, name, _ in self.targets if is_installed(owner, method)]
-
-
-# Where both SDKs turn a response's JSON into their own object (on their BaseClient).
-_PARSE = "_process_response_data"
-
-# The JSON bodies the SDK made objects of during the live run of a patched call (or the making
-# of a streamed item), with the objects made, so that the call records the body as the server
-# sent it instead of dumping the SDK's object back to JSON (which was the largest part of
-# recording a call, and of each item of a stream).
-_bodies: ContextVar[list[tuple[Any, Any]] | None] = ContextVar("tracely_bodies", default=None)
-
-
-def capture_body(wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any) -> Any:
-    """The wrapper of the SDK's ``_process_response_data``: keeps the JSON body and the object
-    made of it while a patched call runs live (:func:`intercept`), and while the SDK makes the
-    next item of a live stream (:func:`tee`)."""
-    made = wrapped(*args, **kwargs)
-    bodies = _bodies.get()
-    if bodies is not None:
-        bodies.append((kwargs.get("data"), made))
-    return made
-
-
-def _made_of(item: Any, seen: list[tuple[Any, Any]]) -> dict[str, Any] | None:
-    """The JSON data that :func:`capture_body` saw the SDK make ``item`` of (by identity: the
-    chunks of one stream share their id)."""
-    for data, made in seen:
-        if made is item and type(data) is dict:
-            return data
-    return None
-
-
-def wire_body(obj: Any) -> dict[str, Any] | None:
-    """The JSON body the SDK made ``obj`` from in this live call, as the server sent it; None
-    when it was not seen (a raw response parsed later, an SDK without the hook).
-
-    ``obj`` is the object made, or one the SDK derived from it (``parse()`` makes a parsed
-    completion of the completion made): then the response id must be the same.
-    """
-    bodies = _bodies.get()
-    if not bodies:
-        return None
-    ident = getattr(obj, "id", None)
-    for data, made in reversed(bodies):
-        if type(data) is dict and (
-            made is obj or (isinstance(ident, str) and ident and data.get("id") == ident)
-        ):
-            return data
-    return None
 
 
 class _Settings:
@@ -556,9 +350,7 @@ def _answer(call: Call, value: Any) -> Any:
     if isinstance(value, Refused):
         error = value.error
         call.span.set_attribute(A.ERROR_TYPE, type(error).__qualname__)
-        call.span.set_status(
-            trace.Status(trace.StatusCode.ERROR, f"{type(error).__qualname__}: {error}")
-        )
+        call.span.set_status(error_status(error))
         raise error
     return value
 
@@ -667,17 +459,21 @@ def _fail(call: Call, spec: InterceptedCall, exc: BaseException) -> None:
     # same parser refuses it again on replay.
     _succeed(call, recording)
     call.span.set_attribute(A.ERROR_TYPE, type(exc).__qualname__)
-    call.span.set_status(trace.Status(trace.StatusCode.ERROR, f"{type(exc).__qualname__}: {exc}"))
+    call.span.set_status(error_status(exc))
 
 
 def _recorded(
-    call: Call, spec: InterceptedCall, outcome: Recording | TeeStream, result: Any
+    call: Call,
+    spec: InterceptedCall,
+    outcome: Recording | TeeStream,
+    result: Any,
+    started: float,
 ) -> Any:
     if isinstance(outcome, Recording):
         _succeed(call, outcome)
         _release(call, spec)
         return result
-    if not tee(outcome.stream, call, spec, outcome.headers):
+    if not tee(outcome.stream, call, spec, outcome.headers, started):
         _release(call, spec)
     return result
 
@@ -698,7 +494,8 @@ def intercept(spec: InterceptedCall, live: Callable[[], Any]) -> Any:
     # The call's span is current while the SDK runs, so the SDK's own spans are its children
     # (attached directly: `trace.use_span` costs a generator context manager per call).
     token = otel_context.attach(trace.set_span_in_context(call.span))
-    bodies = _bodies.set([])  # see wire_body: until the result is recorded
+    kept = bodies.set([])  # see wire_body: until the result is recorded
+    started = time.perf_counter()
     try:
         try:
             try:
@@ -715,8 +512,8 @@ def intercept(spec: InterceptedCall, live: Callable[[], Any]) -> Any:
             _unrecordable(call, spec)
             return result
     finally:
-        _bodies.reset(bodies)
-    return _recorded(call, spec, outcome, result)
+        bodies.reset(kept)
+    return _recorded(call, spec, outcome, result, started)
 
 
 async def aintercept(spec: InterceptedCall, live: Callable[[], Awaitable[Any]]) -> Any:
@@ -730,7 +527,8 @@ async def aintercept(spec: InterceptedCall, live: Callable[[], Awaitable[Any]]) 
     # The call's span is current while the SDK runs, so the SDK's own spans are its children
     # (attached directly: `trace.use_span` costs a generator context manager per call).
     token = otel_context.attach(trace.set_span_in_context(call.span))
-    bodies = _bodies.set([])  # see wire_body: until the result is recorded
+    kept = bodies.set([])  # see wire_body: until the result is recorded
+    started = time.perf_counter()
     try:
         try:
             try:
@@ -747,8 +545,8 @@ async def aintercept(spec: InterceptedCall, live: Callable[[], Awaitable[Any]]) 
             _unrecordable(call, spec)
             return result
     finally:
-        _bodies.reset(bodies)
-    return _recorded(call, spec, outcome, result)
+        bodies.reset(kept)
+    return _recorded(call, spec, outcome, result, started)
 
 
 # --------------------------------------------------------------------------- teeing a live stream
@@ -758,12 +556,20 @@ class _StreamRecorder:
     """The items of one live stream, each recorded as it passes; the stream is recorded on the
     call when it is done."""
 
-    __slots__ = ("active", "call", "chunks", "done", "headers", "spec")
+    __slots__ = ("active", "call", "chunks", "done", "first_chunk", "headers", "spec", "started")
 
-    def __init__(self, call: Call, spec: InterceptedCall, headers: Mapping[str, str] | None):
+    def __init__(
+        self,
+        call: Call,
+        spec: InterceptedCall,
+        headers: Mapping[str, str] | None,
+        started: float,
+    ) -> None:
         self.call = call
         self.spec = spec
         self.headers = headers
+        self.started = started  # perf_counter() when the request was sent
+        self.first_chunk: float | None = None  # seconds from the request to the first item
         # None once an item could not be recorded: the stream is then not recorded at all, as
         # a recording missing an item would be served as if it were whole.
         self.chunks: list[dict[str, Any]] | None = []
@@ -773,11 +579,13 @@ class _StreamRecorder:
     def add(self, item: Any, seen: list[tuple[Any, Any]]) -> None:
         """Record ``item`` before the agent has it: the agent may change it in place, and the
         SDK's object need not be kept until the stream ends."""
+        if self.first_chunk is None:
+            self.first_chunk = time.perf_counter() - self.started
         chunks = self.chunks
         if chunks is None:
             return
         try:
-            chunks.append(self.spec.record_item(item, _made_of(item, seen)))
+            chunks.append(self.spec.record_item(item, made_of(item, seen)))
         except Exception:
             self.chunks = None
             self._unrecorded()
@@ -794,7 +602,13 @@ class _StreamRecorder:
         chunks, self.chunks = self.chunks, []
         try:
             if chunks is not None:
-                _succeed(self.call, self.spec.record_stream(chunks, self.headers))
+                recording = self.spec.record_stream(chunks, self.headers)
+                if self.first_chunk is not None:
+                    recording.attributes = {
+                        **(recording.attributes or {}),
+                        A.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK: self.first_chunk,
+                    }
+                _succeed(self.call, recording)
         except Exception:
             self._unrecorded()
         finally:
@@ -823,11 +637,11 @@ def _sync_tee(inner: Iterator[Any], recorder: _StreamRecorder) -> Iterator[Any]:
             try:
                 # The item's JSON data, as the server sent it, is recorded rather than a dump of
                 # the object the SDK made of it: see capture_body.
-                token = _bodies.set(seen)
+                token = bodies.set(seen)
                 try:
                     item = next(inner)
                 finally:
-                    _bodies.reset(token)
+                    bodies.reset(token)
             except StopIteration:
                 recorder.active = False
                 recorder.finish()
@@ -853,11 +667,11 @@ async def _async_tee(inner: AsyncIterator[Any], recorder: _StreamRecorder) -> As
             recorder.active = True
             seen: list[tuple[Any, Any]] = []
             try:
-                token = _bodies.set(seen)  # as in _sync_tee
+                token = bodies.set(seen)  # as in _sync_tee
                 try:
                     item = await inner.__anext__()
                 finally:
-                    _bodies.reset(token)
+                    bodies.reset(token)
             except StopAsyncIteration:
                 recorder.active = False
                 recorder.finish()
@@ -911,7 +725,13 @@ def _hook_close(response: Any, recorder: _StreamRecorder, is_async: bool) -> Non
         response.close = close
 
 
-def tee(stream: Any, call: Call, spec: InterceptedCall, headers: Mapping[str, str] | None) -> bool:
+def tee(
+    stream: Any,
+    call: Call,
+    spec: InterceptedCall,
+    headers: Mapping[str, str] | None,
+    started: float,
+) -> bool:
     """Record ``stream``'s items as they pass, in place: the caller keeps the SDK's object.
 
     Returns False when the stream cannot be teed (an SDK without the stream internals this
@@ -924,7 +744,7 @@ def tee(stream: Any, call: Call, spec: InterceptedCall, headers: Mapping[str, st
     except Exception:
         warn_once("tee", "tracely: cannot record %s streams of this SDK", type(stream).__name__)
         return False
-    recorder = _StreamRecorder(call, spec, headers)
+    recorder = _StreamRecorder(call, spec, headers, started)
     stream._iterator = _async_tee(inner, recorder) if is_async else _sync_tee(inner, recorder)
     try:
         _hook_close(response, recorder, is_async)
@@ -939,6 +759,7 @@ def tee(stream: Any, call: Call, spec: InterceptedCall, headers: Mapping[str, st
 
 
 _served: dict[int, tuple[weakref.ref[Any], list[weakref.ref[Any]]]] = {}
+_ended: set[int] = set()  # the sessions in _served whose fixtures() block has ended
 _served_lock = threading.Lock()
 
 
@@ -952,13 +773,23 @@ def served_stream(session: Any, response: Any) -> None:
         if entry is None or entry[0]() is not session:
             entry = (weakref.ref(session), [])
             _served[key] = entry
+            _ended.discard(key)
             weakref.finalize(session, _close_served, key)
+            # A replayed stream may still be read after its block ends: it is closed at the
+            # next block or when the session is freed, whichever comes first.
+            session.on_end(lambda: _end(key))
         entry[1].append(weakref.ref(response))
+
+
+def _end(key: int) -> None:
+    with _served_lock:
+        _ended.add(key)
 
 
 def _close_served(key: int) -> None:
     with _served_lock:
         entry = _served.pop(key, None)
+        _ended.discard(key)
     if entry is None:
         return
     for ref in entry[1]:
@@ -973,10 +804,8 @@ def _close_served(key: int) -> None:
 
 def close_finished_streams() -> None:
     """Close the replayed streams of every fixtures() block that has ended."""
-    with _replay._active_lock:
-        active = {id(s) for s in _replay._active}
     with _served_lock:
-        keys = [k for k, (ref, _) in _served.items() if ref() is None or k not in active]
+        keys = [k for k, (ref, _) in _served.items() if ref() is None or k in _ended]
     for key in keys:
         _close_served(key)
 

@@ -10,6 +10,7 @@ either.
 from __future__ import annotations
 
 import functools
+import importlib
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import timedelta
 from types import ModuleType
@@ -50,6 +51,46 @@ def replay_body_class(http: Any) -> type[ReplayBody]:
     return type("ReplayBody", (ReplayBody, http.SyncByteStream, http.AsyncByteStream), {})
 
 
+@functools.cache
+def http_library(sdk: str) -> Any:
+    """The HTTP library the installed SDK ``sdk`` is built on: ``httpx2`` (openai 3.x,
+    anthropic 2.x) or ``httpx`` (earlier)."""
+    base_client = importlib.import_module(f"{sdk}._base_client")
+    module = getattr(base_client, "httpx2", None) or getattr(base_client, "httpx", None)
+    if module is None:  # pragma: no cover - an SDK on some other HTTP library
+        import httpx2 as module
+    return module
+
+
+def http_response(
+    http: Any,
+    *,
+    url: str,
+    status: int = 200,
+    body: Any = None,
+    pieces: Sequence[bytes] | None = None,
+    headers: Mapping[str, str] | None = None,
+    method: str = "POST",
+) -> Any:
+    """A response of ``http`` that no network produced: JSON ``body``, or a stream of SSE
+    ``pieces``."""
+    request = http.Request(method, url)
+    merged = {k.lower(): v for k, v in (headers or {}).items()}
+    if pieces is not None:
+        merged.setdefault("content-type", "text/event-stream; charset=utf-8")
+        stream = replay_body_class(http)(pieces)
+        return http.Response(status, headers=merged, stream=stream, request=request)
+    if isinstance(body, str):
+        content = body.encode()
+        merged.setdefault("content-type", "text/plain; charset=utf-8")
+    else:
+        content = b"" if body is None else orjson.dumps(body)
+        merged.setdefault("content-type", "application/json")
+    response = http.Response(status, headers=merged, content=content, request=request)
+    response.elapsed = timedelta(0)
+    return response
+
+
 # --------------------------------------------------------------------------------------------- recording
 
 
@@ -65,6 +106,13 @@ def kept_headers(
         if name in safe or name.startswith(prefix):
             kept[name] = value
     return kept
+
+
+def error_status(status: Any) -> int:
+    """``status`` if it is an HTTP error status, else a ValueError that says what it must be."""
+    if not isinstance(status, int) or isinstance(status, bool) or not 400 <= status <= 599:
+        raise ValueError(f"an error status is an integer from 400 to 599, not {status!r}")
+    return status
 
 
 def error_record(

@@ -30,9 +30,10 @@ lenient mode, or outside the replayed code.
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, NoReturn
+from typing import Any
 
 import anthropic
 import orjson
@@ -40,10 +41,13 @@ from anthropic._base_client import AsyncAPIClient, SyncAPIClient
 from anthropic.resources.messages.messages import AsyncMessages, Messages
 
 from tracely_otel import attributes as A
-from tracely_sdk import _replay
-from tracely_sdk.errors import LLMError, ReplayError
+from tracely_otel._foreign import content_parts, genai_finish_reason
+from tracely_otel._genai import ChatMessage, OutputMessage
+from tracely_sdk.errors import ReplayError
 from tracely_sdk.providers import _anthropic_codec as codec
 from tracely_sdk.providers import _patching as P
+from tracely_sdk.providers._install import Wrapper
+from tracely_sdk.providers._provider import Provider, ProviderCall, request_attributes
 
 PROVIDER = "anthropic"
 
@@ -52,18 +56,16 @@ TAG_EVENTS = "anthropic.message.events"
 TAG_GENAI = "gen_ai.messages"
 
 _OMIT = (anthropic.NotGiven, anthropic.Omit)
-_STREAMS: tuple[type, ...] = (anthropic.Stream, anthropic.AsyncStream)
-_live = False
-
-
-def set_live(live: bool) -> None:
-    """Record calls outside fixtures() blocks too (``instrument``)."""
-    global _live
-    _live = live
-
-
-def _wanted() -> bool:
-    return _live or _replay.current_session() is not None
+PROVIDER_LAYER = Provider(
+    PROVIDER,
+    codec,
+    (anthropic.Anthropic, anthropic.AsyncAnthropic),
+    (SyncAPIClient, AsyncAPIClient),
+)
+set_live = PROVIDER_LAYER.set_live
+install = PROVIDER_LAYER.install
+uninstall = PROVIDER_LAYER.uninstall
+patched = PROVIDER_LAYER.patched
 
 
 def _given(kwargs: Mapping[str, Any], key: str) -> Any:
@@ -73,14 +75,11 @@ def _given(kwargs: Mapping[str, Any], key: str) -> Any:
 
 # --------------------------------------------------------------------------- GenAI conventions
 
-_STOP_TO_GENAI = {
-    "end_turn": "stop",
+# The stop reasons of the Messages API that the shared table leaves as they are.
+_STOPS: dict[Any, str] = {
     "stop_sequence": "stop",
     "pause_turn": "stop",
-    "max_tokens": "length",
     "model_context_window_exceeded": "length",
-    "tool_use": "tool_call",
-    "refusal": "content_filter",
 }
 _STOP_FROM_GENAI = {
     "stop": "end_turn",
@@ -90,76 +89,24 @@ _STOP_FROM_GENAI = {
 }
 
 
-def _block_parts(content: Any) -> list[dict[str, Any]]:
-    if content is None:
-        return []
-    if isinstance(content, str):
-        return [{"type": "text", "content": content}]
-    parts: list[dict[str, Any]] = []
-    for block in content if isinstance(content, list) else [content]:
-        if isinstance(block, str):
-            parts.append({"type": "text", "content": block})
-            continue
-        if not isinstance(block, Mapping):
-            continue
-        kind = block.get("type")
-        if kind == "text":
-            parts.append({"type": "text", "content": block.get("text")})
-        elif kind in ("tool_use", "server_tool_use"):
-            parts.append(
-                {
-                    "type": "tool_call",
-                    "id": block.get("id"),
-                    "name": block.get("name"),
-                    "arguments": block.get("input"),
-                }
-            )
-        elif kind == "tool_result":
-            response = block.get("content")
-            if isinstance(response, list):
-                response = " ".join(
-                    str(p.get("content")) for p in _block_parts(response) if "content" in p
-                )
-            parts.append(
-                {"type": "tool_call_response", "id": block.get("tool_use_id"), "response": response}
-            )
-        elif kind == "thinking":
-            parts.append({"type": "reasoning", "content": block.get("thinking")})
-        elif kind == "image" and isinstance(block.get("source"), Mapping):
-            source = block["source"]
-            if source.get("type") == "url":
-                parts.append({"type": "uri", "modality": "image", "uri": source.get("url")})
-            else:
-                parts.append(
-                    {
-                        "type": "blob",
-                        "modality": "image",
-                        "mime_type": source.get("media_type"),
-                        "content": source.get("data"),
-                    }
-                )
-        else:
-            parts.append(dict(block))
-    return parts
-
-
-def genai_input_messages(messages: Any) -> list[dict[str, Any]]:
+def genai_input_messages(messages: Any) -> list[ChatMessage]:
     """Anthropic messages in the GenAI conventions' ``gen_ai.input.messages`` shape."""
-    out: list[dict[str, Any]] = []
+    out: list[ChatMessage] = []
     for raw in P.plain(messages, _OMIT) or []:
         if isinstance(raw, dict):
-            out.append({"role": raw.get("role"), "parts": _block_parts(raw.get("content"))})
+            role: Any = raw.get("role")
+            out.append({"role": role, "parts": content_parts(raw.get("content"))})
     return out
 
 
-def genai_output_messages(body: Mapping[str, Any]) -> list[dict[str, Any]]:
+def genai_output_messages(body: Mapping[str, Any]) -> list[OutputMessage]:
     """A message body in the GenAI conventions' ``gen_ai.output.messages`` shape."""
     reason = body.get("stop_reason")
     return [
         {
             "role": "assistant",
-            "parts": _block_parts(body.get("content")),
-            "finish_reason": _STOP_TO_GENAI.get(str(reason), reason or "stop"),
+            "parts": content_parts(body.get("content")),
+            "finish_reason": genai_finish_reason(_STOPS.get(reason, reason)),
         }
     ]
 
@@ -338,7 +285,13 @@ def _reply_from_body(body: Mapping[str, Any]) -> P.Reply:
             )
     reason = body.get("stop_reason")
     return P.Reply(
-        [("".join(texts) if texts else None, calls, _STOP_TO_GENAI.get(str(reason), "stop"))],
+        [
+            (
+                "".join(texts) if texts else None,
+                calls,
+                genai_finish_reason(_STOPS.get(reason, reason), unknown="stop"),
+            )
+        ],
         model=str(body.get("model") or ""),
         response_id=str(body.get("id") or "replay"),
         usage=_usage_of(body),
@@ -374,21 +327,14 @@ def _format_name(kwargs: Mapping[str, Any]) -> str | None:
     return None
 
 
-class _Call(P.Intercepted):
+class _Call(ProviderCall):
     """One call to a patched Anthropic method: what to record, and how to serve it."""
 
-    __slots__ = (
-        "attributes",
-        "call",
-        "client",
-        "input",
-        "kwargs",
-        "model",
-        "parsed",
-        "provider",
-        "raw",
-        "stream",
-    )
+    codec = codec
+    api_error = anthropic.APIError
+    streams = (anthropic.Stream, anthropic.AsyncStream)
+
+    __slots__ = ()
 
     def __init__(
         self,
@@ -417,10 +363,14 @@ class _Call(P.Intercepted):
             key["system"] = system
         if _given(kwargs, "tools") is not None:
             key["tools"] = kwargs["tools"]
-        attributes: dict[str, Any] = {
-            A.GEN_AI_PROVIDER_NAME: PROVIDER,
-            **P.server_attributes(self.client),
-        }
+        attributes = request_attributes(
+            PROVIDER,
+            self.client,
+            stream=stream,
+            max_tokens=_given(kwargs, "max_tokens"),
+            temperature=_given(kwargs, "temperature"),
+            top_p=_given(kwargs, "top_p"),
+        )
         fmt = _format_name(kwargs)
         if fmt is not None:
             key["output_format"] = fmt
@@ -434,13 +384,6 @@ class _Call(P.Intercepted):
                 )
             except ValueError:
                 pass  # not messages: compared as given, which reports the difference
-        for name, value in (
-            (P.GEN_AI_REQUEST_MAX_TOKENS, _given(kwargs, "max_tokens")),
-            (P.GEN_AI_REQUEST_TEMPERATURE, _given(kwargs, "temperature")),
-            (P.GEN_AI_REQUEST_TOP_P, _given(kwargs, "top_p")),
-        ):
-            if isinstance(value, (int, float)) and not isinstance(value, bool):
-                attributes[name] = value
         if P.settings.capture_content:
             try:
                 attributes[A.GEN_AI_INPUT_MESSAGES] = P.content_json(
@@ -448,7 +391,7 @@ class _Call(P.Intercepted):
                 )
                 if system is not None:
                     attributes[P.GEN_AI_SYSTEM_INSTRUCTIONS] = P.content_json(
-                        _block_parts(P.plain(system, _OMIT))
+                        content_parts(P.plain(system, _OMIT))
                     )
             except Exception:
                 P.warn_once(
@@ -467,83 +410,31 @@ class _Call(P.Intercepted):
 
     # -- recording -----------------------------------------------------------------------
 
-    def _response_attributes(self, body: Mapping[str, Any]) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        if isinstance(body.get("model"), str):
-            out[A.GEN_AI_RESPONSE_MODEL] = body["model"]
-        if isinstance(body.get("id"), str):
-            out[A.GEN_AI_RESPONSE_ID] = body["id"]
-        if isinstance(body.get("stop_reason"), str):
-            out[A.GEN_AI_RESPONSE_FINISH_REASONS] = (body["stop_reason"],)
-        if P.settings.capture_content:
-            try:
-                out[A.GEN_AI_OUTPUT_MESSAGES] = P.content_json(genai_output_messages(body))
-            except Exception:
-                P.warn_once(
-                    "anthropic-output",
-                    "tracely: could not capture the output messages",
-                    exc_info=True,
-                )
-        return out
+    @property
+    def tags(self) -> tuple[str, str]:
+        return TAG_MESSAGE, TAG_EVENTS
 
-    def _recording(self, result: Any, headers: Mapping[str, str] | None) -> P.Recording:
-        value = codec.record_response(result, P.wire_body(result))
-        if headers:
-            value["headers"] = dict(headers)
-        body = value["body"]
-        return P.Recording(value, TAG_MESSAGE, _usage_of(body), self._response_attributes(body))
+    def reasons(self, body: Mapping[str, Any]) -> list[str]:
+        reason = body.get("stop_reason")
+        return [reason] if isinstance(reason, str) else []
 
-    def _parsed_recordable(
-        self, result: Any, headers: Mapping[str, str] | None
-    ) -> P.Recording | P.TeeStream:
-        stream = P.find_stream(result, _STREAMS) if self.stream else None
-        if stream is not None:
-            if headers is None:
-                headers = codec.record_headers(stream.response.headers)
-            return P.TeeStream(stream, headers)
-        return self._recording(result, headers)
+    def asks_for_tools(self, body: Mapping[str, Any]) -> bool:
+        return any(
+            isinstance(block, dict) and block.get("type") in ("tool_use", "server_tool_use")
+            for block in body.get("content") or ()
+        )
 
-    def recordable(self, result: Any) -> P.Recording | P.TeeStream:
-        if self.raw is not None:
-            return self._parsed_recordable(result.parse(), codec.record_headers(result.headers))
-        return self._parsed_recordable(result, None)
+    def output_messages(self, body: Mapping[str, Any]) -> list[OutputMessage]:
+        return genai_output_messages(body)
 
-    async def arecordable(self, result: Any) -> P.Recording | P.TeeStream:
-        if self.raw is not None:
-            parsed = result.parse()
-            if inspect.isawaitable(parsed):
-                parsed = await parsed
-            return self._parsed_recordable(parsed, codec.record_headers(result.headers))
-        return self._parsed_recordable(result, None)
+    def body_usage(self, body: Mapping[str, Any]) -> tuple[int, int] | None:
+        return _usage_of(body)
 
-    @staticmethod
-    def record_item(item: Any, wire: dict[str, Any] | None) -> dict[str, Any]:
-        return codec.record_chunk(item, wire)
-
-    def record_stream(
-        self, chunks: list[dict[str, Any]], headers: Mapping[str, str] | None
-    ) -> P.Recording:
-        value: dict[str, Any] = {"chunks": chunks}
-        if headers:
-            value["headers"] = dict(headers)
+    def stream_body(self, chunks: list[dict[str, Any]]) -> dict[str, Any]:
         try:
-            body = body_from_events(chunks)
+            return body_from_events(chunks)
         except ValueError:
-            body = {}  # cut short before message_start
-        return P.Recording(value, TAG_EVENTS, _usage_of(body), self._response_attributes(body))
-
-    def failure_recording(self, exc: BaseException) -> P.Recording | None:
-        return None
-
-    def record_error(self, exc: BaseException) -> dict[str, Any]:
-        if isinstance(exc, anthropic.APIError):
-            return codec.record_error(exc)
-        return {"type": type(exc).__qualname__, "message": str(exc)}
-
-    def raise_error(self, error: Mapping[str, Any], label: str) -> NoReturn:
-        if "status" in error and "timeout" in error:
-            raise codec.rebuild_error(error, url=self._url())
-        raise LLMError(label, str(error.get("type")), str(error.get("message")))
+            return {}  # cut short before message_start
 
     def _url(self) -> str:
         return str(self.client.base_url).rstrip("/") + "/v1/messages"
@@ -621,20 +512,14 @@ class _Call(P.Intercepted):
             )
         return codec.rebuild_response("message", recording)
 
-    def served_attributes(self, entry: Mapping[str, Any]) -> Mapping[str, Any] | None:
-        try:
-            body = self._body_of(entry["output"], entry)["body"]
-        except ValueError:
-            return None  # a stream recorded cut short before its first event
-        return self._response_attributes(body)
-
 
 def _spec(
     provider: str,
+    parsed: bool,
     instance: Any,
+    args: Any,
     kwargs: dict[str, Any],
     *,
-    parsed: bool,
     stream: bool | None = None,
 ) -> _Call | None:
     model = kwargs.get("model")
@@ -642,28 +527,6 @@ def _spec(
         return None  # the SDK's own argument checks answer this call
     streamed = bool(_given(kwargs, "stream")) if stream is None else stream
     return _Call(provider, instance, kwargs, model, parsed=parsed, stream=streamed)
-
-
-def _wrapper(provider: str, parsed: bool, is_async: bool) -> P.Wrapper:
-    if is_async:
-
-        async def async_wrapper(
-            wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any
-        ) -> Any:
-            spec = _spec(provider, instance, kwargs, parsed=parsed) if _wanted() else None
-            if spec is None:
-                return await wrapped(*args, **kwargs)
-            return await P.aintercept(spec, lambda: wrapped(*args, **kwargs))
-
-        return async_wrapper
-
-    def sync_wrapper(wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any) -> Any:
-        spec = _spec(provider, instance, kwargs, parsed=parsed) if _wanted() else None
-        if spec is None:
-            return wrapped(*args, **kwargs)
-        return P.intercept(spec, lambda: wrapped(*args, **kwargs))
-
-    return sync_wrapper
 
 
 _MANAGER_REQUEST = {
@@ -680,12 +543,13 @@ def _close_unawaited(awaitable: Any) -> None:
         pass
 
 
-def _stream_wrapper(provider: str, is_async: bool) -> P.Wrapper:
+def _stream_wrapper(provider: str, is_async: bool) -> Wrapper:
     """``messages.stream()``: the SDK's manager, whose request tracely records or serves."""
     attribute = _MANAGER_REQUEST[is_async]
 
     def stream_wrapper(wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any) -> Any:
-        spec = _spec(provider, instance, kwargs, parsed=False, stream=True) if _wanted() else None
+        wanted = PROVIDER_LAYER.wanted()
+        spec = _spec(provider, False, instance, args, kwargs, stream=True) if wanted else None
         manager = wrapped(*args, **kwargs)
         if spec is None:
             return manager
@@ -711,84 +575,21 @@ def _stream_wrapper(provider: str, is_async: bool) -> P.Wrapper:
     return stream_wrapper
 
 
-# --------------------------------------------------------------------------- the safety net
-
-
-def _network_error(args: Any, kwargs: Any, session: Any) -> ReplayError:
-    options = args[1] if len(args) > 1 else kwargs.get("options")
-    method = str(getattr(options, "method", "?")).upper()
-    url = str(getattr(options, "url", "?"))
-    body = getattr(options, "json_data", None)
-    model = body.get("model") if isinstance(body, Mapping) else None
-    headers = getattr(options, "headers", None) or {}
-    if codec.raw_response_mode(headers if isinstance(headers, Mapping) else {}) is not None:
-        why = (
-            "it came through a .with_raw_response/.with_streaming_response wrapper that this "
-            "client bound before tracely patched the SDK; patch at startup with "
-            "tracely.init(instrument='anthropic') (or tracely.providers.instrument('anthropic')) "
-            "so the wrappers bind the patched methods"
-        )
-    else:
-        why = "tracely does not serve this SDK method from a recording"
-    error = ReplayError(
-        f"recorded replay: anthropic {method} {url} would reach the network ({why}). Recorded "
-        "mode never makes a live call; tracely serves " + ", ".join(patched()) + ".",
-        label=f"llm:{model}" if isinstance(model, str) else None,
-    )
-    session.report.errors.append(error)
-    return error
-
-
-def _net(wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any) -> Any:
-    session = _replay.current_session()
-    if session is None or not session.strict:
-        return wrapped(*args, **kwargs)
-    raise _network_error(args, kwargs, session)
-
-
-async def _anet(wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any) -> Any:
-    session = _replay.current_session()
-    if session is None or not session.strict:
-        return await wrapped(*args, **kwargs)
-    raise _network_error(args, kwargs, session)
-
-
 # --------------------------------------------------------------------------- installing
 
-_TARGETS: list[tuple[type, str, str, P.Wrapper]] = []
 for _owner, _client, _async in (
     (Messages, "Anthropic", False),
     (AsyncMessages, "AsyncAnthropic", True),
 ):
     for _method in ("create", "parse", "stream"):
         _name = f"{_client}.messages.{_method}"
-        _TARGETS.append(
-            (
-                _owner,
-                _method,
-                _name,
-                _stream_wrapper(_name, _async)
-                if _method == "stream"
-                else _wrapper(_name, _method == "parse", _async),
-            )
+        PROVIDER_LAYER.patch(
+            _owner,
+            _method,
+            _name,
+            _stream_wrapper(_name, _async)
+            if _method == "stream"
+            else PROVIDER_LAYER.wrapper(
+                functools.partial(_spec, _name, _method == "parse"), _async
+            ),
         )
-
-_CLIENTS: tuple[type, ...] = (anthropic.Anthropic, anthropic.AsyncAnthropic)
-
-
-_PATCHES = P.ProviderPatches(_TARGETS, _CLIENTS, (SyncAPIClient, AsyncAPIClient), (_net, _anet))
-
-
-def install() -> None:
-    """Patch the create-methods and the network safety net (idempotent)."""
-    _PATCHES.install()
-
-
-def uninstall() -> None:
-    """Remove every patch (see :func:`tracely_sdk.providers._patching.uninstall`)."""
-    _PATCHES.uninstall()
-
-
-def patched() -> list[str]:
-    """The patched methods, as ``Anthropic.messages.create``."""
-    return _PATCHES.patched()

@@ -34,8 +34,9 @@ on a replayed call.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any, NoReturn
+import functools
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import openai
 import orjson
@@ -44,10 +45,17 @@ from openai.resources.chat.completions.completions import AsyncCompletions, Comp
 from openai.resources.responses.responses import AsyncResponses, Responses
 
 from tracely_otel import attributes as A
-from tracely_sdk import _replay
-from tracely_sdk.errors import LLMError, ReplayError
+from tracely_otel._foreign import (
+    content_parts,
+    genai_finish_reason,
+    tool_call_part,
+    tool_response_part,
+)
+from tracely_otel._genai import ChatMessage, MessagePart, OutputMessage
+from tracely_sdk.errors import ReplayError
 from tracely_sdk.providers import _openai_codec as codec
 from tracely_sdk.providers import _patching as P
+from tracely_sdk.providers._provider import Provider, ProviderCall
 
 PROVIDER = "openai"
 
@@ -57,18 +65,22 @@ TAG_RESPONSE = "openai.response"
 TAG_RESPONSE_EVENTS = "openai.response.events"
 TAG_GENAI = "gen_ai.messages"
 
-_STREAMS: tuple[type, ...] = (openai.Stream, openai.AsyncStream)
-_live = False
+PROVIDER_LAYER = Provider(
+    PROVIDER,
+    codec,
+    (openai.OpenAI, openai.AzureOpenAI, openai.AsyncOpenAI, openai.AsyncAzureOpenAI),
+    (SyncAPIClient, AsyncAPIClient),
+)
+set_live = PROVIDER_LAYER.set_live
+install = PROVIDER_LAYER.install
+uninstall = PROVIDER_LAYER.uninstall
+patched = PROVIDER_LAYER.patched
 
 
-def set_live(live: bool) -> None:
-    """Record calls outside fixtures() blocks too (``instrument``)."""
-    global _live
-    _live = live
-
-
-def _wanted() -> bool:
-    return _live or _replay.current_session() is not None
+def __getattr__(name: str) -> Any:
+    if name == "_live":  # whether calls are recorded outside fixtures() blocks
+        return PROVIDER_LAYER.live
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 _OMIT = (openai.NotGiven, openai.Omit)
@@ -97,13 +109,6 @@ _json_value = P.json_value
 
 # --------------------------------------------------------------------------- GenAI conventions
 
-_FINISH_TO_GENAI = {
-    "stop": "stop",
-    "length": "length",
-    "content_filter": "content_filter",
-    "tool_calls": "tool_call",
-    "function_call": "tool_call",
-}
 _FINISH_FROM_GENAI = {
     "stop": "stop",
     "length": "length",
@@ -114,90 +119,44 @@ _FINISH_FROM_GENAI = {
 }
 
 
-def _text_parts(content: Any) -> list[dict[str, Any]]:
-    if content is None:
-        return []
-    if isinstance(content, str):
-        return [{"type": "text", "content": content}]
-    parts: list[dict[str, Any]] = []
-    for part in content if isinstance(content, list) else [content]:
-        if isinstance(part, str):
-            parts.append({"type": "text", "content": part})
-        elif isinstance(part, Mapping):
-            kind = part.get("type")
-            if kind in ("text", "input_text", "output_text") and isinstance(part.get("text"), str):
-                parts.append({"type": "text", "content": part["text"]})
-            elif kind == "refusal" and isinstance(part.get("refusal"), str):
-                parts.append({"type": "text", "content": part["refusal"]})
-            elif kind == "image_url":
-                url = (part.get("image_url") or {}).get("url")
-                parts.append({"type": "uri", "modality": "image", "uri": url})
-            elif kind == "input_image" and part.get("image_url"):
-                parts.append({"type": "uri", "modality": "image", "uri": part["image_url"]})
-            else:
-                parts.append(dict(part))
-    return parts
-
-
-def _tool_call_part(call_id: Any, name: Any, arguments: Any) -> dict[str, Any]:
-    return {"type": "tool_call", "id": call_id, "name": name, "arguments": _json_value(arguments)}
-
-
-def genai_chat_messages(messages: Any) -> list[dict[str, Any]]:
+def genai_chat_messages(messages: Any) -> list[ChatMessage]:
     """Chat messages in the GenAI conventions' ``gen_ai.input.messages`` shape."""
-    out: list[dict[str, Any]] = []
+    out: list[ChatMessage] = []
     for raw in _plain(messages) or []:
         if not isinstance(raw, dict):
             continue
-        role = raw.get("role")
+        role: Any = raw.get("role")
         if role in ("tool", "function"):
-            response = raw.get("content")
-            if isinstance(response, list):
-                response = " ".join(p["content"] for p in _text_parts(response) if "content" in p)
-            out.append(
-                {
-                    "role": "tool",
-                    "parts": [
-                        {
-                            "type": "tool_call_response",
-                            "id": raw.get("tool_call_id"),
-                            "response": response,
-                        }
-                    ],
-                }
-            )
+            response = tool_response_part(raw.get("tool_call_id"), raw.get("content"))
+            out.append({"role": "tool", "parts": [response]})
             continue
-        parts = _text_parts(raw.get("content"))
+        parts = content_parts(raw.get("content"))
         for call in raw.get("tool_calls") or []:
             function = call.get("function") or {}
             parts.append(
-                _tool_call_part(call.get("id"), function.get("name"), function.get("arguments"))
+                tool_call_part(call.get("id"), function.get("name"), function.get("arguments"))
             )
-        message: dict[str, Any] = {"role": role, "parts": parts}
+        message: ChatMessage = {"role": role, "parts": parts}
         if isinstance(raw.get("name"), str):
             message["name"] = raw["name"]
         out.append(message)
     return out
 
 
-def genai_responses_input(value: Any) -> list[dict[str, Any]]:
+def genai_responses_input(value: Any) -> list[ChatMessage]:
     """A Responses API ``input`` in the GenAI conventions' ``gen_ai.input.messages`` shape."""
     if isinstance(value, str):
         return [{"role": "user", "parts": [{"type": "text", "content": value}]}]
-    out: list[dict[str, Any]] = []
+    out: list[ChatMessage] = []
     for item in _plain(value) or []:
         if not isinstance(item, dict):
             continue
         kind = item.get("type")
         if kind == "function_call":
-            parts = [_tool_call_part(item.get("call_id"), item.get("name"), item.get("arguments"))]
-            out.append({"role": "assistant", "parts": parts})
+            call = tool_call_part(item.get("call_id"), item.get("name"), item.get("arguments"))
+            out.append({"role": "assistant", "parts": [call]})
         elif kind == "function_call_output":
-            response = {
-                "type": "tool_call_response",
-                "id": item.get("call_id"),
-                "response": item.get("output"),
-            }
+            response = tool_response_part(item.get("call_id"), item.get("output"))
             out.append({"role": "tool", "parts": [response]})
         elif kind == "reasoning":
             text = " ".join(
@@ -205,31 +164,31 @@ def genai_responses_input(value: Any) -> list[dict[str, Any]]:
             )
             out.append({"role": "assistant", "parts": [{"type": "reasoning", "content": text}]})
         elif "role" in item:
-            out.append({"role": item["role"], "parts": _text_parts(item.get("content"))})
+            out.append({"role": item["role"], "parts": content_parts(item.get("content"))})
         else:
             out.append({"role": "user", "parts": [item]})
     return out
 
 
-def genai_chat_output(body: Mapping[str, Any]) -> list[dict[str, Any]]:
+def genai_chat_output(body: Mapping[str, Any]) -> list[OutputMessage]:
     """A chat completion body's choices in the ``gen_ai.output.messages`` shape."""
-    out: list[dict[str, Any]] = []
+    out: list[OutputMessage] = []
     for choice in body.get("choices") or []:
         message = choice.get("message") or {}
-        parts = _text_parts(message.get("content"))
+        parts = content_parts(message.get("content"))
         if message.get("refusal"):
             parts.append({"type": "text", "content": message["refusal"]})
         for call in message.get("tool_calls") or []:
             function = call.get("function") or {}
             parts.append(
-                _tool_call_part(call.get("id"), function.get("name"), function.get("arguments"))
+                tool_call_part(call.get("id"), function.get("name"), function.get("arguments"))
             )
         reason = choice.get("finish_reason")
         out.append(
             {
                 "role": "assistant",
                 "parts": parts,
-                "finish_reason": _FINISH_TO_GENAI.get(reason, reason or "stop"),
+                "finish_reason": genai_finish_reason(reason),
             }
         )
     return out
@@ -245,18 +204,18 @@ def _responses_finish(body: Mapping[str, Any]) -> str:
     return "stop"
 
 
-def genai_responses_output(body: Mapping[str, Any]) -> list[dict[str, Any]]:
+def genai_responses_output(body: Mapping[str, Any]) -> list[OutputMessage]:
     """A Responses API response's output in the ``gen_ai.output.messages`` shape."""
-    parts: list[dict[str, Any]] = []
+    parts: list[MessagePart] = []
     for item in body.get("output") or []:
         if not isinstance(item, dict):
             continue
         kind = item.get("type")
         if kind == "message":
-            parts.extend(_text_parts(item.get("content")))
+            parts.extend(content_parts(item.get("content")))
         elif kind == "function_call":
             parts.append(
-                _tool_call_part(item.get("call_id"), item.get("name"), item.get("arguments"))
+                tool_call_part(item.get("call_id"), item.get("name"), item.get("arguments"))
             )
         elif kind == "reasoning":
             text = " ".join(
@@ -288,7 +247,9 @@ def _reply_from_chat(body: Mapping[str, Any]) -> _Reply:
             for c in message.get("tool_calls") or []
         ]
         reason = choice.get("finish_reason")
-        messages.append((message.get("content"), calls, _FINISH_TO_GENAI.get(reason, "stop")))
+        messages.append(
+            (message.get("content"), calls, genai_finish_reason(reason, unknown="stop"))
+        )
     return _Reply(
         messages or [("", [], "stop")],
         model=str(body.get("model") or ""),
@@ -304,7 +265,8 @@ def _reply_from_response(body: Mapping[str, Any]) -> _Reply:
         if not isinstance(item, dict):
             continue
         if item.get("type") == "message":
-            texts.extend(p["content"] for p in _text_parts(item.get("content")) if "content" in p)
+            parts: Sequence[Mapping[str, object]] = content_parts(item.get("content"))
+            texts.extend(text for p in parts if isinstance(text := p.get("content"), str))
         elif item.get("type") == "function_call":
             calls.append(
                 (str(item.get("call_id")), str(item.get("name")), _json_text(item.get("arguments")))
@@ -661,6 +623,7 @@ _CHAT_ARGUMENTS = frozenset(
         "max_tokens",
         "temperature",
         "top_p",
+        "service_tier",
     )
 )
 _RESPONSES_ARGUMENTS = frozenset(
@@ -675,26 +638,19 @@ _RESPONSES_ARGUMENTS = frozenset(
         "max_output_tokens",
         "temperature",
         "top_p",
+        "service_tier",
     )
 )
 
 
-class _Call(P.Intercepted):
+class _Call(ProviderCall):
     """One call to a patched OpenAI method: what to record, and how to serve it."""
 
-    __slots__ = (
-        "api",
-        "attributes",
-        "call",
-        "client",
-        "input",
-        "kwargs",
-        "model",
-        "parsed",
-        "provider",
-        "raw",
-        "stream",
-    )
+    codec = codec
+    api_error = openai.APIError
+    streams = (openai.Stream, openai.AsyncStream)
+
+    __slots__ = ("api",)
 
     def __init__(
         self,
@@ -719,8 +675,16 @@ class _Call(P.Intercepted):
         self.stream = "stream" in given and bool(_given(kwargs, "stream"))
         extra_headers = kwargs["extra_headers"] if "extra_headers" in given else None
         self.raw = codec.raw_response_mode(extra_headers) if extra_headers else None
-        attributes: dict[str, Any] = {A.GEN_AI_PROVIDER_NAME: PROVIDER}
+        attributes: dict[str, Any] = {
+            A.GEN_AI_PROVIDER_NAME: PROVIDER,
+            A.OPENAI_API_TYPE: "chat_completions" if chat else "responses",
+        }
         attributes.update(P.server_attributes(self.client))
+        if self.stream:
+            attributes[A.GEN_AI_REQUEST_STREAM] = True
+        tier = _given(kwargs, "service_tier") if "service_tier" in given else None
+        if isinstance(tier, str) and tier != "auto":
+            attributes[A.OPENAI_REQUEST_SERVICE_TIER] = tier
         fmt: str | None = None
         max_tokens: Any = None
         if chat:
@@ -811,7 +775,7 @@ class _Call(P.Intercepted):
         return "chat.completion" if self.api == "chat" else "response"
 
     @property
-    def _tags(self) -> tuple[str, str]:
+    def tags(self) -> tuple[str, str]:
         return (
             (TAG_CHAT, TAG_CHAT_CHUNKS)
             if self.api == "chat"
@@ -831,32 +795,38 @@ class _Call(P.Intercepted):
     def _response_attributes(self, body: Mapping[str, Any]) -> dict[str, Any]:
         if self.api == "responses":
             _remember_model(body)  # every response this process records or serves passes here
-        out: dict[str, Any] = {}
-        model, response_id = body.get("model"), body.get("id")
-        if isinstance(model, str):
-            out[A.GEN_AI_RESPONSE_MODEL] = model
-        if isinstance(response_id, str):
-            out[A.GEN_AI_RESPONSE_ID] = response_id
-        if self.api == "chat":
-            reasons = [
-                str(reason) for c in body.get("choices") or () if (reason := c.get("finish_reason"))
-            ]
-            messages = genai_chat_output if P.settings.capture_content else None
-        else:
-            reasons = [_responses_finish(body)]
-            messages = genai_responses_output if P.settings.capture_content else None
-        if reasons:
-            out[A.GEN_AI_RESPONSE_FINISH_REASONS] = tuple(reasons)
-        if messages is not None:
-            try:
-                out[A.GEN_AI_OUTPUT_MESSAGES] = P.content_json(messages(body))
-            except Exception:
-                P.warn_once(
-                    "openai-output", "tracely: could not capture the output messages", exc_info=True
-                )
+        out = super()._response_attributes(body)
+        for key, name in (
+            ("service_tier", A.OPENAI_RESPONSE_SERVICE_TIER),
+            ("system_fingerprint", A.OPENAI_RESPONSE_SYSTEM_FINGERPRINT),
+        ):
+            if isinstance(value := body.get(key), str):
+                out[name] = value
         return out
 
-    def _body_usage(self, body: Mapping[str, Any]) -> tuple[int, int] | None:
+    def reasons(self, body: Mapping[str, Any]) -> list[str]:
+        if self.api == "chat":
+            return [
+                str(reason) for c in body.get("choices") or () if (reason := c.get("finish_reason"))
+            ]
+        return [_responses_finish(body)]
+
+    def asks_for_tools(self, body: Mapping[str, Any]) -> bool:
+        if self.api == "chat":
+            return any(
+                (c.get("message") or {}).get("tool_calls") for c in body.get("choices") or ()
+            )
+        return any(
+            isinstance(item, dict) and item.get("type") == "function_call"
+            for item in body.get("output") or ()
+        )
+
+    def output_messages(self, body: Mapping[str, Any]) -> list[OutputMessage]:
+        if self.api == "chat":
+            return genai_chat_output(body)
+        return genai_responses_output(body)
+
+    def body_usage(self, body: Mapping[str, Any]) -> tuple[int, int] | None:
         keys = (
             ("prompt_tokens", "completion_tokens")
             if self.api == "chat"
@@ -864,57 +834,9 @@ class _Call(P.Intercepted):
         )
         return _usage_of(body, keys)
 
-    def _recording(self, result: Any, headers: Mapping[str, str] | None) -> P.Recording:
-        value = codec.record_response(result, P.wire_body(result))
-        if headers:
-            value["headers"] = dict(headers)
-        body = value["body"]
-        return P.Recording(
-            value, self._tags[0], self._body_usage(body), self._response_attributes(body)
-        )
-
-    def recordable(self, result: Any) -> P.Recording | P.TeeStream:
-        if self.raw is not None:
-            headers = codec.record_headers(result.headers)
-            return self._parsed_recordable(result.parse(), headers)
-        return self._parsed_recordable(result, None)
-
-    async def arecordable(self, result: Any) -> P.Recording | P.TeeStream:
-        if self.raw is not None:
-            headers = codec.record_headers(result.headers)
-            parsed = result.parse()
-            if hasattr(parsed, "__await__"):
-                parsed = await parsed
-            return self._parsed_recordable(parsed, headers)
-        return self._parsed_recordable(result, None)
-
-    def _parsed_recordable(
-        self, result: Any, headers: Mapping[str, str] | None
-    ) -> P.Recording | P.TeeStream:
-        stream = P.find_stream(result, _STREAMS) if self.stream else None
-        if stream is not None:
-            if headers is None:
-                headers = codec.record_headers(stream.response.headers)
-            return P.TeeStream(stream, headers)
-        return self._recording(result, headers)
-
-    @staticmethod
-    def record_item(item: Any, wire: dict[str, Any] | None) -> dict[str, Any]:
-        return codec.record_chunk(item, wire)
-
-    def record_stream(
-        self, chunks: list[dict[str, Any]], headers: Mapping[str, str] | None
-    ) -> P.Recording:
-        value: dict[str, Any] = {"chunks": chunks}
-        if headers:
-            value["headers"] = dict(headers)
-        body = chat_body_from_chunks(chunks) if self.api == "chat" else self._events_body(chunks)
-        return P.Recording(
-            value, self._tags[1], self._body_usage(body), self._response_attributes(body)
-        )
-
-    @staticmethod
-    def _events_body(chunks: list[dict[str, Any]]) -> dict[str, Any]:
+    def stream_body(self, chunks: list[dict[str, Any]]) -> dict[str, Any]:
+        if self.api == "chat":
+            return chat_body_from_chunks(chunks)
         try:
             return response_body_from_events(chunks)
         except ValueError:
@@ -929,16 +851,6 @@ class _Call(P.Intercepted):
             return self._recording(completion, None)
         return None
 
-    def record_error(self, exc: BaseException) -> dict[str, Any]:
-        if isinstance(exc, openai.APIError):
-            return codec.record_error(exc)
-        return {"type": type(exc).__qualname__, "message": str(exc)}
-
-    def raise_error(self, error: Mapping[str, Any], label: str) -> NoReturn:
-        if "status" in error and "timeout" in error:
-            raise codec.rebuild_error(error, url=self._url())
-        raise LLMError(label, str(error.get("type")), str(error.get("message")))
-
     def _url(self) -> str:
         base = str(self.client.base_url).rstrip("/")
         return f"{base}/{'chat/completions' if self.api == 'chat' else 'responses'}"
@@ -948,7 +860,7 @@ class _Call(P.Intercepted):
     def _body_of(self, output: Any, entry: Mapping[str, Any]) -> dict[str, Any]:
         """The recorded value of ``output`` as this API's response recording."""
         tag = entry.get("output_type")
-        body_tag, chunks_tag = self._tags
+        body_tag, chunks_tag = self.tags
         if tag == body_tag:
             return output if type(output) is dict else dict(output)
         if tag == chunks_tag:
@@ -971,7 +883,7 @@ class _Call(P.Intercepted):
 
     def _chunks_of(self, output: Any, entry: Mapping[str, Any]) -> tuple[list[Any], dict[str, str]]:
         tag = entry.get("output_type")
-        if tag == self._tags[1]:
+        if tag == self.tags[1]:
             return list(output.get("chunks") or []), dict(output.get("headers") or {})
         recording = self._body_of(output, entry)
         body = recording["body"]
@@ -1004,7 +916,7 @@ class _Call(P.Intercepted):
         return reply_from_value(output, model=self.model, usage=usage)
 
     def rebuild(self, output_json: bytes, entry: Mapping[str, Any]) -> Any:
-        if not self.stream and self.raw is None and entry.get("output_type") == self._tags[0]:
+        if not self.stream and self.raw is None and entry.get("output_type") == self.tags[0]:
             # What most served calls are: validated straight from the recorded JSON text.
             return self._response(output_json)
         output = orjson.loads(output_json)
@@ -1048,14 +960,6 @@ class _Call(P.Intercepted):
         except (openai.LengthFinishReasonError, openai.ContentFilterFinishReasonError) as exc:
             return P.Refused(exc)  # the SDK's parser refuses the recorded answer, as it did live
 
-    def served_attributes(self, entry: Mapping[str, Any]) -> Mapping[str, Any] | None:
-        try:
-            body = self._body_of(entry["output"], entry)["body"]
-        except ValueError:
-            return None  # a stream recorded cut short before its first event
-        # Also for every served Responses API response: its model is remembered on the way.
-        return self._response_attributes(body)
-
 
 # The model of each Responses API response seen (live or replayed), by id, so that a stream
 # resumed by id (whose request names no model) is recorded and matched under the model that
@@ -1085,30 +989,8 @@ def _resumed_spec(provider: str, instance: Any, args: Any, kwargs: dict[str, Any
     return _Call("responses", False, provider, instance, kwargs, model, resumed=response_id)
 
 
-def _resumed_wrapper(provider: str, is_async: bool) -> P.Wrapper:
-    if is_async:
-
-        async def async_wrapper(
-            wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any
-        ) -> Any:
-            spec = _resumed_spec(provider, instance, args, kwargs) if _wanted() else None
-            if spec is None:
-                return await wrapped(*args, **kwargs)
-            return await P.aintercept(spec, lambda: wrapped(*args, **kwargs))
-
-        return async_wrapper
-
-    def sync_wrapper(wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any) -> Any:
-        spec = _resumed_spec(provider, instance, args, kwargs) if _wanted() else None
-        if spec is None:
-            return wrapped(*args, **kwargs)
-        return P.intercept(spec, lambda: wrapped(*args, **kwargs))
-
-    return sync_wrapper
-
-
 def _spec(
-    api: str, parsed: bool, provider: str, instance: Any, kwargs: dict[str, Any]
+    api: str, parsed: bool, provider: str, instance: Any, args: Any, kwargs: dict[str, Any]
 ) -> _Call | None:
     model = kwargs.get("model")
     if not isinstance(model, str) or not model:
@@ -1116,126 +998,33 @@ def _spec(
     return _Call(api, parsed, provider, instance, kwargs, model)
 
 
-def _wrapper(api: str, parsed: bool, provider: str, is_async: bool) -> P.Wrapper:
-    if is_async:
-
-        async def async_wrapper(
-            wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any
-        ) -> Any:
-            spec = _spec(api, parsed, provider, instance, kwargs) if _wanted() else None
-            if spec is None:
-                return await wrapped(*args, **kwargs)
-            return await P.aintercept(spec, lambda: wrapped(*args, **kwargs))
-
-        return async_wrapper
-
-    def sync_wrapper(wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any) -> Any:
-        spec = _spec(api, parsed, provider, instance, kwargs) if _wanted() else None
-        if spec is None:
-            return wrapped(*args, **kwargs)
-        return P.intercept(spec, lambda: wrapped(*args, **kwargs))
-
-    return sync_wrapper
-
-
-# --------------------------------------------------------------------------- the safety net
-
-
-def _network_error(instance: Any, args: Any, kwargs: Any, session: Any) -> ReplayError:
-    options = args[1] if len(args) > 1 else kwargs.get("options")
-    method = str(getattr(options, "method", "?")).upper()
-    url = str(getattr(options, "url", "?"))
-    body = getattr(options, "json_data", None)
-    model = body.get("model") if isinstance(body, Mapping) else None
-    headers = getattr(options, "headers", None) or {}
-    raw = codec.raw_response_mode(headers if isinstance(headers, Mapping) else {})
-    if raw is not None:
-        why = (
-            "it came through a .with_raw_response/.with_streaming_response wrapper that this "
-            "client bound before tracely patched the SDK; patch at startup with "
-            "tracely.init(instrument='openai') (or tracely.providers.instrument('openai')) so "
-            "the wrappers bind the patched methods"
-        )
-    else:
-        why = "tracely does not serve this SDK method from a recording"
-    label = f"llm:{model}" if isinstance(model, str) else None
-    error = ReplayError(
-        f"recorded replay: openai {method} {url} would reach the network ({why}). Recorded mode "
-        "never makes a live call; tracely serves " + ", ".join(patched()) + ".",
-        label=label,
-    )
-    session.report.errors.append(error)
-    return error
-
-
-def _net(wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any) -> Any:
-    session = _replay.current_session()
-    if session is None or not session.strict:
-        return wrapped(*args, **kwargs)
-    raise _network_error(instance, args, kwargs, session)
-
-
-async def _anet(wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any) -> Any:
-    session = _replay.current_session()
-    if session is None or not session.strict:
-        return await wrapped(*args, **kwargs)
-    raise _network_error(instance, args, kwargs, session)
-
-
 # --------------------------------------------------------------------------- installing
 
-_CREATE_TARGETS: list[tuple[type, str, str, P.Wrapper]] = [
-    (
-        owner,
-        method,
-        f"{client}.{path}.{method}",
-        _wrapper(api, method == "parse", f"{client}.{path}.{method}", is_async),
-    )
-    for owner, client, path, api, is_async in (
-        (Completions, "OpenAI", "chat.completions", "chat", False),
-        (AsyncCompletions, "AsyncOpenAI", "chat.completions", "chat", True),
-        (Responses, "OpenAI", "responses", "responses", False),
-        (AsyncResponses, "AsyncOpenAI", "responses", "responses", True),
-    )
-    for method in ("create", "parse")
-]
+for _owner, _client, _path, _api, _async in (
+    (Completions, "OpenAI", "chat.completions", "chat", False),
+    (AsyncCompletions, "AsyncOpenAI", "chat.completions", "chat", True),
+    (Responses, "OpenAI", "responses", "responses", False),
+    (AsyncResponses, "AsyncOpenAI", "responses", "responses", True),
+):
+    for _method in ("create", "parse"):
+        _name = f"{_client}.{_path}.{_method}"
+        PROVIDER_LAYER.patch(
+            _owner,
+            _method,
+            _name,
+            PROVIDER_LAYER.wrapper(
+                functools.partial(_spec, _api, _method == "parse", _name), _async
+            ),
+        )
 # `responses.stream(response_id=...)` resumes a stream through `retrieve(stream=True)`.
-_RESUME_TARGETS: list[tuple[type, str, str, P.Wrapper]] = [
-    (
-        owner,
+for _owner, _client, _async in (
+    (Responses, "OpenAI", False),
+    (AsyncResponses, "AsyncOpenAI", True),
+):
+    _name = f"{_client}.responses.retrieve"
+    PROVIDER_LAYER.patch(
+        _owner,
         "retrieve",
-        f"{client}.responses.retrieve",
-        _resumed_wrapper(f"{client}.responses.retrieve", is_async),
+        _name,
+        PROVIDER_LAYER.wrapper(functools.partial(_resumed_spec, _name), _async),
     )
-    for owner, client, is_async in (
-        (Responses, "OpenAI", False),
-        (AsyncResponses, "AsyncOpenAI", True),
-    )
-]
-_TARGETS = _CREATE_TARGETS + _RESUME_TARGETS
-
-
-_CLIENTS: tuple[type, ...] = (
-    openai.OpenAI,
-    openai.AzureOpenAI,
-    openai.AsyncOpenAI,
-    openai.AsyncAzureOpenAI,
-)
-
-
-_PATCHES = P.ProviderPatches(_TARGETS, _CLIENTS, (SyncAPIClient, AsyncAPIClient), (_net, _anet))
-
-
-def install() -> None:
-    """Patch the create-methods and the network safety net (idempotent)."""
-    _PATCHES.install()
-
-
-def uninstall() -> None:
-    """Remove every patch (see :func:`tracely_sdk.providers._patching.uninstall`)."""
-    _PATCHES.uninstall()
-
-
-def patched() -> list[str]:
-    """The patched methods, as ``OpenAI.chat.completions.create``."""
-    return _PATCHES.patched()

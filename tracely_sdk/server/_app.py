@@ -19,7 +19,7 @@ import re
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import orjson
 
@@ -27,11 +27,10 @@ from tracely_otel._bundle import BundleFormatError, validate_bundle
 from tracely_otel._otlp import (
     OTLPDecodeError,
     PayloadTooLarge,
+    decode_export_request,
     gunzip_bounded,
-    records_from_otlp_json,
-    records_from_otlp_proto,
+    rejected_message,
 )
-from tracely_otel._spans import SpanRecord
 from tracely_sdk.errors import ConfigError, Conflict, NotFound, StoreError
 from tracely_sdk.server._auth import INGEST, READ, WRITE, RateLimiter, TokenSet, load_tokens
 from tracely_sdk.server._config import ServerConfig
@@ -69,6 +68,9 @@ from tracely_sdk.store import (
     validate_case_id,
 )
 from tracely_sdk.store._model import RUN_FIELDS, RUN_ID_PATTERN, normalise_tags, now_ns
+
+if TYPE_CHECKING:
+    from tracely_sdk.server._grpc import GRPCReceiver
 
 __all__ = ["ROUTES", "App", "Route", "TracelyServer", "create_server"]
 
@@ -348,120 +350,6 @@ def _status_response(error: HTTPError, encoding: str | None) -> Response:
     return Response(error.status, body, content_type, headers=error.headers, close=error.close)
 
 
-def _relocate(error: OTLPDecodeError, rs: int, ss: int, span: int | None) -> str:
-    """The message of an error found in a one-span request, with the span's real position."""
-    path = error.path
-    path = path.replace("resourceSpans[0]", f"resourceSpans[{rs}]", 1)
-    path = path.replace("scopeSpans[0]", f"scopeSpans[{ss}]", 1)
-    if span is not None:
-        path = path.replace("spans[0]", f"spans[{span}]", 1)
-    return f"{path}: {error.problem}" if path else error.problem
-
-
-def _rejected_message(errors: list[str], rejected: int) -> str:
-    shown = "; ".join(errors[:3])
-    more = f" (and {len(errors) - 3} more)" if len(errors) > 3 else ""
-    return f"{rejected} span(s) rejected: {shown}{more}"
-
-
-def decode_otlp(data: bytes, encoding: str) -> tuple[list[SpanRecord], int, list[str]]:
-    """The spans of an OTLP request, and the spans refused (count, reasons).
-
-    A request whose envelope is bad (unparseable, wrong shape) raises OTLPDecodeError. Within
-    a good envelope, a span the decoder refuses (an invalid id, say) is rejected alone: the
-    request is decoded again a group and then a span at a time, with the same decoder.
-    """
-    try:
-        if encoding == "proto":
-            return records_from_otlp_proto(data), 0, []
-        return records_from_otlp_json(data), 0, []
-    except OTLPDecodeError as first:
-        if not first.path.startswith("resourceSpans["):
-            raise
-        split = _split_proto if encoding == "proto" else _split_json
-        result = split(data)
-        if result is None:
-            raise
-        return result
-
-
-def _split_proto(data: bytes) -> tuple[list[SpanRecord], int, list[str]] | None:
-    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
-        ExportTraceServiceRequest,
-    )
-
-    request = ExportTraceServiceRequest()
-    try:
-        request.ParseFromString(data)
-    except Exception:
-        return None
-
-    def one(rs: Any, ss: Any, spans: Sequence[Any]) -> list[SpanRecord]:
-        mini = ExportTraceServiceRequest()
-        r = mini.resource_spans.add()
-        r.resource.CopyFrom(rs.resource)
-        s = r.scope_spans.add()
-        s.scope.CopyFrom(ss.scope)
-        s.spans.extend(spans)
-        return records_from_otlp_proto(mini.SerializeToString())
-
-    records: list[SpanRecord] = []
-    errors: list[str] = []
-    rejected = 0
-    for i, rs in enumerate(request.resource_spans):
-        for j, ss in enumerate(rs.scope_spans):
-            try:
-                records.extend(one(rs, ss, ss.spans))
-                continue
-            except OTLPDecodeError:
-                pass
-            for k, span in enumerate(ss.spans):
-                try:
-                    records.extend(one(rs, ss, [span]))
-                except OTLPDecodeError as exc:
-                    rejected += 1
-                    errors.append(_relocate(exc, i, j, k))
-    return records, rejected, errors
-
-
-def _split_json(data: bytes) -> tuple[list[SpanRecord], int, list[str]] | None:
-    try:
-        doc = orjson.loads(data)
-    except orjson.JSONDecodeError:
-        return None
-    groups = doc.get("resourceSpans") if isinstance(doc, dict) else None
-    if not isinstance(groups, list):
-        return None
-    records: list[SpanRecord] = []
-    errors: list[str] = []
-    rejected = 0
-    for i, rs in enumerate(groups):
-        scope_groups = rs.get("scopeSpans") if isinstance(rs, dict) else None
-        if not isinstance(scope_groups, list):
-            return None  # not the layout the specification defines: refuse the whole request
-        for j, ss in enumerate(scope_groups):
-            spans = ss.get("spans") if isinstance(ss, dict) else None
-            if not isinstance(spans, list):
-                return None
-
-            def one(items: list[Any], rs: dict[str, Any] = rs, ss: dict[str, Any] = ss) -> Any:
-                mini = {"resource": rs.get("resource"), "scopeSpans": [{**ss, "spans": items}]}
-                return records_from_otlp_json({"resourceSpans": [mini]})
-
-            try:
-                records.extend(one(spans))
-                continue
-            except OTLPDecodeError:
-                pass
-            for k, span in enumerate(spans):
-                try:
-                    records.extend(one([span]))
-                except OTLPDecodeError as exc:
-                    rejected += 1
-                    errors.append(_relocate(exc, i, j, k))
-    return records, rejected, errors
-
-
 def _export_response(encoding: str, rejected: int, message: str) -> Response:
     if encoding == "proto":
         from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
@@ -674,11 +562,11 @@ class App:
         raw, data = self._body(request)
         compressed = request.header("Content-Encoding").lower() == "gzip"
         try:
-            records, rejected, errors = decode_otlp(data, encoding)
+            records, rejected, errors = decode_export_request(data, encoding)
         except OTLPDecodeError as exc:
             raise HTTPError(400, str(exc), field=exc.path or "body") from None
         if rejected and not records:
-            raise HTTPError(400, _rejected_message(errors, rejected), field="resourceSpans")
+            raise HTTPError(400, rejected_message(errors, rejected), field="resourceSpans")
         if encoding == "proto":
             kind = KIND_PROTO_GZIP if compressed else KIND_PROTO
         else:
@@ -701,7 +589,7 @@ class App:
         if receipt.rejected:
             errors.append(receipt.message)
         total = rejected + receipt.rejected
-        return _export_response(encoding, total, _rejected_message(errors, total) if total else "")
+        return _export_response(encoding, total, rejected_message(errors, total) if total else "")
 
     # plain routes -------------------------------------------------------------------------
 
@@ -1029,8 +917,10 @@ class TracelyServer:
         httpd: HTTPServer,
         *,
         owns_store: bool,
+        grpc: GRPCReceiver | None = None,
     ) -> None:
         self.config = config
+        self.grpc = grpc
         self.store = store
         self.pipeline = pipeline
         self.app = app
@@ -1058,6 +948,8 @@ class TracelyServer:
         self._thread = threading.Thread(target=self.serve_forever, name="tracely-http", daemon=True)
         self._thread.start()
         self._httpd.wait_started(10)
+        if self.grpc is not None:
+            self.grpc.start()
         return self
 
     def shutdown(self) -> None:
@@ -1071,6 +963,8 @@ class TracelyServer:
         if self._serving.is_set() and not self._httpd.shutdown(timeout):
             logger.warning("requests still running after %.0fs; shutting down anyway", timeout)
         self._httpd.server_close()
+        if self.grpc is not None:
+            self.grpc.stop(timeout)
         self.pipeline.shutdown(timeout)
         if self._owns_store:
             try:
@@ -1104,6 +998,26 @@ class _Deferred:
         return self._ref[0].error_response(request, error)
 
 
+def _grpc_receiver(
+    config: ServerConfig, pipeline: IngestPipeline, tokens: TokenSet
+) -> GRPCReceiver | None:
+    """The OTLP/gRPC receiver, bound, when a port is configured (the HTTP side's limits)."""
+    if config.grpc_port is None:
+        return None
+    from tracely_sdk.server._grpc import GRPCReceiver
+
+    return GRPCReceiver(
+        pipeline,
+        tokens,
+        RateLimiter(config.rate_limit, config.rate_burst),
+        host=config.host,
+        port=config.grpc_port,
+        max_message_bytes=config.max_body_bytes,
+        max_workers=config.max_concurrent_requests,
+        rate_limit=config.rate_limit,
+    )
+
+
 def create_server(
     config: ServerConfig | None = None, *, store: Store | None = None
 ) -> TracelyServer:
@@ -1132,6 +1046,7 @@ def create_server(
             "TRACELY_SERVER_STORE"
         )
     httpd: HTTPServer | None = None
+    grpc: GRPCReceiver | None = None
     try:
         app_ref: list[App] = []
         try:
@@ -1170,14 +1085,17 @@ def create_server(
             write_queue_size=config.write_queue_size,
             write_batch_size=config.write_batch_size,
         )
+        grpc = _grpc_receiver(config, pipeline, tokens)
         try:
             pipeline.start()
         except JournalError as exc:
             raise ConfigError(f"the ingest journal cannot be used: {exc}") from exc
         app = App(config, store, pipeline, tokens)
         app_ref.append(app)
-        return TracelyServer(config, store, pipeline, app, httpd, owns_store=owns_store)
+        return TracelyServer(config, store, pipeline, app, httpd, owns_store=owns_store, grpc=grpc)
     except BaseException:
+        if grpc is not None:
+            grpc.stop(0)
         if httpd is not None:
             httpd.server_close()
         if owns_store:

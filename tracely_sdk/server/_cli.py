@@ -1,7 +1,9 @@
 """``tracely serve``: run the server until SIGTERM or SIGINT, then drain and exit.
 
 The first line on stdout says where it listens (``tracely server listening on
-http://HOST:PORT``, the real port when ``--port 0`` asked for a free one); logs go to stderr.
+http://HOST:PORT``, the real port when ``--port 0`` asked for a free one); with OTLP/gRPC on,
+the second says where that listens (``tracely server listening for OTLP/gRPC on HOST:PORT``).
+Logs go to stderr.
 A configuration error is one line on stderr and exit status 2.
 """
 
@@ -29,7 +31,7 @@ DESCRIPTION = """\
 Run the tracely server: an OTLP/HTTP receiver (POST /v1/traces) that turns the traces of any
 OpenTelemetry Collector or exporter into recordings, and the recordings and cases API that
 `TRACELY_STORE=http://host:port` points the CLI and CI at. The OpenAPI document is served at
-/openapi.json.
+/openapi.json. With --grpc (or --grpc-port N) it also receives OTLP/gRPC on a port of its own.
 
 Tokens: TRACELY_SERVER_TOKENS="ingest:<token>,write:<token>" (scopes ingest, read, write;
 write implies read) or --tokens-file. Every other setting also has a TRACELY_SERVER_*
@@ -42,6 +44,16 @@ def add_serve_arguments(parser: argparse.ArgumentParser, *, store_option: bool =
     parser.add_argument("--host", help="address to listen on (default 127.0.0.1)")
     parser.add_argument(
         "--port", help="TCP port (default 8711; 0 picks a free one, printed on stdout)"
+    )
+    parser.add_argument(
+        "--grpc",
+        action="store_true",
+        help="also receive OTLP/gRPC, on port 4317 unless --grpc-port says otherwise",
+    )
+    parser.add_argument(
+        "--grpc-port",
+        metavar="N",
+        help="receive OTLP/gRPC on this TCP port (0 picks a free one, printed on stdout)",
     )
     if store_option:
         parser.add_argument(
@@ -106,6 +118,7 @@ def _config(args: argparse.Namespace) -> Any:
         insecure_no_auth=bool(getattr(args, "insecure_no_auth", False)),
         host=getattr(args, "host", None),
         port=getattr(args, "port", None),
+        grpc_port=_grpc_port(args),
         store=getattr(args, "store", None),
         tokens_file=getattr(args, "tokens_file", None),
         quiet_seconds=getattr(args, "quiet_seconds", None),
@@ -114,6 +127,15 @@ def _config(args: argparse.Namespace) -> Any:
         max_body_bytes=getattr(args, "max_body_bytes", None),
         rate_limit=getattr(args, "rate_limit", None),
     )
+
+
+def _grpc_port(args: argparse.Namespace) -> Any:
+    port = getattr(args, "grpc_port", None)
+    if port is None and getattr(args, "grpc", False):
+        from tracely_sdk.server._grpc import DEFAULT_GRPC_PORT
+
+        return DEFAULT_GRPC_PORT
+    return port
 
 
 def _setup_logging(verbose: bool) -> None:
@@ -165,6 +187,12 @@ def run(
     try:
         server.start()
         print(banner.format(url=server.url), file=out or sys.stdout, flush=True)
+        if server.grpc is not None:
+            print(
+                f"tracely server listening for OTLP/gRPC on {server.grpc.address}",
+                file=out or sys.stdout,
+                flush=True,
+            )
         while not stop.wait(0.5):
             pass
         logging.getLogger("tracely.server").info(

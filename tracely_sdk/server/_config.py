@@ -96,6 +96,14 @@ SERVER_SETTINGS: dict[str, Setting] = {
             "TCP port to listen on (0 picks a free one and prints it).",
         ),
         Setting(
+            "grpc_port",
+            ("TRACELY_SERVER_GRPC_PORT",),
+            None,
+            _port,
+            "TCP port of the OTLP/gRPC receiver (off unless set; 4317 by convention; 0 picks a "
+            "free one and prints it).",
+        ),
+        Setting(
             "store",
             ("TRACELY_SERVER_STORE", "TRACELY_STORE"),
             None,
@@ -276,6 +284,7 @@ class ServerConfig:
 
     host: str = "127.0.0.1"
     port: int = DEFAULT_PORT
+    grpc_port: int | None = None
     store: str | None = None
     tokens: str = ""
     tokens_file: str | None = None

@@ -36,10 +36,10 @@ import threading
 import time
 import zlib
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, Protocol, runtime_checkable
 
 import orjson
 
@@ -65,6 +65,7 @@ __all__ = [
     "Journal",
     "JournalError",
     "Receipt",
+    "SharedTraceStore",
     "Unavailable",
 ]
 
@@ -448,9 +449,40 @@ class _Job:
     trace_id: str
     generation: int
     recording: Recording | None
+    spans: list[SpanRecord] | None = None  # for a SharedTraceStore: the spans, and encoded
+    shared: dict[str, str] | None = None
+    rootless: bool = False  # assembled even without a root (it waited as long as an orphan)
 
 
 _STOP: Final = object()
+
+
+@runtime_checkable
+class SharedTraceStore(Protocol):
+    """A store several servers share, which assembles each trace from the spans every one of
+    them received (:meth:`~tracely_sdk.store._postgres.PostgresStore.assemble_traces`).
+
+    With one, a server hands over a trace's spans once they are quiet here, root or not: the
+    root may have reached another server. The server holding the root, or finding it among the
+    others' spans, records the trace from every span; a trace whose root no server has waits
+    as an orphan does. So a load balancer may send any request to any server.
+    """
+
+    def assemble_traces(
+        self,
+        traces: Sequence[tuple[str, Mapping[str, str]]],
+        assemble: Callable[[str, Mapping[str, str]], Recording | None],
+    ) -> list[bool | None]: ...
+
+
+def _encode_shared(spans: Iterable[SpanRecord]) -> dict[str, str]:
+    """Each span as a one-span OTLP/JSON request, by span id."""
+    return {s.span_id: orjson.dumps(encode_records_otlp_json([s])).decode() for s in spans}
+
+
+def _decode_shared(encoded: Iterable[str]) -> list[SpanRecord]:
+    groups = [group for text in encoded for group in orjson.loads(text)["resourceSpans"]]
+    return records_from_otlp_json({"resourceSpans": groups})
 
 
 def decode_journal(kind: int, payload: bytes) -> list[SpanRecord]:
@@ -493,6 +525,7 @@ class IngestPipeline:
         write_batch_size: int = 256,
     ) -> None:
         self.store = store
+        self._shared = store if isinstance(store, SharedTraceStore) else None
         self.journal = journal
         self.quiet_seconds = quiet_seconds
         self.orphan_seconds = max(orphan_seconds, quiet_seconds)
@@ -809,6 +842,7 @@ class IngestPipeline:
     def _tick(self, *, force: bool = False) -> None:
         now = time.monotonic()
         ready: list[tuple[str, int, list[SpanRecord]]] = []
+        waited = 0  # ready[waited:] waited long enough to be recorded without a root
         with self._lock:
             quiet, orphan = self.quiet_seconds, self.orphan_seconds
             while self._dirty:
@@ -816,10 +850,11 @@ class IngestPipeline:
                 if trace.touched + quiet > now:
                     break
                 del self._dirty[trace_id]
-                if trace.root:
+                if trace.root or self._shared is not None:
                     ready.append(self._snapshot(trace_id, trace))
                 else:
                     self._orphans[trace_id] = trace
+            waited = len(ready)
             while self._orphans:
                 trace_id, trace = next(iter(self._orphans.items()))
                 if trace.touched + orphan > now:
@@ -846,12 +881,33 @@ class IngestPipeline:
                         ready.append(self._snapshot(trace_id, trace))
                         pending -= len(trace.spans)
                         pending_bytes -= trace.size
-        for trace_id, generation, spans in ready:
-            self._put(_Job(trace_id, generation, self._extract(trace_id, spans)))
+        for n, (trace_id, generation, spans) in enumerate(ready):
+            self._put(self._job(trace_id, generation, spans, rootless=n >= waited))
 
     def _snapshot(self, trace_id: str, trace: _Trace) -> tuple[str, int, list[SpanRecord]]:
         trace.state = _QUEUED
         return trace_id, trace.generation, list(trace.spans.values())
+
+    def _job(
+        self, trace_id: str, generation: int, spans: list[SpanRecord], *, rootless: bool = False
+    ) -> _Job:
+        if self._shared is not None:
+            return _Job(trace_id, generation, None, spans, _encode_shared(spans), rootless)
+        return _Job(trace_id, generation, self._extract(trace_id, spans))
+
+    def _extract_shared(self, job: _Job, others: Mapping[str, str]) -> Recording | None:
+        """The recording of a trace's spans here and elsewhere; None while no server has its
+        root (the server that gets it assembles the trace, seeing these spans too), unless the
+        trace waited for it as long as an orphan does."""
+        own = job.spans or []
+        try:
+            spans = own + _decode_shared(others.values()) if others else own
+        except Exception:  # another server's rows: one bad trace must not stop the others
+            logger.exception("trace %s: cannot read its spans from the shared store", job.trace_id)
+            return None
+        if not job.rootless and not any(span.is_root for span in spans):
+            return None
+        return self._extract(job.trace_id, spans)
 
     def _extract(self, trace_id: str, spans: list[SpanRecord]) -> Recording | None:
         try:
@@ -869,11 +925,11 @@ class IngestPipeline:
             ready = []
             for table in (self._dirty, self._orphans):
                 for trace_id, trace in list(table.items()):
-                    if trace.root:
+                    if trace.root or self._shared is not None:
                         del table[trace_id]
                         ready.append(self._snapshot(trace_id, trace))
         for trace_id, generation, spans in ready:
-            self._put(_Job(trace_id, generation, self._extract(trace_id, spans)), deadline)
+            self._put(self._job(trace_id, generation, spans), deadline)
 
     def _put(self, item: Any, deadline: float | None = None) -> None:
         while True:
@@ -911,26 +967,42 @@ class IngestPipeline:
                 logger.exception("the recording writer failed; the batch stays in the journal")
 
     def _write(self, batch: list[_Job]) -> None:
-        jobs = [job for job in batch if job.recording is not None]
+        jobs = [job for job in batch if job.recording is not None or job.shared is not None]
+        written: list[bool | None] = []
         if jobs:
-            recordings = [job.recording for job in jobs if job.recording is not None]
-            written = self._store(recordings)
-            if written is None:
+            stored = self._store(jobs)
+            if stored is None:
                 return  # gave up at shutdown: the journal keeps these traces
+            written = stored
             with self._lock:
-                self.counters["recordings_written"] += len(recordings)
-                self.counters["recordings_changed"] += sum(written)
+                self.counters["recordings_written"] += sum(w is not None for w in written)
+                self.counters["recordings_changed"] += sum(w is True for w in written)
+        waiting = {
+            job.trace_id
+            for job, result in zip(jobs, written, strict=True)
+            if result is None and job.shared is not None and not job.rootless
+        }
         with self._lock:
             now = time.monotonic()
             for job in batch:
                 self.counters["traces_assembled"] += 1
-                self._written(job, now)
+                self._written(job, now, root_elsewhere=job.trace_id in waiting)
 
-    def _store(self, recordings: list[Recording]) -> list[bool] | None:
+    def _put_jobs(self, jobs: list[_Job]) -> list[bool | None]:
+        if self._shared is not None:
+            by_trace = {job.trace_id: job for job in jobs}
+            return self._shared.assemble_traces(
+                [(job.trace_id, job.shared or {}) for job in jobs],
+                lambda trace_id, others: self._extract_shared(by_trace[trace_id], others),
+            )
+        recordings = [job.recording for job in jobs if job.recording is not None]
+        return list(self.store.put_recordings(recordings))
+
+    def _store(self, jobs: list[_Job]) -> list[bool | None] | None:
         attempt = 0
         while True:
             try:
-                written = self.store.put_recordings(recordings)
+                written = self._put_jobs(jobs)
                 if self._store_error is not None:
                     with self._lock:
                         self._store_error = None
@@ -950,26 +1022,34 @@ class IngestPipeline:
                 attempt += 1
                 time.sleep(delay)
             except (ValueError, TypeError):
-                if len(recordings) == 1:
+                if len(jobs) == 1:
                     logger.exception(
-                        "trace %s: the store cannot hold its recording", recordings[0].trace_id
+                        "trace %s: the store cannot hold its recording", jobs[0].trace_id
                     )
                     return [False]
                 # Find the one the store cannot hold; the others are written.
-                results: list[bool] = []
-                for recording in recordings:
-                    one = self._store([recording])
+                results: list[bool | None] = []
+                for job in jobs:
+                    one = self._store([job])
                     if one is None:
                         return None
                     results.extend(one)
                 return results
 
-    def _written(self, job: _Job, now: float) -> None:
-        """A job is in the store (lock held): the trace is done, unless spans came meanwhile."""
+    def _written(self, job: _Job, now: float, *, root_elsewhere: bool = False) -> None:
+        """A job is in the store (lock held): the trace is done, unless spans came meanwhile;
+        a trace whose root no server has yet waits for it as an orphan does."""
         trace = self._traces.get(job.trace_id)
         if trace is None or trace.state != _QUEUED:
             return
-        if trace.generation == job.generation:
+        if root_elsewhere and trace.generation == job.generation:
+            # Its spans are in the shared store now, which an orphan's assembly reads: only
+            # the wait is kept here (and the journal, which starts the wait again on restart).
+            self._span_count -= len(trace.spans)
+            trace.spans = {}
+            trace.state = _OPEN
+            self._orphans[job.trace_id] = trace
+        elif trace.generation == job.generation:
             trace.state = _DONE
             trace.done_at = now
             self._retained[job.trace_id] = trace

@@ -32,7 +32,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tracely_sdk.errors import ConfigError
+from tracely_sdk.errors import ConfigError, MissingDependency, install_hint
 from tracely_sdk.store._base import Store
 from tracely_sdk.store._files import (
     CaseFileError,
@@ -40,6 +40,7 @@ from tracely_sdk.store._files import (
     import_cases,
     project_root,
     read_case_file,
+    reseal_case_file,
     tracely_dir,
 )
 from tracely_sdk.store._migrations import NewerSchema
@@ -76,6 +77,7 @@ __all__ = [
     "project_root",
     "read_case_file",
     "redact_url",
+    "reseal_case_file",
     "register_backend",
     "slugify",
     "sqlite_url",
@@ -180,10 +182,11 @@ def spool_path_for(url: str) -> Path:
     return tracely_dir() / "spool" / f"{key}.jsonl"
 
 
-def open_store(url: str | None = None) -> Store:
+def open_store(url: str | None = None, *, create: bool = True) -> Store:
     """Open the store at ``url``, else ``$TRACELY_STORE``, else :func:`default_store_url`.
 
-    An empty string counts as unset. Raises :class:`~tracely_sdk.errors.ConfigError` for a URL
+    An empty string counts as unset. With ``create=False`` a SQLite file that does not exist
+    raises :class:`~tracely_sdk.errors.StoreError` naming the path, and nothing is created. Raises :class:`~tracely_sdk.errors.ConfigError` for a URL
     no backend accepts (naming the URL and the accepted forms), and
     :class:`~tracely_sdk.errors.StoreError` when the store itself cannot be opened.
     """
@@ -193,7 +196,7 @@ def open_store(url: str | None = None) -> Store:
     shown = redact_url(url)
     if url.lower().startswith("sqlite:"):
         path, options = _sqlite_target(url)
-        return SQLiteStore(path, url=url if path != ":memory:" else None, **options)
+        return SQLiteStore(path, url=url if path != ":memory:" else None, create=create, **options)
     match = _SCHEME_RE.match(url)
     if match:
         scheme = match.group(1).lower()
@@ -205,16 +208,19 @@ def open_store(url: str | None = None) -> Store:
                 pass
         factory = _backends.get(scheme)
         if factory is not None:
-            return factory(url)
+            try:
+                return factory(url)
+            except MissingDependency as exc:
+                raise ConfigError(f"store URL {shown!r}: {exc}") from None
         if scheme in _PROVIDED_BY:
             module, extra = _PROVIDED_BY[scheme]
             what = "the tracely server" if extra == "server" else "PostgreSQL"
             raise ConfigError(
                 f"store URL {shown!r}: the {scheme} backend ({what}) needs "
-                f"`pip install 'tracely[{extra}]'`; it is provided by {module}, which has not "
+                f"{install_hint(extra)}; it is provided by {module}, which has not "
                 "registered it in this environment"
             )
         raise ConfigError(f"store URL {shown!r}: unknown scheme {scheme!r}; expected {_accepted()}")
     if url.lower().endswith(_SQLITE_SUFFIXES):
-        return SQLiteStore(url)
+        return SQLiteStore(url, create=create)
     raise ConfigError(f"store URL {shown!r} is not one tracely can open; expected {_accepted()}")

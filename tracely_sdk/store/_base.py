@@ -9,7 +9,8 @@ every backend answers the same request the same way.
 from __future__ import annotations
 
 import abc
-from collections.abc import Callable, Iterable, Sequence
+import dataclasses
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
@@ -32,6 +33,7 @@ from tracely_sdk.store._model import (
 
 __all__ = [
     "Store",
+    "plan_edit",
     "plan_promotion",
     "plan_recapture",
     "should_replace",
@@ -121,7 +123,8 @@ class Store(abc.ABC):
     ) -> Case:
         """Change a case's name, tags or entrypoint (``None`` keeps it; ``entrypoint=""`` clears it).
 
-        The recorded content and version do not change.
+        The recording is unchanged; the change is kept in the case's history as a new version
+        whose note says what changed (see :func:`plan_edit`). Changing nothing writes nothing.
         """
 
     @abc.abstractmethod
@@ -207,9 +210,22 @@ def check_recorded(recording: Recording) -> dict[str, Any]:
             "`tracely.agent(name, input=...)` or `@observe(as_type='agent')`"
         )
     try:
-        return validate_bundle(recording.bundle)
+        bundle = validate_bundle(recording.bundle)
     except BundleFormatError as exc:
         raise Conflict(f"trace {trace} is not a usable recording: {exc}") from exc
+    # A call that could not be recorded is named, and replay reports it as INCOMPLETE where
+    # the run makes it; calls whose spans never arrived are not even named, so the order of
+    # what was kept is not the run's: such a recording is not a case.
+    for item in bundle.get("incomplete") or ():
+        if item["label"] in _LOST_LABELS:
+            raise Conflict(
+                f"trace {trace} is not a whole recording: {item['reason']}; promote or "
+                "recapture a trace whose spans all arrived"
+            )
+    return bundle
+
+
+_LOST_LABELS = frozenset({"tools", "llm", "calls"})
 
 
 def plan_promotion(
@@ -292,6 +308,34 @@ def plan_recapture(
         updated_at=max(now, case.updated_at),
     )
     return new, _version_of(new, new.updated_at, note)
+
+
+def plan_edit(
+    case: Case, changes: Mapping[str, Any], *, now: int
+) -> tuple[Case, CaseVersion] | None:
+    """The case with ``changes`` (name, entrypoint, tags) applied, and its history entry.
+
+    The recording (input, expected output, bundle, source trace) is unchanged; the version goes
+    up by one so that the history shows when the case started to run differently, with a note
+    naming each old and new value. None when nothing would change.
+    """
+    edited = [
+        f"{field} {_shown(getattr(case, field))} -> {_shown(value)}"
+        for field, value in changes.items()
+        if getattr(case, field) != value
+    ]
+    if not edited:
+        return None
+    new = dataclasses.replace(
+        case, **changes, version=case.version + 1, updated_at=max(now, case.updated_at)
+    )
+    return new, _version_of(new, new.updated_at, "edited: " + "; ".join(edited))
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, tuple):
+        return "[" + ", ".join(value) + "]"
+    return "-" if value is None else repr(value)
 
 
 def check_history(case: Case, history: Sequence[CaseVersion]) -> list[CaseVersion]:

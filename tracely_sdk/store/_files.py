@@ -15,13 +15,18 @@ same bytes and a recapture shows in review as one appended history entry::
       "id": "paris-weather",
       "name": "Paris weather",
       "tags": ["smoke"],
+      "checksum": {"entrypoint": "sha256:...", "history[0].bundle": "sha256:...", ...},
       "updated_at": 1718000000000000000,
       "version": 1
     }
 
-The case's current content is its history entry with the case's ``version``. A hand-written file
-needs only ``format``, ``id``, ``name`` and ``history`` entries with ``version``, ``input`` and
-``bundle``; the rest defaults. ``import_cases`` reads every ``*.json`` in the directory, checks
+The case's current content is its history entry with the case's ``version``. Every file carries
+a ``checksum``: a SHA-256 per field replay uses (``id``, ``entrypoint``, ``version`` and each
+history entry's ``version``, ``input``, ``expected_output`` and ``bundle``; see ``_seal``). A
+file without one, or with one that does not match, is refused naming the file and the field; a
+deliberate hand edit is sealed with ``tracely cases reseal FILE``, which prints the fields that
+changed. A hand-written file needs only ``format``, ``id``, ``name`` and ``history`` entries
+with ``version``, ``input`` and ``bundle``, and then a reseal; the rest defaults. ``import_cases`` reads every ``*.json`` in the directory, checks
 them all first and writes nothing if any is malformed (:class:`CaseFileError` names the file and
 the field); each case is then stored with exactly the file's history, replacing a stored case of
 the same id. Exporting never deletes files of cases that are no longer in the store.
@@ -37,9 +42,10 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from tracely_otel._bundle import BundleFormatError, validate_bundle
+from tracely_otel._bundle import BundleFormatError, validate_bundle, value_problem
 from tracely_sdk.errors import StoreError
 from tracely_sdk.store._model import (
+    MAX_STORED_INT,
     Case,
     CaseVersion,
     InvalidCase,
@@ -48,6 +54,7 @@ from tracely_sdk.store._model import (
     validate_case_id,
     validate_entrypoint,
 )
+from tracely_sdk.store._seal import broken_fields, case_file_fields, seal
 
 if TYPE_CHECKING:
     from tracely_sdk.store._base import Store
@@ -61,12 +68,24 @@ __all__ = [
     "import_cases",
     "project_root",
     "read_case_file",
+    "reseal_case_file",
     "tracely_dir",
 ]
 
 CASE_FILE_FORMAT = "tracely.case/1"
 _CASE_KEYS = frozenset(
-    {"format", "id", "name", "entrypoint", "tags", "version", "created_at", "updated_at", "history"}
+    {
+        "format",
+        "id",
+        "name",
+        "entrypoint",
+        "tags",
+        "version",
+        "created_at",
+        "updated_at",
+        "history",
+        "checksum",
+    }
 )
 _VERSION_KEYS = frozenset(
     {"version", "input", "expected_output", "bundle", "source_trace_id", "created_at", "note"}
@@ -106,8 +125,8 @@ class CaseFileError(StoreError, ValueError):
 
 
 def case_document(case: Case, history: Iterable[CaseVersion]) -> dict[str, Any]:
-    """The JSON object a case file holds."""
-    return {
+    """The JSON object a case file holds, sealed with its ``checksum``."""
+    doc: dict[str, Any] = {
         "format": CASE_FILE_FORMAT,
         "id": case.id,
         "name": case.name,
@@ -118,6 +137,8 @@ def case_document(case: Case, history: Iterable[CaseVersion]) -> dict[str, Any]:
         "updated_at": case.updated_at,
         "history": [v.to_dict() for v in sorted(history, key=lambda v: v.version)],
     }
+    doc["checksum"] = seal(case_file_fields(doc))
+    return doc
 
 
 def case_file_bytes(case: Case, history: Iterable[CaseVersion]) -> bytes:
@@ -169,6 +190,9 @@ def export_cases(
     )
     written = []
     for case in cases:
+        if case.problem is not None:  # sealing it in a file would vouch for what was changed
+            raise StoreError(f"cannot export {case.id}: {case.problem}")
+    for case in cases:
         path = _case_path(target, case.id)
         data = case_file_bytes(case, store.case_history(case.id))
         try:
@@ -185,8 +209,14 @@ def export_cases(
 
 
 def _int(path: Path, field: str, value: Any, *, minimum: int = 0) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
-        raise CaseFileError(path, field, f"must be an integer >= {minimum}, got {value!r}")
+    if (
+        not isinstance(value, int)
+        or isinstance(value, bool)
+        or not minimum <= value <= MAX_STORED_INT
+    ):
+        raise CaseFileError(
+            path, field, f"must be an integer from {minimum} to {MAX_STORED_INT}, got {value!r}"
+        )
     return value
 
 
@@ -210,6 +240,10 @@ def _read_version(path: Path, field: str, case_id: str, raw: Any, default_ns: in
     version = _int(path, f"{field}.version", raw["version"], minimum=1)
     if raw["input"] is None:
         raise CaseFileError(path, f"{field}.input", "must be the recorded agent input, not null")
+    for key in ("input", "expected_output"):
+        problem = value_problem(raw.get(key))
+        if problem is not None:
+            raise CaseFileError(path, f"{field}.{key}", problem)
     try:
         bundle = validate_bundle(raw["bundle"])
     except BundleFormatError as exc:
@@ -226,9 +260,7 @@ def _read_version(path: Path, field: str, case_id: str, raw: Any, default_ns: in
     )
 
 
-def read_case_file(path: str | os.PathLike[str]) -> tuple[Case, list[CaseVersion]]:
-    """Parse and check one case file; :class:`CaseFileError` names the field at fault."""
-    path = Path(path)
+def _load_doc(path: Path) -> Mapping[str, Any]:
     try:
         doc = orjson.loads(path.read_bytes())
     except OSError as exc:
@@ -244,6 +276,63 @@ def read_case_file(path: str | os.PathLike[str]) -> tuple[Case, list[CaseVersion
         raise CaseFileError(
             path, "format", f"must be {CASE_FILE_FORMAT!r}, got {doc.get('format')!r}"
         )
+    return doc
+
+
+def _check_seal(path: Path, doc: Mapping[str, Any]) -> None:
+    if "checksum" not in doc:
+        raise CaseFileError(
+            path,
+            "checksum",
+            "is missing, so nothing shows the file holds what was exported: if you wrote or "
+            f"edited it on purpose, review it and run `tracely cases reseal {path}`",
+        )
+    broken = broken_fields(doc["checksum"], case_file_fields(doc))
+    if broken:
+        raise CaseFileError(
+            path,
+            broken[0],
+            "does not match the file's checksum: it was changed after the file was sealed"
+            + (f" (so were {', '.join(broken[1:])})" if broken[1:] else "")
+            + f"; if the change is deliberate, review it and run `tracely cases reseal {path}`",
+        )
+
+
+def read_case_file(path: str | os.PathLike[str]) -> tuple[Case, list[CaseVersion]]:
+    """Parse and check one case file; :class:`CaseFileError` names the field at fault.
+
+    A file without a ``checksum``, or whose checksum does not match what replay would use, is
+    refused (see :func:`reseal_case_file`).
+    """
+    path = Path(path)
+    doc = _load_doc(path)
+    parsed = _parse_doc(path, doc)
+    _check_seal(path, doc)
+    return parsed
+
+
+def reseal_case_file(path: str | os.PathLike[str]) -> list[str]:
+    """Seal a case file edited by hand: check it as an import would, then write its new
+    ``checksum``. Returns the fields whose content changed since the last seal (every field
+    when the file had none); an empty list leaves the file untouched."""
+    path = Path(path)
+    doc = _load_doc(path)
+    _parse_doc(path, doc)
+    fields = case_file_fields(doc)
+    changed = broken_fields(doc.get("checksum"), fields) if "checksum" in doc else list(fields)
+    if changed:
+        sealed = {**doc, "checksum": seal(fields)}
+        _write_atomically(
+            path,
+            orjson.dumps(
+                sealed,
+                option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS | orjson.OPT_APPEND_NEWLINE,
+            ),
+        )
+    return changed
+
+
+def _parse_doc(path: Path, doc: Mapping[str, Any]) -> tuple[Case, list[CaseVersion]]:
     case_id = doc.get("id")
     try:
         validate_case_id(case_id)

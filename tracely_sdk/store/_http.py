@@ -383,6 +383,7 @@ class HTTPStore(Store):
                 tags=tuple(data.get("tags") or ()),
                 created_at=data["created_at"],
                 updated_at=data["updated_at"],
+                problem=data.get("problem"),
             )
         except KeyError as exc:
             raise self._malformed("case", ValueError(f"it has no {exc.args[0]!r}")) from None

@@ -25,7 +25,8 @@ from typing import Any, Protocol, Union
 import orjson
 
 from tracely_sdk.errors import StoreError
-from tracely_sdk.store._model import bundle_weight, normalise_tags, now_ns
+from tracely_sdk.store._model import bundle_weight, dumps_json, normalise_tags, now_ns
+from tracely_sdk.store._seal import case_row_fields, seal, version_row_fields
 
 __all__ = [
     "MIGRATIONS",
@@ -126,6 +127,38 @@ def _backfill_v2(conn: Connection, dialect: Dialect) -> None:
             )
 
 
+def _seal_cases(conn: Connection, dialect: Dialect) -> None:
+    """Seal every case and version already stored: the store was trusted when it wrote them,
+    and from now on a row changed outside tracely is refused on read."""
+    rows = conn.execute(
+        "SELECT id, entrypoint, version, input, expected_output, bundle FROM cases"
+    ).fetchall()
+    for case_id, entrypoint, version, input_text, expected_text, bundle_text in rows:
+        fields = case_row_fields(
+            case_id,
+            entrypoint,
+            int(version),
+            _loads(input_text),
+            _loads(expected_text),
+            _loads(bundle_text),
+        )
+        conn.execute(
+            dialect.sql("UPDATE cases SET checksum = ? WHERE id = ?"),
+            (dumps_json(seal(fields)), case_id),
+        )
+    rows = conn.execute(
+        "SELECT case_id, version, input, expected_output, bundle FROM case_versions"
+    ).fetchall()
+    for case_id, version, input_text, expected_text, bundle_text in rows:
+        fields = version_row_fields(
+            case_id, int(version), _loads(input_text), _loads(expected_text), _loads(bundle_text)
+        )
+        conn.execute(
+            dialect.sql("UPDATE case_versions SET checksum = ? WHERE case_id = ? AND version = ?"),
+            (dumps_json(seal(fields)), case_id, version),
+        )
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(
         1,
@@ -203,6 +236,32 @@ MIGRATIONS: tuple[Migration, ...] = (
                 case_id TEXT NOT NULL,
                 PRIMARY KEY (trace_id, run_id)
             )""",
+        ),
+    ),
+    Migration(
+        4,
+        "a checksum on every case and case version",
+        (
+            "ALTER TABLE cases ADD COLUMN checksum TEXT",
+            "ALTER TABLE case_versions ADD COLUMN checksum TEXT",
+            _seal_cases,
+        ),
+    ),
+    Migration(
+        5,
+        "the spans of each trace, shared by the servers on one store",
+        (
+            # One row per span any server sharing the store received: the servers assemble a
+            # trace from all of them (see PostgresStore.assemble_traces). ``span`` is the
+            # span as a one-span OTLP/JSON request; ``received_at`` (ms) lets old rows go.
+            """CREATE TABLE trace_spans (
+                trace_id TEXT NOT NULL,
+                span_id TEXT NOT NULL,
+                span TEXT NOT NULL,
+                received_at BIGINT NOT NULL,
+                PRIMARY KEY (trace_id, span_id)
+            )""",
+            "CREATE INDEX trace_spans_received_at ON trace_spans (received_at)",
         ),
     ),
 )

@@ -78,6 +78,8 @@ MAX_RUN_ITEMS = 50
 MAX_RUN_DEPTH = 12
 MAX_RUN_CASE_BYTES = 64 * 1024
 UNKNOWN_SERVICE = "unknown_service"
+MAX_STORED_INT = 2**63 - 1
+"""The largest integer a store column holds (SQLite and PostgreSQL both use signed 64 bits)."""
 
 
 class InvalidCase(StoreError, ValueError):
@@ -179,11 +181,27 @@ def _check_name(name: object) -> str:
 
 
 def _check_ns(what: str, value: object) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= MAX_STORED_INT:
         raise ValueError(
-            f"{what} must be a non-negative integer of Unix nanoseconds, got {value!r}"
+            f"{what} must be an integer of Unix nanoseconds from 0 to {MAX_STORED_INT}, "
+            f"got {value!r}"
         )
     return value
+
+
+def _check_version(case_id: str, value: object) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= MAX_STORED_INT:
+        raise InvalidCase(
+            f"case {case_id}: version must be an integer from 1 to {MAX_STORED_INT}, got {value!r}"
+        )
+
+
+def _started_at(value: Any) -> int:
+    """A bundle's start time as a recording keeps it: a time the store cannot hold (OTLP
+    allows up to 2**64 - 1 ns) is clamped into range, so the trace is still recorded."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        return 0
+    return min(max(value, 0), MAX_STORED_INT)
 
 
 def bundle_weight(bundle: Mapping[str, Any]) -> int:
@@ -257,7 +275,7 @@ class Recording:
             trace_id=trace_id,
             service=str(bundle.get("service") or UNKNOWN_SERVICE),
             agent_name=agent.get("name") if isinstance(agent.get("name"), str) else None,
-            started_at=started if isinstance(started, int) and not isinstance(started, bool) else 0,
+            started_at=_started_at(started),
             status="error" if "error" in agent else "ok",
             input=agent.get("input"),
             output=agent.get("output"),
@@ -319,10 +337,7 @@ class CaseVersion:
 
     def __post_init__(self) -> None:
         validate_case_id(self.case_id)
-        if not isinstance(self.version, int) or isinstance(self.version, bool) or self.version < 1:
-            raise InvalidCase(
-                f"case {self.case_id}: version must be an integer from 1, got {self.version!r}"
-            )
+        _check_version(self.case_id, self.version)
         if not isinstance(self.bundle, dict):
             raise InvalidCase(
                 f"case {self.case_id} v{self.version}: the bundle must be a JSON object"
@@ -349,7 +364,9 @@ class Case:
     """A regression case: a recorded run promoted to a test, replayed hermetically in CI.
 
     ``input``, ``expected_output``, ``bundle`` and ``source_trace_id`` are those of the current
-    ``version``; :meth:`~tracely_sdk.store.Store.case_history` has every version.
+    ``version``; :meth:`~tracely_sdk.store.Store.case_history` has every version. ``problem``
+    says why a stored case cannot be trusted (its row does not match the checksum it was
+    written with): replay reports such a case ERRORED without running it, export refuses it.
     """
 
     id: str
@@ -363,6 +380,7 @@ class Case:
     tags: tuple[str, ...]
     created_at: int
     updated_at: int
+    problem: str | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         validate_case_id(self.id)
@@ -373,10 +391,7 @@ class Case:
             raise InvalidCase(f"case {self.id} has no input: a case replays a recorded agent input")
         if not isinstance(self.bundle, dict):
             raise InvalidCase(f"case {self.id}: the bundle must be a JSON object")
-        if not isinstance(self.version, int) or isinstance(self.version, bool) or self.version < 1:
-            raise InvalidCase(
-                f"case {self.id}: version must be an integer from 1, got {self.version!r}"
-            )
+        _check_version(self.id, self.version)
         _check_ns("created_at", self.created_at)
         _check_ns("updated_at", self.updated_at)
 
@@ -393,7 +408,7 @@ class Case:
             "tags": list(self.tags),
             "created_at": self.created_at,
             "updated_at": self.updated_at,
-        }
+        } | ({"problem": self.problem} if self.problem is not None else {})
 
 
 def new_run_id() -> str:

@@ -34,7 +34,7 @@ import random
 import threading
 import time
 import urllib.parse
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
@@ -193,6 +193,19 @@ class _Pool:
         return idle
 
 
+# Arrays go in binary (%b): as text, each span's JSON would be escaped character by character.
+_ADD_SPANS_SQL = (
+    "INSERT INTO trace_spans (trace_id, span_id, span, received_at) "
+    "SELECT trace_id, span_id, span, %s FROM unnest(%b::text[], %b::text[], %b::text[]) "
+    "AS given (trace_id, span_id, span) ON CONFLICT (trace_id, span_id) DO NOTHING"
+)
+_OTHER_SPANS_SQL = (
+    "SELECT trace_id, span_id, span FROM trace_spans WHERE trace_id = ANY(%b::text[]) "
+    "AND (trace_id, span_id) NOT IN (SELECT * FROM unnest(%b::text[], %b::text[]))"
+)
+_SWEEP_SQL = "DELETE FROM trace_spans WHERE received_at < %s"
+SHARED_SPANS_KEEP_SECONDS = 3600.0
+_SWEEP_EVERY_MS = 60_000
 _UPSERT_ROWS = 500  # rows per statement (11 parameters each, far below the protocol's limit)
 _REC_FIELDS = [c.strip() for c in REC_COLUMNS.split(",")] + ["span_count"]
 
@@ -262,6 +275,7 @@ class PostgresStore(SQLStore):
         self.pool_timeout = pool_timeout
         self._local = threading.local()
         self._migrated = False
+        self._spans_swept = 0
         self._pool = self._new_pool()
         # Connect and migrate now: a wrong URL or a newer schema fails here, not on first use.
         self._pool.add(self._connect())
@@ -490,3 +504,57 @@ class PostgresStore(SQLStore):
     def put_case(self, case: Case, history: Sequence[CaseVersion]) -> Case:
         history = list(history)
         return self._retrying(lambda: SQLStore.put_case(self, case, history))
+
+    # one trace from the spans every server received -------------------------------------------
+
+    def assemble_traces(
+        self,
+        traces: Sequence[tuple[str, Mapping[str, str]]],
+        assemble: Callable[[str, Mapping[str, str]], Recording | None],
+        *,
+        keep_seconds: float = SHARED_SPANS_KEEP_SECONDS,
+    ) -> list[bool | None]:
+        """Add each trace's spans to those every server on this store has added, and store the
+        recording ``assemble`` makes of them all; for each trace, whether that changed the
+        stored recording (None: ``assemble`` made none).
+
+        ``traces`` are (trace id, span id → the span's encoding) pairs; ``assemble`` gets a
+        trace id and the spans of that trace that other servers added (the caller has its
+        own). The spans are committed before the others' are read, so of two servers
+        assembling one trace at once, at least one reads the spans of both (each reads after
+        its own commit, and one of the two reads comes after both commits), and a recording
+        only ever replaces one made of fewer spans: the stored recording is the one a single
+        server receiving every span would make. Spans added more than ``keep_seconds`` ago are
+        let go of (their recordings stay).
+        """
+        items = list(traces)
+        if not items:
+            return []
+        now = int(time.time() * 1000)
+        trace_ids = [trace_id for trace_id, _ in items]
+        columns: list[list[str]] = [[], [], []]  # trace ids, span ids, spans: one row a span
+        for trace_id, spans in items:
+            for span_id, span in spans.items():
+                columns[0].append(trace_id)
+                columns[1].append(span_id)
+                columns[2].append(span)
+        sweep = now - self._spans_swept > _SWEEP_EVERY_MS
+
+        def add() -> None:
+            with self._write() as conn:
+                if sweep:
+                    conn.execute(_SWEEP_SQL, (now - int(keep_seconds * 1000),))
+                conn.execute(_ADD_SPANS_SQL, (now, *columns))
+
+        self._retrying(add)
+        if sweep:
+            self._spans_swept = now
+        others: dict[str, dict[str, str]] = {}
+        with self._read() as conn:
+            for trace_id, span_id, span in conn.execute(
+                _OTHER_SPANS_SQL, (trace_ids, columns[0], columns[1])
+            ):
+                others.setdefault(trace_id, {})[span_id] = span
+        made = [assemble(trace_id, others.get(trace_id, {})) for trace_id in trace_ids]
+        changed = iter(self.put_recordings([r for r in made if r is not None]))
+        return [None if r is None else next(changed) for r in made]

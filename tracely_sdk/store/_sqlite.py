@@ -29,7 +29,13 @@ from typing import Any
 import orjson
 
 from tracely_sdk.errors import Conflict, NotFound, StoreError
-from tracely_sdk.store._base import Store, check_history, plan_promotion, plan_recapture
+from tracely_sdk.store._base import (
+    Store,
+    check_history,
+    plan_edit,
+    plan_promotion,
+    plan_recapture,
+)
 from tracely_sdk.store._migrations import (
     SQLITE,
     Connection,
@@ -50,6 +56,7 @@ from tracely_sdk.store._model import (
     redact_url,
     validate_entrypoint,
 )
+from tracely_sdk.store._seal import broken_fields, case_row_fields, seal, version_row_fields
 
 __all__ = ["CASE_COLUMNS", "REC_COLUMNS", "SQLStore", "SQLiteStore", "case_from_row"]
 
@@ -60,10 +67,10 @@ REC_COLUMNS = (
 )
 CASE_COLUMNS = (
     "id, name, entrypoint, input, expected_output, bundle, source_trace_id, version, tags, "
-    "created_at, updated_at"
+    "created_at, updated_at, checksum"
 )
 _VERSION_COLUMNS = (
-    "case_id, version, input, expected_output, bundle, source_trace_id, created_at, note"
+    "case_id, version, input, expected_output, bundle, source_trace_id, created_at, note, checksum"
 )
 
 
@@ -116,9 +123,41 @@ def _recording_of(row: Sequence[Any]) -> Recording:
 def case_from_row(row: Sequence[Any]) -> Case:
     """A case from a row of CASE_COLUMNS."""
     try:
-        return _case_of(row)
+        case = _case_of(row)
     except _CorruptRow as exc:
         raise _corrupt(f"case {row[0]}", exc) from exc
+    problem = _seal_problem(f"case {case.id}", row[11], _case_fields(case))
+    return case if problem is None else dataclasses.replace(case, problem=problem)
+
+
+def _case_fields(case: Case) -> dict[str, Any]:
+    return case_row_fields(
+        case.id, case.entrypoint, case.version, case.input, case.expected_output, case.bundle
+    )
+
+
+def _version_fields(v: CaseVersion) -> dict[str, Any]:
+    return version_row_fields(v.case_id, v.version, v.input, v.expected_output, v.bundle)
+
+
+def _sealed(fields: dict[str, Any]) -> str:
+    return dumps_json(seal(fields))
+
+
+def _seal_problem(what: str, checksum: Any, fields: dict[str, Any]) -> str | None:
+    """Why a row's content is not what was written (the store seals every write), or None."""
+    try:
+        stored = orjson.loads(checksum) if checksum is not None else None
+    except orjson.JSONDecodeError:
+        stored = None
+    broken = broken_fields(stored, fields)
+    if not broken:
+        return None
+    return (
+        f"{what}: {', '.join(broken)} does not match the checksum stored with it: the row "
+        "was changed outside tracely; restore it from an export (tracely cases import) or "
+        "delete it"
+    )
 
 
 def _case_of(row: Sequence[Any]) -> Case:
@@ -139,9 +178,13 @@ def _case_of(row: Sequence[Any]) -> Case:
 
 def _version(row: Sequence[Any]) -> CaseVersion:
     try:
-        return _version_of(row)
+        version = _version_of(row)
     except _CorruptRow as exc:
         raise _corrupt(f"version {row[1]} of case {row[0]}", exc) from exc
+    problem = _seal_problem(f"version {row[1]} of case {row[0]}", row[8], _version_fields(version))
+    if problem is not None:
+        raise StoreError(problem)
+    return version
 
 
 def _version_of(row: Sequence[Any]) -> CaseVersion:
@@ -368,7 +411,9 @@ class SQLStore(Store):
 
     def _insert_case(self, conn: Any, case: Case) -> None:
         conn.execute(
-            self._q(f"INSERT INTO cases ({CASE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"),
+            self._q(
+                f"INSERT INTO cases ({CASE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            ),
             (
                 case.id,
                 case.name,
@@ -381,6 +426,7 @@ class SQLStore(Store):
                 dumps_json(list(case.tags)),
                 case.created_at,
                 case.updated_at,
+                _sealed(_case_fields(case)),
             ),
         )
         self._write_tags(conn, case)
@@ -395,7 +441,7 @@ class SQLStore(Store):
     def _insert_version(self, conn: Any, v: CaseVersion) -> None:
         conn.execute(
             self._q(
-                f"INSERT INTO case_versions ({_VERSION_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+                f"INSERT INTO case_versions ({_VERSION_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
             ),
             (
                 v.case_id,
@@ -406,6 +452,7 @@ class SQLStore(Store):
                 v.source_trace_id,
                 v.created_at,
                 v.note,
+                _sealed(_version_fields(v)),
             ),
         )
 
@@ -492,7 +539,8 @@ class SQLStore(Store):
             cur = conn.execute(
                 self._q(
                     "UPDATE cases SET input = ?, expected_output = ?, bundle = ?, "
-                    "source_trace_id = ?, version = ?, updated_at = ? WHERE id = ? AND version = ?"
+                    "source_trace_id = ?, version = ?, updated_at = ?, checksum = ? "
+                    "WHERE id = ? AND version = ?"
                 ),
                 (
                     dumps_json(new.input),
@@ -501,6 +549,7 @@ class SQLStore(Store):
                     new.source_trace_id,
                     new.version,
                     new.updated_at,
+                    _sealed(_case_fields(new)),
                     case.id,
                     case.version,
                 ),
@@ -527,16 +576,27 @@ class SQLStore(Store):
             changes["entrypoint"] = validate_entrypoint(entrypoint or None)
         with self._write() as conn:
             case = self._load_case(conn, case_id)
-            if not changes:
+            plan = plan_edit(case, changes, now=now_ns())
+            if plan is None:
                 return case
-            new = dataclasses.replace(case, **changes, updated_at=max(now_ns(), case.updated_at))
+            new, version = plan
             conn.execute(
                 self._q(
-                    "UPDATE cases SET name = ?, entrypoint = ?, tags = ?, updated_at = ? WHERE id = ?"
+                    "UPDATE cases SET name = ?, entrypoint = ?, tags = ?, version = ?, "
+                    "updated_at = ?, checksum = ? WHERE id = ?"
                 ),
-                (new.name, new.entrypoint, dumps_json(list(new.tags)), new.updated_at, case_id),
+                (
+                    new.name,
+                    new.entrypoint,
+                    dumps_json(list(new.tags)),
+                    new.version,
+                    new.updated_at,
+                    _sealed(_case_fields(new)),
+                    case_id,
+                ),
             )
             self._write_tags(conn, new)
+            self._insert_version(conn, version)
         return new
 
     def delete_case(self, case_id: str) -> None:
@@ -607,7 +667,9 @@ class SQLStore(Store):
 class SQLiteStore(SQLStore):
     """A store in one SQLite file (created, with its directory, on first use).
 
-    ``path`` may be ``":memory:"`` for a private in-memory store (gone when closed).
+    ``path`` may be ``":memory:"`` for a private in-memory store (gone when closed). With
+    ``create=False`` a file that does not exist is an error and nothing is created (what
+    read-only commands use, so that a mistyped path never leaves an empty store behind).
     ``timeout`` is how long a write waits for another process's write to finish.
     ``synchronous`` is SQLite's durability level: ``"FULL"`` (default) makes every committed
     recording survive a power cut; ``"NORMAL"`` survives a crash of the application only.
@@ -623,8 +685,10 @@ class SQLiteStore(SQLStore):
         timeout: float = 30.0,
         synchronous: str = "FULL",
         url: str | None = None,
+        create: bool = True,
     ) -> None:
         self.memory = str(path) == ":memory:"
+        self.create = create
         self.path = Path(path).expanduser().absolute() if not self.memory else None
         if synchronous.upper() not in ("OFF", "NORMAL", "FULL", "EXTRA"):
             raise ValueError(f"synchronous must be OFF, NORMAL, FULL or EXTRA, not {synchronous!r}")
@@ -636,6 +700,12 @@ class SQLiteStore(SQLStore):
 
     def _connect(self) -> sqlite3.Connection:
         target = ":memory:"
+        if self.path is not None and not self.create and not self.path.is_file():
+            raise StoreError(
+                f"no tracely store at {self.path} (nothing was created there): record a run with "
+                "tracely.init() or `tracely cases import DIR` first, or point --store / "
+                "TRACELY_STORE at the store that holds your cases"
+            )
         if self.path is not None:
             try:
                 self.path.parent.mkdir(parents=True, exist_ok=True)

@@ -231,6 +231,10 @@ class Spool:
             return 0
 
 
+class _SpoolUnreadable(Exception):
+    """The spool itself cannot be read or claimed (the cause says why); the store is not at fault."""
+
+
 class BackgroundWriter:
     """Write recordings to a store from a daemon thread; see the module docstring.
 
@@ -488,15 +492,27 @@ class BackgroundWriter:
                     with self._cond:
                         self._dirty = True
             except OSError as exc:
-                self._once(
-                    "spool-write",
-                    "cannot write the spool %s: %s; writing directly",
-                    self.spool.path,
-                    exc,
-                    level=logging.ERROR,
-                )
-                if not self._write_direct(batch):
+                problem = self._write_direct(batch)
+                if problem is None:
+                    self._once(
+                        "spool-write",
+                        "cannot write the spool %s (%s); recordings are written straight to "
+                        "the store, and would be lost while it is unavailable",
+                        self.spool.path,
+                        exc,
+                    )
+                else:
                     self.stats["dropped"] += len(batch)
+                    self._once(
+                        "lost",
+                        "tracely lost the recording of trace(s) %s: the spool %s cannot be "
+                        "written (%s) and the store cannot take them (%s)",
+                        ", ".join(r.trace_id for r in batch),
+                        self.spool.path,
+                        exc,
+                        problem,
+                        level=logging.ERROR,
+                    )
             with self._cond:
                 self._inflight = 0
         if not (healthy or hurry or now >= self._next_try):
@@ -505,6 +521,18 @@ class BackgroundWriter:
             return
         try:
             self._drain()
+        except _SpoolUnreadable as exc:
+            self._failures += 1
+            self.stats["failures"] += 1
+            self._next_try = time.monotonic() + self._backoff()
+            self._once(
+                "spool-read",
+                "cannot use the spool %s (%s); recordings are written straight to the store, "
+                "and nothing is kept for later when it is unavailable",
+                self.spool.path,
+                exc.__cause__,
+                level=logging.ERROR,
+            )
         except Exception as exc:
             self._failures += 1
             self.stats["failures"] += 1
@@ -530,12 +558,13 @@ class BackgroundWriter:
             with self._cond:
                 self._cond.notify_all()
 
-    def _write_direct(self, batch: list[Recording]) -> bool:
+    def _write_direct(self, batch: list[Recording]) -> str | None:
+        """Store ``batch`` without the spool; None if it was stored, else why not."""
         try:
             self._put([(None, r) for r in batch])
-        except Exception:
-            return False
-        return True
+        except Exception as exc:
+            return f"{type(exc).__name__}: {exc}"
+        return None
 
     def _get_store(self) -> Store:
         if self._store is None:
@@ -574,6 +603,10 @@ class BackgroundWriter:
         if dirty:
             try:
                 claimed = self.spool.claim()
+            except OSError as exc:
+                # Nothing of this writer's can be in a spool it cannot open; a later process
+                # takes over whatever an earlier one left there.
+                raise _SpoolUnreadable() from exc
             except BaseException:
                 with self._cond:
                     self._dirty = True

@@ -173,3 +173,107 @@ def test_import_of_a_malformed_file_imports_nothing(capture: Any, cli: CLI, tmp_
     assert "bad.json" in err and "is not JSON" in err
     status, _, err = cli("cases", "import", str(tmp_path / "missing"))
     assert status == 2 and "no case file or directory" in err
+
+
+def test_promote_checks_the_entrypoint_before_storing_it(capture: Any, cli: CLI) -> None:
+    trace_id = record(capture, cli, weather_agent.run, "Paris")
+
+    def refused(entrypoint: str) -> str:
+        status, out, err = cli(
+            "cases", "promote", trace_id, "--name", "x", "--entrypoint", entrypoint
+        )
+        assert status == 2 and out == "" and err.count("\n") == 1
+        return err
+
+    assert "no module named 'nosuchmod'" in refused("nosuchmod:run")
+    assert f"'{WEATHER}' has no attribute 'rnu'; did you mean 'run'?" in refused(f"{WEATHER}:rnu")
+    err = refused(f"{WEATHER}:local_model")
+    assert f"entrypoint '{WEATHER}:local_model' does not accept the recorded input" in err
+    assert "missing a required argument: 'tools'" in err
+    err = refused("os:system")
+    assert "entrypoint 'os:system' is not allowed, so it was not imported" in err
+    assert '[tool.tracely] entrypoints in pyproject.toml (e.g. entrypoints = ["os:*"])' in err
+    assert json.loads(cli("cases", "list", "--json")[1]) == []  # nothing was stored
+    assert (
+        promote(cli, trace_id, "--entrypoint", f"{WEATHER}:run")["entrypoint"] == f"{WEATHER}:run"
+    )
+
+
+def test_edit_changes_a_case_in_place_and_keeps_the_change_in_its_history(
+    capture: Any, cli: CLI
+) -> None:
+    trace_id = record(capture, cli, weather_agent.run, "Paris")
+    promote(cli, trace_id, "--entrypoint", f"{WEATHER}:run_broken", "--tag", "eu")
+    status, out, err = cli(
+        "cases", "edit", "paris-weather", "--entrypoint", f"{WEATHER}:run", "--name", "Paris"
+    )
+    assert status == 0, err
+    assert out == (
+        "case paris-weather version 1 -> 2: edited: name 'Paris weather' -> 'Paris'; "
+        f"entrypoint '{WEATHER}:run_broken' -> '{WEATHER}:run'\n"
+    )
+    status, out, _ = cli(
+        "cases", "edit", "paris-weather", "--tag", "smoke", "--tag", "eu", "--json"
+    )
+    assert status == 0
+    assert json.loads(out)["tags"] == ["eu", "smoke"] and json.loads(out)["version"] == 3
+    listed = json.loads(cli("cases", "list", "--json")[1])
+    assert [(c["case_id"], c["entrypoint"]) for c in listed] == [
+        ("paris-weather", f"{WEATHER}:run")
+    ]
+    history = json.loads(cli("cases", "history", "paris-weather", "--json")[1])
+    assert [v["note"] for v in history] == [
+        f"promoted from trace {trace_id}",
+        f"edited: name 'Paris weather' -> 'Paris'; entrypoint '{WEATHER}:run_broken' -> '{WEATHER}:run'",
+        "edited: tags [eu] -> [eu, smoke]",
+    ]
+    assert len({json.dumps(v["calls"]) for v in history}) == 1  # the recording is unchanged
+    assert cli("replay")[0] == 0
+    # a new entrypoint is checked as at promote time; a refused edit changes nothing
+    status, _, err = cli("cases", "edit", "paris-weather", "--entrypoint", "os:system")
+    assert status == 2 and "'os:system' is not allowed" in err
+    status, _, err = cli("cases", "edit", "paris-weather")
+    assert status == 2 and "nothing to change" in err
+    status, out, _ = cli("cases", "edit", "paris-weather", "--name", "Paris")
+    assert status == 0 and out == "case paris-weather already is so; nothing changed\n"
+    assert len(json.loads(cli("cases", "history", "paris-weather", "--json")[1])) == 3
+
+
+def test_reseal_prints_what_a_hand_edit_changed(capture: Any, cli: CLI, tmp_path: Path) -> None:
+    promote(cli, record(capture, cli, weather_agent.run_broken, "Paris"))
+    cli("cases", "export", str(tmp_path / "cases"))
+    path = tmp_path / "cases" / "paris-weather.json"
+    doc = json.loads(path.read_text())
+    doc["history"][0]["expected_output"] = "Sunny in Paris."
+    path.write_text(json.dumps(doc))
+
+    status, out, err = cli("cases", "import", str(tmp_path / "cases"))
+    assert status == 2 and out == ""
+    assert f"{path}: history[0].expected_output: does not match the file's checksum" in err
+    assert f"tracely cases reseal {path}" in err
+
+    status, out, _ = cli("cases", "reseal", str(path))
+    assert status == 0 and out == f"resealed {path}: changed history[0].expected_output\n"
+    status, out, _ = cli("cases", "reseal", str(path))
+    assert out == f"{path}: already sealed, nothing changed\n"
+    status, out, _ = cli("cases", "import", str(tmp_path / "cases"))
+    assert status == 0
+    shown = json.loads(cli("cases", "show", "paris-weather", "--json")[1])
+    assert shown["expected_output"] == "Sunny in Paris."
+
+
+def test_import_of_an_integer_the_store_cannot_hold_names_it_and_imports_nothing(
+    capture: Any, cli: CLI, tmp_path: Path
+) -> None:
+    promote(cli, record(capture, cli, weather_agent.run, "Paris"))
+    promote(cli, record(capture, cli, weather_agent.run, "Oslo"), "--name", "z oslo")
+    cli("cases", "export", str(tmp_path / "cases"))
+    bad = tmp_path / "cases" / "z-oslo.json"  # sorted after the good file
+    doc = json.loads(bad.read_bytes())
+    doc["history"][0]["created_at"] = 2**63
+    bad.write_text(json.dumps(doc))
+    fresh = CLI(cli.capsys, cli.url.replace("tracely.db", "fresh.db"))
+    status, out, err = fresh("cases", "import", str(tmp_path / "cases"))
+    assert status == 2 and out == ""
+    assert "z-oslo.json: history[0].created_at: must be an integer" in err
+    assert json.loads(fresh("cases", "list", "--json")[1]) == []

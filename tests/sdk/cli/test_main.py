@@ -28,6 +28,7 @@ COMMANDS = [
         ["cases", name]
         for name in (
             "promote",
+            "edit",
             "list",
             "show",
             "history",
@@ -35,6 +36,7 @@ COMMANDS = [
             "recapture",
             "export",
             "import",
+            "reseal",
         )
     ),
     ["replay"],
@@ -45,6 +47,7 @@ COMMANDS = [
     ["scenarios", "run"],
     ["scenarios", "list"],
     ["scenarios", "new"],
+    ["run"],
     ["serve"],
     ["ui"],
 ]
@@ -109,6 +112,7 @@ def test_the_store_comes_from_the_environment(
     monkeypatch.setenv("TRACELY_STORE", "ftp://from-env/x")
     assert main(["cases", "list"]) == 2
     assert "ftp://from-env/x" in capsys.readouterr().err
+    cli.store().close()  # an empty store
     # --store wins over the environment, before or after the command
     assert main(["--store", cli.url, "cases", "list", "--json"]) == 0
     assert capsys.readouterr().out.strip() == "[]"
@@ -116,6 +120,7 @@ def test_the_store_comes_from_the_environment(
 
 
 def test_unknown_trace_and_case_exit_2(cli: CLI) -> None:
+    cli.store().close()  # an empty store
     status, out, err = cli("traces", "show", "0" * 32)
     assert status == 2 and out == ""
     assert err.startswith(f"tracely: error: no recording of trace '{'0' * 32}'")
@@ -137,3 +142,30 @@ def test_python_dash_m_runs_the_cli() -> None:
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == f"tracely {__version__}"
+
+
+def test_a_postgresql_store_without_psycopg_is_one_line_with_an_install_hint(
+    tmp_path: Path,
+) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "TRACELY_"))}
+    env["PYTHONPATH"] = str(ROOT)
+    # as if psycopg were not installed
+    code = (
+        "import sys; sys.modules['psycopg'] = None; from tracely_sdk.cli import main; "
+        "sys.exit(main())"
+    )
+    for argv in (["cases", "list"], ["replay"], ["traces", "list"]):
+        proc = subprocess.run(
+            [sys.executable, "-c", code, *argv, "--store", "postgresql://u:s3cret@127.0.0.1:9/x"],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=tmp_path,
+            timeout=60,
+        )
+        assert proc.returncode == 2 and proc.stdout == ""
+        assert proc.stderr == (
+            "tracely: error: store URL 'postgresql://u:***@127.0.0.1:9/x': psycopg is not "
+            "installed; install it with: pip install '.[postgres]' in a tracely checkout "
+            "(or 'tracely[postgres]' from an index)\n"
+        )

@@ -106,7 +106,15 @@ def test_selecting_cases_by_id_and_tag(capture: Any, cli: CLI) -> None:
     status, _, err = cli("replay", "--case", "lima")
     assert status == 2 and err.startswith("tracely: error: no case 'lima'")
     status, out, err = cli("replay", "--tag", "none")
-    assert status == 0 and out == "" and "no cases to replay with tag none" in err
+    assert status == 2 and out == ""
+    assert err == (
+        f"tracely: error: no cases to replay: the store {cli.url} holds 3 cases, none "
+        "selected by --tag none; check the filters for a typo (`tracely cases list` shows "
+        "every case and its tags). A gate that replays nothing is not a pass: pass "
+        "--allow-empty if that is intended\n"
+    )
+    status, out, err = cli("replay", "--tag", "none", "--allow-empty")
+    assert status == 0 and out == "" and "no cases to replay" in err
 
 
 def test_replay_from_an_exported_directory(
@@ -167,8 +175,13 @@ def test_replay_sets_up_tracing_without_recording(
     assert seen == ["init"]
 
 
-def test_an_empty_store(cli: CLI, tmp_path: Path) -> None:
+def test_an_empty_store_is_not_a_pass(cli: CLI, tmp_path: Path) -> None:
+    cli.store().close()
     status, out, err = cli("replay", "--junit", str(tmp_path / "j.xml"))
+    assert status == 2 and out == "" and err.count("\n") == 1
+    assert f"no cases to replay: the store {cli.url} holds no cases; promote" in err
+    assert not (tmp_path / "j.xml").exists()
+    status, out, err = cli("replay", "--junit", str(tmp_path / "j.xml"), "--allow-empty")
     assert status == 0 and out == "" and "no cases to replay" in err
     assert ET.parse(tmp_path / "j.xml").getroot().get("tests") == "0"
 
@@ -204,3 +217,110 @@ def test_the_html_report_is_written_and_the_step_summary_links_to_it(
         "[The full report, call by call](https://ci.example/artifacts/report.html)"
         in summary.read_text()
     )
+
+
+def test_an_empty_case_directory_is_not_a_pass(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "cases").mkdir()
+    assert main(["replay", "--cases", str(tmp_path / "cases")]) == 2
+    err = capsys.readouterr().err
+    assert f"no cases to replay: the case directory {tmp_path / 'cases'} holds no cases" in err
+    assert main(["replay", "--cases", str(tmp_path / "cases"), "--allow-empty"]) == 0
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["replay"],
+        ["replay", "--allow-empty"],
+        ["traces", "list"],
+        ["traces", "show", "0" * 32],
+        ["cases", "list"],
+        ["cases", "show", "paris"],
+        ["cases", "history", "paris"],
+        ["cases", "export", "out"],
+    ],
+)
+def test_read_only_commands_never_create_a_store(
+    argv: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = tmp_path / "typo" / "trcely.db"
+    status = main([*argv, "--store", f"sqlite:///{missing.as_posix().lstrip('/')}"])
+    err = capsys.readouterr().err
+    assert status == 2 and err.startswith(f"tracely: error: no tracely store at {missing} ")
+    assert err.count("\n") == 1
+    assert not (tmp_path / "typo").exists() and not (tmp_path / "out").exists()
+
+
+def test_a_case_cannot_choose_code_outside_the_project(
+    capture: Any, cli: CLI, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # What a server write token (or a committed case file) allows: a recording whose input is
+    # a shell command, and a case naming os:system. The store checks the syntax only.
+    marker = tmp_path / "executed"
+    trace_id = record(capture, cli, weather_agent.run, f"touch {marker}")
+    with cli.store() as store:
+        store.promote(trace_id, name="evil", entrypoint="os:system")
+    monkeypatch.delenv("TRACELY_ENTRYPOINTS", raising=False)
+
+    def refused(*argv: str) -> None:
+        status, _, _ = cli("replay", *argv, "--json", str(tmp_path / "r.json"))
+        assert status == 1
+        (case,) = json.loads((tmp_path / "r.json").read_text())["cases"]
+        assert case["verdict"] == "ERRORED" and case["entrypoint"] == "os:system"
+        (reason,) = case["reasons"]
+        assert reason.startswith("entrypoint 'os:system' is not allowed, so it was not imported")
+        assert "to allow it, add it to [tool.tracely] entrypoints in pyproject.toml" in reason
+        assert not marker.exists()
+
+    refused()
+    refused("-j", "2")
+    cli("cases", "export", str(tmp_path / "cases"))
+    assert main(["replay", "--cases", str(tmp_path / "cases")]) == 1
+    assert not marker.exists()
+    fresh = CLI(cli.capsys, f"sqlite:///{(tmp_path / 'fresh.db').as_posix().lstrip('/')}")
+    status, _, err = fresh("cases", "import", str(tmp_path / "cases"))
+    assert status == 0
+    assert err.startswith(
+        "tracely: case evil: entrypoint 'os:system' is not allowed, so it was not imported"
+    )
+    assert err.endswith("; replay will report it ERRORED\n")
+    status, out, _ = fresh("replay")
+    assert status == 1 and verdict_rows(out)[0][:3] == ["evil", "1", "ERRORED"]
+    assert not marker.exists()
+    # The project can allow it (it is then the project's choice): the marker proves it ran.
+    monkeypatch.setenv("TRACELY_ENTRYPOINTS", "os:system")
+    cli("replay")
+    assert marker.exists()
+
+
+def test_a_project_module_does_not_lend_the_functions_it_imported(
+    capture: Any, cli: CLI, tmp_path: Path
+) -> None:
+    # examples.anthropic_agent is the project's and imports os: os.system is reachable from it
+    # as an attribute, but it is not the project's code.
+    marker = tmp_path / "executed"
+    trace_id = record(capture, cli, weather_agent.run, f"touch {marker}")
+    with cli.store() as store:
+        store.promote(trace_id, name="evil", entrypoint="examples.anthropic_agent:os.system")
+    for jobs in ("1", "2"):
+        status, _, _ = cli("replay", "-j", jobs, "--json", str(tmp_path / "r.json"))
+        assert status == 1
+        (case,) = json.loads((tmp_path / "r.json").read_text())["cases"]
+        assert case["verdict"] == "ERRORED"
+        assert case["reasons"][0].startswith(
+            "entrypoint 'examples.anthropic_agent:os.system' is not allowed, so it was not run: "
+            "it is defined in 'posix', not in the project"
+        )
+        assert not marker.exists()
+    status, _, err = cli(
+        "cases",
+        "promote",
+        trace_id,
+        "--name",
+        "again",
+        "--entrypoint",
+        "examples.weather_agent:json.loads",
+    )
+    assert status == 2 and "it is defined in 'json', not in the project" in err

@@ -48,6 +48,7 @@ def test_list_as_a_plain_table(capture: Any, cli: CLI) -> None:
 
 
 def test_an_empty_store(cli: CLI) -> None:
+    cli.store().close()
     assert cli("traces", "list", "--json")[:2] == (0, "[]\n")
     status, out, err = cli("traces", "list")
     assert status == 0 and out == "" and "no traces recorded yet" in err

@@ -102,7 +102,7 @@ def test_a_missing_sdk_names_the_extra_to_install() -> None:
     lines = result.stdout.splitlines()
     assert lines[0] == (
         "missing: openai openai | openai is not installed; install it with: "
-        "pip install 'tracely[openai]'"
+        "pip install '.[openai]' in a tracely checkout (or 'tracely[openai]' from an index)"
     )
     assert lines[1] == "auto: []"
     assert lines[2].startswith("imported: ['Anthropic.messages.create'")

@@ -17,6 +17,7 @@ from tracely_sdk.store import (
     export_cases,
     import_cases,
     read_case_file,
+    reseal_case_file,
     slugify,
     validate_case_id,
 )
@@ -69,7 +70,7 @@ def test_export_is_stable(store: SQLiteStore, tmp_path: Path) -> None:
     assert data.endswith(b"}\n") and not data.endswith(b"\n\n")
     doc = orjson.loads(data)
     assert list(doc) == sorted(doc)
-    assert data.startswith(b'{\n  "created_at": ')  # 2-space indent, sorted keys
+    assert data.startswith(b'{\n  "checksum": {\n    "entrypoint": ')  # 2-space indent, sorted
     assert doc["format"] == CASE_FILE_FORMAT
     assert [v["version"] for v in doc["history"]] == [1, 2]
     assert doc["history"][1]["note"] == "after the fix"
@@ -97,12 +98,20 @@ def test_hand_written_case_file(tmp_path: Path) -> None:
                          "bundle": {"tools": {"get_order": [{"args": {"order_id": 7},
                                                              "output": {"status": "shipped"}}]}}}]}"""
     )
+    assert "history[0].bundle" in reseal_case_file(cases / "refund.json")
     with SQLiteStore(tmp_path / "d.db") as s:
         (case,) = import_cases(s, cases)
         assert (case.id, case.version, case.tags, case.entrypoint) == ("refund", 1, (), None)
         assert case.expected_output == "refunded"
         assert case.created_at == case.updated_at > 0
         assert s.case_history("refund")[0].bundle == case.bundle
+
+
+def _deep(levels: int) -> list:
+    value: list = []
+    for _ in range(levels - 1):
+        value = [value]
+    return value
 
 
 def _good_doc(store: SQLiteStore, tmp_path: Path) -> dict:
@@ -134,6 +143,21 @@ def _good_doc(store: SQLiteStore, tmp_path: Path) -> dict:
         (lambda d: d["history"][1].update(version=1), "history[1].version"),
         (lambda d: d["history"][0].update(note=3), "history[0].note"),
         (lambda d: d["history"][0].update(created_at=-1), "history[0].created_at"),
+        # integers past what the store holds (signed 64 bits)
+        (lambda d: d["history"][0].update(created_at=2**63), "history[0].created_at"),
+        (lambda d: d["history"][1].update(version=2**63), "history[1].version"),
+        (lambda d: d.update(version=2**64 - 1), "version"),
+        (lambda d: d.update(created_at=2**63), "created_at"),
+        (lambda d: d.update(updated_at=2**63), "updated_at"),
+        # values JSON tools cannot write back: too deep
+        (
+            lambda d: d["history"][0].update(input={"args": [_deep(100)], "kwargs": {}}),
+            "history[0].input",
+        ),
+        (
+            lambda d: d["history"][1].update(expected_output=_deep(200)),
+            "history[1].expected_output",
+        ),
         (lambda d: d["history"][0].update(colour="red"), "history[0].colour"),
         (lambda d: d.update(history=[1]), "history[0]"),
     ],
@@ -231,3 +255,130 @@ def test_bundle_of_case_file_must_be_valid(store: SQLiteStore, tmp_path: Path) -
     path.write_bytes(orjson.dumps(doc))
     with pytest.raises(CaseFileError, match=r"history\[1\]\.bundle: invalid fixture bundle"):
         read_case_file(path)
+
+
+# --- case files prove what they hold -------------------------------------------------------
+
+
+def test_a_file_without_a_checksum_is_refused_until_resealed(
+    store: SQLiteStore, tmp_path: Path
+) -> None:
+    doc = _good_doc(store, tmp_path)
+    del doc["checksum"]
+    del doc["history"][1]["bundle"]["checksum"]  # the bundle's own covers only the bundle
+    doc["history"][1]["bundle"]["tools"]["get_weather"] = [{"output": "forged"}]
+    path = tmp_path / "cases" / "paris-weather.json"
+    path.parent.mkdir()
+    path.write_bytes(orjson.dumps(doc))
+    with SQLiteStore(tmp_path / "dst.db") as dst:
+        with pytest.raises(CaseFileError) as info:
+            import_cases(dst, path.parent)
+        assert (info.value.path, info.value.field) == (path, "checksum")
+        assert f"tracely cases reseal {path}" in str(info.value)
+        assert dst.list_cases() == []
+
+
+@pytest.mark.parametrize(
+    ("edit", "field"),
+    [
+        (
+            lambda d: d["history"][1].update(input={"args": ["Rome"], "kwargs": {}}),
+            "history[1].input",
+        ),
+        (
+            lambda d: d["history"][1].update(expected_output="anything"),
+            "history[1].expected_output",
+        ),
+        (lambda d: d.update(entrypoint="evil_module:run"), "entrypoint"),
+        (
+            lambda d: d["history"][0].update(
+                bundle={"tools": {"get_weather": [{"output": "forged"}]}}
+            ),
+            "history[0].bundle",
+        ),
+    ],
+)
+def test_a_field_changed_after_sealing_is_refused_by_path_and_field(
+    store: SQLiteStore, tmp_path: Path, edit, field: str
+) -> None:
+    doc = _good_doc(store, tmp_path)
+    edit(doc)
+    path = tmp_path / "paris-weather.json"
+    path.write_bytes(orjson.dumps(doc))
+    with pytest.raises(CaseFileError) as info:
+        read_case_file(path)
+    assert (info.value.path, info.value.field) == (path, field)
+    assert "does not match the file's checksum" in str(info.value)
+
+    # A deliberate edit is resealed, and the reseal says what changed.
+    assert reseal_case_file(path) == [field]
+    read_case_file(path)
+    assert reseal_case_file(path) == []
+
+
+def test_reseal_checks_the_file_as_an_import_would(store: SQLiteStore, tmp_path: Path) -> None:
+    doc = _good_doc(store, tmp_path)
+    doc["history"][0]["input"] = None
+    path = tmp_path / "paris-weather.json"
+    path.write_bytes(orjson.dumps(doc))
+    with pytest.raises(CaseFileError, match=r"history\[0\]\.input"):
+        reseal_case_file(path)
+    assert orjson.loads(path.read_bytes()) == doc  # left as it was
+
+
+def test_a_stored_case_changed_outside_tracely_is_refused(
+    store: SQLiteStore, tmp_path: Path
+) -> None:
+    import sqlite3
+
+    conn = sqlite3.connect(tmp_path / "src.db")
+    with conn:
+        conn.execute("UPDATE cases SET entrypoint = 'evil_module:run' WHERE id = 'paris-weather'")
+        conn.execute(
+            "UPDATE case_versions SET expected_output = '\"forged\"' "
+            "WHERE case_id = 'lyon' AND version = 1"
+        )
+    conn.close()
+    tampered = store.get_case("paris-weather")
+    assert tampered.problem is not None
+    assert tampered.problem.startswith("case paris-weather: entrypoint does not match")
+    assert store.get_case("lyon").problem is None  # its current row is intact
+    with pytest.raises(StoreError, match="version 1 of case lyon: expected_output does not"):
+        store.case_history("lyon")
+    # Exporting would seal what was changed into a file that vouches for it.
+    with pytest.raises(StoreError, match="cannot export paris-weather: case paris-weather"):
+        export_cases(store, tmp_path / "out", case_ids=["paris-weather"])
+
+    from tracely_sdk._runner import load_cases
+
+    replayed = {c.id: c for c in load_cases(store=store)}
+    assert replayed["paris-weather"].problem is not None
+    assert "so the agent was not run" in replayed["paris-weather"].problem
+
+
+def test_cases_stored_before_checksums_are_sealed_by_the_migration(tmp_path: Path) -> None:
+    import sqlite3
+
+    from tracely_sdk.store import _migrations
+
+    path = tmp_path / "old.db"
+    conn = sqlite3.connect(path, isolation_level=None)
+    _migrations.migrate(conn, _migrations.SQLITE, migrations=_migrations.MIGRATIONS[:2])
+    bundle = orjson.dumps(make_bundle(trace_id(1))).decode()
+    conn.execute(
+        "INSERT INTO cases (id, name, entrypoint, input, expected_output, bundle, "
+        "source_trace_id, version, tags, created_at, updated_at) "
+        "VALUES ('old', 'Old', NULL, '{\"args\":[1],\"kwargs\":{}}', '\"ok\"', ?, NULL, 1, "
+        "'[]', 1, 1)",
+        (bundle,),
+    )
+    conn.execute(
+        "INSERT INTO case_versions (case_id, version, input, expected_output, bundle, "
+        "source_trace_id, created_at, note) "
+        "VALUES ('old', 1, '{\"args\":[1],\"kwargs\":{}}', '\"ok\"', ?, NULL, 1, NULL)",
+        (bundle,),
+    )
+    conn.close()
+    with SQLiteStore(path) as s:
+        assert s.get_case("old").expected_output == "ok"
+        assert [v.version for v in s.case_history("old")] == [1]

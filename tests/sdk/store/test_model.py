@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
-from tracely_sdk.store import redact_url
+from tracely_sdk.store import CaseVersion, InvalidCase, redact_url
+from tracely_sdk.store._model import MAX_STORED_INT
+
+from ._helpers import make_bundle, make_recording, trace_id
 
 
 @pytest.mark.parametrize(
@@ -35,3 +40,25 @@ from tracely_sdk.store import redact_url
 def test_passwords_are_hidden(url: str, shown: str) -> None:
     assert redact_url(url) == shown
     assert "s3cret" not in redact_url(url)
+
+
+def test_integers_past_64_bits_are_refused_by_the_model_not_by_the_database() -> None:
+    rec = make_recording(1)
+    with pytest.raises(ValueError, match="started_at must be an integer"):
+        dataclasses.replace(rec, started_at=MAX_STORED_INT + 1)
+    with pytest.raises(ValueError, match="received_at must be an integer"):
+        dataclasses.replace(rec, received_at=2**64)
+    # A bundle's start time (OTLP's is unsigned) is clamped, so the trace is still recorded.
+    far = make_recording(2, started_at=2**64 - 1)
+    assert far.started_at == MAX_STORED_INT and far.bundle["started_at"] == 2**64 - 1
+
+    with pytest.raises(InvalidCase, match="version must be an integer from 1 to"):
+        CaseVersion(
+            case_id="c",
+            version=2**63,
+            input={"args": [], "kwargs": {}},
+            expected_output=None,
+            bundle=make_bundle(trace_id(3)),
+            source_trace_id=None,
+            created_at=0,
+        )

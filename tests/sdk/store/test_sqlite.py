@@ -511,7 +511,8 @@ def test_recapture_from_the_same_recording_is_a_no_op(store: SQLiteStore, promot
 def test_update_case(store: SQLiteStore, promoted: Case) -> None:
     updated = store.update_case(promoted.id, name="Renamed", tags=["b", "a", "a"])
     assert updated.name == "Renamed" and updated.tags == ("a", "b")
-    assert updated.version == promoted.version and updated.bundle == promoted.bundle
+    assert updated.bundle == promoted.bundle and updated.input == promoted.input
+    assert updated.version == promoted.version + 1  # the edit is kept in the history
     assert updated.entrypoint == "weather_agent:run"
     assert store.get_case(promoted.id) == updated
     assert (
@@ -520,11 +521,19 @@ def test_update_case(store: SQLiteStore, promoted: Case) -> None:
     )
     assert store.update_case(promoted.id, entrypoint="").entrypoint is None  # "" clears it
     assert store.update_case(promoted.id) == store.get_case(promoted.id)
+    assert store.update_case(promoted.id, name="Renamed") == store.get_case(promoted.id)
     with pytest.raises(InvalidCase):
         store.update_case(promoted.id, name=" ")
     with pytest.raises(NotFound):
         store.update_case("nope", name="x")
-    assert len(store.case_history(promoted.id)) == 1
+    history = store.case_history(promoted.id)
+    assert [v.version for v in history] == [1, 2, 3, 4]
+    assert [v.note for v in history[1:]] == [
+        f"edited: name {promoted.name!r} -> 'Renamed'; tags [smoke] -> [a, b]",
+        "edited: entrypoint 'weather_agent:run' -> 'pkg.mod:Agent.run'",
+        "edited: entrypoint 'pkg.mod:Agent.run' -> -",
+    ]
+    assert all(v.bundle == promoted.bundle for v in history)
 
 
 def test_list_cases_by_tag(store: SQLiteStore) -> None:

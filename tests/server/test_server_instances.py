@@ -1,0 +1,154 @@
+"""Several servers on one PostgreSQL store, behind a plain round-robin load balancer: a trace
+whose spans reached different servers is recorded whole, as one server would record it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from opentelemetry.sdk.trace.export import SpanExportResult
+
+import tracely_sdk as tracely
+from examples.weather_agent import get_weather
+from server._support import ServerProcess, exporter, wait_for
+from tracely_otel import bundle_from_spans, record_from_readable
+from tracely_sdk.errors import NotFound
+from tracely_sdk.server._ingest import IngestPipeline, Journal
+from tracely_sdk.store._postgres import PostgresStore
+
+pytest.importorskip("psycopg", reason="psycopg is not installed (tracely[postgres])")
+
+FAST = ["--quiet-seconds", "0.2", "--rate-limit", "0"]
+
+
+def agent_calling_tools(calls: int) -> None:
+    with tracely.agent("round-robin-agent", input=f"{calls} cities") as run:
+        for n in range(calls):
+            tracely.call_tool(
+                "get_weather", lambda: get_weather("Paris"), args={"city": "Paris", "call": n}
+            )
+        run.output = "done"
+
+
+def instances(make_server: Any, tmp_path: Path, url: str, count: int = 2) -> list[ServerProcess]:
+    first = make_server(*FAST, "--journal-dir", str(tmp_path / "journal-0"), name="s0", store=url)
+    others = [
+        make_server(
+            *FAST,
+            "--journal-dir",
+            str(tmp_path / f"journal-{n}"),
+            name=f"s{n}",
+            store=url,
+            tokens=first.tokens,
+        )
+        for n in range(1, count)
+    ]
+    return [first, *others]
+
+
+def test_20_tool_calls_sent_round_robin_to_two_servers_make_one_whole_recording(
+    make_server: Any, tmp_path: Path, schema_url: str, capture: Any
+) -> None:
+    servers = instances(make_server, tmp_path, schema_url)
+    agent_calling_tools(20)
+    spans = capture.spans
+    bundle = capture.last_bundle
+    assert len(bundle["tools"]["get_weather"]) == 20
+    exporters = [exporter(s) for s in servers]
+    for n, span in enumerate(spans):  # one span a request, to each server in turn
+        assert exporters[n % 2].export([span]) is SpanExportResult.SUCCESS
+
+    trace_id = bundle["trace_id"]
+    for server in servers:  # either server answers with the whole trace
+        wait_for(
+            lambda server=server: (server.recording(trace_id) or {}).get("bundle") == bundle,
+            what="the recording of every span, from both servers",
+        )
+    for server in servers:
+        assert server.stop() == 0, server.logs()
+    store = PostgresStore(schema_url)
+    try:
+        recording = store.get_recording(trace_id)
+    finally:
+        store.close()
+    assert len(recording.bundle["tools"]["get_weather"]) == 20
+    assert recording.bundle == bundle
+
+
+def pipeline(tmp_path: Path, url: str, name: str, **kwargs: Any) -> IngestPipeline:
+    kwargs.setdefault("quiet_seconds", 0.05)
+    p = IngestPipeline(PostgresStore(url), journal=Journal(tmp_path / name), **kwargs)
+    p.start()
+    return p
+
+
+def test_late_spans_at_another_server_complete_the_recording(
+    tmp_path: Path, schema_url: str, weather_run: Any
+) -> None:
+    spans, bundle = weather_run("Paris")
+    records = [record_from_readable(s) for s in spans]
+    root = [r for r in records if r.is_root]
+    children = [r for r in records if not r.is_root]
+    a, b = pipeline(tmp_path, schema_url, "a"), pipeline(tmp_path, schema_url, "b")
+    try:
+        a.submit([*root, children[0]])
+        first = wait_for(lambda: _recording(a.store, bundle["trace_id"]), what="a recording")
+        assert first.bundle != bundle  # made of the spans server a had
+        b.submit(children[1:])  # after a recorded the trace: b finds the root there
+        wait_for(
+            lambda: (_recording(b.store, bundle["trace_id"]) or first).bundle == bundle,
+            what="the whole trace",
+        )
+    finally:
+        for p in (a, b):
+            p.shutdown()
+            p.store.close()
+
+
+def test_a_trace_whose_root_never_comes_is_recorded_as_an_orphan(
+    tmp_path: Path, schema_url: str, weather_run: Any
+) -> None:
+    spans, _ = weather_run("Oslo")
+    children = [record_from_readable(s) for s in spans if s.parent is not None]
+    a = pipeline(tmp_path, schema_url, "a", orphan_seconds=0.5)
+    b = pipeline(tmp_path, schema_url, "b", orphan_seconds=0.5)
+    try:
+        a.submit(children[:1])
+        b.submit(children[1:])
+        trace_id = children[0].trace_id
+        wait_for(lambda: a.stats()["traces_open"] == 0 and b.stats()["traces_open"] == 0)
+        recording = wait_for(lambda: _recording(a.store, trace_id), what="the orphan")
+        assert recording.bundle == bundle_from_spans(children)
+    finally:
+        for p in (a, b):
+            p.shutdown()
+            p.store.close()
+
+
+def _recording(store: Any, trace_id: str) -> Any:
+    try:
+        return store.get_recording(trace_id)
+    except NotFound:
+        return None
+
+
+def test_a_server_without_the_root_hands_its_spans_over_and_lets_go_of_them(
+    tmp_path: Path, schema_url: str, weather_run: Any
+) -> None:
+    spans, bundle = weather_run("Lisbon")
+    records = [record_from_readable(s) for s in spans]
+    a, b = pipeline(tmp_path, schema_url, "a"), pipeline(tmp_path, schema_url, "b")
+    try:
+        b.submit([r for r in records if not r.is_root])
+        # In the store, and no longer in b's memory; b waits for the root as for an orphan.
+        wait_for(lambda: b.stats()["spans_in_memory"] == 0, what="b to hand its spans over")
+        assert b.stats()["traces_open"] == 1
+        assert _recording(b.store, bundle["trace_id"]) is None
+        a.submit([r for r in records if r.is_root])
+        recording = wait_for(lambda: _recording(a.store, bundle["trace_id"]), what="the trace")
+        assert recording.bundle == bundle
+    finally:
+        for p in (a, b):
+            p.shutdown()
+            p.store.close()

@@ -1,0 +1,37 @@
+"""What a span reader answers: a call a bundle can serve, or why the span's call cannot be.
+
+Tracely's own reader (``_extract``) and the readers of other instrumentors' spans
+(``_foreign``) answer alike; the extractor only collects the answers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from tracely_otel._spans import SpanRecord
+
+
+@dataclass(slots=True)
+class ExtractedCall:
+    """A replayable call read from a span: ``entry`` is a bundle entry without ``seq``."""
+
+    kind: str  # "tools" | "llm"
+    name: str
+    entry: dict[str, Any]
+    foreign: bool = False  # read from another instrumentor's span
+
+
+@dataclass(slots=True)
+class NotReplayable:
+    """A span that is a call but cannot be served, with the reason a user can act on."""
+
+    kind: str
+    name: str
+    reason: str
+    foreign: bool = False
+
+
+SpanReader = Callable[[SpanRecord], "ExtractedCall | NotReplayable | None"]
+"""Reads one span: its call, why it cannot be served, or None for a span that is no call."""

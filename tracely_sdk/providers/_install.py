@@ -1,0 +1,231 @@
+"""Installing the patches: wrapt wrappers put on class attributes, undone exactly, and the
+wrapper of the SDK's parse step that keeps a live call's JSON bodies as the server sent them.
+
+See :mod:`tracely_sdk.providers._patching` for how a patched call runs.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Any
+
+import wrapt
+
+Wrapper = Callable[[Callable[..., Any], Any, tuple[Any, ...], dict[str, Any]], Any]
+
+
+# --------------------------------------------------------------------------- installing wrappers
+
+
+@dataclass(eq=False)
+class _Installed:
+    owner: type
+    attribute: str
+    original: Any
+    wrapper: Any
+    enabled: bool = True
+
+
+_installed: dict[tuple[type, str], _Installed] = {}
+_install_lock = threading.RLock()
+
+
+def in_chain(obj: Any, target: Any) -> bool:
+    """Whether ``target`` is ``obj`` or one of the wrappers/functions it wraps."""
+    if target is None:
+        return False
+    for _ in range(64):
+        if obj is None:
+            return False
+        # A wrapt wrapper bound to a class (what getattr on the class gives) names its parent.
+        if obj is target or getattr(obj, "_self_parent", None) is target:
+            return True
+        try:
+            obj = getattr(obj, "__wrapped__", None)
+        except Exception:
+            return False
+    return False
+
+
+def _gate(record: _Installed, wrapper: Wrapper) -> Wrapper:
+    def gate(wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any) -> Any:
+        if not record.enabled:
+            return wrapped(*args, **kwargs)
+        return wrapper(wrapped, instance, args, kwargs)
+
+    return gate
+
+
+def install(owner: type, attribute: str, wrapper: Wrapper) -> None:
+    """Wrap ``owner.attribute`` with ``wrapper`` (wrapt's signature); idempotent."""
+    with _install_lock:
+        key = (owner, attribute)
+        current = owner.__dict__.get(attribute)
+        record = _installed.get(key)
+        if record is not None:
+            if in_chain(current, record.wrapper):
+                record.enabled = True
+                return
+            # Someone removed tracely's wrapper (a naive unwrap of a wrapper under it).
+            record.enabled = False
+            del _installed[key]
+        if current is None:
+            raise AttributeError(f"{owner.__qualname__} has no attribute {attribute!r} to patch")
+        record = _Installed(owner, attribute, current, None)
+        function_wrapper = wrapt.FunctionWrapper(current, _gate(record, wrapper))
+        record.wrapper = function_wrapper
+        setattr(owner, attribute, function_wrapper)
+        _installed[key] = record
+
+
+def uninstall(owner: type, attribute: str) -> None:
+    """Undo :func:`install`: restore the original, or leave a pass-through (module docstring)."""
+    with _install_lock:
+        key = (owner, attribute)
+        record = _installed.get(key)
+        if record is None:
+            return
+        current = owner.__dict__.get(attribute)
+        # OpenTelemetry's `unwrap` puts back `getattr(owner, attribute).__wrapped__`: tracely's
+        # wrapper bound to the class, which is still tracely's own at the top of the chain.
+        if current is record.wrapper or getattr(current, "_self_parent", None) is record.wrapper:
+            setattr(owner, attribute, record.original)
+            record.enabled = False
+            del _installed[key]
+        elif in_chain(current, record.wrapper):
+            record.enabled = False  # stays in the other wrapper's chain, as a pass-through
+        else:
+            record.enabled = False
+            del _installed[key]
+
+
+def is_installed(owner: type, attribute: str) -> bool:
+    """Whether tracely's wrapper on ``owner.attribute`` is in place and switched on."""
+    record = _installed.get((owner, attribute))
+    return (
+        record is not None
+        and record.enabled
+        and in_chain(owner.__dict__.get(attribute), record.wrapper)
+    )
+
+
+def wrapper_of(owner: type, attribute: str) -> Any:
+    """Tracely's wrapper object on ``owner.attribute`` (None when not installed)."""
+    record = _installed.get((owner, attribute))
+    return None if record is None else record.wrapper
+
+
+class ProviderPatches:
+    """One SDK's patch set: its create-method targets and the network safety net.
+
+    ``targets`` are ``(owner, method, name, wrapper)``; ``net``/``anet`` guard the sync and
+    async base clients' ``request``, and any of ``clients`` that has a ``request`` of its own.
+    """
+
+    def __init__(
+        self,
+        targets: list[tuple[type, str, str, Wrapper]],
+        clients: tuple[type, ...],
+        bases: tuple[type, type],
+        nets: tuple[Wrapper, Wrapper],
+    ) -> None:
+        self.targets = targets
+        self.clients = clients
+        self.sync_base, self.async_base = bases
+        self.net, self.anet = nets
+
+    def _nets(self) -> list[tuple[type, Wrapper]]:
+        nets: list[tuple[type, Wrapper]] = [
+            (self.sync_base, self.net),
+            (self.async_base, self.anet),
+        ]
+        # A client class with a `request` of its own (another instrumentor put one there, around
+        # the original function) goes around the base class's net: it gets the net too.
+        for client in self.clients:
+            is_async = issubclass(client, self.async_base)
+            base = self.async_base if is_async else self.sync_base
+            own = client.__dict__.get("request")
+            if own is not None and not in_chain(own, wrapper_of(base, "request")):
+                nets.append((client, self.anet if is_async else self.net))
+        return nets
+
+    def _parser(self) -> type | None:
+        """The base class that defines the SDK's ``_process_response_data`` (see
+        :func:`capture_body`); None for an SDK without one."""
+        for cls in self.sync_base.__mro__:
+            if _PARSE in cls.__dict__:
+                return cls
+        return None
+
+    def install(self) -> None:
+        for owner, method, _, wrapper in self.targets:
+            install(owner, method, wrapper)
+        for owner, net in self._nets():
+            install(owner, "request", net)
+        parser = self._parser()
+        if parser is not None:
+            install(parser, _PARSE, capture_body)
+
+    def uninstall(self) -> None:
+        for owner, method, _, _ in self.targets:
+            uninstall(owner, method)
+        for client in (*self.clients, self.sync_base, self.async_base):
+            uninstall(client, "request")
+        parser = self._parser()
+        if parser is not None:
+            uninstall(parser, _PARSE)
+
+    def patched(self) -> list[str]:
+        return [name for owner, method, name, _ in self.targets if is_installed(owner, method)]
+
+
+# Where both SDKs turn a response's JSON into their own object (on their BaseClient).
+_PARSE = "_process_response_data"
+
+# The JSON bodies the SDK made objects of during the live run of a patched call (or the making
+# of a streamed item), with the objects made, so that the call records the body as the server
+# sent it instead of dumping the SDK's object back to JSON (which was the largest part of
+# recording a call, and of each item of a stream).
+bodies: ContextVar[list[tuple[Any, Any]] | None] = ContextVar("tracely_bodies", default=None)
+
+
+def capture_body(wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any) -> Any:
+    """The wrapper of the SDK's ``_process_response_data``: keeps the JSON body and the object
+    made of it while a patched call runs live (:func:`intercept`), and while the SDK makes the
+    next item of a live stream (:func:`tee`)."""
+    made = wrapped(*args, **kwargs)
+    seen = bodies.get()
+    if seen is not None:
+        seen.append((kwargs.get("data"), made))
+    return made
+
+
+def made_of(item: Any, seen: list[tuple[Any, Any]]) -> dict[str, Any] | None:
+    """The JSON data that :func:`capture_body` saw the SDK make ``item`` of (by identity: the
+    chunks of one stream share their id)."""
+    for data, made in seen:
+        if made is item and type(data) is dict:
+            return data
+    return None
+
+
+def wire_body(obj: Any) -> dict[str, Any] | None:
+    """The JSON body the SDK made ``obj`` from in this live call, as the server sent it; None
+    when it was not seen (a raw response parsed later, an SDK without the hook).
+
+    ``obj`` is the object made, or one the SDK derived from it (``parse()`` makes a parsed
+    completion of the completion made): then the response id must be the same.
+    """
+    seen = bodies.get()
+    if not seen:
+        return None
+    ident = getattr(obj, "id", None)
+    for data, made in reversed(seen):
+        if type(data) is dict and (
+            made is obj or (isinstance(ident, str) and ident and data.get("id") == ident)
+        ):
+            return data
+    return None

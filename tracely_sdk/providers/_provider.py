@@ -1,0 +1,359 @@
+"""The one provider layer: what every patched SDK shares, written once.
+
+An adapter (``openai.py``, ``anthropic.py``) states only what is its SDK's own: which methods
+to patch and how a call to one becomes a spec (a :class:`ProviderCall` subclass), and how a
+body, chunk or event becomes a recording and back (its codec module and the subclass's
+``_body_of`` / ``stream_body`` / ``rebuild``). This module holds the rest:
+
+- :class:`Provider`: the adapter's on/off state, the wrappers around its methods (a call is
+  intercepted when the provider records live or a ``fixtures()`` block is active), the
+  network safety net of recorded replay, and install/uninstall of all of it;
+- :class:`ProviderCall`: recording a live result (plain, raw or streamed), its response
+  attributes, and recording and re-raising failures.
+
+Adding a provider is one adapter module (its ``Provider``, a ``ProviderCall`` subclass and a
+codec) registered in ``PROVIDERS`` (``providers/__init__.py``), and its tests.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, NoReturn
+
+from tracely_otel import attributes as A
+from tracely_otel._genai import OutputMessage
+from tracely_sdk import _replay
+from tracely_sdk import _tool_calls as tool_calls
+from tracely_sdk.errors import LLMError, ReplayError
+from tracely_sdk.providers._install import ProviderPatches, Wrapper
+from tracely_sdk.providers._patching import (
+    GEN_AI_REQUEST_MAX_TOKENS,
+    GEN_AI_REQUEST_TEMPERATURE,
+    GEN_AI_REQUEST_TOP_P,
+    Intercepted,
+    InterceptedCall,
+    Recording,
+    TeeStream,
+    aintercept,
+    content_json,
+    find_stream,
+    intercept,
+    server_attributes,
+    settings,
+    warn_once,
+    wire_body,
+)
+
+SpecFactory = Callable[[Any, Any, dict[str, Any]], InterceptedCall | None]
+"""Makes the spec of one call from ``(instance, args, kwargs)``; None leaves the call alone."""
+
+
+class Provider:
+    """One SDK's patches, and whether its calls are recorded outside ``fixtures()`` blocks."""
+
+    def __init__(
+        self,
+        name: str,
+        codec: Any,
+        clients: tuple[type, ...],
+        bases: tuple[type, type],
+    ) -> None:
+        self.name = name  # gen_ai.provider.name, and the name in ``instrument(...)``
+        self.codec = codec
+        self.live = False
+        self.patches = ProviderPatches([], clients, bases, (self._net, self._anet))
+
+    # -- state -----------------------------------------------------------------------------
+
+    def set_live(self, live: bool) -> None:
+        """Record calls outside fixtures() blocks too (``instrument``)."""
+        self.live = live
+
+    def wanted(self) -> bool:
+        """Whether a call made now is intercepted: recorded live, or served in replay."""
+        return self.live or _replay.current_session() is not None
+
+    # -- wrappers --------------------------------------------------------------------------
+
+    def patch(self, owner: type, method: str, name: str, wrapper: Wrapper) -> None:
+        """Add ``owner.method`` (reported as ``name``) to what :meth:`install` patches."""
+        self.patches.targets.append((owner, method, name, wrapper))
+
+    def wrapper(self, spec: SpecFactory, is_async: bool) -> Wrapper:
+        """The wrapper of a method whose calls ``spec`` describes, sync or async."""
+        if is_async:
+
+            async def async_wrapper(
+                wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any
+            ) -> Any:
+                call = spec(instance, args, kwargs) if self.wanted() else None
+                if call is None:
+                    return await wrapped(*args, **kwargs)
+                return await aintercept(call, lambda: wrapped(*args, **kwargs))
+
+            return async_wrapper
+
+        def sync_wrapper(wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any) -> Any:
+            call = spec(instance, args, kwargs) if self.wanted() else None
+            if call is None:
+                return wrapped(*args, **kwargs)
+            return intercept(call, lambda: wrapped(*args, **kwargs))
+
+        return sync_wrapper
+
+    # -- the safety net --------------------------------------------------------------------
+
+    def _network_error(self, args: Any, kwargs: Any, session: Any) -> ReplayError:
+        options = args[1] if len(args) > 1 else kwargs.get("options")
+        method = str(getattr(options, "method", "?")).upper()
+        url = str(getattr(options, "url", "?"))
+        body = getattr(options, "json_data", None)
+        model = body.get("model") if isinstance(body, Mapping) else None
+        headers = getattr(options, "headers", None) or {}
+        raw = self.codec.raw_response_mode(headers if isinstance(headers, Mapping) else {})
+        if raw is not None:
+            why = (
+                "it came through a .with_raw_response/.with_streaming_response wrapper that this "
+                "client bound before tracely patched the SDK; patch at startup with "
+                f"tracely.init(instrument='{self.name}') (or "
+                f"tracely.providers.instrument('{self.name}')) so the wrappers bind the patched "
+                "methods"
+            )
+        else:
+            why = "tracely does not serve this SDK method from a recording"
+        error = ReplayError(
+            f"recorded replay: {self.name} {method} {url} would reach the network ({why}). "
+            "Recorded mode never makes a live call; tracely serves "
+            + ", ".join(self.patched())
+            + ".",
+            label=f"llm:{model}" if isinstance(model, str) else None,
+        )
+        session.report.errors.append(error)
+        return error
+
+    def _net(self, wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any) -> Any:
+        session = _replay.current_session()
+        if session is None or not session.strict:
+            return wrapped(*args, **kwargs)
+        raise self._network_error(args, kwargs, session)
+
+    async def _anet(
+        self, wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any
+    ) -> Any:
+        session = _replay.current_session()
+        if session is None or not session.strict:
+            return await wrapped(*args, **kwargs)
+        raise self._network_error(args, kwargs, session)
+
+    # -- installing ------------------------------------------------------------------------
+
+    def install(self) -> None:
+        """Patch the methods and the network safety net (idempotent)."""
+        self.patches.install()
+
+    def uninstall(self) -> None:
+        """Remove every patch (see :func:`tracely_sdk.providers._patching.uninstall`)."""
+        self.patches.uninstall()
+
+    def patched(self) -> list[str]:
+        """The patched methods, as ``OpenAI.chat.completions.create``."""
+        return self.patches.patched()
+
+
+def request_attributes(
+    provider: str,
+    client: Any,
+    *,
+    stream: bool,
+    max_tokens: Any = None,
+    temperature: Any = None,
+    top_p: Any = None,
+) -> dict[str, Any]:
+    """The request attributes every provider's span has; a number not given is left out."""
+    attributes: dict[str, Any] = {A.GEN_AI_PROVIDER_NAME: provider, **server_attributes(client)}
+    if stream:
+        attributes[A.GEN_AI_REQUEST_STREAM] = True
+    for name, value in (
+        (GEN_AI_REQUEST_MAX_TOKENS, max_tokens),
+        (GEN_AI_REQUEST_TEMPERATURE, temperature),
+        (GEN_AI_REQUEST_TOP_P, top_p),
+    ):
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            attributes[name] = value
+    return attributes
+
+
+class ProviderCall(Intercepted):
+    """One call to a patched method: what every SDK records and serves alike.
+
+    A subclass sets the class attributes below, ``client``/``raw``/``stream`` per call, and
+    the SDK's own steps: ``_body_of`` (a recorded output as the response body), ``stream_body``
+    (a recorded stream as the body it adds up to), ``body_usage``, ``reasons``,
+    ``output_messages`` and ``rebuild``.
+    """
+
+    __slots__ = (
+        "attributes",
+        "call",
+        "client",
+        "input",
+        "kwargs",
+        "model",
+        "parsed",
+        "provider",
+        "raw",
+        "stream",
+    )
+
+    attributes: dict[str, Any]  # the request attributes the span starts with
+    call: Any  # the seam's Call while the call runs
+    client: Any
+    input: Any  # what the recording's input is compared with
+    kwargs: dict[str, Any]
+    model: str
+    parsed: bool
+    provider: str  # the patched method, as ``OpenAI.chat.completions.create``
+    raw: Any  # the raw-response mode of a .with_raw_response call, else None
+    stream: bool
+
+    codec: Any  # the SDK's codec module
+    api_error: type[BaseException]  # the SDK's API error: recorded with its response
+    streams: tuple[type, ...]  # the SDK's stream classes
+
+    # -- the SDK's own steps ---------------------------------------------------------------
+
+    @property
+    def tags(self) -> tuple[str, str]:
+        """The type tags of a plain and of a streamed recording."""
+        raise NotImplementedError
+
+    def _body_of(self, output: Any, entry: Mapping[str, Any]) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def stream_body(self, chunks: list[dict[str, Any]]) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def body_usage(self, body: Mapping[str, Any]) -> tuple[int, int] | None:
+        raise NotImplementedError
+
+    def reasons(self, body: Mapping[str, Any]) -> list[str]:
+        raise NotImplementedError
+
+    def output_messages(self, body: Mapping[str, Any]) -> list[OutputMessage]:
+        raise NotImplementedError
+
+    def asks_for_tools(self, body: Mapping[str, Any]) -> bool:
+        """Whether the response asks for a tool call (a cheap look, before any conversion)."""
+        raise NotImplementedError
+
+    def _url(self) -> str:
+        raise NotImplementedError
+
+    # -- recording -------------------------------------------------------------------------
+
+    def _response_attributes(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        model, response_id = body.get("model"), body.get("id")
+        if isinstance(model, str):
+            out[A.GEN_AI_RESPONSE_MODEL] = model
+        if isinstance(response_id, str):
+            out[A.GEN_AI_RESPONSE_ID] = response_id
+        reasons = self.reasons(body)
+        if reasons:
+            out[A.GEN_AI_RESPONSE_FINISH_REASONS] = tuple(reasons)
+        try:
+            # Converted only when something reads them: most responses ask for no tool.
+            if settings.capture_content or self.asks_for_tools(body):
+                messages = self.output_messages(body)
+                tool_calls.expect(messages)
+                if settings.capture_content:
+                    out[A.GEN_AI_OUTPUT_MESSAGES] = content_json(messages)
+            else:
+                tool_calls.expect(())
+        except Exception:
+            warn_once(
+                f"{type(self).__module__}-output",
+                "tracely: could not read the output messages",
+                exc_info=True,
+            )
+        return out
+
+    def _recording(self, result: Any, headers: Mapping[str, str] | None) -> Recording:
+        value = self.codec.record_response(result, wire_body(result))
+        if headers:
+            value["headers"] = dict(headers)
+        body = value["body"]
+        return Recording(
+            value, self.tags[0], self.body_usage(body), self._response_attributes(body)
+        )
+
+    def _parsed_recordable(
+        self, result: Any, headers: Mapping[str, str] | None
+    ) -> Recording | TeeStream:
+        stream = find_stream(result, self.streams) if self.stream else None
+        if stream is not None:
+            if headers is None:
+                headers = self.codec.record_headers(stream.response.headers)
+            return TeeStream(stream, headers)
+        return self._recording(result, headers)
+
+    def recordable(self, result: Any) -> Recording | TeeStream:
+        if self.raw is not None:
+            headers = self.codec.record_headers(result.headers)
+            return self._parsed_recordable(result.parse(), headers)
+        return self._parsed_recordable(result, None)
+
+    async def arecordable(self, result: Any) -> Recording | TeeStream:
+        if self.raw is not None:
+            headers = self.codec.record_headers(result.headers)
+            parsed = result.parse()
+            if hasattr(parsed, "__await__"):
+                parsed = await parsed
+            return self._parsed_recordable(parsed, headers)
+        return self._parsed_recordable(result, None)
+
+    def record_item(self, item: Any, wire: dict[str, Any] | None) -> dict[str, Any]:
+        recorded: dict[str, Any] = self.codec.record_chunk(item, wire)
+        return recorded
+
+    def record_stream(
+        self, chunks: list[dict[str, Any]], headers: Mapping[str, str] | None
+    ) -> Recording:
+        value: dict[str, Any] = {"chunks": chunks}
+        if headers:
+            value["headers"] = dict(headers)
+        body = self.stream_body(chunks)
+        return Recording(
+            value, self.tags[1], self.body_usage(body), self._response_attributes(body)
+        )
+
+    def failure_recording(self, exc: BaseException) -> Recording | None:
+        return None
+
+    def record_error(self, exc: BaseException) -> dict[str, Any]:
+        if isinstance(exc, self.api_error):
+            recorded: dict[str, Any] = self.codec.record_error(exc)
+            return recorded
+        return {"type": type(exc).__qualname__, "message": str(exc)}
+
+    def raise_error(self, error: Mapping[str, Any], label: str) -> NoReturn:
+        if "status" in error and "timeout" in error:
+            raise self.codec.rebuild_error(error, url=self._url())
+        raise LLMError(label, str(error.get("type")), str(error.get("message")))
+
+    # -- serving ---------------------------------------------------------------------------
+
+    def served_attributes(self, entry: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        try:
+            body = self._body_of(entry["output"], entry)["body"]
+        except ValueError:
+            return None  # a stream recorded cut short before its first event
+        return self._response_attributes(body)
+
+
+__all__ = [
+    "Provider",
+    "ProviderCall",
+    "SpecFactory",
+    "request_attributes",
+]

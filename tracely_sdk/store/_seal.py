@@ -1,0 +1,93 @@
+"""Checksums over everything replay uses, so that a case proves what it holds.
+
+A seal maps each field replay uses to the SHA-256 of its canonical JSON (sorted keys, compact).
+A digest per field, rather than one over all of them, lets a refusal name the field that was
+changed and lets ``tracely cases reseal`` say what a hand edit changed.
+
+- A stored case row is sealed over ``id``, ``entrypoint``, ``version``, ``input``,
+  ``expected_output`` and ``bundle``; a stored version row over ``case_id``, ``version``,
+  ``input``, ``expected_output`` and ``bundle``. The store seals on every write and checks on
+  every read.
+- A case file is sealed (its ``checksum`` object) over ``id``, ``entrypoint``, ``version`` and
+  each history entry's ``version``, ``input``, ``expected_output`` and ``bundle``, named by path
+  (``history[0].input``). Reading a file without a checksum, or with one that does not match,
+  is refused; ``tracely cases reseal FILE`` seals a deliberate edit.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from typing import Any
+
+from tracely_sdk.store._model import dumps_json
+
+__all__ = [
+    "broken_fields",
+    "case_file_fields",
+    "case_row_fields",
+    "seal",
+    "version_row_fields",
+]
+
+_VERSION_FIELDS = ("version", "input", "expected_output", "bundle")
+
+
+def _digest(value: Any) -> str:
+    return "sha256:" + hashlib.sha256(dumps_json(value).encode()).hexdigest()
+
+
+def seal(fields: Mapping[str, Any]) -> dict[str, str]:
+    """The seal of ``fields``: each field's name and the digest of its value."""
+    return {name: _digest(value) for name, value in fields.items()}
+
+
+def broken_fields(stored: Any, fields: Mapping[str, Any]) -> list[str]:
+    """The fields of ``fields`` that ``stored`` (a seal) does not vouch for, in order; fields
+    the seal names that are not there any more come last. Empty when the seal matches."""
+    if not isinstance(stored, Mapping):
+        return list(fields) or ["checksum"]
+    broken = [name for name, value in fields.items() if stored.get(name) != _digest(value)]
+    broken.extend(sorted(name for name in stored if name not in fields))
+    return broken
+
+
+def case_row_fields(
+    case_id: str, entrypoint: Any, version: Any, input: Any, expected_output: Any, bundle: Any
+) -> dict[str, Any]:
+    """What a stored case row is sealed over."""
+    return {
+        "id": case_id,
+        "entrypoint": entrypoint,
+        "version": version,
+        "input": input,
+        "expected_output": expected_output,
+        "bundle": bundle,
+    }
+
+
+def version_row_fields(
+    case_id: str, version: Any, input: Any, expected_output: Any, bundle: Any
+) -> dict[str, Any]:
+    """What a stored version row is sealed over."""
+    return {
+        "case_id": case_id,
+        "version": version,
+        "input": input,
+        "expected_output": expected_output,
+        "bundle": bundle,
+    }
+
+
+def case_file_fields(doc: Mapping[str, Any]) -> dict[str, Any]:
+    """What a case file is sealed over, by path, as the file holds it."""
+    fields: dict[str, Any] = {
+        "id": doc.get("id"),
+        "entrypoint": doc.get("entrypoint"),
+        "version": doc.get("version"),
+    }
+    history = doc.get("history")
+    for i, entry in enumerate(history if isinstance(history, list) else ()):
+        for name in _VERSION_FIELDS:
+            fields[f"history[{i}].{name}"] = entry.get(name) if isinstance(entry, Mapping) else None
+    return fields
