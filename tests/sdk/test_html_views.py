@@ -41,8 +41,9 @@ def test_traces_are_listed_newest_first_a_page_at_a_time(store: SQLiteStore) -> 
     second = pages.traces({"offset": "50"}, READER)
     assert second.count('class="row"') == 12
     assert 'href="/ui/traces"' in second and "next →" not in second
-    with pytest.raises(PageError, match="offset must be a whole number"):
-        pages.traces({"offset": "-1"}, READER)
+    for bad in ("-1", "²", "1" * 10):
+        with pytest.raises(PageError, match="offset must be a whole number"):
+            pages.traces({"offset": bad}, READER)
 
 
 def test_a_trace_shows_its_calls_in_order_escaped(store: SQLiteStore) -> None:
@@ -84,8 +85,9 @@ def test_a_case_shows_its_versions_and_the_difference_between_two(store: SQLiteS
     assert shown.count('data-outcome="recorded"') == 2
     same = pages.case("paris", {"a": "2", "b": "2"}, READER)
     assert same.count("the same in both versions") == 2
-    with pytest.raises(PageError, match="must be one of the case's versions"):
-        pages.case("paris", {"a": "7"}, READER)
+    for bad in ("7", "²"):
+        with pytest.raises(PageError, match="must be one of the case's versions"):
+            pages.case("paris", {"a": bad}, READER)
     conflict = pages.case("paris", {}, WRITER, conflict=({"args": ["Paris"]}, {"args": ["Oslo"]}))
     assert "Refused: the trace was called with a different input" in conflict
     assert "input.args[0]" in conflict and "Oslo" in conflict
@@ -103,5 +105,6 @@ def test_a_run_and_each_of_its_cases(store: SQLiteStore) -> None:
     assert 'data-verdict="FAIL"' not in pages.run(run_id, {"q": "lisbon"}, READER)
     case = pages.run_case(run_id, "1", READER)
     assert "served despite a different input: llm:m" in case
-    with pytest.raises(PageError, match="has cases 1 to 1"):
-        pages.run_case(run_id, "2", READER)
+    for bad in ("2", "0", "²"):
+        with pytest.raises(PageError, match="has cases 1 to 1"):
+            pages.run_case(run_id, bad, READER)

@@ -69,7 +69,7 @@ def _short(value: Any) -> str:
 
 def _offset(query: Mapping[str, str]) -> int:
     raw = query.get("offset") or "0"
-    if not raw.isdigit() or len(raw) > 9:
+    if not (raw.isascii() and raw.isdigit()) or len(raw) > 9:
         raise PageError(f"offset must be a whole number of rows, got {raw[:20]!r}")
     return int(raw)
 
@@ -682,7 +682,7 @@ class Pages:
     def run_case(self, run_id: str, number: str, viewer: Viewer) -> str:
         """One case of a run: the same page as in the HTML report."""
         run = self.store.get_run(run_id)
-        if not number.isdigit() or not 1 <= int(number) <= len(run.cases):
+        if not (number.isascii() and number.isdigit()) or not 1 <= int(number) <= len(run.cases):
             raise PageError(
                 f"run {run.id} has cases 1 to {len(run.cases)}, not {number[:20]!r}", 404
             )
@@ -698,7 +698,7 @@ def _version(query: Mapping[str, str], key: str, default: int, numbers: Sequence
     raw = query.get(key)
     if raw is None or raw == "":
         return default if default in numbers else numbers[-1]
-    if not raw.isdigit() or int(raw) not in numbers:
+    if not (raw.isascii() and raw.isdigit()) or int(raw) not in numbers:
         raise PageError(
             f"{key} must be one of the case's versions ({', '.join(map(str, numbers))})"
         )
