@@ -10,6 +10,7 @@ weather API. Both are wrapped exactly as real calls would be (``tracely.call_llm
 - :func:`run_broken` is the silent failure: it ignores the model's tool call and answers
   without calling the tool.
 - :func:`run_handles` calls ``get_weather`` and handles its failure gracefully.
+- :func:`run_rewritten` is a careless rewrite: a changed system prompt, and no tool call.
 
 ``tracely replay --entrypoint examples.weather_agent:run`` executes :func:`run`.
 """
@@ -117,6 +118,19 @@ def run_broken(city: str) -> str:
         return str(reply["content"])
 
 
+REWRITTEN_SYSTEM = "You are a terse assistant. Answer in one sentence."
+
+
+def run_rewritten(city: str) -> str:
+    """A rewrite with a new system prompt that answers without calling get_weather."""
+    with tracely.agent("weather-agent", input=city) as agent_run:
+        messages = [{**m} for m in _question(city)]
+        messages[0]["content"] = REWRITTEN_SYSTEM
+        reply = _ask_model(messages)
+        agent_run.output = reply["content"]
+        return str(reply["content"])
+
+
 def run_handles(city: str) -> str:
     """Calls get_weather and, when it fails, tells the user instead of crashing."""
     with tracely.agent("weather-agent", input=city) as agent_run:
@@ -151,15 +165,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("city", help="the city to ask about, e.g. Paris")
     parser.add_argument(
         "--fn",
-        choices=["run", "run_broken", "run_handles"],
+        choices=["run", "run_broken", "run_handles", "run_rewritten"],
         default="run",
         help="which version of the agent to run (default: run)",
     )
     args = parser.parse_args(argv)
+    agents = {
+        "run": run,
+        "run_broken": run_broken,
+        "run_handles": run_handles,
+        "run_rewritten": run_rewritten,
+    }
     with recorded_run(service_name="weather-agent"):
-        print(
-            {"run": run, "run_broken": run_broken, "run_handles": run_handles}[args.fn](args.city)
-        )
+        print(agents[args.fn](args.city))
     return 0
 
 

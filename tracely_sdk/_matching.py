@@ -271,6 +271,10 @@ class Recording:
     def unused(self) -> list[Entry]:
         return [e for e in self._entries if not e.used]
 
+    def entries(self) -> list[Entry]:
+        """Every recorded call, in seq order."""
+        return list(self._entries)
+
     def labels(self) -> list[str]:
         return sorted({f"{k}:{n}" for (k, n) in self._queues})
 

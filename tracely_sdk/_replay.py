@@ -75,6 +75,38 @@ def divergence_of(entry: Entry, key: CallKey | None) -> Divergence:
     )
 
 
+Outcome = Literal["served", "diverged", "missed", "live", "never made", "recorded"]
+
+
+class Step(TypedDict, total=False):
+    """One call of a replay's timeline: a recorded call and what the replay did with it, or a
+    call the replay made that the recording does not have.
+
+    Steps come in the recording's ``seq`` order; a call the recording cannot answer (``missed``
+    in strict mode, ``live`` in lenient mode) comes right after the recorded call served before
+    it. ``call`` is the step's place (1-based) among the calls the replay made, None when the
+    recorded call was never made. ``recorded``, ``output`` and ``error`` are the recorded args
+    (tools) or input (LLM), output and error; a key is left out when the recording has none.
+    ``actual`` is what the replay called with where it differs (``diverged``, ``missed``,
+    ``live``); ``differences`` and ``omitted`` say where (diverged), ``message`` why a
+    ``missed`` call matched nothing.
+    """
+
+    outcome: Outcome
+    label: str
+    seq: int | None
+    entry: str | None
+    call: int | None
+    field: str
+    recorded: Any
+    output: Any
+    error: Any
+    actual: Any
+    differences: list[Difference]
+    omitted: int
+    message: str
+
+
 @dataclass
 class ReplayReport:
     """What a ``fixtures()`` block did. Filled in while the block runs, final when it exits."""
@@ -90,6 +122,8 @@ class ReplayReport:
     live: list[str] = field(default_factory=list)  # lenient fall-throughs that ran live
     # label -> the masks that applied to its calls (where recorded and actual values differed)
     masked: dict[str, list[str]] = field(default_factory=dict)
+    # Every recorded call and every call made, in the recording's order (final on exit).
+    timeline: list[Step] = field(default_factory=list)
     case_id: str | None = None
     case_version: int | None = None
 
@@ -117,6 +151,7 @@ class ReplayReport:
             "live": list(self.live),
             "providers": list(self.providers),
             "masked": {label: list(specs) for label, specs in self.masked.items()},
+            "timeline": [dict(step) for step in self.timeline],
             "case_id": self.case_id,
             "case_version": self.case_version,
         }
@@ -138,6 +173,8 @@ class ReplaySession:
         self.report = report
         self.masks = masks  # the project's, applied to every call with the call's own
         self._lock = threading.Lock()
+        # Each call made, in order: the entry that answered it (None: none did) and its step.
+        self._calls: list[tuple[Entry | None, Step]] = []
         self._on_end: list[Callable[[], None]] = []
 
     @property
@@ -161,19 +198,33 @@ class ReplaySession:
                 match = self.recording.match_llm(name, key)
             if match is not None:
                 self.report.served.append(label)
+                step = Step(outcome="served")
                 if match.diverged:
+                    divergence = divergence_of(match.entry, key)
                     self.report.diverged.append(label)
-                    self.report.divergences.append(divergence_of(match.entry, key))
+                    self.report.divergences.append(divergence)
+                    step = Step(
+                        outcome="diverged",
+                        actual=divergence["actual"],
+                        differences=divergence["differences"],
+                        omitted=divergence["omitted"],
+                    )
                 if match.masked:
                     specs = self.report.masked.setdefault(label, [])
                     specs.extend(m for m in match.masked if m not in specs)
+                self._calls.append((match.entry, step))
                 return match
+            actual = orjson.loads(key.text) if key is not None else None
             if not self.strict:
                 self.report.live.append(label)
+                self._calls.append((None, Step(outcome="live", label=label, actual=actual)))
                 return None
             message, closest = self.recording.explain_miss(kind, name, key)
             error = ReplayError(message, label=label, closest=closest)
             self.report.errors.append(error)
+            self._calls.append(
+                (None, Step(outcome="missed", label=label, actual=actual, message=message))
+            )
         raise error
 
     def on_end(self, callback: Callable[[], None]) -> None:
@@ -184,9 +235,57 @@ class ReplaySession:
     def finish(self) -> None:
         with self._lock:
             self.report.unused = [e.label for e in self.recording.unused()]
+            self.report.timeline = timeline(self.recording.entries(), self._calls)
             callbacks, self._on_end = self._on_end, []
         for callback in callbacks:
             callback()
+
+
+def timeline(
+    entries: list[Entry],
+    calls: list[tuple[Entry | None, Step]],
+    *,
+    unmade: Outcome = "never made",
+) -> list[Step]:
+    """The recorded ``entries`` (in seq order) beside the ``calls`` made (see :class:`Step`).
+
+    An entry no call used has the outcome ``unmade``: ``"recorded"`` shows a recording alone.
+    """
+    made: dict[int, tuple[int | None, Step]] = {}
+    # A call the recording has no answer for follows the recorded call served before it.
+    unanswered: dict[int | None, list[Step]] = {}
+    after: Entry | None = None
+    number: int | None
+    for number, (entry, step) in enumerate(calls, start=1):
+        if entry is None:
+            unanswered.setdefault(None if after is None else id(after), []).append(
+                Step(**step, seq=None, entry=None, call=number)
+            )
+        else:
+            made[id(entry)] = (number, step)
+            after = entry
+    steps = [*unanswered.get(None, ())]
+    for entry in entries:
+        number, step = made.get(id(entry), (None, Step(outcome=unmade)))
+        shown = Step(
+            outcome=step["outcome"],
+            label=entry.label,
+            seq=entry.seq,
+            entry=entry.describe(),
+            call=number,
+            field="input" if entry.kind == LLM else "args",
+        )
+        for key in ("args", "input"):
+            if key == shown["field"] and key in entry.raw:
+                shown["recorded"] = entry.raw[key]
+        if "output" in entry.raw:
+            shown["output"] = entry.raw["output"]
+        if entry.error is not None:
+            shown["error"] = dict(entry.error)
+        shown.update({k: v for k, v in step.items() if k != "outcome"})  # type: ignore[typeddict-item]
+        steps.append(shown)
+        steps.extend(unanswered.get(id(entry), ()))
+    return steps
 
 
 _session: contextvars.ContextVar[ReplaySession | None] = contextvars.ContextVar(
@@ -225,6 +324,11 @@ def current_session() -> ReplaySession | None:
         f"{count} fixtures() blocks are active; submit the work with "
         "contextvars.copy_context().run so it is served from its own recording"
     )
+
+
+def recorded_calls(bundle: Mapping[str, Any]) -> list[Step]:
+    """A recording's calls in seq order, as a timeline with nothing replayed."""
+    return timeline(Recording(bundle).entries(), [], unmade="recorded")
 
 
 def load_bundle(bundle: Any) -> dict[str, Any]:
@@ -314,11 +418,14 @@ __all__ = [
     "Divergence",
     "ReplayReport",
     "ReplaySession",
+    "Step",
     "call_key",
     "current_session",
     "fixture",
     "fixtures",
     "load_bundle",
+    "recorded_calls",
     "register_activation_hook",
+    "timeline",
     "unrebuildable",
 ]

@@ -1,11 +1,13 @@
-"""Replay results as files for CI: JUnit XML, a JSON report, and a Markdown step summary.
+"""Replay results as files for CI: JUnit XML, a JSON report, an HTML report, and a Markdown
+step summary.
 
 The JSON report's field names are a contract for scripts::
 
     {"format": "tracely.replay-report/1",
      "summary": {"total": 3, "passed": 1, "failed": 1, "incomplete": 1, "errored": 0,
                  "lenient": 0, "not_run": 0, "ok": false, "mode": "recorded", "duration_s": 0.12},
-     "cases": [{"case_id": "paris-weather", "version": 2, "verdict": "FAIL",
+     "cases": [{"case_id": "paris-weather", "version": 2, "tags": ["weather"],
+                "verdict": "FAIL",
                 "reasons": ["recorded call(s) never made: tools:get_weather"],
                 "output": ..., "expected_output": ..., "diff": "...",
                 "output_differences": [{"path": "output", "recorded": ..., "actual": ...}],
@@ -16,10 +18,18 @@ The JSON report's field names are a contract for scripts::
                                                   "recorded": ..., "actual": ...}],
                                  "omitted": 0}],
                 "masked": {"llm:gpt-4o": ["@iso-timestamp"]},
+                "timeline": [{"outcome": "diverged", "label": "llm:gpt-4o", "seq": 2,
+                              "entry": "llm:gpt-4o #1 (seq 2)", "call": 1, "field": "input",
+                              "recorded": ..., "output": ..., "actual": ...,
+                              "differences": [...], "omitted": 0},
+                             {"outcome": "never made", "label": "tools:get_weather", ...}],
                 "duration_s": 0.004, "trace_id": "...", "agent_version": null,
                 "tracely_version": "0.4.3"}, ...]}
 
 A difference leaves out ``recorded`` (or ``actual``) when that side has nothing at the path.
+``timeline`` is every recorded call in ``seq`` order beside what the replay did with it
+(``served``, ``diverged``, ``never made``), with the calls the recording could not answer
+(``missed``, ``live``) in place (see :class:`tracely_sdk._replay.Step`).
 Terminal, JUnit and Markdown show the same differences as text, through one renderer
 (:mod:`tracely_sdk._diff`).
 """
@@ -52,6 +62,7 @@ __all__ = [
     "otlp_endpoint",
     "run_of",
     "summarize",
+    "write_html",
     "write_json",
     "write_junit",
 ]
@@ -145,6 +156,7 @@ def case_entry(result: CaseResult) -> dict[str, Any]:
         "case_id": result.case_id,
         "version": result.version,
         "name": result.name,
+        "tags": list(result.tags),
         "entrypoint": result.entrypoint,
         "verdict": result.verdict,
         "ok": result.ok,
@@ -161,6 +173,7 @@ def case_entry(result: CaseResult) -> dict[str, Any]:
         "live": list(report.get("live", ())),
         "misses": list(report.get("errors", ())),
         "masked": {k: list(v) for k, v in (report.get("masked") or {}).items()},
+        "timeline": list(report.get("timeline", ())),
         "duration_s": round(result.duration, 6),
         "trace_id": result.trace_id,
         "agent_version": result.agent_version,
@@ -194,6 +207,33 @@ def write_json(
             default=str,
         )
     )
+    return target
+
+
+# -- HTML ----------------------------------------------------------------------------------
+
+
+def write_html(
+    results: Sequence[CaseResult],
+    path: str | os.PathLike[str],
+    elapsed: float | None = None,
+    *,
+    store: str | None = None,
+) -> Path:
+    """Write the run as one self-contained HTML file (no network: style and script inline).
+
+    The summary, a cases table filterable by verdict and searchable by id, name and tag, and a
+    page per case: its reasons, each recorded call beside what the replay did, and the output
+    against the expected output. ``store`` is where the cases came from.
+    """
+    from tracely_sdk._html import report_document
+
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    document = report_document(
+        json_report(results, elapsed), store=store, tracely_version=__version__
+    )
+    target.write_text(document, encoding="utf-8")
     return target
 
 
@@ -341,9 +381,15 @@ def _cell(text: str, limit: int = 300) -> str:
     return text.replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")
 
 
-def markdown_summary(results: Sequence[CaseResult], elapsed: float | None = None) -> str:
-    """The run as Markdown: a summary line, a verdict table, and the diffs of failed cases."""
+def markdown_summary(
+    results: Sequence[CaseResult], elapsed: float | None = None, *, html_url: str | None = None
+) -> str:
+    """The run as Markdown: a summary line, a verdict table, and the diffs of failed cases;
+    with ``html_url``, a link to the HTML report there."""
     lines = [f"### tracely replay: {summary_line(results, elapsed)}", ""]
+    if html_url:
+        link = html_url.replace("(", "%28").replace(")", "%29").replace(" ", "%20")
+        lines += [f"[The full report, call by call]({link})", ""]
     if results:
         lines += ["| Case | Version | Verdict | Reasons |", "| --- | --- | --- | --- |"]
         for r in results:
@@ -373,6 +419,8 @@ def append_step_summary(
     results: Sequence[CaseResult],
     environ: Mapping[str, str] | None = None,
     elapsed: float | None = None,
+    *,
+    html_url: str | None = None,
 ) -> Path | None:
     """Append :func:`markdown_summary` to ``$GITHUB_STEP_SUMMARY`` when it is set; the path or None."""
     env = os.environ if environ is None else environ
@@ -381,5 +429,5 @@ def append_step_summary(
         return None
     path = Path(target)
     with path.open("a", encoding="utf-8") as fh:
-        fh.write(markdown_summary(results, elapsed))
+        fh.write(markdown_summary(results, elapsed, html_url=html_url))
     return path

@@ -402,6 +402,7 @@ class CaseResult:
     # Where the output differs from the expected output; ``diff`` is their text.
     output_differences: list[Difference] = field(default_factory=list)
     agent_version: str | None = None
+    tags: list[str] = field(default_factory=list)
     replay: ReplayReport | None = field(default=None, repr=False, compare=False)
 
     @property
@@ -426,6 +427,11 @@ class CaseResult:
         """What each call in :attr:`diverged` differed in (see :class:`~tracely_sdk._replay.Divergence`)."""
         return list((self.report or {}).get("divergences", ()))
 
+    @property
+    def timeline(self) -> list[dict[str, Any]]:
+        """Each recorded call beside what the replay did (see :class:`~tracely_sdk._replay.Step`)."""
+        return list((self.report or {}).get("timeline", ()))
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "case_id": self.case_id,
@@ -443,6 +449,7 @@ class CaseResult:
             "traceback": self.traceback,
             "output_differences": list(self.output_differences),
             "agent_version": self.agent_version,
+            "tags": list(self.tags),
         }
 
     @classmethod
@@ -463,6 +470,7 @@ class CaseResult:
             traceback=data.get("traceback"),
             output_differences=list(data.get("output_differences") or ()),
             agent_version=data.get("agent_version"),
+            tags=list(data.get("tags") or ()),
         )
 
 
@@ -659,6 +667,7 @@ def run_case(
     chosen = entrypoint or rcase.entrypoint
     result = contextvars.Context().run(_run_case, rcase, fn, strict, chosen)
     result.agent_version = rcase.agent_version or entrypoint_version(chosen)
+    result.tags = list(rcase.tags)
     return result
 
 

@@ -535,3 +535,79 @@ def test_the_agent_version_is_the_cases_own_else_its_installed_distribution(
     installed = run_case(case_of(bundle), weather_agent.run, entrypoint="orjson:loads")
     assert installed.agent_version == importlib.metadata.version("orjson")
     assert CaseResult.from_dict(installed.to_dict()).agent_version == installed.agent_version
+
+
+# -- the timeline ------------------------------------------------------------------------------
+
+
+def test_the_timeline_shows_each_recorded_call_beside_the_replay(
+    capture: Any, monkeypatch: Any
+) -> None:
+    fixed = record(capture, weather_agent.run, "Paris")
+    hermetic(monkeypatch)
+    result = run_case(case_of(fixed), weather_agent.run_rewritten)
+    assert result.verdict == FAIL
+    steps = result.timeline
+    assert [(s["outcome"], s["label"], s["call"]) for s in steps] == [
+        ("diverged", "llm:local-weather-model", 1),
+        ("never made", "tools:get_weather", None),
+        ("never made", "llm:local-weather-model", None),
+    ]
+    assert [s["seq"] for s in steps] == sorted(s["seq"] for s in steps)
+    first, tool, _ = steps
+    assert first["field"] == "input" and first["entry"] == "llm:local-weather-model #1 (seq 1)"
+    assert first["recorded"]["messages"][0]["content"] == weather_agent.SYSTEM
+    assert first["actual"]["messages"][0]["content"] == weather_agent.REWRITTEN_SYSTEM
+    assert first["differences"] == [
+        {
+            "path": "messages[0].content",
+            "recorded": weather_agent.SYSTEM,
+            "actual": weather_agent.REWRITTEN_SYSTEM,
+        }
+    ]
+    assert first["output"]["content"] == "Let me check the weather in Paris."
+    assert tool["field"] == "args" and tool["recorded"] == {"city": "Paris"}
+    assert tool["output"] == {"city": "Paris", "temp_c": 18, "sky": "cloudy"}
+    assert "actual" not in tool
+
+
+def test_a_call_the_recording_cannot_answer_follows_the_call_served_before_it(
+    capture: Any, monkeypatch: Any
+) -> None:
+    broken = record(capture, weather_agent.run_broken, "Paris")
+    hermetic(monkeypatch)
+    result = run_case(case_of(broken), weather_agent.run)
+    assert result.verdict == INCOMPLETE
+    (served, missed) = result.timeline
+    assert (served["outcome"], served["call"]) == ("served", 1)
+    assert "actual" not in served and served["output"]["tool_call"]["name"] == "get_weather"
+    assert missed["outcome"] == "missed" and missed["label"] == "tools:get_weather"
+    assert (missed["seq"], missed["entry"], missed["call"]) == (None, None, 2)
+    assert missed["actual"] == {"city": "Paris"}
+    assert missed["message"] == result.reasons[0]
+
+
+def test_a_lenient_live_call_is_in_the_timeline(capture: Any, monkeypatch: Any) -> None:
+    broken = record(capture, weather_agent.run_broken, "Paris")
+    result = run_case(case_of(broken), weather_agent.run, strict=False)
+    assert [(s["outcome"], s["label"]) for s in result.timeline] == [
+        ("served", "llm:local-weather-model"),
+        ("live", "tools:get_weather"),
+        ("live", "llm:local-weather-model"),
+    ]
+
+
+def test_the_timeline_travels_in_the_json_report_and_the_stored_run(
+    capture: Any, monkeypatch: Any
+) -> None:
+    from tracely_sdk._reports import json_report, run_of
+
+    fixed = record(capture, weather_agent.run, "Paris")
+    hermetic(monkeypatch)
+    result = run_case(case_of(fixed), weather_agent.run_rewritten)
+    again = CaseResult.from_dict(orjson.loads(orjson.dumps(result.to_dict())))
+    assert again.timeline == result.timeline
+    (case,) = json_report([result])["cases"]
+    assert case["timeline"] == result.timeline
+    (stored,) = run_of([result], started_at=1).cases
+    assert stored["timeline"] == result.timeline

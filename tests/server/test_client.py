@@ -138,6 +138,7 @@ test_recapture_from_the_same_recording_is_a_no_op = (
 )
 test_update_case = shared.test_update_case
 test_list_cases_by_tag = shared.test_list_cases_by_tag
+test_cases_are_listed_a_page_at_a_time = shared.test_cases_are_listed_a_page_at_a_time
 test_put_case_replaces = shared.test_put_case_replaces
 test_a_run_is_kept_with_each_case_result = shared.test_a_run_is_kept_with_each_case_result
 test_runs_are_listed_newest_first_without_cases_and_found_by_replay_trace = (

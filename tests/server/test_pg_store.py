@@ -76,6 +76,7 @@ test_recapture_from_the_same_recording_is_a_no_op = (
 )
 test_update_case = shared.test_update_case
 test_list_cases_by_tag = shared.test_list_cases_by_tag
+test_cases_are_listed_a_page_at_a_time = shared.test_cases_are_listed_a_page_at_a_time
 test_delete_case = shared.test_delete_case
 test_put_case_replaces = shared.test_put_case_replaces
 test_a_run_is_kept_with_each_case_result = shared.test_a_run_is_kept_with_each_case_result

@@ -6,6 +6,7 @@
     tracely runs list|show                the results of past replay runs
     tracely scenarios run|list|new        multi-turn checks of a live agent service
     tracely run -- CMD                    run a program traced and recorded, code unchanged
+    tracely ui                            the local store's pages in a browser, on 127.0.0.1
 
 Exit status: 0 when everything asked for succeeded (every replayed case passed), 1 when a
 replayed case failed, was incomplete or errored, 2 for a usage or configuration error (bad
@@ -82,7 +83,7 @@ def _common(*, top: bool) -> argparse.ArgumentParser:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the whole command line."""
-    from tracely_sdk.cli import _cases, _replay, _run, _runs, _scenarios, _traces
+    from tracely_sdk.cli import _cases, _replay, _run, _runs, _scenarios, _traces, _ui
     from tracely_sdk.server._cli import add_serve_command
 
     parser = argparse.ArgumentParser(
@@ -103,6 +104,7 @@ def build_parser() -> argparse.ArgumentParser:
     _scenarios.register(commands, common)
     _run.register(commands, common)
     add_serve_command(commands, common)
+    _ui.register(commands, common)
     return parser
 
 

@@ -37,7 +37,8 @@ exit status: 0 every case passed (or ran lenient with nothing to report), 1 any 
 was incomplete or errored, 2 usage or configuration error, including a selection of no cases
 (unless --allow-empty) and a store that does not exist; 130 / 143 when interrupted by SIGINT /
 SIGTERM (the reports are written for the cases that finished, the rest NOT_RUN).
-A Markdown summary is appended to $GITHUB_STEP_SUMMARY when it is set.
+A Markdown summary is appended to $GITHUB_STEP_SUMMARY when it is set (with a link to the
+HTML report when --html-url says where it is published).
 
 A case's own entrypoint is imported only if the project allows it: a module under the project
 root, or one matching [tool.tracely] entrypoints / TRACELY_ENTRYPOINTS (e.g.
@@ -83,6 +84,17 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--junit", metavar="FILE", help="write a JUnit XML report")
     p.add_argument("--json", dest="json_path", metavar="FILE", help="write a JSON report")
+    p.add_argument(
+        "--html",
+        dest="html_path",
+        metavar="FILE",
+        help="write a self-contained HTML report: each case's calls, recording beside replay",
+    )
+    p.add_argument(
+        "--html-url",
+        metavar="URL",
+        help="where the HTML report will be published; the step summary links to it",
+    )
     p.add_argument(
         "--cases",
         dest="cases_dir",
@@ -212,8 +224,9 @@ def _nothing_selected(args: argparse.Namespace, source: str, total: int) -> str:
 
 
 def cmd_replay(args: argparse.Namespace, ctx: Context) -> int:
-    from tracely_sdk._reports import append_step_summary, write_json, write_junit
+    from tracely_sdk._reports import append_step_summary, write_html, write_json, write_junit
     from tracely_sdk._runner import run_cases
+    from tracely_sdk.store import redact_url
 
     if args.cases_dir is not None and getattr(args, "store", None):
         raise ConfigError(
@@ -260,8 +273,11 @@ def cmd_replay(args: argparse.Namespace, ctx: Context) -> int:
         write_junit(results, args.junit, elapsed)
     if args.json_path:
         write_json(results, args.json_path, elapsed)
+    if args.html_path:
+        where = args.cases_dir if args.cases_dir is not None else redact_url(ctx.store().url)
+        write_html(results, args.html_path, elapsed, store=where)
     try:
-        append_step_summary(results, elapsed=elapsed)
+        append_step_summary(results, elapsed=elapsed, html_url=args.html_url)
     except OSError as exc:
         out.note(f"could not append to $GITHUB_STEP_SUMMARY: {exc}")
     if results:

@@ -55,6 +55,7 @@ from tracely_sdk.server._ingest import (
     JournalError,
     Unavailable,
 )
+from tracely_sdk.server._ui import UI_ROUTES
 from tracely_sdk.store import (
     Case,
     CaseVersion,
@@ -395,7 +396,7 @@ class App:
         """Route the request and check what can be checked before its body is read: the
         method, shutdown and the token. Runs in the event loop, so it never blocks."""
         allowed: list[str] = []
-        for route in ROUTES:
+        for route in ROUTES + PAGES:
             params = route.match(request.segments)
             if params is None:
                 continue
@@ -894,6 +895,9 @@ ROUTES: Final[tuple[Route, ...]] = (
     Route("POST", "/api/runs", WRITE, _save_run),
     Route("GET", "/api/runs/{run_id}", READ, _get_run),
 )
+
+# The pages under /ui: each signs its visitor in itself (a cookie, not a bearer token).
+PAGES: Final[tuple[Route, ...]] = tuple(Route(m, t, None, h) for m, t, h in UI_ROUTES)
 
 
 # --------------------------------------------------------------------------------------------

@@ -154,8 +154,12 @@ def cmd_serve(args: argparse.Namespace, ctx: Any = None) -> int:
     return run(_config(args))
 
 
-def run(config: Any, *, out: TextIO | None = None) -> int:
-    """Serve until SIGTERM/SIGINT (a second one ends the process at once), then drain."""
+def run(
+    config: Any, *, out: TextIO | None = None, banner: str = "tracely server listening on {url}"
+) -> int:
+    """Serve until SIGTERM/SIGINT (a second one ends the process at once), then drain.
+
+    ``banner`` is the first line printed, once the port is bound (``{url}``: where)."""
     from tracely_sdk.server._app import create_server
 
     server = create_server(config)
@@ -182,7 +186,7 @@ def run(config: Any, *, out: TextIO | None = None) -> int:
     gc.set_threshold(*SERVE_GC_THRESHOLDS)
     try:
         server.start()
-        print(f"tracely server listening on {server.url}", file=out or sys.stdout, flush=True)
+        print(banner.format(url=server.url), file=out or sys.stdout, flush=True)
         if server.grpc is not None:
             print(
                 f"tracely server listening for OTLP/gRPC on {server.grpc.address}",

@@ -99,8 +99,10 @@ class Store(abc.ABC):
         """The case ``case_id``; NotFound if there is none."""
 
     @abc.abstractmethod
-    def list_cases(self, tag: str | None = None) -> list[Case]:
-        """Every case (or every case with ``tag``), by id."""
+    def list_cases(
+        self, tag: str | None = None, *, limit: int | None = None, offset: int = 0
+    ) -> list[Case]:
+        """Every case (or every case with ``tag``), by id; ``limit`` of them from ``offset``."""
 
     @abc.abstractmethod
     def case_history(self, case_id: str) -> list[CaseVersion]:

@@ -510,7 +510,14 @@ class HTTPStore(Store):
             raise self._no_case(case_id)
         return self._case(self._request("GET", f"/api/cases/{_q(case_id)}", what=f"case {case_id}"))
 
-    def list_cases(self, tag: str | None = None) -> list[Case]:
+    def list_cases(
+        self, tag: str | None = None, *, limit: int | None = None, offset: int = 0
+    ) -> list[Case]:
+        cases = self._all_cases(tag)
+        start = max(0, offset)
+        return cases[start:] if limit is None else cases[start : start + max(0, limit)]
+
+    def _all_cases(self, tag: str | None) -> list[Case]:
         if tag is not None:
             try:
                 normalise_tags([tag])

@@ -465,18 +465,22 @@ def bound_case_result(case: Mapping[str, Any]) -> dict[str, Any]:
     bounded: dict[str, Any] = bound_json(dict(case))
     if len(orjson.dumps(bounded, default=str)) <= MAX_RUN_CASE_BYTES:
         return bounded
-    for d in bounded.get("divergences") or ():
-        if isinstance(d, dict):
-            for side in ("recorded", "actual"):
-                if side in d:
-                    d[side] = _collapsed(d[side])
+    for key, sides in (
+        ("divergences", ("recorded", "actual")),
+        ("timeline", ("recorded", "actual", "output", "error")),
+    ):
+        for d in bounded.get(key) or ():
+            if isinstance(d, dict):
+                for side in sides:
+                    if side in d:
+                        d[side] = _collapsed(d[side])
     for key in _HEAVY_CASE_FIELDS:
         if len(orjson.dumps(bounded, default=str)) <= MAX_RUN_CASE_BYTES:
             break
         if bounded.get(key) is not None:
             bounded[key] = _collapsed(bounded[key])
     if len(orjson.dumps(bounded, default=str)) > MAX_RUN_CASE_BYTES:
-        for key in ("output_differences", "divergences", "reasons"):
+        for key in ("timeline", "output_differences", "divergences", "reasons"):
             if bounded.get(key):
                 bounded[key] = [_collapsed(bounded[key])]
     return bounded

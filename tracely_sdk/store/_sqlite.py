@@ -492,18 +492,25 @@ class SQLStore(Store):
         with self._read() as conn:
             return self._load_case(conn, case_id)
 
-    def list_cases(self, tag: str | None = None) -> list[Case]:
+    def list_cases(
+        self, tag: str | None = None, *, limit: int | None = None, offset: int = 0
+    ) -> list[Case]:
         cols = ", ".join(f"c.{c.strip()}" for c in CASE_COLUMNS.split(","))
+        # LIMIT -1 is SQLite's "no limit"; PostgreSQL's is LIMIT ALL, written as NULL.
+        page = (-1 if self.dialect is SQLITE else None) if limit is None else max(0, int(limit))
+        window = (page, max(0, int(offset)))
         with self._read() as conn:
             if tag is None:
-                rows = conn.execute(f"SELECT {cols} FROM cases c ORDER BY c.id").fetchall()
+                rows = conn.execute(
+                    self._q(f"SELECT {cols} FROM cases c ORDER BY c.id LIMIT ? OFFSET ?"), window
+                ).fetchall()
             else:
                 rows = conn.execute(
                     self._q(
                         f"SELECT {cols} FROM cases c JOIN case_tags t ON t.case_id = c.id "
-                        "WHERE t.tag = ? ORDER BY c.id"
+                        "WHERE t.tag = ? ORDER BY c.id LIMIT ? OFFSET ?"
                     ),
-                    (tag,),
+                    (tag, *window),
                 ).fetchall()
         return [case_from_row(r) for r in rows]
 

@@ -186,6 +186,39 @@ def test_an_empty_store_is_not_a_pass(cli: CLI, tmp_path: Path) -> None:
     assert ET.parse(tmp_path / "j.xml").getroot().get("tests") == "0"
 
 
+def test_the_html_report_is_written_and_the_step_summary_links_to_it(
+    capture: Any, cli: CLI, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    record(capture, cli, weather_agent.run, "Paris")
+    fixed = cli.store().list_recordings()[0].trace_id
+    assert (
+        cli("cases", "promote", fixed, "--name", "Paris <b>weather</b>", "--tag", "smoke")[0] == 0
+    )
+    summary = tmp_path / "summary.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    report = tmp_path / "out" / "report.html"
+    status, _, err = cli(
+        "replay",
+        "--entrypoint",
+        f"{WEATHER}:run_rewritten",
+        "--html",
+        str(report),
+        "--html-url",
+        "https://ci.example/artifacts/report.html",
+    )
+    assert status == 1, err
+    page = report.read_text()
+    assert page.startswith("<!doctype html>")
+    assert "Paris &lt;b&gt;weather&lt;/b&gt;" in page and "<b>weather" not in page
+    assert 'data-outcome="diverged"' in page and 'data-outcome="never made"' in page
+    assert weather_agent.REWRITTEN_SYSTEM in page and weather_agent.SYSTEM in page
+    assert "http://" not in page and "https://" not in page  # nothing loaded from anywhere
+    assert (
+        "[The full report, call by call](https://ci.example/artifacts/report.html)"
+        in summary.read_text()
+    )
+
+
 def test_an_empty_case_directory_is_not_a_pass(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -548,6 +548,17 @@ def test_list_cases_by_tag(store: SQLiteStore) -> None:
     assert [c.id for c in store.list_cases(tag="smoke")] == ["case-0"]
 
 
+def test_cases_are_listed_a_page_at_a_time(store: SQLiteStore) -> None:
+    for i in range(5):
+        store.put_recording(make_recording(i))
+        store.promote(trace_id(i), name=f"case {i}", tags=["smoke"] if i % 2 else [])
+    assert [c.id for c in store.list_cases(limit=2)] == ["case-0", "case-1"]
+    assert [c.id for c in store.list_cases(limit=2, offset=3)] == ["case-3", "case-4"]
+    assert [c.id for c in store.list_cases(offset=4)] == ["case-4"]
+    assert store.list_cases(limit=2, offset=5) == []
+    assert [c.id for c in store.list_cases(tag="smoke", limit=1, offset=1)] == ["case-3"]
+
+
 def test_delete_case(store: SQLiteStore, promoted: Case) -> None:
     store.put_recording(make_recording(2, output="v2"))
     store.recapture(promoted.id, trace_id(2))
@@ -886,3 +897,23 @@ def test_a_run_keeps_large_values_cut_with_a_marker(store: SQLiteStore) -> None:
     assert len(orjson.dumps(first)) <= MAX_RUN_CASE_BYTES
     store.save_run(run)
     assert store.get_run(run.id) == run  # what is kept is exactly the bounded run
+
+
+def test_a_runs_timeline_keeps_its_steps_and_collapses_their_values(store: SQLiteStore) -> None:
+    from tests.sdk.store._helpers import make_run
+    from tracely_sdk.store._model import MAX_RUN_CASE_BYTES
+
+    huge = ["y" * 1500] * 40
+    steps = [
+        {"outcome": "served", "label": "llm:m", "seq": n, "recorded": huge, "output": huge}
+        for n in range(10)
+    ]
+    run = make_run(6, timeline=steps)
+    (first, _) = run.cases
+    assert len(orjson.dumps(first)) <= MAX_RUN_CASE_BYTES
+    assert [(s["outcome"], s["seq"]) for s in first["timeline"]] == [
+        ("served", n) for n in range(10)
+    ]
+    assert first["timeline"][0]["output"].startswith("… [collapsed: ")
+    store.save_run(run)
+    assert store.get_run(run.id) == run

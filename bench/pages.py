@@ -1,0 +1,182 @@
+"""How long the server's pages take to render on a store of real size.
+
+Seeds a SQLite store with 10,000 recordings (the reference agent's shape: an LLM call, a tool
+call, an LLM call), promotes 1,000 of them to cases with tags, and keeps 20 replay runs of
+those 1,000 cases; then renders every list page (first and last page, filtered) and one of
+each detail page through :class:`tracely_sdk._html._views.Pages`, the functions the server
+calls, and prints the median and worst time of each over several rounds. The issue's target is
+under 200 ms of server time per page.
+
+    python bench/pages.py [--recordings N] [--cases N] [--rounds R] [--store PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tracely_otel._bundle import FORMAT, seal  # noqa: E402
+from tracely_sdk._html._views import Pages, Viewer  # noqa: E402
+from tracely_sdk.store import Recording, Run, SQLiteStore  # noqa: E402
+from tracely_sdk.store._model import new_run_id  # noqa: E402
+
+CITIES = ["Paris", "Lisbon", "Oslo", "Tokyo", "Rome", "Lima", "Cairo", "Quito"]
+BASE = 1_700_000_000_000_000_000
+
+
+def bundle(n: int) -> dict[str, Any]:
+    city = f"{CITIES[n % len(CITIES)]}-{n}"
+    question = [
+        {"role": "system", "content": "You are a weather assistant. Use get_weather."},
+        {"role": "user", "content": f"What's the weather in {city}?"},
+    ]
+    return seal(
+        {
+            "format": FORMAT,
+            "trace_id": f"{n:032x}",
+            "service": "weather-svc",
+            "started_at": BASE + n * 10**9,
+            "tools": {
+                "get_weather": [{"seq": 1, "args": {"city": city}, "output": {"temp_c": n % 30}}]
+            },
+            "llm": {
+                "local-weather-model": [
+                    {
+                        "seq": 0,
+                        "input": {"messages": question},
+                        "output": {"content": "Let me check."},
+                    },
+                    {
+                        "seq": 2,
+                        "input": {"messages": question * 2},
+                        "output": {"content": f"{n % 30}°C"},
+                    },
+                ]
+            },
+            "incomplete": [],
+            "agent": {
+                "name": "weather-agent",
+                "input": {"args": [city], "kwargs": {}},
+                "output": f"{n % 30}°C",
+            },
+        }
+    )
+
+
+def seed(store: SQLiteStore, recordings: int, cases: int) -> None:
+    batch: list[Recording] = []
+    for n in range(recordings):
+        batch.append(Recording.from_bundle(bundle(n)))
+        if len(batch) == 500:
+            store.put_recordings(batch)
+            batch = []
+    store.put_recordings(batch)
+    step = max(1, recordings // cases)
+    for i in range(cases):
+        store.promote(
+            f"{i * step:032x}", case_id=f"case-{i:04d}", name=f"Case {i}", tags=[f"group-{i % 10}"]
+        )
+    for r in range(20):
+        results = tuple(
+            {
+                "case_id": f"case-{i:04d}",
+                "version": 1,
+                "name": f"Case {i}",
+                "verdict": "FAIL" if (i + r) % 7 == 0 else "PASS",
+                "reasons": ["output differs from the expected output"] if (i + r) % 7 == 0 else [],
+                "duration_s": 0.01,
+                "tags": [f"group-{i % 10}"],
+            }
+            for i in range(cases)
+        )
+        failed = sum(1 for c in results if c["verdict"] == "FAIL")
+        store.save_run(
+            Run(
+                id=new_run_id(),
+                started_at=BASE + r,
+                duration_s=1.0,
+                mode="recorded",
+                ok=failed == 0,
+                summary={
+                    "total": cases,
+                    "passed": cases - failed,
+                    "failed": failed,
+                    "ok": failed == 0,
+                },
+                source="sqlite:///bench.db",
+                otlp_endpoint=None,
+                tracely_version="bench",
+                cases=results,
+            )
+        )
+
+
+def measure(fn: Callable[[], str], rounds: int) -> tuple[float, float, int]:
+    times = []
+    size = 0
+    for _ in range(rounds):
+        started = time.perf_counter()
+        size = len(fn())
+        times.append(time.perf_counter() - started)
+    return statistics.median(times), max(times), size
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--recordings", type=int, default=10_000)
+    parser.add_argument("--cases", type=int, default=1_000)
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--store", help="a store file to reuse (seeded when it does not exist)")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(args.store) if args.store else Path(tmp) / "bench.db"
+        fresh = not path.exists()
+        store = SQLiteStore(path)
+        if fresh:
+            started = time.perf_counter()
+            seed(store, args.recordings, args.cases)
+            print(
+                f"seeded {args.recordings} recordings, {args.cases} cases, 20 runs in {time.perf_counter() - started:.1f}s"
+            )
+        pages = Pages(store)
+        viewer = Viewer(csrf="x")
+        run_id = store.list_runs(limit=1)[0].id
+        last = str(max(0, args.recordings - 50))
+        checks: list[tuple[str, Callable[[], str]]] = [
+            ("cases, first page", lambda: pages.cases({}, viewer)),
+            ("cases, last page", lambda: pages.cases({"offset": str(args.cases - 50)}, viewer)),
+            ("cases, by tag", lambda: pages.cases({"tag": "group-3"}, viewer)),
+            ("cases, by verdict", lambda: pages.cases({"verdict": "FAIL"}, viewer)),
+            ("one case", lambda: pages.case("case-0500", {}, viewer)),
+            ("traces, first page", lambda: pages.traces({}, viewer)),
+            ("traces, last page", lambda: pages.traces({"offset": last}, viewer)),
+            ("one trace", lambda: pages.trace(f"{args.recordings // 2:032x}", viewer)),
+            ("runs", lambda: pages.runs({}, viewer)),
+            (f"one run ({args.cases} cases)", lambda: pages.run(run_id, {}, viewer)),
+            ("one run, failed only", lambda: pages.run(run_id, {"verdict": "FAIL"}, viewer)),
+            ("one case of a run", lambda: pages.run_case(run_id, "7", viewer)),
+        ]
+        print(f"{'page':<28}{'median ms':>10}{'worst ms':>10}{'KB':>8}")
+        worst_all = 0.0
+        for name, fn in checks:
+            median, worst, size = measure(fn, args.rounds)
+            worst_all = max(worst_all, median)
+            print(f"{name:<28}{median * 1000:>10.1f}{worst * 1000:>10.1f}{size / 1024:>8.0f}")
+        store.close()
+        print(f"slowest median: {worst_all * 1000:.1f} ms (target: under 200 ms)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,110 @@
+"""The store's pages as plain functions: lists paginated, one case, one trace, one run."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.sdk.store._helpers import make_recording, make_run, trace_id
+from tracely_sdk._html._views import PageError, Pages, Viewer
+from tracely_sdk.errors import NotFound
+from tracely_sdk.store import SQLiteStore
+
+SCRIPT = "<script>alert(1)</script>"
+READER = Viewer()
+WRITER = Viewer(csrf="token-for-forms")
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[SQLiteStore]:
+    s = SQLiteStore(tmp_path / "t.db")
+    for n in range(60):
+        s.put_recording(make_recording(n, started_at=1_700_000_000_000_000_000 + n * 10**9))
+    s.put_recording(make_recording("hostile", output=SCRIPT, tools=2))
+    s.put_recording(make_recording("v2", output="Rainy in Paris"))
+    s.promote(trace_id(3), case_id="paris", name="Paris <weather>", tags=["smoke", "<b>"])
+    s.recapture("paris", trace_id("v2"), note="the forecast changed")
+    s.promote(trace_id(4), case_id="other", name="Other", tags=["slow"])
+    s.save_run(make_run(1, cases=1, case_id="paris"))
+    yield s
+    s.close()
+
+
+def test_traces_are_listed_newest_first_a_page_at_a_time(store: SQLiteStore) -> None:
+    pages = Pages(store)
+    first = pages.traces({}, READER)
+    assert first.count('class="row"') == 50
+    assert first.index(trace_id(59)) < first.index(trace_id(58))
+    assert 'href="/ui/traces?offset=50"' in first and "next →" in first
+    second = pages.traces({"offset": "50"}, READER)
+    assert second.count('class="row"') == 12
+    assert 'href="/ui/traces"' in second and "next →" not in second
+    for bad in ("-1", "²", "1" * 10):
+        with pytest.raises(PageError, match="offset must be a whole number"):
+            pages.traces({"offset": bad}, READER)
+
+
+def test_a_trace_shows_its_calls_in_order_escaped(store: SQLiteStore) -> None:
+    shown = Pages(store).trace(trace_id("hostile"), READER)
+    assert shown.count('data-outcome="recorded"') == 3
+    assert shown.index("tools:get_weather #1 (seq 0)") < shown.index("tools:get_weather #2 (seq 1)")
+    assert shown.index("tools:get_weather #2 (seq 1)") < shown.index("llm:gpt-4o #1 (seq 2)")
+    assert SCRIPT not in shown and "&lt;script&gt;alert(1)&lt;/script&gt;" in shown
+    assert "<form" not in shown  # a reader gets no forms
+    with_form = Pages(store).trace(trace_id("hostile"), WRITER)
+    assert 'action="/ui/traces/' + trace_id("hostile") + '/promote"' in with_form
+    assert 'name="csrf" value="token-for-forms"' in with_form
+    with pytest.raises(NotFound):
+        Pages(store).trace(trace_id("never"), READER)
+
+
+def test_cases_filter_by_tag_and_by_verdict_in_the_latest_run(store: SQLiteStore) -> None:
+    pages = Pages(store)
+    listed = pages.cases({}, READER)
+    assert listed.count('class="row"') == 2 and "Paris &lt;weather&gt;" in listed
+    assert 'href="/ui/cases?tag=%3Cb%3E"' in listed
+    assert pages.cases({"tag": "slow"}, READER).count('class="row"') == 1
+    failing = pages.cases({"verdict": "FAIL"}, READER)
+    assert failing.count('class="row"') == 1 and 'href="/ui/cases/paris"' in failing
+    assert pages.cases({"verdict": "FAIL", "tag": "slow"}, READER).count('class="row"') == 0
+    paged = Pages(store, page_size=1)
+    assert 'href="/ui/cases?offset=1"' in paged.cases({}, READER)
+    assert 'href="/ui/cases/other"' not in paged.cases({"offset": "1"}, READER)
+    with pytest.raises(PageError, match="verdict must be one of"):
+        pages.cases({"verdict": "MAYBE"}, READER)
+
+
+def test_a_case_shows_its_versions_and_the_difference_between_two(store: SQLiteStore) -> None:
+    pages = Pages(store)
+    shown = pages.case("paris", {}, READER)
+    assert "Version 1 → version 2" in shown
+    assert "the forecast changed" in shown
+    assert "expected_output" in shown and "Sunny in Paris" in shown and "Rainy in Paris" in shown
+    assert shown.count('data-outcome="recorded"') == 2
+    same = pages.case("paris", {"a": "2", "b": "2"}, READER)
+    assert same.count("the same in both versions") == 2
+    for bad in ("7", "²"):
+        with pytest.raises(PageError, match="must be one of the case's versions"):
+            pages.case("paris", {"a": bad}, READER)
+    conflict = pages.case("paris", {}, WRITER, conflict=({"args": ["Paris"]}, {"args": ["Oslo"]}))
+    assert "Refused: the trace was called with a different input" in conflict
+    assert "input.args[0]" in conflict and "Oslo" in conflict
+
+
+def test_a_run_and_each_of_its_cases(store: SQLiteStore) -> None:
+    pages = Pages(store)
+    run_id = store.list_runs()[0].id
+    listed = pages.runs({}, READER)
+    assert f'href="/ui/runs/{run_id}"' in listed and "1 failed" in listed
+    shown = pages.run(run_id, {}, READER)
+    assert f'data-href="/ui/runs/{run_id}/cases/1"' in shown and 'data-verdict="FAIL"' in shown
+    assert 'data-verdict="FAIL"' not in pages.run(run_id, {"verdict": "PASS"}, READER)
+    assert 'data-verdict="FAIL"' in pages.run(run_id, {"q": "PARIS"}, READER)
+    assert 'data-verdict="FAIL"' not in pages.run(run_id, {"q": "lisbon"}, READER)
+    case = pages.run_case(run_id, "1", READER)
+    assert "served despite a different input: llm:m" in case
+    for bad in ("2", "0", "²"):
+        with pytest.raises(PageError, match="has cases 1 to 1"):
+            pages.run_case(run_id, bad, READER)

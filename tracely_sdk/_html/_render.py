@@ -1,0 +1,456 @@
+"""The one renderer of replay results and recordings as HTML, for the static report and the
+server's pages alike: the timeline of a case (each recorded call beside what the replay did
+with it), a case's page, the cases table, a run's summary, and the page around them.
+
+Every value shown comes from a recording or a run and is untrusted: it goes through
+:mod:`tracely_sdk._html._markup`, which escapes it. Large values are collapsed into a
+``<details>`` element and cut to :data:`MAX_SHOWN` characters, so a page with hundreds of calls
+stays light.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime, timezone
+from typing import Any
+
+import orjson
+
+from tracely_sdk._html._assets import CSS, JS
+from tracely_sdk._html._markup import Html, Node, join, tag
+
+__all__ = [
+    "MAX_SHOWN",
+    "VERDICTS",
+    "case_page",
+    "cases_table",
+    "differences_view",
+    "matches",
+    "page",
+    "run_summary",
+    "timeline_view",
+    "value_view",
+]
+
+VERDICTS = ("PASS", "FAIL", "INCOMPLETE", "ERRORED", "LENIENT", "NOT_RUN")
+# A value longer than this is cut, with a note saying how much more there was.
+MAX_SHOWN = 20_000
+# A value shown as text up to this length stays open; a longer one is collapsed.
+_OPEN = 240
+_OUTCOME_TEXT = {
+    "served": "served",
+    "diverged": "diverged",
+    "missed": "missed",
+    "live": "ran live",
+    "never made": "never made",
+    "recorded": "recorded",
+}
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    return orjson.dumps(
+        value, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS, default=str
+    ).decode()
+
+
+def _cut(text: str) -> tuple[str, int]:
+    if len(text) <= MAX_SHOWN:
+        return text, 0
+    return text[:MAX_SHOWN], len(text) - MAX_SHOWN
+
+
+def value_view(value: Any, label: str = "value") -> Html:
+    """A value as text: short ones open, long ones collapsed under a summary with their size."""
+    if not isinstance(value, str):
+        compact = orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS, default=str).decode()
+        if len(compact) <= _OPEN:
+            return tag("pre", compact, class_="inline")
+    text, more = _cut(_text(value))
+    body = join(text, f"\n… {more} more characters not shown" if more else None)
+    if len(text) <= _OPEN and "\n" not in text:
+        return tag("pre", body, class_="inline")
+    size = len(text) + more
+    return tag(
+        "details",
+        tag("summary", f"{label} ({size:,} characters)"),
+        tag("pre", body),
+        class_="value",
+    )
+
+
+def _side(difference: Mapping[str, Any], side: str) -> Html:
+    if side not in difference:
+        return tag("span", "(absent)", class_="absent")
+    value = difference[side]
+    text, more = _cut(_text(value))
+    return tag("pre", text, f"\n… {more} more characters not shown" if more else None)
+
+
+def differences_view(differences: Sequence[Any], omitted: int = 0) -> Html:
+    """Where two values differ, path by path: recorded on the left, now on the right."""
+    rows = []
+    for d in differences:
+        if not isinstance(d, Mapping):  # a stored run may have collapsed the list
+            rows.append(tag("tr", tag("td", str(d), colspan=3)))
+            continue
+        rows.append(
+            tag(
+                "tr",
+                tag("td", d.get("path") or "(the whole value)", class_="path"),
+                tag("td", _side(d, "recorded")),
+                tag("td", _side(d, "actual")),
+            )
+        )
+    if omitted:
+        rows.append(tag("tr", tag("td", f"… and {omitted} more differences", colspan=3)))
+    return tag(
+        "table",
+        tag("thead", tag("tr", tag("th", "path"), tag("th", "recorded"), tag("th", "now"))),
+        tag("tbody", rows),
+        class_="diff",
+    )
+
+
+def _badge(outcome: str) -> Html:
+    css = "o-" + outcome.replace(" ", "-")
+    return tag("span", _OUTCOME_TEXT.get(outcome, outcome), class_=f"badge {css}")
+
+
+def _step(step: Any) -> Html:
+    if not isinstance(step, Mapping):  # "… [N more items]" in a stored run
+        return tag("li", tag("div", str(step), class_="muted"), class_="step")
+    outcome = str(step.get("outcome") or "")
+    field = step.get("field") or (
+        "input" if str(step.get("label", "")).startswith("llm:") else "args"
+    )
+    seq = step.get("seq")
+    recorded: list[Node] = []
+    if seq is not None:
+        recorded.append(
+            tag(
+                "div",
+                tag("span", f"#{seq}", class_="muted"),
+                tag("code", step.get("entry") or step.get("label")),
+                class_="step-title",
+            )
+        )
+        if "recorded" in step:
+            recorded += [tag("div", f"recorded {field}: ", value_view(step["recorded"], field))]
+        if "error" in step:
+            recorded += [tag("div", "recorded error: ", value_view(step["error"], "error"))]
+        if "output" in step:
+            recorded += [tag("div", "recorded output: ", value_view(step["output"], "output"))]
+    else:
+        recorded.append(tag("div", "not in the recording", class_="muted"))
+    replay: list[Node] = [
+        tag(
+            "div",
+            _badge(outcome),
+            tag("code", step.get("label")) if seq is None else None,
+            tag("span", f"call {step['call']}", class_="muted") if step.get("call") else None,
+            class_="step-title",
+        )
+    ]
+    if outcome == "never made":
+        replay.append(tag("div", "the replay never made this call"))
+    elif outcome == "served":
+        replay.append(tag("div", f"served from the recording with the recorded {field}"))
+    elif outcome == "diverged":
+        replay.append(tag("div", f"served from the recording although its {field} differs:"))
+        replay.append(
+            differences_view(step.get("differences") or (), int(step.get("omitted") or 0))
+        )
+        if "actual" in step:
+            replay.append(tag("div", f"called with {field}: ", value_view(step["actual"], field)))
+    elif outcome in ("missed", "live"):
+        if step.get("message"):
+            replay.append(tag("div", step["message"], class_="error"))
+        if outcome == "live":
+            replay.append(tag("div", "not in the recording: ran live"))
+        if "actual" in step:
+            replay.append(tag("div", f"called with {field}: ", value_view(step["actual"], field)))
+    return tag(
+        "li",
+        tag("div", recorded, class_="recorded"),
+        tag("div", replay, class_="replay"),
+        class_=f"step o-{outcome.replace(' ', '-')}",
+        data_outcome=outcome,
+        data_label=step.get("label"),
+        tabindex="-1",
+    )
+
+
+def timeline_view(steps: Sequence[Any], *, right: str = "Replay") -> Html:
+    """The calls in ``seq`` order: the recording on the left, what the replay did on the right."""
+    if not steps:
+        return tag("p", "No tool or LLM calls were recorded.", class_="muted")
+    return tag(
+        "ol",
+        tag("li", tag("div", "Recording"), tag("div", right), class_="head", aria_hidden="true"),
+        [_step(s) for s in steps],
+        class_="timeline",
+        aria_label="calls in recorded order",
+    )
+
+
+def verdict_badge(verdict: Any) -> Html:
+    return tag("span", verdict, class_=f"badge v-{verdict}")
+
+
+def case_page(case: Mapping[str, Any]) -> Html:
+    """One case of a run (a JSON report case or a stored run's): why, the timeline, the output."""
+    verdict = case.get("verdict")
+    version = case.get("version")
+    parts: list[Node] = [
+        tag(
+            "h2",
+            verdict_badge(verdict),
+            " ",
+            case.get("case_id"),
+            f" v{version}" if version is not None else None,
+            tag("span", f" — {case['name']}", class_="muted") if case.get("name") else None,
+        )
+    ]
+    facts = [
+        ("tags", ", ".join(str(t) for t in case.get("tags") or ()) or None),
+        ("entrypoint", case.get("entrypoint")),
+        ("agent version", case.get("agent_version")),
+        ("duration", f"{float(case.get('duration_s') or 0):.3f}s"),
+        ("replay trace", case.get("trace_id")),
+    ]
+    parts.append(tag("dl", [[tag("dt", k), tag("dd", v)] for k, v in facts if v], class_="meta"))
+    reasons = case.get("reasons") or ()
+    if reasons:
+        parts += [tag("h3", "Why"), tag("ul", [tag("li", r) for r in reasons], class_="reasons")]
+    steps = case.get("timeline") or ()
+    heading = f"Calls: the recording beside the replay ({len(steps)})"
+    if verdict == "PASS":
+        parts.append(tag("details", tag("summary", heading), timeline_view(steps)))
+    else:
+        parts += [tag("h3", heading), timeline_view(steps)]
+    differences = case.get("output_differences") or ()
+    if differences or (verdict != "PASS" and "expected_output" in case):
+        parts.append(tag("h3", "Output: expected vs actual"))
+        if differences:
+            parts.append(differences_view(differences))
+        parts.append(tag("div", "expected: ", value_view(case.get("expected_output"), "expected")))
+        parts.append(tag("div", "actual: ", value_view(case.get("output"), "output")))
+    if case.get("traceback"):
+        parts.append(
+            tag("details", tag("summary", "Traceback"), tag("pre", _cut(case["traceback"])[0]))
+        )
+    return join(parts)
+
+
+def _search_text(case: Mapping[str, Any]) -> str:
+    words = [case.get("case_id"), case.get("name"), *(case.get("tags") or ())]
+    return " ".join(str(w) for w in words if w).lower()
+
+
+def matches(case: Mapping[str, Any], verdict: str | None, text: str | None) -> bool:
+    """Whether a case of a run has ``verdict`` and contains ``text`` in its id, name or tags."""
+    if verdict and case.get("verdict") != verdict:
+        return False
+    return not text or text.strip().lower() in _search_text(case)
+
+
+def cases_table(
+    cases: Sequence[tuple[int, Mapping[str, Any]]],
+    href: Callable[[int], str],
+    *,
+    total: int | None = None,
+    action: str | None = None,
+    verdict: str | None = None,
+    text: str | None = None,
+) -> Html:
+    """A run's cases (each with its number in the run), one row each, filterable by verdict
+    and searchable by id, name and tag as you type. With ``action`` the filters are also a
+    form sent to the server, for a run shown a page at a time (``total`` cases in all)."""
+    counts = dict.fromkeys(VERDICTS, 0)
+    for _, c in cases:
+        counts[str(c.get("verdict"))] = counts.get(str(c.get("verdict")), 0) + 1
+    controls: list[Node] = [
+        tag(
+            "label",
+            "verdict ",
+            tag(
+                "select",
+                tag("option", "all", value=""),
+                [
+                    tag(
+                        "option",
+                        v if action else f"{v} ({counts[v]})",
+                        value=v,
+                        selected=v == verdict,
+                    )
+                    for v in VERDICTS
+                    if action or counts.get(v)
+                ],
+                id="verdict-filter",
+                name="verdict" if action else None,
+            ),
+        ),
+        tag(
+            "label",
+            "search ",
+            tag(
+                "input",
+                type="search",
+                id="case-search",
+                name="q" if action else None,
+                value=text or None,
+                placeholder="id, name or tag  ( / )",
+            ),
+        ),
+        tag("button", "Filter", type="submit") if action else None,
+        tag(
+            "span",
+            tag("span", len(cases), id="shown-count"),
+            f" of {len(cases) if total is None else total} shown",
+            class_="muted",
+        ),
+    ]
+    filters = (
+        tag("form", controls, method="get", action=action, class_="filters")
+        if action
+        else tag("div", controls, class_="filters")
+    )
+    rows = []
+    for n, c in cases:
+        link = href(n)
+        reasons = c.get("reasons")
+        rows.append(
+            tag(
+                "tr",
+                tag("td", tag("a", c.get("case_id"), href=link)),
+                tag("td", c.get("version")),
+                tag("td", verdict_badge(c.get("verdict"))),
+                tag("td", c.get("name")),
+                tag("td", ", ".join(str(t) for t in c.get("tags") or ())),
+                tag("td", reasons[0] if isinstance(reasons, list) and reasons else "—"),
+                data_verdict=c.get("verdict"),
+                data_search=_search_text(c),
+                data_href=link,
+            )
+        )
+    headings = ("case", "version", "verdict", "name", "tags", "first reason")
+    table = tag(
+        "table",
+        tag("thead", tag("tr", [tag("th", h) for h in headings])),
+        tag("tbody", rows),
+        class_="cases",
+    )
+    return join(filters, table)
+
+
+def when(ns: Any) -> str:
+    """A time in nanoseconds since the epoch as UTC text."""
+    try:
+        return datetime.fromtimestamp(int(ns) / 1e9, timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    except (TypeError, ValueError, OverflowError, OSError):
+        return "—"
+
+
+def run_summary(summary: Mapping[str, Any], facts: Sequence[tuple[str, Any]]) -> Html:
+    """The counts by verdict, then the run's facts (duration, store, version, ...)."""
+    counts = [
+        ("passed", "PASS"),
+        ("failed", "FAIL"),
+        ("incomplete", "INCOMPLETE"),
+        ("errored", "ERRORED"),
+        ("lenient", "LENIENT"),
+        ("not_run", "NOT_RUN"),
+    ]
+    return join(
+        tag(
+            "ul",
+            tag("li", tag("strong", summary.get("total", 0)), " cases"),
+            [
+                tag("li", verdict_badge(verdict), " ", tag("strong", summary.get(key, 0)))
+                for key, verdict in counts
+                if summary.get(key) or verdict in ("PASS", "FAIL")
+            ],
+            tag("li", "gate ", tag("strong", "passed" if summary.get("ok") else "failed")),
+            class_="counts",
+        ),
+        tag("dl", [[tag("dt", k), tag("dd", v)] for k, v in facts if v is not None], class_="meta"),
+    )
+
+
+def page(
+    title: str,
+    body: Node,
+    *,
+    inline: bool = False,
+    nav: Sequence[tuple[str, str]] = (),
+    assets: str = "",
+    body_class: str | None = None,
+) -> str:
+    """A whole HTML document. ``inline``: the stylesheet and script are in the page (a static
+    file with no server); otherwise they are loaded from ``assets`` (``{assets}app.css``)."""
+    if inline:
+        head: Node = [tag("style", Html(CSS)), tag("script", Html(JS))]
+    else:
+        head = [
+            tag("link", rel="stylesheet", href=f"{assets}app.css"),
+            tag("script", src=f"{assets}app.js", defer=True),
+        ]
+    top = tag(
+        "header",
+        tag("strong", "tracely"),
+        [tag("a", label, href=link) for label, link in nav],
+        class_="top",
+    )
+    document = join(
+        Html("<!doctype html>"),
+        tag(
+            "html",
+            tag(
+                "head",
+                tag("meta", charset="utf-8"),
+                tag("meta", name="viewport", content="width=device-width, initial-scale=1"),
+                tag("title", title),
+                head,
+            ),
+            tag("body", top, tag("main", body, class_="page"), class_=body_class),
+            lang="en",
+        ),
+    )
+    return str(document) + "\n"
+
+
+def report_document(
+    report: Mapping[str, Any], *, store: str | None = None, tracely_version: str | None = None
+) -> str:
+    """A replay run's JSON report as one self-contained HTML file: the summary, the cases
+    table, and a page per case (shown when its ``#case-N`` anchor is the target)."""
+    summary: Mapping[str, Any] = report.get("summary") or {}
+    cases: Sequence[Mapping[str, Any]] = report.get("cases") or ()
+    facts = [
+        ("duration", f"{float(summary.get('duration_s') or 0):.2f}s"),
+        ("mode", summary.get("mode")),
+        ("store", store),
+        ("tracely", tracely_version),
+    ]
+    index = tag(
+        "div",
+        tag("h1", "Replay report"),
+        run_summary(summary, facts),
+        cases_table(list(enumerate(cases, start=1)), lambda n: f"#case-{n}"),
+        id="index",
+    )
+    pages = [
+        tag(
+            "section",
+            tag("p", tag("a", "← all cases", href="#index")),
+            case_page(c),
+            class_="case-page",
+            id=f"case-{n + 1}",
+            aria_label=f"case {c.get('case_id')}",
+        )
+        for n, c in enumerate(cases)
+    ]
+    title = f"tracely replay: {summary.get('failed', 0)} failed of {summary.get('total', 0)}"
+    return page(title, [index, pages], inline=True, body_class="report")

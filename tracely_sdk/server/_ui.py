@@ -1,0 +1,412 @@
+"""The server's pages under ``/ui``: the store's cases, traces and runs in a browser.
+
+The pages are rendered here by :class:`tracely_sdk._html._views.Pages`, the same renderer as
+the static HTML report; the script only enhances them. Every page answers with a
+Content-Security-Policy that allows styles, scripts and forms from the server itself only.
+
+Signing in: ``POST /ui/login`` with a token (read scope at least, as for ``GET /api/...``)
+sets it in a cookie (HttpOnly, SameSite=Strict, path ``/ui``) that every page checks exactly as
+the API checks a bearer token. The write actions (promote a trace, recapture a case) need the
+write scope, a same-origin request (``Origin``, when the browser sends it, must be this host),
+and the form's ``csrf`` value, an HMAC of the token the browser cannot be tricked into sending.
+A server started with ``--insecure-no-auth`` (``tracely ui``) needs no sign-in; its forms carry
+an HMAC under a key made at start, and a request for another host name is refused so that a
+page elsewhere cannot reach it through DNS rebinding.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import hmac
+import secrets
+import urllib.parse
+from collections.abc import Callable, Mapping
+from http.cookies import CookieError, SimpleCookie
+from typing import Any
+
+from tracely_sdk._html import CSS, JS
+from tracely_sdk._html._views import PageError, Pages, Viewer
+from tracely_sdk.errors import Conflict, NotFound, StoreError
+from tracely_sdk.server._auth import READ, WRITE, Principal
+from tracely_sdk.server._http import Request, Response
+from tracely_sdk.store import InvalidCase
+
+__all__ = ["COOKIE", "PREFIX", "UI_ROUTES", "csrf_value"]
+
+PREFIX = "/ui"
+COOKIE = "tracely_token"
+_FORM_LIMIT = 16 * 1024
+_HTML = "text/html; charset=utf-8"
+CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+)
+_HEADERS = {
+    "Content-Security-Policy": CSP,
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-store",
+    "X-Frame-Options": "DENY",
+}
+# The key of the forms' csrf values when there are no tokens (a server without auth).
+_NO_AUTH_KEY = secrets.token_bytes(32)
+_LOCAL_HOSTS = frozenset({"127.0.0.1", "localhost", "[::1]"})
+
+Handler = Callable[[Any, Request, dict[str, str]], Response]
+
+
+def csrf_value(token: str | None) -> str:
+    """The value a form must send back: an HMAC of the signed-in token (or of nothing, under
+    the per-process key, when the server has no tokens)."""
+    key = token.encode("utf-8") if token is not None else _NO_AUTH_KEY
+    return hmac.new(key, b"tracely-ui-csrf", hashlib.sha256).hexdigest()
+
+
+# -- responses ----------------------------------------------------------------------------------
+
+
+def _html(status: int, text: str, headers: Mapping[str, str] | None = None) -> Response:
+    return Response(status, text.encode("utf-8"), _HTML, {**_HEADERS, **(headers or {})})
+
+
+def _redirect(location: str, headers: Mapping[str, str] | None = None) -> Response:
+    return Response(303, b"", None, {**_HEADERS, "Location": location, **(headers or {})})
+
+
+def _cookie_header(token: str | None, request: Request) -> str:
+    secure = "; Secure" if request.header("X-Forwarded-Proto").lower() == "https" else ""
+    if token is None:
+        return f"{COOKIE}=; Path={PREFIX}; Max-Age=0; HttpOnly; SameSite=Strict{secure}"
+    # Tokens may hold characters a cookie cannot (";", quotes): the cookie holds it encoded.
+    value = base64.urlsafe_b64encode(token.encode("utf-8")).decode("ascii")
+    return f"{COOKIE}={value}; Path={PREFIX}; HttpOnly; SameSite=Strict{secure}"
+
+
+def _cookie_token(request: Request) -> str | None:
+    raw = request.header("Cookie")
+    if not raw:
+        return None
+    try:
+        jar: SimpleCookie = SimpleCookie(raw)
+    except CookieError:
+        return None
+    morsel = jar.get(COOKIE)
+    if morsel is None or not morsel.value:
+        return None
+    try:
+        return base64.urlsafe_b64decode(morsel.value.encode("ascii")).decode("utf-8")
+    except (binascii.Error, UnicodeError, ValueError):
+        return None
+
+
+def _query(request: Request) -> dict[str, str]:
+    return {k: v[-1] for k, v in request.query.items() if v}
+
+
+def _here(request: Request) -> str:
+    query = urllib.parse.urlencode(_query(request))
+    return request.path + ("?" + query if query else "")
+
+
+# -- who is asking ------------------------------------------------------------------------------
+
+
+class _Visit:
+    """A request to a page: who made it (None: not signed in) and the pages to answer with."""
+
+    def __init__(self, app: Any, request: Request) -> None:
+        self.app = app
+        self.request = request
+        self.pages = Pages(app.store, prefix=PREFIX)
+        self.token = _cookie_token(request)
+        header = f"Bearer {self.token}" if self.token is not None else None
+        self.principal: Principal | None = app.tokens.authenticate(header, request.client)
+        self.no_auth = bool(app.tokens.insecure and len(app.tokens) == 0)
+
+    def viewer(self, notice: str | None = None, error: str | None = None) -> Viewer:
+        may_write = self.principal is not None and self.principal.may(WRITE)
+        csrf = csrf_value(None if self.no_auth else self.token) if may_write else None
+        signed_in = self.principal is not None and not self.no_auth
+        return Viewer(csrf=csrf, notice=notice, error=error, signed_in=signed_in)
+
+    def refusal(self, scope: str) -> Response | None:
+        """The answer when this request may not go on: another host, no or a weak token."""
+        if self.no_auth and _host_name(self.request.header("Host")) not in _LOCAL_HOSTS:
+            return _html(
+                400, self.pages.error(400, "this server answers for 127.0.0.1 only", Viewer())
+            )
+        if self.principal is None:
+            if self.token is not None and self._throttled():
+                return self._too_many()
+            return _redirect(self.pages.url("login", next=_here(self.request)))
+        if self.app.limiter.acquire(self.principal.key):
+            return self._too_many()
+        if not self.principal.may(scope):
+            needs = "write" if scope == WRITE else "read (or write)"
+            message = f"this token may not do that: it needs the {needs} scope"
+            return _html(403, self.pages.error(403, message, self.viewer()))
+        return None
+
+    def _throttled(self) -> bool:
+        return bool(self.app.limiter.acquire(f"client:{self.request.client}"))
+
+    def _too_many(self) -> Response:
+        page = self.pages.error(429, "too many requests; try again in a moment", Viewer())
+        return _html(429, page, {"Retry-After": "1"})
+
+    def form(self) -> dict[str, str] | Response:
+        """The posted form, once it is shown to come from this server's own page."""
+        request = self.request
+        origin = request.header("Origin")
+        if origin and origin != "null" and _host_of(origin) != request.header("Host").lower():
+            return _html(
+                403, self.pages.error(403, "a form from another site was refused", Viewer())
+            )
+        if request.media_type() != "application/x-www-form-urlencoded":
+            return _html(415, self.pages.error(415, "send the page's form", Viewer()))
+        try:
+            body = request.body(_FORM_LIMIT).decode("utf-8")
+            fields = urllib.parse.parse_qs(body, keep_blank_values=True, max_num_fields=20)
+        except (UnicodeDecodeError, ValueError):
+            return _html(400, self.pages.error(400, "the form could not be read", Viewer()))
+        return {k: v[-1] for k, v in fields.items()}
+
+    def checked_form(self) -> dict[str, str] | Response:
+        """The form of a write action: signed in with write scope, same origin, csrf intact."""
+        refused = self.refusal(WRITE)
+        if refused is not None:
+            return refused
+        form = self.form()
+        if isinstance(form, Response):
+            return form
+        expected = csrf_value(None if self.no_auth else self.token)
+        if not hmac.compare_digest(form.get("csrf", "").encode(), expected.encode()):
+            page = self.pages.error(
+                403, "the form has expired; reload the page and try again", self.viewer()
+            )
+            return _html(403, page)
+        return form
+
+
+def _host_name(host: str) -> str:
+    host = host.strip().lower()
+    if host.startswith("["):
+        return host.split("]", 1)[0] + "]"
+    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+
+
+def _host_of(origin: str) -> str:
+    return urllib.parse.urlsplit(origin).netloc.lower()
+
+
+# -- handlers -----------------------------------------------------------------------------------
+
+
+def _page(render: Callable[[Pages, Request, dict[str, str], Viewer], str]) -> Handler:
+    """A read-only page: signed in with read scope, its store errors shown as pages."""
+
+    def handler(app: Any, request: Request, params: dict[str, str]) -> Response:
+        visit = _Visit(app, request)
+        refused = visit.refusal(READ)
+        if refused is not None:
+            return refused
+        return _render(visit, lambda viewer: render(visit.pages, request, params, viewer))
+
+    return handler
+
+
+def _render(visit: _Visit, render: Callable[[Viewer], str], status: int = 200) -> Response:
+    query = _query(visit.request)
+    viewer = visit.viewer(notice=_NOTICES.get(query.get("done", "")))
+    try:
+        return _html(status, render(viewer))
+    except NotFound as exc:
+        return _html(404, visit.pages.error(404, _clean(visit.app, str(exc)), viewer))
+    except PageError as exc:
+        return _html(exc.status, visit.pages.error(exc.status, str(exc), viewer))
+    except ValueError as exc:  # an id that cannot be one (the store says what is wrong)
+        return _html(400, visit.pages.error(400, _clean(visit.app, str(exc)), viewer))
+    except StoreError as exc:
+        return _html(503, visit.pages.error(503, _clean(visit.app, str(exc)), viewer))
+
+
+_NOTICES = {
+    "promoted": "Promoted: the trace is now this case's version 1.",
+    "recaptured": "Recaptured: the case has a new version from the trace.",
+    "signed-out": "Signed out.",
+}
+
+
+def _clean(app: Any, message: str) -> str:
+    """A store message without the store's URL (a file path or a database address)."""
+    clean: Callable[[str], str] | None = getattr(app, "_clean", None)
+    return clean(message) if clean is not None else message
+
+
+def _home(app: Any, request: Request, params: dict[str, str]) -> Response:
+    return _redirect(PREFIX + "/cases")
+
+
+def _asset(app: Any, request: Request, params: dict[str, str]) -> Response:
+    name = params["name"]
+    if name == "app.css":
+        body, kind = CSS, "text/css; charset=utf-8"
+    elif name == "app.js":
+        body, kind = JS, "text/javascript; charset=utf-8"
+    else:
+        return _html(404, Pages(app.store, prefix=PREFIX).error(404, "no such file", Viewer()))
+    headers = {**_HEADERS, "Cache-Control": "max-age=300"}
+    return Response(200, body.encode("utf-8"), kind, headers)
+
+
+def _login_page(app: Any, request: Request, params: dict[str, str]) -> Response:
+    visit = _Visit(app, request)
+    next_url = _safe_next(_query(request).get("next"))
+    if visit.principal is not None and visit.principal.may(READ):
+        return _redirect(next_url)
+    notice = _NOTICES.get(_query(request).get("done", ""))
+    return _html(200, visit.pages.login(Viewer(notice=notice), next_url=next_url))
+
+
+def _safe_next(value: str | None) -> str:
+    """Where to go after signing in: a page of this server, never another site."""
+    if (
+        value
+        and value.startswith(PREFIX + "/")
+        and not value.startswith("//")
+        and "\\" not in value
+    ):
+        return value
+    return PREFIX + "/cases"
+
+
+def _login(app: Any, request: Request, params: dict[str, str]) -> Response:
+    visit = _Visit(app, request)
+    form = visit.form()
+    if isinstance(form, Response):
+        return form
+    token = form.get("token", "").strip()
+    next_url = _safe_next(form.get("next"))
+    principal = app.tokens.authenticate(f"Bearer {token}", request.client) if token else None
+    if principal is None or not principal.may(READ):
+        if app.limiter.acquire(f"client:{request.client}"):
+            return visit._too_many()
+        problem = "that token is not valid" if principal is None else "that token may not read"
+        return _html(401, visit.pages.login(Viewer(), next_url=next_url, problem=problem))
+    return _redirect(next_url, {"Set-Cookie": _cookie_header(token, request)})
+
+
+def _logout(app: Any, request: Request, params: dict[str, str]) -> Response:
+    form = _Visit(app, request).form()  # from this server's page; signing out needs no token
+    if isinstance(form, Response):
+        return form
+    location = f"{PREFIX}/login?done=signed-out"
+    return _redirect(location, {"Set-Cookie": _cookie_header(None, request)})
+
+
+def _promote(app: Any, request: Request, params: dict[str, str]) -> Response:
+    visit = _Visit(app, request)
+    form = visit.checked_form()
+    if isinstance(form, Response):
+        return form
+    trace_id = params["trace_id"]
+    name = form.get("name", "").strip()
+    tags = [t.strip() for t in form.get("tags", "").split(",") if t.strip()]
+    try:
+        if not name:
+            raise InvalidCase("a case needs a name: fill in the name field")
+        case = app.store.promote(
+            trace_id,
+            case_id=form.get("id", "").strip() or None,
+            name=name,
+            entrypoint=form.get("entrypoint", "").strip() or None,
+            tags=tags,
+        )
+    except (InvalidCase, Conflict, ValueError) as exc:
+        status = 409 if isinstance(exc, Conflict) else 400
+        message = _clean(app, str(exc))
+        return _render(visit, lambda v: visit.pages.trace(trace_id, v, problem=message), status)
+    except StoreError as exc:
+        return _failed(visit, exc)
+    return _redirect(visit.pages.url("cases", case.id) + "?done=promoted")
+
+
+def _recapture(app: Any, request: Request, params: dict[str, str]) -> Response:
+    visit = _Visit(app, request)
+    form = visit.checked_form()
+    if isinstance(form, Response):
+        return form
+    case_id = params["case_id"]
+    trace_id = form.get("trace_id", "").strip()
+    note = form.get("note", "").strip() or None
+    try:
+        app.store.recapture(case_id, trace_id, note=note)
+    except Conflict as exc:
+        conflict = _inputs(app, case_id, trace_id)
+        message = _clean(app, str(exc))
+
+        def refused(viewer: Viewer) -> str:
+            shown = Viewer(csrf=viewer.csrf, error=message, signed_in=viewer.signed_in)
+            return visit.pages.case(case_id, {}, shown, conflict=conflict)
+
+        return _render(visit, refused, 409)
+    except (InvalidCase, ValueError) as exc:
+        message = _clean(app, str(exc))
+
+        def invalid(viewer: Viewer) -> str:
+            shown = Viewer(csrf=viewer.csrf, error=message, signed_in=viewer.signed_in)
+            return visit.pages.case(case_id, {}, shown)
+
+        return _render(visit, invalid, 400)
+    except StoreError as exc:
+        return _failed(visit, exc)
+    return _redirect(visit.pages.url("cases", case_id) + "?done=recaptured")
+
+
+def _failed(visit: _Visit, exc: StoreError) -> Response:
+    """The page for a store that could not do what was asked (not found: 404, else 503)."""
+    status = 404 if isinstance(exc, NotFound) else 503
+    message = _clean(visit.app, str(exc))
+    return _html(status, visit.pages.error(status, message, visit.viewer()))
+
+
+def _inputs(app: Any, case_id: str, trace_id: str) -> tuple[Any, Any] | None:
+    """The case's input and the trace's, when a recapture was refused because they differ."""
+    from tracely_sdk._canonical import canonical_equal
+
+    try:
+        case = app.store.get_case(case_id)
+        recording = app.store.get_recording(trace_id)
+    except StoreError:
+        return None
+    if recording.input is None or canonical_equal(case.input, recording.input):
+        return None
+    return case.input, recording.input
+
+
+UI_ROUTES: tuple[tuple[str, str, Handler], ...] = (
+    ("GET", PREFIX, _home),
+    ("GET", PREFIX + "/assets/{name}", _asset),
+    ("GET", PREFIX + "/login", _login_page),
+    ("POST", PREFIX + "/login", _login),
+    ("POST", PREFIX + "/logout", _logout),
+    ("GET", PREFIX + "/cases", _page(lambda p, r, a, v: p.cases(_query(r), v))),
+    (
+        "GET",
+        PREFIX + "/cases/{case_id}",
+        _page(lambda p, r, a, v: p.case(a["case_id"], _query(r), v)),
+    ),
+    ("POST", PREFIX + "/cases/{case_id}/recapture", _recapture),
+    ("GET", PREFIX + "/traces", _page(lambda p, r, a, v: p.traces(_query(r), v))),
+    ("GET", PREFIX + "/traces/{trace_id}", _page(lambda p, r, a, v: p.trace(a["trace_id"], v))),
+    ("POST", PREFIX + "/traces/{trace_id}/promote", _promote),
+    ("GET", PREFIX + "/runs", _page(lambda p, r, a, v: p.runs(_query(r), v))),
+    ("GET", PREFIX + "/runs/{run_id}", _page(lambda p, r, a, v: p.run(a["run_id"], _query(r), v))),
+    (
+        "GET",
+        PREFIX + "/runs/{run_id}/cases/{number}",
+        _page(lambda p, r, a, v: p.run_case(a["run_id"], a["number"], v)),
+    ),
+)
