@@ -324,3 +324,53 @@ def test_a_project_module_does_not_lend_the_functions_it_imported(
         "examples.weather_agent:json.loads",
     )
     assert status == 2 and "it is defined in 'json', not in the project" in err
+
+
+KEYLESS_AGENT = """
+import openai
+
+import tracely_sdk as tracely
+
+client = openai.OpenAI()  # built at import, as many agents do: the SDK wants a key here
+
+
+def run(city):
+    with tracely.agent("keyless", input=city) as agent_run:
+        agent_run.output = tracely.call_tool("lookup", lambda: city.upper(), args={"city": city})
+        return agent_run.output
+"""
+
+
+def unset_api_keys(monkeypatch: pytest.MonkeyPatch) -> None:
+    # setenv first, so that whatever replay sets is undone after the test
+    for name in _replay.API_KEY_VARIABLES:
+        monkeypatch.setenv(name, "x")
+        monkeypatch.delenv(name)
+
+
+def test_replay_gives_a_client_built_at_import_a_placeholder_key(
+    capture: Any, cli: CLI, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    unset_api_keys(monkeypatch)
+    (tmp_path / "keyless_agent.py").write_text(KEYLESS_AGENT)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.chdir(tmp_path)  # the project: its own modules may be replayed
+    monkeypatch.setenv("OPENAI_API_KEY", "live-key")
+    import keyless_agent  # type: ignore[import-not-found]
+
+    trace_id = record(capture, cli, keyless_agent.run, "Paris")
+    with cli.store() as store:
+        store.promote(trace_id, name="keyless", entrypoint="keyless_agent:run")
+    monkeypatch.delitem(__import__("sys").modules, "keyless_agent")
+    monkeypatch.delenv("OPENAI_API_KEY")
+    status, out, err = cli("replay")
+    assert status == 0, out + err
+    assert verdict_rows(out)[0][:3] == ["keyless", "1", "PASS"]
+    assert __import__("os").environ["OPENAI_API_KEY"] == _replay.PLACEHOLDER_API_KEY
+
+
+def test_placeholders_fill_only_the_keys_that_are_unset(monkeypatch: pytest.MonkeyPatch) -> None:
+    unset_api_keys(monkeypatch)
+    monkeypatch.setenv("OPENAI_API_KEY", "real")
+    assert "ANTHROPIC_API_KEY" in _replay.placeholder_api_keys()
+    assert __import__("os").environ["OPENAI_API_KEY"] == "real"  # a set key is never replaced
