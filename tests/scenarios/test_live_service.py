@@ -134,11 +134,20 @@ def test_the_example_scenarios_pass_on_replies_and_traces(
 
 
 def test_a_regression_fails_a_content_check_and_a_trace_check(
-    start_service: Callable[..., Service], cli: Callable[..., tuple[int, str, dict[str, Any]]]
+    start_service: Callable[..., Service],
+    cli: Callable[..., tuple[int, str, dict[str, Any]]],
+    tmp_path: Path,
 ) -> None:
     broken = start_service("-m", "examples.weather_service", "--broken")
+    page = tmp_path / "scenarios.html"
     status, out, report = cli(
-        "scenarios", "run", str(EXAMPLES / "paris-follow-up.yaml"), "--target", broken.url
+        "scenarios",
+        "run",
+        str(EXAMPLES / "paris-follow-up.yaml"),
+        "--target",
+        broken.url,
+        "--html",
+        str(page),
     )
     assert status == 1
     case = report["cases"][0]
@@ -150,6 +159,11 @@ def test_a_regression_fails_a_content_check_and_a_trace_check(
         "get_weather; got tools called: none"
     ) in reasons
     assert "FAIL" in out and "expected a call of tool get_weather" in out
+    html = page.read_text()
+    # The report shows every turn: the message, the reply and the check that failed, escaped.
+    assert "Turn 1" in html and "Turn 2" in html
+    assert "What&#x27;s the weather in Paris?" in html or "What&#39;s the weather in Paris?" in html
+    assert "expected a call of tool get_weather" in html
 
 
 def test_a_service_that_is_down_is_errored(

@@ -224,6 +224,10 @@ def case_page(case: Mapping[str, Any]) -> Html:
     reasons = case.get("reasons") or ()
     if reasons:
         parts += [tag("h3", "Why"), tag("ul", [tag("li", r) for r in reasons], class_="reasons")]
+    scenario = case.get("scenario")
+    if isinstance(scenario, Mapping):
+        parts.append(scenario_view(scenario))
+        return join(parts)
     steps = case.get("timeline") or ()
     heading = f"Calls: the recording beside the replay ({len(steps)})"
     if verdict == "PASS":
@@ -241,6 +245,82 @@ def case_page(case: Mapping[str, Any]) -> Html:
         parts.append(
             tag("details", tag("summary", "Traceback"), tag("pre", _cut(case["traceback"])[0]))
         )
+    return join(parts)
+
+
+def _turn(turn: Any) -> Html:
+    if not isinstance(turn, Mapping):  # "… [N more items]" in a stored run
+        return tag("li", str(turn), class_="muted")
+    failures = [f for f in turn.get("failures") or () if isinstance(f, Mapping)]
+    calls = turn.get("calls") if isinstance(turn.get("calls"), Mapping) else None
+    called: list[Html] = []
+    if calls is not None:
+        called = [
+            tag("li", tag("code", f"tools:{c.get('name')}"), " ", value_view(c.get("args"), "args"))
+            for c in calls.get("tools") or ()
+            if isinstance(c, Mapping)
+        ] + [
+            tag("li", tag("code", f"llm:{c.get('model')}"))
+            for c in calls.get("llm") or ()
+            if isinstance(c, Mapping)
+        ]
+    outcome = "failed" if failures or turn.get("error") else "passed"
+    return tag(
+        "li",
+        tag(
+            "div",
+            tag("strong", f"Turn {turn.get('turn')}"),
+            " ",
+            _badge("diverged" if outcome == "failed" else "served"),
+            tag("span", f" {float(turn.get('latency_ms') or 0):.0f} ms", class_="muted"),
+            class_="step-title",
+        ),
+        tag("div", "user: ", value_view(turn.get("user"), "user")),
+        tag("div", "reply: ", value_view(turn.get("reply"), "reply")),
+        tag("div", turn["error"], class_="error") if turn.get("error") else None,
+        tag(
+            "ul",
+            [
+                tag(
+                    "li",
+                    tag("code", f.get("check")),
+                    ": expected ",
+                    f.get("expected"),
+                    "; got ",
+                    f.get("got"),
+                )
+                for f in failures
+            ],
+            class_="reasons",
+        )
+        if failures
+        else None,
+        tag("div", f"trace checks: {turn.get('trace_checks')}", class_="muted"),
+        tag("div", "calls in its trace:", tag("ul", called)) if called else None,
+        tag("div", f"trace {turn.get('trace_id')}", class_="muted"),
+        class_=f"step o-{outcome}",
+        tabindex="-1",
+    )
+
+
+def scenario_view(scenario: Mapping[str, Any]) -> Html:
+    """A scenario's turns (of its last run when it was repeated): messages, replies, checks."""
+    attempts = [a for a in scenario.get("attempts") or () if isinstance(a, Mapping)]
+    repeat = scenario.get("repeat") or 1
+    parts: list[Node] = []
+    if repeat != 1:
+        parts.append(
+            tag(
+                "p",
+                f"passed {scenario.get('passed_runs')} of {repeat} runs "
+                f"(threshold {scenario.get('pass_threshold')}); the last run:",
+            )
+        )
+    turns = attempts[-1].get("turns") or () if attempts else ()
+    parts += [
+        tag("h3", f"Turns ({len(turns)})"),
+        tag("ol", [_turn(t) for t in turns], class_="timeline", aria_label="turns in order"),
+    ]
     return join(parts)
 
 

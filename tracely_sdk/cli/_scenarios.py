@@ -101,6 +101,12 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--junit", metavar="FILE", help="write a JUnit XML report")
     p.add_argument("--json", dest="json_path", metavar="FILE", help="write a JSON report")
+    p.add_argument(
+        "--html",
+        dest="html_path",
+        metavar="FILE",
+        help="write a self-contained HTML report: every turn, its reply, checks and calls",
+    )
     p.set_defaults(handler=cmd_run)
 
     p = sub.add_parser("list", parents=[common], help="list scenarios and their turns")
@@ -164,7 +170,7 @@ def _trace_source(ctx: Context, timeout: float) -> Any:
 
 
 def cmd_run(args: argparse.Namespace, ctx: Context) -> int:
-    from tracely_sdk._reports import append_step_summary, write_json, write_junit
+    from tracely_sdk._reports import append_step_summary, write_html, write_json, write_junit
     from tracely_sdk.scenarios import run_scenarios
 
     scenarios, total, looked = _select(args.paths, args.tags)
@@ -203,6 +209,8 @@ def cmd_run(args: argparse.Namespace, ctx: Context) -> int:
         write_junit(results, args.junit, elapsed)
     if args.json_path:
         write_json(results, args.json_path, elapsed)
+    if args.html_path:
+        write_html(results, args.html_path, elapsed, store=args.target)
     try:
         append_step_summary(results, elapsed=elapsed)
     except OSError as exc:
