@@ -18,6 +18,11 @@ Where a module lives is found without importing it or any package above it: the 
 name is looked up with the import system's finders (which read directories, never run a
 module), and each further part of the dotted path is looked up in the directories of the
 package above it.
+
+Importing an allowed module may build a provider client (``client = OpenAI()`` at module
+level), which refuses to exist without an API key although replay never sends a request:
+:func:`placeholder_api_keys` gives such code a placeholder for strict replay and for the
+promote-time check.
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["EntrypointPolicy", "ensure_cwd_on_path"]
+__all__ = ["API_KEY_VARIABLES", "EntrypointPolicy", "ensure_cwd_on_path", "placeholder_api_keys"]
 
 
 def ensure_cwd_on_path() -> None:
@@ -194,3 +199,23 @@ class EntrypointPolicy:
             if problem:
                 problem = f"it is defined in {defined_in!r}, not in the project ({problem})"
         return self._refused(spec, problem, imported=True) if problem else None
+
+
+# Provider clients built at import time (``client = OpenAI()`` at module level) refuse to exist
+# without a key, although a strict replay never sends a request with it.
+API_KEY_VARIABLES = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GOOGLE_API_KEY")
+PLACEHOLDER_API_KEY = "tracely-replay-placeholder"
+
+
+def placeholder_api_keys() -> list[str]:
+    """Give each provider API key variable that is unset a placeholder; returns their names.
+
+    For importing agent code that is never run live: strict replay (every call is served from
+    the recording, and anything that would still reach the network raises ReplayError) and the
+    entrypoint check of promote and edit (which imports, never calls). A lenient run may go
+    live, and then needs the real key.
+    """
+    filled = [name for name in API_KEY_VARIABLES if not os.environ.get(name)]
+    for name in filled:
+        os.environ[name] = PLACEHOLDER_API_KEY
+    return filled

@@ -166,10 +166,12 @@ def _case_detail(case: Any) -> dict[str, Any]:
 
 
 def cmd_promote(args: argparse.Namespace, ctx: Context) -> int:
+    from tracely_sdk._entrypoints import placeholder_api_keys
     from tracely_sdk._runner import check_entrypoint
 
     store = ctx.store(create=False)
     if args.entrypoint is not None:
+        placeholder_api_keys()
         check_entrypoint(args.entrypoint, store.get_recording(args.trace_id).input)
     case = store.promote(
         args.trace_id,
@@ -186,6 +188,7 @@ def cmd_promote(args: argparse.Namespace, ctx: Context) -> int:
 
 
 def cmd_edit(args: argparse.Namespace, ctx: Context) -> int:
+    from tracely_sdk._entrypoints import placeholder_api_keys
     from tracely_sdk._runner import check_entrypoint
     from tracely_sdk.errors import ConfigError
 
@@ -194,6 +197,7 @@ def cmd_edit(args: argparse.Namespace, ctx: Context) -> int:
     store = ctx.store(create=False)
     before = store.get_case(args.case_id)
     if args.entrypoint:
+        placeholder_api_keys()
         check_entrypoint(args.entrypoint, before.input)
     after = store.update_case(
         args.case_id, name=args.name, entrypoint=args.entrypoint, tags=args.tags

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import os
 import signal
 import threading
 import time
@@ -18,7 +17,7 @@ if TYPE_CHECKING:
     from tracely_sdk._runner import CaseResult, ReplayCase
     from tracely_sdk.cli import Context
 
-__all__ = ["init_tracing", "keep_run", "placeholder_api_keys", "register"]
+__all__ = ["init_tracing", "keep_run", "register"]
 
 DESCRIPTION = """\
 Replay regression cases through your own code under their recordings: every tool and LLM
@@ -224,25 +223,6 @@ def _nothing_selected(args: argparse.Namespace, source: str, total: int) -> str:
     )
 
 
-# Provider clients built at import time (``client = OpenAI()`` at module level) refuse to exist
-# without a key, although a strict replay never sends a request with it.
-API_KEY_VARIABLES = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GOOGLE_API_KEY")
-PLACEHOLDER_API_KEY = "tracely-replay-placeholder"
-
-
-def placeholder_api_keys() -> list[str]:
-    """Give each provider API key variable that is unset a placeholder; returns their names.
-
-    Only for strict replay: every call is served from the recording, and anything that would
-    still reach the network raises ReplayError, so the placeholder is never sent. A lenient run
-    may go live, and then needs the real key.
-    """
-    filled = [name for name in API_KEY_VARIABLES if not os.environ.get(name)]
-    for name in filled:
-        os.environ[name] = PLACEHOLDER_API_KEY
-    return filled
-
-
 def cmd_replay(args: argparse.Namespace, ctx: Context) -> int:
     from tracely_sdk._reports import append_step_summary, write_html, write_json, write_junit
     from tracely_sdk._runner import run_cases
@@ -257,6 +237,8 @@ def cmd_replay(args: argparse.Namespace, ctx: Context) -> int:
     if not cases and not args.allow_empty:
         raise ConfigError(_nothing_selected(args, source, total))
     if not args.lenient:
+        from tracely_sdk._entrypoints import placeholder_api_keys
+
         placeholder_api_keys()
     init_tracing()
     started_at = time.time_ns()

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from examples import weather_agent
+from tracely_sdk import _entrypoints
 from tracely_sdk.cli import _replay, main
 from tracely_sdk.cli._replay import init_tracing
 
@@ -343,7 +344,7 @@ def run(city):
 
 def unset_api_keys(monkeypatch: pytest.MonkeyPatch) -> None:
     # setenv first, so that whatever replay sets is undone after the test
-    for name in _replay.API_KEY_VARIABLES:
+    for name in _entrypoints.API_KEY_VARIABLES:
         monkeypatch.setenv(name, "x")
         monkeypatch.delenv(name)
 
@@ -359,18 +360,21 @@ def test_replay_gives_a_client_built_at_import_a_placeholder_key(
     import keyless_agent  # type: ignore[import-not-found]
 
     trace_id = record(capture, cli, keyless_agent.run, "Paris")
-    with cli.store() as store:
-        store.promote(trace_id, name="keyless", entrypoint="keyless_agent:run")
     monkeypatch.delitem(__import__("sys").modules, "keyless_agent")
     monkeypatch.delenv("OPENAI_API_KEY")
+    # promote imports the entrypoint to check it (never calls it), replay serves every call
+    status, out, err = cli(
+        "cases", "promote", trace_id, "--name", "keyless", "--entrypoint", "keyless_agent:run"
+    )
+    assert status == 0, err
     status, out, err = cli("replay")
     assert status == 0, out + err
     assert verdict_rows(out)[0][:3] == ["keyless", "1", "PASS"]
-    assert __import__("os").environ["OPENAI_API_KEY"] == _replay.PLACEHOLDER_API_KEY
+    assert __import__("os").environ["OPENAI_API_KEY"] == _entrypoints.PLACEHOLDER_API_KEY
 
 
 def test_placeholders_fill_only_the_keys_that_are_unset(monkeypatch: pytest.MonkeyPatch) -> None:
     unset_api_keys(monkeypatch)
     monkeypatch.setenv("OPENAI_API_KEY", "real")
-    assert "ANTHROPIC_API_KEY" in _replay.placeholder_api_keys()
+    assert "ANTHROPIC_API_KEY" in _entrypoints.placeholder_api_keys()
     assert __import__("os").environ["OPENAI_API_KEY"] == "real"  # a set key is never replaced
