@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from tracely_sdk._runner import CaseResult, ReplayCase
     from tracely_sdk.cli import Context
 
-__all__ = ["init_tracing", "keep_run", "register"]
+__all__ = ["add_report_options", "init_tracing", "keep_run", "register", "write_reports"]
 
 DESCRIPTION = """\
 Replay regression cases through your own code under their recordings: every tool and LLM
@@ -82,19 +82,7 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
         action="store_true",
         help="fall through to live calls on a miss; verdicts say LENIENT, never PASS",
     )
-    p.add_argument("--junit", metavar="FILE", help="write a JUnit XML report")
-    p.add_argument("--json", dest="json_path", metavar="FILE", help="write a JSON report")
-    p.add_argument(
-        "--html",
-        dest="html_path",
-        metavar="FILE",
-        help="write a self-contained HTML report: each case's calls, recording beside replay",
-    )
-    p.add_argument(
-        "--html-url",
-        metavar="URL",
-        help="where the HTML report will be published; the step summary links to it",
-    )
+    add_report_options(p, "each case's calls, recording beside replay")
     p.add_argument(
         "--cases",
         dest="cases_dir",
@@ -224,7 +212,6 @@ def _nothing_selected(args: argparse.Namespace, source: str, total: int) -> str:
 
 
 def cmd_replay(args: argparse.Namespace, ctx: Context) -> int:
-    from tracely_sdk._reports import append_step_summary, write_html, write_json, write_junit
     from tracely_sdk._runner import run_cases
     from tracely_sdk.store import redact_url
 
@@ -273,17 +260,8 @@ def cmd_replay(args: argparse.Namespace, ctx: Context) -> int:
         out.verdicts(results, elapsed)
     else:
         out.note(f"no cases to replay: {source} holds none selected (--allow-empty)")
-    if args.junit:
-        write_junit(results, args.junit, elapsed)
-    if args.json_path:
-        write_json(results, args.json_path, elapsed)
-    if args.html_path:
-        where = args.cases_dir if args.cases_dir is not None else redact_url(ctx.store().url)
-        write_html(results, args.html_path, elapsed, store=where)
-    try:
-        append_step_summary(results, elapsed=elapsed, html_url=args.html_url)
-    except OSError as exc:
-        out.note(f"could not append to $GITHUB_STEP_SUMMARY: {exc}")
+    where = args.cases_dir if args.cases_dir is not None else redact_url(ctx.store().url)
+    write_reports(args, ctx, results, elapsed, source=where)
     if results:
         _keep_run(args, ctx, results, started_at, elapsed)
     if interrupted is not None:
@@ -293,6 +271,41 @@ def cmd_replay(args: argparse.Namespace, ctx: Context) -> int:
         )
         return 128 + interrupted.signum
     return 0 if all(r.ok for r in results) else 1
+
+
+def add_report_options(p: argparse.ArgumentParser, html_shows: str) -> None:
+    """The report files a gate command writes: --junit, --json, --html and --html-url."""
+    p.add_argument("--junit", metavar="FILE", help="write a JUnit XML report")
+    p.add_argument("--json", dest="json_path", metavar="FILE", help="write a JSON report")
+    p.add_argument(
+        "--html",
+        dest="html_path",
+        metavar="FILE",
+        help=f"write a self-contained HTML report: {html_shows}",
+    )
+    p.add_argument(
+        "--html-url",
+        metavar="URL",
+        help="where the HTML report will be published; the step summary links to it",
+    )
+
+
+def write_reports(
+    args: argparse.Namespace, ctx: Context, results: Any, elapsed: float, *, source: str | None
+) -> None:
+    """Write the reports ``add_report_options`` asked for, and the GitHub step summary."""
+    from tracely_sdk._reports import append_step_summary, write_html, write_json, write_junit
+
+    if args.junit:
+        write_junit(results, args.junit, elapsed)
+    if args.json_path:
+        write_json(results, args.json_path, elapsed)
+    if args.html_path:
+        write_html(results, args.html_path, elapsed, store=source)
+    try:
+        append_step_summary(results, elapsed=elapsed, html_url=args.html_url)
+    except OSError as exc:
+        ctx.out.note(f"could not append to $GITHUB_STEP_SUMMARY: {exc}")
 
 
 def _keep_run(

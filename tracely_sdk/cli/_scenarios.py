@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tracely_sdk.cli._replay import keep_run
+from tracely_sdk.cli._replay import add_report_options, keep_run, write_reports
 from tracely_sdk.cli._traces import positive_int
 from tracely_sdk.errors import ConfigError
 
@@ -99,14 +99,7 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
         action="store_true",
         help="exit 0 when no scenario is selected (default: exit 2)",
     )
-    p.add_argument("--junit", metavar="FILE", help="write a JUnit XML report")
-    p.add_argument("--json", dest="json_path", metavar="FILE", help="write a JSON report")
-    p.add_argument(
-        "--html",
-        dest="html_path",
-        metavar="FILE",
-        help="write a self-contained HTML report: every turn, its reply, checks and calls",
-    )
+    add_report_options(p, "every turn, its reply, checks and calls")
     p.set_defaults(handler=cmd_run)
 
     p = sub.add_parser("list", parents=[common], help="list scenarios and their turns")
@@ -170,7 +163,6 @@ def _trace_source(ctx: Context, timeout: float) -> Any:
 
 
 def cmd_run(args: argparse.Namespace, ctx: Context) -> int:
-    from tracely_sdk._reports import append_step_summary, write_html, write_json, write_junit
     from tracely_sdk.scenarios import run_scenarios
 
     scenarios, total, looked = _select(args.paths, args.tags)
@@ -205,16 +197,7 @@ def cmd_run(args: argparse.Namespace, ctx: Context) -> int:
         )
     elapsed = time.perf_counter() - started
     out.verdicts(results, elapsed)
-    if args.junit:
-        write_junit(results, args.junit, elapsed)
-    if args.json_path:
-        write_json(results, args.json_path, elapsed)
-    if args.html_path:
-        write_html(results, args.html_path, elapsed, store=args.target)
-    try:
-        append_step_summary(results, elapsed=elapsed)
-    except OSError as exc:
-        out.note(f"could not append to $GITHUB_STEP_SUMMARY: {exc}")
+    write_reports(args, ctx, results, elapsed, source=args.target)
     if _store_url(ctx):
         keep_run(ctx, results, started_at=started_at, elapsed=elapsed, mode="scenarios")
     else:
