@@ -35,7 +35,7 @@ from tests.sdk.providers._helpers import (
 )
 from tracely_sdk import providers
 from tracely_sdk.providers import _openai_codec as openai_codec
-from tracely_sdk.providers import _patching
+from tracely_sdk.providers import _patching, _settings
 
 MODEL = "gpt-4o"
 WEATHER_TOOL: Any = {
@@ -406,7 +406,7 @@ def test_a_stream_with_an_item_that_cannot_be_recorded_is_not_recorded_at_all(
         return record_chunk(chunk, wire)
 
     monkeypatch.setattr(openai_codec, "record_chunk", third_fails)
-    monkeypatch.setattr(_patching, "_warned", set())
+    monkeypatch.setattr(_settings, "_warned", set())
     live = record(capture, _stream)
     # The agent read every chunk; a recording without the third would be served as whole.
     assert calls[0] == 3 and len(live.value) > 3
