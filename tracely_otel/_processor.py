@@ -15,11 +15,12 @@ from typing import Any
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
+from tracely_otel._bundle import Bundle
 from tracely_otel._extract import bundle_from_spans
 
 logger = logging.getLogger("tracely.otel")
 
-BundleCallback = Callable[[str, dict[str, Any]], None]
+BundleCallback = Callable[[str, Bundle], None]
 
 
 class FixtureSpanProcessor(SpanProcessor):

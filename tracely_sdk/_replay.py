@@ -22,6 +22,7 @@ from typing import Any, Literal, TypedDict
 import orjson
 
 from tracely_otel import BundleFormatError, validate_bundle
+from tracely_otel._bundle import Bundle
 from tracely_sdk import _config
 from tracely_sdk._diff import Difference, diff_values
 from tracely_sdk._masks import NO_MASKS, Masks
@@ -127,7 +128,7 @@ class ReplaySession:
 
     def __init__(
         self,
-        bundle: Mapping[str, Any],
+        bundle: Bundle,
         *,
         strict: bool,
         report: ReplayReport,
@@ -227,7 +228,7 @@ def current_session() -> ReplaySession | None:
     )
 
 
-def load_bundle(bundle: Any) -> dict[str, Any]:
+def load_bundle(bundle: Any) -> Bundle:
     """Validate a bundle for replay; raises BundleError when it is not a recording."""
     try:
         return validate_bundle(bundle)
