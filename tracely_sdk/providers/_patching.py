@@ -429,17 +429,21 @@ class _LiveCall:
         self.outcome: Recording | TeeStream | None = None
 
     def running(self) -> _LiveCall:
+        """For the block that runs the SDK's method, with the call's span current."""
         return self
 
     def recording(self) -> _LiveCall:
+        """For the block that makes the result recordable, with the parsed bodies kept."""
         return self
 
     def __enter__(self) -> None:
         return None
 
     def __exit__(self, kind: object, exc: BaseException | None, traceback: object) -> bool:
+        # The first block to end is the SDK's method (the span's context is still attached),
+        # the second the recording of its result.
         token, self.token = self.token, None
-        if token is not None:  # the SDK's method returned or raised
+        if token is not None:
             otel_context.detach(token)
             if exc is not None:
                 try:
