@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import Any, Final, TypedDict, cast
 
 import orjson
 
@@ -28,6 +28,77 @@ parsed."""
 MIN_INT: Final = -(2**63)
 MAX_INT: Final = 2**64 - 1
 """The integers a recorded value may hold: what JSON tooling reads exactly (64 bits)."""
+
+
+class RecordedError(TypedDict):
+    """A call or agent run that raised: the exception's type name and message."""
+
+    type: str
+    message: str
+
+
+class ToolEntry(TypedDict, total=False):
+    """One recorded tool call: ``output`` or ``error``, and the call's ``args``."""
+
+    seq: int
+    args: Any
+    output: Any
+    error: RecordedError
+    output_type: str
+    span_id: str
+
+
+class LLMEntry(TypedDict, total=False):
+    """One recorded LLM call: ``output`` or ``error``, its ``input`` and token ``usage``
+    (``[input_tokens, output_tokens]``)."""
+
+    seq: int
+    input: Any
+    output: Any
+    error: RecordedError
+    usage: list[int]
+    output_type: str
+    provider: str
+    span_id: str
+
+
+class IncompleteItem(TypedDict, total=False):
+    """A call seen in the trace that cannot be served: its label and why. ``missing`` counts
+    the calls of a kind whose spans were lost."""
+
+    label: str
+    reason: str
+    seq: int
+    span_id: str
+    missing: int
+
+
+class AgentSection(TypedDict, total=False):
+    """The agent run at the root of the trace."""
+
+    name: str
+    input: Any
+    output: Any
+    error: RecordedError
+    output_type: str
+    span_id: str
+
+
+class Bundle(TypedDict, total=False):
+    """A fixture bundle. Only ``tools`` and ``llm`` are needed by hand; an extracted bundle
+    carries the rest."""
+
+    format: str
+    trace_id: str
+    service: str
+    started_at: int
+    agent: AgentSection
+    tools: dict[str, list[ToolEntry]]
+    llm: dict[str, list[LLMEntry]]
+    incomplete: list[IncompleteItem]
+    replay: dict[str, Any]
+    checksum: str
+
 
 _TOP_LEVEL = frozenset(
     {
@@ -79,7 +150,7 @@ def bundle_checksum(bundle: Mapping[str, Any]) -> str:
     return f"sha256:{hashlib.sha256(text).hexdigest()}"
 
 
-def seal(bundle: dict[str, Any]) -> dict[str, Any]:
+def seal(bundle: Bundle) -> Bundle:
     """Set the bundle's checksum (in place) and return it."""
     bundle.pop("checksum", None)
     bundle["checksum"] = bundle_checksum(bundle)
@@ -229,7 +300,7 @@ def _check_entry(label: str, index: int, entry: Any, kind: str, values: bool) ->
         raise _fail(f"{label}[{index}]", problem)
 
 
-def validate_bundle(bundle: Any) -> dict[str, Any]:
+def validate_bundle(bundle: Any) -> Bundle:
     """Check ``bundle``'s shape and integrity and return it as a dict.
 
     Raises :class:`BundleFormatError` naming the first problem found.
@@ -293,7 +364,7 @@ def validate_bundle(bundle: Any) -> dict[str, Any]:
             "does not match the bundle's content: it was changed or cut short after it was "
             "recorded, so it is not a recording (re-extract it from its trace)",
         )
-    return dict(bundle)
+    return cast(Bundle, dict(bundle))  # its shape was checked above
 
 
 def entry_labels(bundle: Mapping[str, Any]) -> list[str]:

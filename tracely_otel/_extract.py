@@ -13,12 +13,22 @@ import logging
 import zlib
 from collections.abc import Callable, Iterable, Mapping
 from operator import attrgetter
-from typing import Any
+from typing import Any, Literal, cast
 
 import orjson
 
 from tracely_otel import _attributes as A
-from tracely_otel._bundle import FORMAT, entry_problem, field_problem, seal
+from tracely_otel._bundle import (
+    FORMAT,
+    AgentSection,
+    Bundle,
+    IncompleteItem,
+    LLMEntry,
+    ToolEntry,
+    entry_problem,
+    field_problem,
+    seal,
+)
 from tracely_otel._foreign import FOREIGN_READERS
 from tracely_otel._reads import ExtractedCall, NotReplayable, SpanReader
 from tracely_otel._spans import SpanRecord, record_from_readable
@@ -230,14 +240,21 @@ def _read(span: SpanRecord) -> ExtractedCall | NotReplayable | None:
     return None
 
 
-def _agent_section(span: SpanRecord, problems: list[dict[str, Any]]) -> dict[str, Any]:
+_AGENT_FIELDS: tuple[tuple[str, Literal["input", "output", "error"]], ...] = (
+    (A.INPUT, "input"),
+    (A.OUTPUT, "output"),
+    (A.ERROR, "error"),
+)
+
+
+def _agent_section(span: SpanRecord, problems: list[IncompleteItem]) -> AgentSection:
     """The bundle's ``agent``; a recorded value replay would refuse is left out and added to
     ``problems`` as an incomplete item."""
     attrs = span.attributes
-    agent: dict[str, Any] = {"name": _call_name(span, A.KIND_AGENT), "span_id": span.span_id}
+    agent: AgentSection = {"name": _call_name(span, A.KIND_AGENT), "span_id": span.span_id}
     values = _Values(span)
     if _check_digest(span) is None:
-        for key, field_name in ((A.INPUT, "input"), (A.OUTPUT, "output"), (A.ERROR, "error")):
+        for key, field_name in _AGENT_FIELDS:
             value = values.get(key)
             problem = None if value is _MISSING else field_problem(field_name, value)
             if problem is not None:
@@ -312,7 +329,7 @@ def _ancestors_of(records: Iterable[SpanRecord], by_id: Mapping[str, SpanRecord]
     return above
 
 
-def bundle_from_spans(spans: Iterable[Any]) -> dict[str, Any] | None:
+def bundle_from_spans(spans: Iterable[Any]) -> Bundle | None:
     """Extract the fixture bundle of one trace from its finished spans.
 
     ``spans`` may be SDK ``ReadableSpan``s or :class:`SpanRecord`s. Returns None when the trace
@@ -361,12 +378,12 @@ def bundle_from_spans(spans: Iterable[Any]) -> dict[str, Any] | None:
     if agent is None and not reads:
         return None
 
-    bundle: dict[str, Any] = {"format": FORMAT, "trace_id": records[0].trace_id}
+    bundle: Bundle = {"format": FORMAT, "trace_id": records[0].trace_id}
     service = (agent or order[0]).resource.get("service.name")
     if isinstance(service, str):
         bundle["service"] = service
     bundle["started_at"] = (agent or order[0]).start_time_unix_nano
-    incomplete: list[dict[str, Any]] = []
+    incomplete: list[IncompleteItem] = []
     if agent is not None:
         bundle["agent"] = _agent_section(agent, incomplete)
         mode = agent.attributes.get(A.REPLAY_MODE)
@@ -376,8 +393,8 @@ def bundle_from_spans(spans: Iterable[Any]) -> dict[str, Any] | None:
                 if key in agent.attributes:
                     replay[name] = agent.attributes[key]
             bundle["replay"] = replay
-    tools: dict[str, list[dict[str, Any]]] = {}
-    llm: dict[str, list[dict[str, Any]]] = {}
+    tools: dict[str, list[ToolEntry]] = {}
+    llm: dict[str, list[LLMEntry]] = {}
     # Whether a span is, or is inside, a call that is served whole on replay.
     in_call = _Inside(by_id, lambda span_id: span_id in reads and span_id not in shadowed)
 
@@ -395,8 +412,12 @@ def bundle_from_spans(spans: Iterable[Any]) -> dict[str, Any] | None:
                 {"label": label, "seq": seq, "span_id": record.span_id, "reason": result.reason}
             )
             continue
+        # A reader's entry was checked against its kind's fields by _read.
         entry = {"seq": seq, **result.entry}
-        (tools if result.kind == "tools" else llm).setdefault(result.name, []).append(entry)
+        if result.kind == "tools":
+            tools.setdefault(result.name, []).append(cast(ToolEntry, entry))
+        else:
+            llm.setdefault(result.name, []).append(cast(LLMEntry, entry))
     bundle["tools"] = tools
     bundle["llm"] = llm
     if agent is not None:
@@ -410,9 +431,9 @@ def _lost_calls(
     agent: Mapping[str, Any],
     tools: Mapping[str, list[Any]],
     llm: Mapping[str, list[Any]],
-    incomplete: list[dict[str, Any]],
+    incomplete: list[IncompleteItem],
     last_seq: int,
-) -> list[dict[str, Any]]:
+) -> list[IncompleteItem]:
     """What the root agent says its run called and the trace's spans do not hold.
 
     Spans get lost between a run and its recording: an export queue that is full, an exporter
@@ -421,7 +442,7 @@ def _lost_calls(
     A span of an earlier version has no counts and is taken as it is; calls beyond the counts
     (other instrumentors' spans) are not a loss.
     """
-    lost: list[dict[str, Any]] = []
+    lost: list[IncompleteItem] = []
     for section, key, entries, what in (
         ("tools", A.CALLS_TOOLS, tools, "tool"),
         ("llm", A.CALLS_LLM, llm, "LLM"),

@@ -19,7 +19,9 @@ from tracely_otel._extract import bundle_from_spans
 
 logger = logging.getLogger("tracely.otel")
 
-BundleCallback = Callable[[str, dict[str, Any]], None]
+# The bundle is a Bundle; the callback's parameter stays Any so that a callback annotated with
+# dict[str, Any] (as callbacks were before bundles were typed) still type-checks.
+BundleCallback = Callable[[str, Any], None]
 
 
 class FixtureSpanProcessor(SpanProcessor):

@@ -13,13 +13,13 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SpanExporter
 
 import tracely_otel
+from tracely_otel import BundleCallback
+from tracely_otel._bundle import Bundle
 from tracely_sdk import _redact
 from tracely_sdk._config import resolve
 from tracely_sdk.errors import ConfigError
 
 logger = logging.getLogger("tracely")
-
-BundleCallback = Callable[[str, dict[str, Any]], None]
 
 _sinks: dict[str, BundleCallback] = {}
 _sinks_lock = threading.Lock()
@@ -46,7 +46,7 @@ def _store_sink(url: str | None) -> BundleCallback:
 
         atexit.register(close_at_exit)
 
-        def record(trace_id: str, bundle: dict[str, Any]) -> None:
+        def record(trace_id: str, bundle: Bundle) -> None:
             writer.submit(bundle)
 
         record.writer = writer  # type: ignore[attr-defined]

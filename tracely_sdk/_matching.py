@@ -15,12 +15,13 @@ Rules (from the recording's point of view):
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import orjson
 
+from tracely_otel._bundle import Bundle, RecordedError
 from tracely_sdk._canonical import canonical, canonical_from_json, canonical_json_bytes
 from tracely_sdk._diff import Difference, diff_values, render
 from tracely_sdk._masks import Masks
@@ -116,7 +117,7 @@ class Entry:
     name: str
     index: int  # position among the entries of this name
     seq: int  # place in the trace's order of calls
-    raw: Mapping[str, Any]
+    raw: Mapping[str, Any]  # a ToolEntry or an LLMEntry, read by field name
     key: CallKey | None  # args (tools) / input (llm); None when not recorded
     output_json: bytes | None  # the recorded output, serialised once
     used: bool = False
@@ -129,9 +130,10 @@ class Entry:
         return f"{self.kind}:{self.name}"
 
     @property
-    def error(self) -> Mapping[str, Any] | None:
+    def error(self) -> RecordedError | None:
         error = self.raw.get("error")
-        return error if isinstance(error, Mapping) else None
+        # A loaded bundle's errors were checked to have a string type and message.
+        return cast(RecordedError, error) if isinstance(error, Mapping) else None
 
     def describe(self) -> str:
         return f"{self.label} #{self.index + 1} (seq {self.seq})"
@@ -189,15 +191,19 @@ def call_key(value: Any) -> CallKey:
 class Recording:
     """The entries of one bundle and which of them have been served."""
 
-    def __init__(self, bundle: Mapping[str, Any]) -> None:
+    def __init__(self, bundle: Bundle) -> None:
         self._queues: dict[tuple[str, str], _Queue] = {}
         self._llm_all = _Queue()
         self.incomplete: dict[str, list[str]] = {}
         self.messages_inputs = False  # whether any LLM entry has messages_input
         entries: list[Entry] = []
         order = 0
-        for kind, field in ((TOOLS, "args"), (LLM, "input")):
-            for name, raws in (bundle.get(kind) or {}).items():
+        sections: tuple[tuple[str, str, Mapping[str, Sequence[Mapping[str, Any]]]], ...] = (
+            (TOOLS, "args", bundle.get("tools") or {}),
+            (LLM, "input", bundle.get("llm") or {}),
+        )
+        for kind, field, section in sections:
+            for name, raws in section.items():
                 queue = self._queues.setdefault((kind, name), _Queue())
                 for index, raw in enumerate(raws):
                     order += 1

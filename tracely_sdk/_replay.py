@@ -22,6 +22,7 @@ from typing import Any, Literal, TypedDict
 import orjson
 
 from tracely_otel import BundleFormatError, validate_bundle
+from tracely_otel._bundle import Bundle
 from tracely_sdk import _config
 from tracely_sdk._diff import Difference, diff_values
 from tracely_sdk._masks import NO_MASKS, Masks
@@ -162,7 +163,7 @@ class ReplaySession:
 
     def __init__(
         self,
-        bundle: Mapping[str, Any],
+        bundle: Bundle,
         *,
         strict: bool,
         report: ReplayReport,
@@ -326,12 +327,12 @@ def current_session() -> ReplaySession | None:
     )
 
 
-def recorded_calls(bundle: Mapping[str, Any]) -> list[Step]:
+def recorded_calls(bundle: Bundle) -> list[Step]:
     """A recording's calls in seq order, as a timeline with nothing replayed."""
     return timeline(Recording(bundle).entries(), [], unmade="recorded")
 
 
-def load_bundle(bundle: Any) -> dict[str, Any]:
+def load_bundle(bundle: Any) -> Bundle:
     """Validate a bundle for replay; raises BundleError when it is not a recording."""
     try:
         return validate_bundle(bundle)

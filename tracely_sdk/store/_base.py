@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
-from tracely_otel._bundle import BundleFormatError, validate_bundle
+from tracely_otel._bundle import Bundle, BundleFormatError, validate_bundle
 from tracely_sdk._canonical import canonical_equal
 from tracely_sdk.errors import Conflict
 from tracely_sdk.store._model import (
@@ -196,7 +196,7 @@ def should_replace(stored: Recording, new: Recording) -> bool:
     return bundle_weight(new.bundle) > bundle_weight(stored.bundle)
 
 
-def check_recorded(recording: Recording) -> dict[str, Any]:
+def check_recorded(recording: Recording) -> Bundle:
     """The recording's validated bundle, or Conflict saying why it cannot be a case."""
     trace = recording.trace_id
     if recording.replay_mode is not None:

@@ -18,10 +18,11 @@ import unicodedata
 import urllib.parse
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, cast
 
 import orjson
 
+from tracely_otel._bundle import Bundle
 from tracely_sdk.errors import StoreError
 
 __all__ = [
@@ -239,7 +240,7 @@ class Recording:
     status: str
     input: Any
     output: Any
-    bundle: dict[str, Any]
+    bundle: Bundle
     replay_mode: str | None = None
     received_at: int = field(default_factory=now_ns)
 
@@ -279,7 +280,7 @@ class Recording:
             status="error" if "error" in agent else "ok",
             input=agent.get("input"),
             output=agent.get("output"),
-            bundle=dict(bundle),
+            bundle=cast(Bundle, dict(bundle)),
             replay_mode=str(mode) if mode is not None else None,
             received_at=now_ns() if received_at is None else received_at,
         )
@@ -330,7 +331,7 @@ class CaseVersion:
     version: int
     input: Any
     expected_output: Any
-    bundle: dict[str, Any]
+    bundle: Bundle
     source_trace_id: str | None
     created_at: int
     note: str | None = None
@@ -374,7 +375,7 @@ class Case:
     entrypoint: str | None
     input: Any
     expected_output: Any
-    bundle: dict[str, Any]
+    bundle: Bundle
     source_trace_id: str | None
     version: int
     tags: tuple[str, ...]

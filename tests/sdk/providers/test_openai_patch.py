@@ -35,7 +35,7 @@ from tests.sdk.providers._helpers import (
 )
 from tracely_sdk import providers
 from tracely_sdk.providers import _openai_codec as openai_codec
-from tracely_sdk.providers import _patching
+from tracely_sdk.providers import _patching, _settings
 
 MODEL = "gpt-4o"
 WEATHER_TOOL: Any = {
@@ -393,6 +393,33 @@ def test_chunks_the_agent_changes_are_recorded_as_the_server_sent_them(
     assert rep.clean
 
 
+@pytest.mark.parametrize("client_cls", [openai.OpenAI, openai.AsyncOpenAI])
+def test_a_result_that_cannot_be_recorded_still_reaches_the_agent(
+    capture: Any,
+    instrumented: None,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    client_cls: Any,
+) -> None:
+    def unrecordable(obj: Any, wire: Any = None) -> Any:
+        raise TypeError("not a response this codec knows")
+
+    monkeypatch.setattr(openai_codec, "record_response", unrecordable)
+    monkeypatch.setattr(_settings, "_warned", set())
+    live = record(
+        capture,
+        lambda c: c.chat.completions.create(model=MODEL, messages=user("Hello there")),
+        client_cls=client_cls,
+    )
+    assert live.value.choices[0].message.content == "You said: Hello there"
+    assert MODEL not in live.bundle["llm"]
+    (incomplete,) = live.bundle["incomplete"]
+    assert incomplete["label"] == f"llm:{MODEL}"
+    assert "could not record the result of" in caplog.text
+    (span,) = llm_spans(capture)
+    assert span.end_time is not None
+
+
 def test_a_stream_with_an_item_that_cannot_be_recorded_is_not_recorded_at_all(
     capture: Any, instrumented: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -406,7 +433,7 @@ def test_a_stream_with_an_item_that_cannot_be_recorded_is_not_recorded_at_all(
         return record_chunk(chunk, wire)
 
     monkeypatch.setattr(openai_codec, "record_chunk", third_fails)
-    monkeypatch.setattr(_patching, "_warned", set())
+    monkeypatch.setattr(_settings, "_warned", set())
     live = record(capture, _stream)
     # The agent read every chunk; a recording without the third would be served as whole.
     assert calls[0] == 3 and len(live.value) > 3

@@ -1,0 +1,58 @@
+"""What the provider patches read from the configuration, and their warnings.
+
+Settings are read when a provider is instrumented and when a ``fixtures()`` block starts,
+never per call. A warning is logged once per process for each kind of trouble: a patched call
+runs on every request, and the same trouble would otherwise flood the log.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any
+
+from tracely_sdk.errors import ConfigError
+
+logger = logging.getLogger("tracely")
+
+_warned: set[str] = set()
+
+
+def warn_once(key: str, message: str, *args: Any, exc_info: bool = False) -> None:
+    if key not in _warned:
+        _warned.add(key)
+        logger.warning(message, *args, exc_info=exc_info)
+
+
+class _Settings:
+    """Read when a provider is instrumented and when a fixtures() block starts, never per call."""
+
+    capture_content = False
+
+
+settings = _Settings()
+
+
+# The GenAI instrumentations' newer values of the variable, besides true/false.
+_CAPTURE_MODES = {
+    "span_only": True,
+    "span_and_event": True,
+    "event_only": False,
+    "no_content": False,
+}
+
+
+def refresh_settings() -> None:
+    from tracely_sdk._config import resolve
+
+    try:
+        settings.capture_content = bool(resolve("capture_content"))
+    except ConfigError as exc:
+        raw = os.environ.get("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "")
+        mode = _CAPTURE_MODES.get(raw.strip().lower())
+        if mode is None:
+            warn_once("capture", "tracely: %s; message content is not captured", exc)
+        settings.capture_content = bool(mode)
+
+
+__all__ = ["refresh_settings", "settings", "warn_once"]
