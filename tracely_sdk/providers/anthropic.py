@@ -67,6 +67,13 @@ PROVIDER_LAYER = Provider(
     codec,
     (anthropic.Anthropic, anthropic.AsyncAnthropic),
     (SyncAPIClient, AsyncAPIClient),
+    refused={
+        "/v1/messages/count_tokens": (
+            "messages.count_tokens is not served: a token count is not a model's answer, and "
+            "replay serves only recorded answers; run it live in lenient mode, or outside the "
+            "replayed code"
+        ),
+    },
 )
 set_live = PROVIDER_LAYER.set_live
 install = PROVIDER_LAYER.install

@@ -174,6 +174,38 @@ def test_beta_with_raw_response_is_served(capture: Any, instrumented: None) -> N
     assert rep.clean
 
 
+@pytest.mark.parametrize("client_cls", CLIENTS)
+def test_a_recorded_beta_error_replays_as_the_sdks_exception(
+    capture: Any, instrumented: None, client_cls: Any
+) -> None:
+    def scenario(client: Any) -> Any:
+        async def acall() -> Any:
+            try:
+                await _create(client, "x", extra_headers={"x-test-fault": "429"})
+            except anthropic.APIStatusError as exc:
+                return exc
+            raise AssertionError("no error")
+
+        if isinstance(client, anthropic.AsyncAnthropic):
+            return acall()
+        try:
+            _create(client, "x", extra_headers={"x-test-fault": "429"})
+        except anthropic.APIStatusError as exc:
+            return exc
+        raise AssertionError("no error")
+
+    live, bundle = record(capture, scenario, client_cls)
+    assert type(live) is anthropic.RateLimitError
+    replayed, rep = replay(bundle, scenario, client_cls)
+    assert type(replayed) is anthropic.RateLimitError
+    assert (str(replayed), replayed.status_code, replayed.body) == (
+        str(live),
+        live.status_code,
+        live.body,
+    )
+    assert rep.clean
+
+
 def test_a_changed_prompt_diverges_and_an_extra_call_is_refused(
     capture: Any, instrumented: None
 ) -> None:
@@ -193,7 +225,7 @@ def test_count_tokens_stays_refused_under_recorded_replay_with_the_reason() -> N
         for count in (client.messages.count_tokens, client.beta.messages.count_tokens):
             with pytest.raises(
                 tracely.ReplayError,
-                match=r"would reach the network \(tracely does not serve this SDK method",
+                match=r"would reach the network \(messages.count_tokens is not served: a token count",
             ):
                 count(model=MODEL, messages=user("hi"))
         # served: the beta surface is patched
