@@ -43,6 +43,12 @@ puts the original function back). Target: <= 1.10x. The recorder is attached as 
 attaches it, extracting bundles on its own thread; the CPU column counts the process until
 the pipeline was flushed, so that work is in it.
 
+(c) Replay against live, per provider surface: one call made live to the local server (the
+SDK unpatched) against the same call replayed from its recording with the server gone (inside
+``fixtures()`` and an agent run), for ``openai`` ``chat.completions.create``, ``anthropic``
+``messages.create`` and ``anthropic`` ``beta.messages.create`` (each plain and streamed).
+Printed as live / replay: how many times faster the replay is than the call it stands for.
+
     python bench/providers.py [--calls N] [--rounds R]
 
 Prints ratios; asserts nothing.
@@ -258,6 +264,7 @@ def main() -> int:
             opts.rounds,
             provider.force_flush,
         )
+        surfaces = surface_ratios(server, n, opts.rounds, provider)
     finally:
         server.stop()
 
@@ -362,8 +369,87 @@ def main() -> int:
         f"{paired('live_traced', 'live_plain'):6.3f}x  (target <= 1.10x); "
         f"in one agent run {paired('live_traced_in_agent', 'live_plain'):.3f}x"
     )
+    print("(c) live / replay, per surface (the median of each round's ratio; higher is faster):")
+    for name, ratio in surfaces.items():
+        print(f"  {name:34s} = {ratio:6.1f}x")
     provider.shutdown()
     return 0
+
+
+def _surfaces() -> dict[str, tuple[str, Callable[[Any], Any], Any]]:
+    """Each surface: (provider name, the call, its client class)."""
+    import anthropic
+
+    user = [{"role": "user", "content": "What is the weather like in Paris this afternoon?"}]
+
+    def chat(c: Any) -> Any:
+        return c.chat.completions.create(model=MODEL, messages=MESSAGES)
+
+    def chat_stream(c: Any) -> Any:
+        return list(c.chat.completions.create(model=MODEL, messages=MESSAGES, stream=True))
+
+    def messages(beta: bool, stream: bool) -> Callable[[Any], Any]:
+        def one(c: Any) -> Any:
+            surface = c.beta.messages if beta else c.messages
+            result = surface.create(model=MODEL, max_tokens=256, messages=user, stream=stream)
+            return list(result) if stream else result
+
+        return one
+
+    return {
+        "openai chat.completions.create": ("openai", chat, openai.OpenAI),
+        "openai chat.completions (stream)": ("openai", chat_stream, openai.OpenAI),
+        "anthropic messages.create": ("anthropic", messages(False, False), anthropic.Anthropic),
+        "anthropic messages (stream)": ("anthropic", messages(False, True), anthropic.Anthropic),
+        "anthropic beta.messages.create": (
+            "anthropic",
+            messages(True, False),
+            anthropic.Anthropic,
+        ),
+        "anthropic beta.messages (stream)": (
+            "anthropic",
+            messages(True, True),
+            anthropic.Anthropic,
+        ),
+    }
+
+
+def surface_ratios(
+    server: ServerProcess, n: int, rounds: int, provider: TracerProvider
+) -> dict[str, float]:
+    """(c): each surface's live / replay ratio, the median of interleaved rounds."""
+    root = server.base_url.removesuffix("/v1")
+    out: dict[str, float] = {}
+    for name, (sdk, one, client_cls) in _surfaces().items():
+        base = server.base_url if sdk == "openai" else root
+        live_client = client_cls(api_key="bench-key", base_url=base, max_retries=0)
+        closed = client_cls(api_key="bench-key", base_url="http://127.0.0.1:9", max_retries=0)
+        providers.instrument(sdk)
+        one(live_client)
+        providers.uninstrument(sdk)
+        provider.force_flush()
+        (entry,) = next(iter(LAST_BUNDLE[-1]["llm"].values()))
+        entry = {k: v for k, v in entry.items() if k != "seq"}
+        bundle = {"llm": {MODEL: [entry] * n}}
+
+        def live(live_client: Any = live_client, one: Any = one) -> tuple[float, float]:
+            return loop(n, lambda: one(live_client))
+
+        def replay(
+            bundle: Any = bundle, closed: Any = closed, one: Any = one
+        ) -> tuple[float, float]:
+            # As `tracely replay` runs a case: the recorder attached, recording nothing.
+            RECORDER.remove_callback(keep_bundle)
+            try:
+                with tracely.fixtures(bundle), tracely.agent("bench"):
+                    return loop(n, lambda: one(closed))
+            finally:
+                RECORDER.add_callback(keep_bundle)
+
+        timings = interleaved({"live": live, "replay": replay}, rounds, provider.force_flush)
+        pairs = zip(timings["live"], timings["replay"], strict=True)
+        out[name] = statistics.median(lv / rp for (lv, _), (rp, _) in pairs)
+    return out
 
 
 def _one(closed: openai.OpenAI, cassette: Path) -> Any:

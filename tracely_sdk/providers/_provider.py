@@ -57,9 +57,12 @@ class Provider:
         codec: Any,
         clients: tuple[type, ...],
         bases: tuple[type, type],
+        refused: Mapping[str, str] | None = None,
     ) -> None:
         self.name = name  # gen_ai.provider.name, and the name in ``instrument(...)``
         self.codec = codec
+        # URL path endings of requests never served, with the reason the safety net gives.
+        self.refused = dict(refused or {})
         self.live = False
         self.patches = ProviderPatches([], clients, bases, (self._net, self._anet))
 
@@ -120,7 +123,11 @@ class Provider:
                 "methods"
             )
         else:
-            why = "tracely does not serve this SDK method from a recording"
+            path = url.split("?", 1)[0]
+            why = next(
+                (reason for end, reason in self.refused.items() if path.endswith(end)),
+                "tracely does not serve this SDK method from a recording",
+            )
         error = ReplayError(
             f"recorded replay: {self.name} {method} {url} would reach the network ({why}). "
             "Recorded mode never makes a live call; tracely serves "

@@ -1,8 +1,10 @@
-"""Anthropic SDK patches: ``messages.create`` / ``.stream`` / ``.parse``, sync and async.
+"""Anthropic SDK patches: ``messages`` and ``beta.messages`` ``.create`` / ``.stream`` / ``.parse``.
 
 Patched (class attributes, so every client sees them, the Bedrock and Vertex clients
 included): ``Messages.create``, ``Messages.stream`` and ``Messages.parse`` and their async
-twins. ``messages.stream()`` does not go through ``create``: tracely keeps the SDK's own
+twins, and the same six of ``client.beta.messages`` (its own classes). A beta call is recorded
+exactly as a plain one (the wire format is one) and served as the beta types: ``BetaMessage``,
+``ParsedBetaMessage``, ``Stream[BetaRawMessageStreamEvent]``, ``BetaMessageStreamManager``. ``messages.stream()`` does not go through ``create``: tracely keeps the SDK's own
 ``MessageStreamManager`` and intercepts the request it makes on entering, so ``text_stream``,
 ``get_final_message()`` and ``get_final_text()`` run unchanged, live and replayed.
 ``.with_raw_response`` / ``.with_streaming_response`` call ``create`` with a header saying
@@ -22,10 +24,10 @@ makes one ``llm:`` entry of the pair. A replayed call is served above ``request`
 makes tracely's span only.
 
 Not intercepted, so under recorded replay they reach the safety net and raise ReplayError:
-``messages.count_tokens`` (a token count, not a model's answer) and everything under
-``client.beta``, ``client.beta.messages`` included (classes of its own returning beta types;
-the supported surface is ``messages.create`` / ``.stream`` / ``.parse``). Run them live in
-lenient mode, or outside the replayed code.
+``messages.count_tokens`` and ``beta.messages.count_tokens`` (a token count, not a model's
+answer) and the rest of ``client.beta`` (files, batches, models). Run them live in lenient
+mode, or outside the replayed code. A call the SDK refuses unstreamed ("Streaming is
+required", an argument check before any request) is left to the SDK, live and replayed.
 """
 
 from __future__ import annotations
@@ -38,12 +40,16 @@ from typing import Any
 import anthropic
 import orjson
 from anthropic._base_client import AsyncAPIClient, SyncAPIClient
+from anthropic._constants import DEFAULT_TIMEOUT, MODEL_NONSTREAMING_TOKENS
+from anthropic.resources.beta.messages.messages import AsyncMessages as AsyncBetaMessages
+from anthropic.resources.beta.messages.messages import Messages as BetaMessages
 from anthropic.resources.messages.messages import AsyncMessages, Messages
 
 from tracely_otel import attributes as A
 from tracely_otel._foreign import content_parts, genai_finish_reason
 from tracely_otel._genai import ChatMessage, OutputMessage
 from tracely_sdk.errors import ReplayError
+from tracely_sdk.providers import _anthropic_beta_codec as beta_codec
 from tracely_sdk.providers import _anthropic_codec as codec
 from tracely_sdk.providers import _patching as P
 from tracely_sdk.providers._install import Wrapper
@@ -61,6 +67,13 @@ PROVIDER_LAYER = Provider(
     codec,
     (anthropic.Anthropic, anthropic.AsyncAnthropic),
     (SyncAPIClient, AsyncAPIClient),
+    refused={
+        "/v1/messages/count_tokens": (
+            "messages.count_tokens is not served: a token count is not a model's answer, and "
+            "replay serves only recorded answers; run it live in lenient mode, or outside the "
+            "replayed code"
+        ),
+    },
 )
 set_live = PROVIDER_LAYER.set_live
 install = PROVIDER_LAYER.install
@@ -484,19 +497,19 @@ class _Call(ProviderCall):
         if self.stream:
             chunks, headers = self._chunks_of(output, entry)
             if self.raw is not None:
-                served = codec.rebuild_raw_response(
+                served = self.codec.rebuild_raw_response(
                     self._kind, None, client=self.client, chunks=chunks, headers=headers
                 )
                 P.served_stream(session, served.http_response)
             else:
-                served = codec.rebuild_stream(
+                served = self.codec.rebuild_stream(
                     "message", chunks, client=self.client, headers=headers
                 )
                 P.served_stream(session, served.response)
             return served
         recording = self._body_of(output, entry)
         if self.raw is not None:
-            return codec.rebuild_raw_response(
+            return self.codec.rebuild_raw_response(
                 self._kind,
                 recording,
                 client=self.client,
@@ -507,13 +520,41 @@ class _Call(ProviderCall):
 
     def _message(self, recording: Mapping[str, Any] | bytes) -> Any:
         if self.parsed:
-            return codec.rebuild_response(
+            return self.codec.rebuild_response(
                 "message.parsed", recording, output_format=self._output_format()
             )
-        return codec.rebuild_response("message", recording)
+        return self.codec.rebuild_response("message", recording)
+
+
+class _BetaCall(_Call):
+    """A call to ``client.beta.messages``: recorded alike, served as the SDK's beta types."""
+
+    codec = beta_codec
+
+    __slots__ = ()
+
+
+def _refused_unstreamed(instance: Any, kwargs: Mapping[str, Any], model: str) -> bool:
+    """Whether the SDK itself refuses this call unstreamed ("Streaming is required ..."): a
+    check of the arguments, made before any request, which callers (pydantic-ai) catch to
+    stream instead. Left to the SDK, it raises its own ValueError in replay as it did live."""
+    client = instance._client
+    timeout = kwargs.get("timeout", anthropic.NOT_GIVEN)
+    if not isinstance(timeout, _OMIT) or client.timeout != DEFAULT_TIMEOUT:
+        return False
+    try:
+        client._calculate_nonstreaming_timeout(
+            kwargs.get("max_tokens"), MODEL_NONSTREAMING_TOKENS.get(model, None)
+        )
+    except ValueError:
+        return True
+    except Exception:
+        return False  # arguments the SDK's own checks answer
+    return False
 
 
 def _spec(
+    call: type[_Call],
     provider: str,
     parsed: bool,
     instance: Any,
@@ -526,12 +567,17 @@ def _spec(
     if not isinstance(model, str) or not model:
         return None  # the SDK's own argument checks answer this call
     streamed = bool(_given(kwargs, "stream")) if stream is None else stream
-    return _Call(provider, instance, kwargs, model, parsed=parsed, stream=streamed)
+    if not streamed and _refused_unstreamed(instance, kwargs, model):
+        return None  # the SDK raises its ValueError before any request, live and replayed
+    return call(provider, instance, kwargs, model, parsed=parsed, stream=streamed)
 
 
+# The name-mangled attribute holding the request a stream manager makes on entering.
 _MANAGER_REQUEST = {
-    False: "_MessageStreamManager__api_request",
-    True: "_AsyncMessageStreamManager__api_request",
+    (_Call, False): "_MessageStreamManager__api_request",
+    (_Call, True): "_AsyncMessageStreamManager__api_request",
+    (_BetaCall, False): "_BetaMessageStreamManager__api_request",
+    (_BetaCall, True): "_BetaAsyncMessageStreamManager__api_request",
 }
 
 
@@ -543,13 +589,13 @@ def _close_unawaited(awaitable: Any) -> None:
         pass
 
 
-def _stream_wrapper(provider: str, is_async: bool) -> Wrapper:
+def _stream_wrapper(call: type[_Call], provider: str, is_async: bool) -> Wrapper:
     """``messages.stream()``: the SDK's manager, whose request tracely records or serves."""
-    attribute = _MANAGER_REQUEST[is_async]
+    attribute = _MANAGER_REQUEST[call, is_async]
 
     def stream_wrapper(wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any) -> Any:
         wanted = PROVIDER_LAYER.wanted()
-        spec = _spec(provider, False, instance, args, kwargs, stream=True) if wanted else None
+        spec = _spec(call, provider, False, instance, args, kwargs, stream=True) if wanted else None
         manager = wrapped(*args, **kwargs)
         if spec is None:
             return manager
@@ -577,19 +623,21 @@ def _stream_wrapper(provider: str, is_async: bool) -> Wrapper:
 
 # --------------------------------------------------------------------------- installing
 
-for _owner, _client, _async in (
-    (Messages, "Anthropic", False),
-    (AsyncMessages, "AsyncAnthropic", True),
+for _owner, _call, _client, _async in (
+    (Messages, _Call, "Anthropic.messages", False),
+    (AsyncMessages, _Call, "AsyncAnthropic.messages", True),
+    (BetaMessages, _BetaCall, "Anthropic.beta.messages", False),
+    (AsyncBetaMessages, _BetaCall, "AsyncAnthropic.beta.messages", True),
 ):
     for _method in ("create", "parse", "stream"):
-        _name = f"{_client}.messages.{_method}"
+        _name = f"{_client}.{_method}"
         PROVIDER_LAYER.patch(
             _owner,
             _method,
             _name,
-            _stream_wrapper(_name, _async)
+            _stream_wrapper(_call, _name, _async)
             if _method == "stream"
             else PROVIDER_LAYER.wrapper(
-                functools.partial(_spec, _name, _method == "parse"), _async
+                functools.partial(_spec, _call, _name, _method == "parse"), _async
             ),
         )

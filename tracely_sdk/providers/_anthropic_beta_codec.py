@@ -1,0 +1,170 @@
+"""Recorded JSON to and from the Anthropic SDK's beta objects (``client.beta.messages``).
+
+The beta Messages API speaks the same wire format as ``messages``: a recording is the one
+``_anthropic_codec`` writes (``{"object": "message", "body", "request_id"}``, or the named
+stream events), so a recording of either surface serves a call of either. What differs is the
+classes a call returns: ``BetaMessage``, ``ParsedBetaMessage``, ``Stream[BetaRawMessageStreamEvent]``
+and the beta parser of ``beta.messages.parse``. This module rebuilds those, with the same
+signatures as ``_anthropic_codec``'s rebuilders; recording headers, chunks and errors is the
+plain codec's.
+
+Importing this module imports neither ``anthropic`` nor ``httpx2``.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping, Sequence
+from typing import Any, cast
+
+from tracely_sdk.providers import _anthropic_codec as plain
+from tracely_sdk.providers import _wire
+from tracely_sdk.providers._anthropic_codec import (
+    ResponseKind,
+    StreamKind,
+    raw_response_mode,
+    rebuild_error,
+    record_chunk,
+    record_error,
+    record_headers,
+)
+
+_BETA_PATH = "v1/messages?beta=true"
+
+
+@functools.cache
+def _message_class() -> Any:
+    from anthropic.types.beta import BetaMessage
+
+    return BetaMessage
+
+
+def record_response(obj: Any, wire: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The recording of a ``BetaMessage`` or ``ParsedBetaMessage``: the plain codec's form."""
+    if not isinstance(obj, _message_class()):
+        raise TypeError(f"cannot record {type(obj).__name__}: expected an anthropic BetaMessage")
+    if wire is not None and wire.get("type") == "message":
+        return {"object": "message", "body": wire, "request_id": getattr(obj, "_request_id", None)}
+    body: dict[str, Any] = obj.to_dict(mode="json", warnings=False)
+    for block in body.get("content") or []:
+        if isinstance(block, dict):
+            block.pop("parsed_output", None)
+    return {"object": "message", "body": body, "request_id": getattr(obj, "_request_id", None)}
+
+
+def _parse(message: Any, output_format: Any) -> Any:
+    from anthropic.lib._parse._response import parse_beta_response
+
+    return parse_beta_response(output_format=plain._given(output_format), response=message)
+
+
+def rebuild_response(
+    kind: ResponseKind, recorded: Mapping[str, Any] | bytes, *, output_format: Any = None
+) -> Any:
+    """The ``BetaMessage`` (``message``) or ``ParsedBetaMessage`` (``message.parsed``, parsed
+    by the SDK's own beta parser with the caller's ``output_format``) that ``recorded`` was."""
+    if kind != "message" and kind != "message.parsed":
+        raise ValueError(f"unknown kind {kind!r}; expected 'message' or 'message.parsed'")
+    types = plain._types()
+    result, request_id = _wire.load_response(
+        _message_class(), recorded, types.validation_error, plain._body, "message"
+    )
+    if kind == "message.parsed":
+        result = _parse(result, output_format)
+    plain._add_ids(result, request_id)
+    return result
+
+
+def _url(client: Any) -> str:
+    return plain._url(client).removesuffix("v1/messages") + _BETA_PATH
+
+
+def _stream_class(client: Any) -> Any:
+    from anthropic import AsyncStream, Stream
+    from anthropic.types.beta import BetaRawMessageStreamEvent
+
+    return (AsyncStream if plain._is_async(client) else Stream)[BetaRawMessageStreamEvent]
+
+
+def rebuild_stream(
+    kind: StreamKind,
+    chunks: Sequence[Mapping[str, Any]],
+    *,
+    client: Any,
+    headers: Mapping[str, str] | None = None,
+) -> Any:
+    """The SDK's ``Stream`` / ``AsyncStream`` of ``BetaRawMessageStreamEvent`` over the recorded
+    ``chunks``, as ``beta.messages.create(..., stream=True)`` returns it."""
+    from anthropic._streaming import SSEDecoder
+    from anthropic.types.beta import BetaRawMessageStreamEvent
+
+    response = plain.http_response(
+        pieces=plain.sse_pieces(kind, chunks), headers=headers, url=_url(client)
+    )
+    stream = _stream_class(client)(
+        cast_to=BetaRawMessageStreamEvent, response=response, client=client
+    )
+    stream._decoder = SSEDecoder()  # standard SSE, whatever the client's transport frames
+    return stream
+
+
+def rebuild_raw_response(
+    kind: ResponseKind,
+    recorded: Mapping[str, Any] | None = None,
+    *,
+    client: Any,
+    chunks: Sequence[Mapping[str, Any]] | None = None,
+    headers: Mapping[str, str] | None = None,
+    output_format: Any = None,
+) -> Any:
+    """What ``client.beta.messages.with_raw_response.create(...)`` returns over a recording:
+    the SDK's ``APIResponse`` / ``AsyncAPIResponse`` whose ``.parse()`` gives the beta types."""
+    from anthropic._models import FinalRequestOptions
+    from anthropic._response import APIResponse, AsyncAPIResponse
+
+    if kind not in ("message", "message.parsed"):
+        raise ValueError(f"unknown kind {kind!r}; expected 'message' or 'message.parsed'")
+    recorded_headers = dict(headers or {})
+    url = _url(client)
+    options = FinalRequestOptions.construct(method="post", url="/v1/messages?beta=true")
+    stream_cls: Any = None
+    if chunks is not None:
+        stream_cls = _stream_class(client)
+        response = plain.http_response(
+            pieces=plain.sse_pieces("message", chunks), headers=recorded_headers, url=url
+        )
+    else:
+        if recorded is None:
+            raise ValueError("rebuild_raw_response needs the recorded result or its chunks")
+        body = plain._body(recorded)
+        request_id = recorded.get("request_id")
+        if isinstance(request_id, str):
+            recorded_headers.setdefault("request-id", request_id)
+        response = plain.http_response(body=body, headers=recorded_headers, url=url)
+    if kind == "message.parsed":
+        options.post_parser = lambda message: _parse(message, output_format)
+    response_cls: Any = AsyncAPIResponse if plain._is_async(client) else APIResponse
+    return cast(
+        Any,
+        response_cls(
+            raw=response,
+            cast_to=_message_class(),
+            client=client,
+            stream=chunks is not None,
+            stream_cls=stream_cls,
+            options=options,
+        ),
+    )
+
+
+__all__ = [
+    "raw_response_mode",
+    "rebuild_error",
+    "rebuild_raw_response",
+    "rebuild_response",
+    "rebuild_stream",
+    "record_chunk",
+    "record_error",
+    "record_headers",
+    "record_response",
+]
