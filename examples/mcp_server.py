@@ -1,9 +1,10 @@
 """A small MCP server (the ``mcp`` SDK's own ``MCPServer``) with a weather tool, for the MCP
 examples and tests: ``python -m examples.mcp_server`` serves it on stdio, ``--http PORT`` over
-streamable HTTP on 127.0.0.1."""
+streamable HTTP on 127.0.0.1. ``WEATHER_SKY`` set makes every city report that sky."""
 
 from __future__ import annotations
 
+import os
 import sys
 
 from mcp.server.mcpserver import MCPServer
@@ -19,6 +20,7 @@ FORECASTS = {"Oslo": ("cloudy", 4), "Lisbon": ("sunny", 21)}
 def get_weather(city: str) -> str:
     """The current weather in ``city``."""
     sky, temperature = FORECASTS.get(city, ("unknown", 0))
+    sky = os.environ.get("WEATHER_SKY", sky)  # a server changed since the recording
     return f"{city}: {sky}, {temperature} C"
 
 

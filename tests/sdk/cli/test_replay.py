@@ -291,3 +291,20 @@ def test_a_project_module_does_not_lend_the_functions_it_imported(
         "examples.weather_agent:json.loads",
     )
     assert status == 2 and "it is defined in 'json', not in the project" in err
+
+
+def test_live_tools_run_for_real_and_the_summary_says_so(
+    capture: Any, cli: CLI, tmp_path: Path
+) -> None:
+    _, fixed = story(capture, cli)
+    assert cli("cases", "recapture", "paris-weather", fixed)[0] == 0
+    path = tmp_path / "report.json"
+    status, out, err = cli("replay", "--live", "tools:*", "--json", str(path))
+    assert status == 0, err
+    assert "(live: tools:*)" in out
+    report = json.loads(path.read_text())
+    (case,) = report["cases"]
+    assert case["verdict"] == "PASS" and case["live_patterns"] == ["tools:*"]
+    assert [c["label"] for c in case["live_checks"]] == ["tools:get_weather"]
+    assert case["live_checks"][0]["equal"] is True
+    assert report["summary"]["live_patterns"] == ["tools:*"]

@@ -223,6 +223,39 @@ def test_a_protocol_error_is_recorded_and_replayed_as_the_sdks_error(
     assert rep.clean
 
 
+def test_live_tools_run_against_the_server_with_the_model_side_served(
+    capture: Any, instrumented: None
+) -> None:
+    output, bundle = record(capture, stdio(SERVER))
+    result = run_case(
+        case(bundle, output), lambda city: weather(stdio(SERVER), city), live=["tools:*"]
+    )
+    assert result.verdict == "PASS", result.reasons
+    checks = result.report["live_checks"]
+    assert [c["label"] for c in checks] == [
+        "tools:mcp:initialize",
+        "tools:mcp:tools/list",
+        "tools:get_weather",
+    ]
+    assert all(c["equal"] for c in checks)
+
+
+def test_a_server_that_answers_differently_fails_live_replay_with_the_diff(
+    capture: Any, instrumented: None
+) -> None:
+    output, bundle = record(capture, stdio(SERVER))
+    changed = SERVER.model_copy(update={"env": {"WEATHER_SKY": "sunny"}})
+    result = run_case(
+        case(bundle, output), lambda city: weather(stdio(changed), city), live=["tools:*"]
+    )
+    assert result.verdict == "FAIL"
+    (live_reason,) = [r for r in result.reasons if "ran live" in r]
+    assert live_reason.startswith("tools:get_weather ran live and differs from the recording:")
+    assert 'output.content[0].text: recorded "Oslo: cloudy, 4 C" now "Oslo: sunny, 4 C"' in (
+        live_reason
+    )
+
+
 async def _outcome(coro: Any) -> Any:
     """What ``coro`` returned, or the exception it raised."""
     try:
