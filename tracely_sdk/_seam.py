@@ -549,7 +549,8 @@ class Call:
             record_exception(self.span, exc)
             self._flush(out)
             if self._check is not None and self.session is not None:
-                error = {"type": record.get("type"), "message": record.get("message")}
+                message = _redact.redact_text(str(record.get("message")))
+                error = {"type": record.get("type"), "message": message}
                 self.session.check_live(self.label, self._check, {"error": error})
         except Exception:
             _warn_once(

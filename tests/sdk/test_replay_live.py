@@ -143,3 +143,20 @@ def test_junit_shows_the_live_difference_as_the_failure() -> None:
     xml = junit_xml([result]).decode()
     assert "tools:get_weather ran live and differs from the recording" in xml
     assert "output.sky" in xml
+
+
+def test_a_secret_in_a_live_outcome_never_reaches_the_comparison() -> None:
+    secret = "sk-" + "a1B2c3D4e5F6g7H8i9J0k1L2"
+
+    def leaking() -> Any:
+        raise ValueError(f"denied for key {secret}")
+
+    def returning() -> Any:
+        return {"sky": "cloudy", "token": secret}
+
+    with tracely.fixtures(BUNDLE, live=["tools:*"]) as rep, pytest.raises(ValueError):
+        tracely.call_tool("get_weather", leaking, args={"city": "Oslo"})
+    with tracely.fixtures(BUNDLE, live=["tools:*"]) as again:
+        tracely.call_tool("get_weather", returning, args={"city": "Oslo"})
+    shown = repr([rep.live_checks, again.live_checks])
+    assert "token" in shown and secret not in shown
