@@ -49,6 +49,11 @@ SDK unpatched) against the same call replayed from its recording with the server
 ``messages.create`` and ``anthropic`` ``beta.messages.create`` (each plain and streamed).
 Printed as live / replay: how many times faster the replay is than the call it stands for.
 
+(c) One MCP ``ClientSession.call_tool`` (the ``mcp`` SDK's client and its own server,
+``examples.mcp_server``, over stdio): the call live, uninstrumented, against the same call
+served by tracely inside ``fixtures()`` and an agent run (the recording of one live call,
+served N times). Printed as live / replayed.
+
     python bench/providers.py [--calls N] [--rounds R]
 
 Prints ratios; asserts nothing.
@@ -372,6 +377,8 @@ def main() -> int:
     print("(c) live / replay, per surface (the median of each round's ratio; higher is faster):")
     for name, ratio in surfaces.items():
         print(f"  {name:34s} = {ratio:6.1f}x")
+
+    mcp_replay_ratio(n, opts.rounds, provider)
     provider.shutdown()
     return 0
 
@@ -450,6 +457,70 @@ def surface_ratios(
         pairs = zip(timings["live"], timings["replay"], strict=True)
         out[name] = statistics.median(lv / rp for (lv, _), (rp, _) in pairs)
     return out
+
+
+def mcp_replay_ratio(n: int, rounds: int, provider: TracerProvider) -> None:
+    """(c): MCP call_tool live against replayed; prints the ratio."""
+    import asyncio
+
+    from mcp import ClientSession
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
+    root = Path(__file__).resolve().parents[1]
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "examples.mcp_server"], cwd=root
+    )
+    args = {"city": "Oslo"}
+
+    async def run() -> dict[str, list[float]]:
+        async with stdio_client(params) as streams, ClientSession(*streams) as session:
+            await session.initialize()
+            RECORDER.add_callback(keep_bundle)
+            providers.instrument("mcp")
+            with tracely.agent("bench-mcp"):
+                live_value = await session.call_tool("get_weather", args)
+            providers.uninstrument("mcp")
+            provider.force_flush()
+            RECORDER.remove_callback(keep_bundle)
+            (entry,) = LAST_BUNDLE[-1]["tools"]["get_weather"]
+            bundle = {"tools": {"get_weather": [entry] * n}}
+
+            async def live() -> float:
+                start = time.perf_counter()
+                for _ in range(n):
+                    await session.call_tool("get_weather", args)
+                return time.perf_counter() - start
+
+            async def replayed() -> float:
+                with tracely.fixtures(bundle), tracely.agent("bench-mcp"):
+                    start = time.perf_counter()
+                    for _ in range(n):
+                        value = await session.call_tool("get_weather", args)
+                    elapsed = time.perf_counter() - start
+                assert type(value) is type(live_value) and value == live_value
+                return elapsed
+
+            samples: dict[str, list[float]] = {"live": [], "replayed": []}
+            await live()
+            await replayed()
+            for _ in range(rounds):
+                gc.collect()
+                samples["live"].append(await live())
+                gc.collect()
+                samples["replayed"].append(await replayed())
+                provider.force_flush()
+            return samples
+
+    samples = asyncio.run(run())
+    live_us = statistics.median(samples["live"]) / n * 1e6
+    replay_us = statistics.median(samples["replayed"]) / n * 1e6
+    paired = statistics.median(
+        lv / rp for lv, rp in zip(samples["live"], samples["replayed"], strict=True)
+    )
+    print(
+        f"  (c) MCP call_tool over stdio, live {live_us:.1f} us / replayed {replay_us:.1f} us "
+        f"= {live_us / replay_us:6.1f}x  (paired {paired:.1f}x)"
+    )
 
 
 def _one(closed: openai.OpenAI, cassette: Path) -> Any:

@@ -13,8 +13,9 @@ never quietly become a live one.
 from __future__ import annotations
 
 import contextvars
+import fnmatch
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypedDict
@@ -28,7 +29,7 @@ from tracely_sdk._diff import Difference, diff_values
 from tracely_sdk._masks import NO_MASKS, Masks
 from tracely_sdk._matching import LLM, TOOLS, CallKey, Entry, Match, Recording, call_key
 from tracely_sdk._types import rebuild
-from tracely_sdk.errors import BundleError, ReplayError
+from tracely_sdk.errors import BundleError, ConfigError, ReplayError
 
 Mode = Literal["recorded", "lenient", "live"]
 
@@ -108,6 +109,15 @@ class Step(TypedDict, total=False):
     message: str
 
 
+class LiveCheck(TypedDict):
+    """A call run live under ``fixtures(live=...)``, compared with the recorded one."""
+
+    label: str
+    equal: bool  # the live outcome (output, or failure type and message) is the recorded one
+    differences: list[Difference]  # where they differ, path by path (``output.content[0]``)
+    omitted: int  # differences beyond those listed
+
+
 @dataclass
 class ReplayReport:
     """What a ``fixtures()`` block did. Filled in while the block runs, final when it exits."""
@@ -127,6 +137,9 @@ class ReplayReport:
     timeline: list[Step] = field(default_factory=list)
     case_id: str | None = None
     case_version: int | None = None
+    # fixtures(live=...): the label patterns run live, and each such call's comparison
+    live_patterns: list[str] = field(default_factory=list)
+    live_checks: list[LiveCheck] = field(default_factory=list)
 
     @property
     def clean(self) -> bool:
@@ -137,6 +150,7 @@ class ReplayReport:
             and not self.unused
             and not self.diverged
             and not self.live
+            and all(check["equal"] for check in self.live_checks)
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -155,6 +169,8 @@ class ReplayReport:
             "timeline": [dict(step) for step in self.timeline],
             "case_id": self.case_id,
             "case_version": self.case_version,
+            "live_patterns": list(self.live_patterns),
+            "live_checks": [dict(c) for c in self.live_checks],
         }
 
 
@@ -168,8 +184,10 @@ class ReplaySession:
         strict: bool,
         report: ReplayReport,
         masks: Masks = NO_MASKS,
+        live: tuple[str, ...] = (),
     ) -> None:
         self.recording = Recording(bundle)
+        self.live = live  # label patterns whose calls run live, compared with the recording
         self.strict = strict
         self.report = report
         self.masks = masks  # the project's, applied to every call with the call's own
@@ -198,6 +216,8 @@ class ReplaySession:
             else:
                 match = self.recording.match_llm(name, key)
             if match is not None:
+                if self.live and self.runs_live(label):
+                    return match  # the caller runs it live and compares (check_live)
                 self.report.served.append(label)
                 step = Step(outcome="served")
                 if match.diverged:
@@ -216,7 +236,7 @@ class ReplaySession:
                 self._calls.append((match.entry, step))
                 return match
             actual = orjson.loads(key.text) if key is not None else None
-            if not self.strict:
+            if not self.strict or self.runs_live(label):
                 self.report.live.append(label)
                 self._calls.append((None, Step(outcome="live", label=label, actual=actual)))
                 return None
@@ -227,6 +247,29 @@ class ReplaySession:
                 (None, Step(outcome="missed", label=label, actual=actual, message=message))
             )
         raise error
+
+    def runs_live(self, label: str) -> bool:
+        """Whether a call labelled ``label`` runs live (``fixtures(live=...)``)."""
+        return any(fnmatch.fnmatchcase(label, pattern) for pattern in self.live)
+
+    def check_live(self, label: str, entry: Entry, outcome: Mapping[str, Any]) -> None:
+        """Compare a live call's ``outcome`` (``{"output": ...}`` or ``{"error": {"type",
+        "message"}}``) with the recorded ``entry`` it took the place of, for the report."""
+        error = entry.error
+        recorded: dict[str, Any] = (
+            {"error": {"type": error.get("type"), "message": error.get("message")}}
+            if error is not None
+            else {"output": entry.raw.get("output")}
+        )
+        differences, total = diff_values(recorded, dict(outcome))
+        check = LiveCheck(
+            label=label,
+            equal=total == 0,
+            differences=differences,
+            omitted=total - len(differences),
+        )
+        with self._lock:
+            self.report.live_checks.append(check)
 
     def on_end(self, callback: Callable[[], None]) -> None:
         """Call ``callback`` once when this session's fixtures() block ends."""
@@ -348,6 +391,7 @@ def fixtures(
     case_id: str | None = None,
     case_version: int | None = None,
     ignore: Any = None,
+    live: Iterable[str] | None = None,
 ) -> Iterator[ReplayReport]:
     """Serve every call in the block from ``bundle`` and yield the :class:`ReplayReport`.
 
@@ -357,17 +401,24 @@ def fixtures(
     lenient mode (live fall-through on a miss, ordered serve on an args mismatch).
     ``ignore`` is the project's masks (default: the ``ignore`` setting, ``[tool.tracely]
     ignore`` in pyproject.toml), applied to every call besides the call's own ``ignore=``.
+    ``live`` is label patterns (``["tools:*"]``, ``fnmatch`` syntax): the calls they match run
+    live while the rest are served, and each is compared with the recorded call it replaces
+    (``rep.live_checks``; a difference makes the run unclean, and a case FAIL).
     """
     if bundle is None:
         report = ReplayReport("live", case_id=case_id, case_version=case_version)
         yield report
         return
+    patterns = live_patterns(live)
     loaded = load_bundle(bundle)
     masks = _config.resolve("ignore", ignore)
     report = ReplayReport(
-        "recorded" if strict else "lenient", case_id=case_id, case_version=case_version
+        "recorded" if strict else "lenient",
+        case_id=case_id,
+        case_version=case_version,
+        live_patterns=list(patterns),
     )
-    session = ReplaySession(loaded, strict=strict, report=report, masks=masks)
+    session = ReplaySession(loaded, strict=strict, report=report, masks=masks, live=patterns)
     patched: list[str] = []
     for hook in _activation_hooks:
         patched.extend(hook())
@@ -382,6 +433,20 @@ def fixtures(
             _active.remove(session)
         _session.reset(token)
         session.finish()
+
+
+def live_patterns(live: Iterable[str] | None) -> tuple[str, ...]:
+    """``live=`` as a tuple of label patterns; ConfigError for anything else."""
+    if live is None:
+        return ()
+    items = [live] if isinstance(live, str) else list(live)
+    for item in items:
+        if not isinstance(item, str) or not item.strip():
+            raise ConfigError(
+                f"live= takes label patterns such as 'tools:*' or 'tools:get_weather'; "
+                f"{item!r} is not one"
+            )
+    return tuple(items)
 
 
 def fixture(kind: str, name: str) -> Any:

@@ -83,7 +83,8 @@ def summarize(results: Sequence[CaseResult], elapsed: float | None = None) -> di
     for r in results:
         counts[r.verdict] = counts.get(r.verdict, 0) + 1
     lenient = counts[LENIENT] > 0
-    return {
+    live = sorted({p for r in results for p in (r.report or {}).get("live_patterns") or ()})
+    summary: dict[str, Any] = {
         "total": len(results),
         "passed": counts[PASS],
         "failed": counts[FAIL],
@@ -95,6 +96,9 @@ def summarize(results: Sequence[CaseResult], elapsed: float | None = None) -> di
         "mode": "lenient" if lenient else "recorded",
         "duration_s": round(sum(r.duration for r in results) if elapsed is None else elapsed, 6),
     }
+    if live:  # replay --live: the label patterns that ran live (the mode is still recorded)
+        summary["live_patterns"] = live
+    return summary
 
 
 def summary_line(results: Sequence[CaseResult], elapsed: float | None = None) -> str:
@@ -113,7 +117,10 @@ def summary_line(results: Sequence[CaseResult], elapsed: float | None = None) ->
         if s[key]
     ]
     noun = "case" if s["total"] == 1 else "cases"
-    return f"{s['total']} {noun}: {', '.join(parts) or 'nothing run'} in {s['duration_s']:.2f}s"
+    live = f" (live: {', '.join(s['live_patterns'])})" if s.get("live_patterns") else ""
+    return (
+        f"{s['total']} {noun}: {', '.join(parts) or 'nothing run'} in {s['duration_s']:.2f}s" + live
+    )
 
 
 def difference_lines(diff: str | None, divergences: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -171,6 +178,8 @@ def case_entry(result: CaseResult) -> dict[str, Any]:
         "diverged": list(report.get("diverged", ())),
         "divergences": list(report.get("divergences", ())),
         "live": list(report.get("live", ())),
+        "live_patterns": list(report.get("live_patterns", ())),
+        "live_checks": list(report.get("live_checks", ())),
         "misses": list(report.get("errors", ())),
         "masked": {k: list(v) for k, v in (report.get("masked") or {}).items()},
         "timeline": list(report.get("timeline", ())),

@@ -655,24 +655,31 @@ def run_case(
     *,
     strict: bool = True,
     entrypoint: str | None = None,
+    live: Sequence[str] = (),
 ) -> CaseResult:
     """Replay ``case`` through ``fn`` under its recording and return the verdict.
 
     ``case`` is a :class:`~tracely_sdk.store.Case` or a :class:`ReplayCase`. If its recording
     cannot be loaded, ``fn`` is not called: the verdict is ERRORED and an ERROR trace for the
     case is emitted. Otherwise ``fn(*input["args"], **input["kwargs"])`` runs (awaited if it
-    returns a coroutine) in a fresh context under ``fixtures(bundle, strict)``.
+    returns a coroutine) in a fresh context under ``fixtures(bundle, strict, live=live)``:
+    the calls whose labels match a ``live`` pattern run live, and one whose outcome differs
+    from the recorded call's is a FAIL reason with the difference.
     """
     rcase = ReplayCase.of(case)
     chosen = entrypoint or rcase.entrypoint
-    result = contextvars.Context().run(_run_case, rcase, fn, strict, chosen)
+    result = contextvars.Context().run(_run_case, rcase, fn, strict, chosen, tuple(live))
     result.agent_version = rcase.agent_version or entrypoint_version(chosen)
     result.tags = list(rcase.tags)
     return result
 
 
 def _run_case(
-    case: ReplayCase, fn: Callable[..., Any], strict: bool, entrypoint: str | None
+    case: ReplayCase,
+    fn: Callable[..., Any],
+    strict: bool,
+    entrypoint: str | None,
+    live: tuple[str, ...] = (),
 ) -> CaseResult:
     started = time.perf_counter()
     mode = "recorded" if strict else "lenient"
@@ -699,7 +706,7 @@ def _run_case(
     with contextlib.ExitStack() as stack:
         try:
             report = stack.enter_context(
-                fixtures(case.bundle, strict, case_id=case.id, case_version=case.version)
+                fixtures(case.bundle, strict, case_id=case.id, case_version=case.version, live=live)
             )
         except BundleError as exc:
             return _unloadable(
@@ -769,6 +776,10 @@ def _run_case(
         reasons.append(f"served despite a different input: {_labels(report.diverged)}")
     if report.live:
         reasons.append(f"not in the recording, ran live: {_labels(report.live)}")
+    for check in report.live_checks:
+        if not check["equal"]:
+            shown = "; ".join(render(check["differences"], check["omitted"]))
+            reasons.append(f"{check['label']} ran live and differs from the recording: {shown}")
     if raised is None:
         if recorded_error is not None:
             reasons.append(
@@ -863,14 +874,18 @@ def _entrypoints(cases: Sequence[ReplayCase], override: str | None) -> dict[str,
 
 
 def _run_one(
-    case: ReplayCase, entrypoint: str | None, strict: bool, fns: dict[str, Callable[..., Any]]
+    case: ReplayCase,
+    entrypoint: str | None,
+    strict: bool,
+    fns: dict[str, Callable[..., Any]],
+    live: Sequence[str] = (),
 ) -> CaseResult:
     if case.problem is not None or entrypoint is None:
         return run_case(case, _never_called, strict=strict, entrypoint=entrypoint)
     fn = fns.get(entrypoint)
     if fn is None:
         fn = fns[entrypoint] = load_entrypoint(entrypoint)
-    return run_case(case, fn, strict=strict, entrypoint=entrypoint)
+    return run_case(case, fn, strict=strict, entrypoint=entrypoint, live=live)
 
 
 def _never_called(*args: Any, **kwargs: Any) -> Any:  # pragma: no cover - unreachable
@@ -886,8 +901,11 @@ def run_cases(
     progress: ProgressCallback | None = None,
     initializer: Callable[[], None] | None = None,
     policy: EntrypointPolicy | None = None,
+    live: Sequence[str] = (),
 ) -> list[CaseResult]:
     """Run every case and return the results in the order of ``cases``.
+
+    ``live`` (label patterns, ``"tools:*"``) runs the matching calls live (see :func:`run_case`).
 
     ``entrypoint`` (``"module:function"``) overrides each case's own. A case's own entrypoint
     is imported only if ``policy`` (default: the project's, see ``_entrypoints``) allows it;
@@ -914,12 +932,12 @@ def run_cases(
     if jobs == 1 or len(selected) <= 1:
         results = []
         for case in selected:
-            result = _run_one(case, chosen[case.id], strict, fns)
+            result = _run_one(case, chosen[case.id], strict, fns, live)
             results.append(result)
             if progress is not None:
                 progress(result)
         return results
-    return _run_parallel(selected, chosen, strict, jobs, progress, initializer)
+    return _run_parallel(selected, chosen, (strict, tuple(live)), jobs, progress, initializer)
 
 
 # A worker process keeps the entrypoints it has imported for the cases that follow.
@@ -952,13 +970,14 @@ def _stop_workers(pool: Any) -> None:
 
 
 def _worker_chunk(
-    items: list[tuple[dict[str, Any], str | None]], strict: bool
+    items: list[tuple[dict[str, Any], str | None]], how: tuple[bool, tuple[str, ...]]
 ) -> list[dict[str, Any]]:
+    strict, live = how
     out = []
     for data, ep in items:
         case = ReplayCase.from_dict(data)
         try:
-            result = _run_one(case, ep, strict, _worker_fns)
+            result = _run_one(case, ep, strict, _worker_fns, live)
         except EntrypointError as exc:
             result = CaseResult(
                 case.id, case.version, case.name, ERRORED, [str(exc)], entrypoint=ep
@@ -970,7 +989,7 @@ def _worker_chunk(
 def _run_parallel(
     cases: list[ReplayCase],
     chosen: dict[str, str | None],
-    strict: bool,
+    how: tuple[bool, tuple[str, ...]],  # strict, and the live patterns
     jobs: int,
     progress: ProgressCallback | None,
     initializer: Callable[[], None] | None,
@@ -992,7 +1011,7 @@ def _run_parallel(
             pool.submit(
                 _worker_chunk,
                 [(cases[i].to_dict(), chosen[cases[i].id]) for i in chunk],
-                strict,
+                how,
             ): chunk
             for chunk in chunks
         }

@@ -26,7 +26,7 @@ from tracely_otel import attributes as A
 from tracely_otel import digest_item
 from tracely_sdk import _redact, _startup, _tool_calls
 from tracely_sdk._masks import NO_MASKS, Masks, masks_from
-from tracely_sdk._matching import LLM, TOOLS, Match
+from tracely_sdk._matching import LLM, TOOLS, Entry, Match
 from tracely_sdk._replay import ReplaySession, current_session, unrebuildable
 from tracely_sdk._types import (
     NO_ANNOTATION,
@@ -224,6 +224,7 @@ class Call:
 
     __slots__ = (
         "_attrs",
+        "_check",
         "_count",
         "_digest",
         "_done",
@@ -264,6 +265,7 @@ class Call:
         self._ended = False
         self._span: Span | None = None
         self.match: Match | None = None
+        self._check: Entry | None = None  # the recorded call a live=... call is compared with
         count = _run_calls.get()
         self._count: _CallCount | None = count if count.__class__ is _CallCount else None
         tool = kind == A.KIND_TOOL
@@ -350,6 +352,10 @@ class Call:
             self.end()
             raise
         if match is None:
+            attrs[A.REPLAY_LIVE] = True
+            return
+        if session.live and session.runs_live(self.label):
+            self._check = match.entry
             attrs[A.REPLAY_LIVE] = True
             return
         self.match = match
@@ -513,6 +519,10 @@ class Call:
             if encoded.unserialisable:
                 out[A.UNSERIALISABLE] = A.OUTPUT
             self._flush(out, self.usage(result) if callable(self.usage) else self.usage)
+            if self._check is not None and self.session is not None:
+                self.session.check_live(
+                    self.label, self._check, {"output": orjson.loads(encoded.json)}
+                )
         except Exception:
             _warn_once(
                 "record", "tracely: could not record the output of %s", self.label, exc_info=True
@@ -538,6 +548,10 @@ class Call:
             self.span.set_status(status)
             record_exception(self.span, exc)
             self._flush(out)
+            if self._check is not None and self.session is not None:
+                message = _redact.redact_text(str(record.get("message")))
+                error = {"type": record.get("type"), "message": message}
+                self.session.check_live(self.label, self._check, {"error": error})
         except Exception:
             _warn_once(
                 "record-error",

@@ -52,6 +52,12 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--tag", dest="tags", action="append", default=[], metavar="TAG", help="a tag (repeatable)"
     )
+    p.add_argument(
+        "--strict",
+        action="store_true",
+        help="refuse (exit 2) a trace holding calls tracely could not record for replay "
+        "(without it, they are listed as a warning)",
+    )
     p.add_argument("--json", action="store_true", help="machine-readable output")
 
     p = add(
@@ -168,11 +174,26 @@ def _case_detail(case: Any) -> dict[str, Any]:
 def cmd_promote(args: argparse.Namespace, ctx: Context) -> int:
     from tracely_sdk._entrypoints import placeholder_api_keys
     from tracely_sdk._runner import check_entrypoint
+    from tracely_sdk.cli import EXIT_USAGE
+    from tracely_sdk.store._base import unreplayable_calls
 
     store = ctx.store(create=False)
+    recording = store.get_recording(args.trace_id)
     if args.entrypoint is not None:
         placeholder_api_keys()
-        check_entrypoint(args.entrypoint, store.get_recording(args.trace_id).input)
+        check_entrypoint(args.entrypoint, recording.input)
+    unreplayable = unreplayable_calls(recording.bundle)
+    if unreplayable:
+        listed = "\n".join(f"  - {line}" for line in unreplayable)
+        what = (
+            f"trace {args.trace_id} holds {len(unreplayable)} call(s) tracely could not record "
+            "for replay; replaying the case reports INCOMPLETE where the run makes them. Fix "
+            f"what each names and record the run again:\n{listed}"
+        )
+        if args.strict:
+            ctx.out.error(f"{what}\nnot promoted (--strict)")
+            return EXIT_USAGE
+        ctx.out.note(f"warning: {what}")
     case = store.promote(
         args.trace_id,
         case_id=args.case_id,

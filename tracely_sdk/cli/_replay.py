@@ -82,6 +82,15 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
         action="store_true",
         help="fall through to live calls on a miss; verdicts say LENIENT, never PASS",
     )
+    p.add_argument(
+        "--live",
+        dest="live",
+        action="append",
+        default=[],
+        metavar="PATTERN",
+        help="run the calls whose labels match PATTERN live ('tools:*', repeatable) and serve "
+        "the rest; a live call whose outcome differs from the recorded one fails its case",
+    )
     add_report_options(p, "each case's calls, recording beside replay")
     p.add_argument(
         "--cases",
@@ -246,6 +255,7 @@ def cmd_replay(args: argparse.Namespace, ctx: Context) -> int:
                         args.entrypoint,
                         strict=not args.lenient,
                         jobs=args.jobs,
+                        live=args.live,
                         progress=progress,
                         initializer=init_tracing,
                     )

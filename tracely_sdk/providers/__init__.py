@@ -48,6 +48,7 @@ PROVIDERS: dict[str, tuple[str, str]] = {
     # name: (the SDK's top-level module, tracely's patch module)
     "openai": ("openai", "tracely_sdk.providers.openai"),
     "anthropic": ("anthropic", "tracely_sdk.providers.anthropic"),
+    "mcp": ("mcp", "tracely_sdk.providers.mcp"),  # ClientSession tool calls (providers/mcp.py)
 }
 """The providers tracely patches; each name is also its extra: ``pip install 'tracely[openai]'``."""
 

@@ -37,6 +37,7 @@ __all__ = [
     "plan_promotion",
     "plan_recapture",
     "should_replace",
+    "unreplayable_calls",
 ]
 
 
@@ -226,6 +227,32 @@ def check_recorded(recording: Recording) -> Bundle:
 
 
 _LOST_LABELS = frozenset({"tools", "llm", "calls"})
+
+
+# What fixes a reason the extractor gives without saying it (the others name their fix).
+_FIXES = {
+    "the call ended without a recorded output": "its span ended before the result was "
+    "recorded (the call was cancelled, or the process exited mid-call): record a run where "
+    "the call completes",
+    "the span has no integrity digest (tracely.digest); it was not recorded by tracely": (
+        "record the call through tracely: tracely.init(instrument=...) for a provider SDK or "
+        "MCP, or tracely.call_tool/call_llm around your own function"
+    ),
+}
+
+
+def unreplayable_calls(bundle: Mapping[str, Any]) -> list[str]:
+    """One line per call the recording saw but cannot serve on replay: its label, why, and
+    the setting or method that would have recorded it (replay of such a case is INCOMPLETE
+    where the run makes the call)."""
+    out: list[str] = []
+    for item in bundle.get("incomplete") or ():
+        if not isinstance(item, Mapping) or item.get("label") in _LOST_LABELS:
+            continue  # lost spans: such a recording is refused as a whole (check_recorded)
+        reason = str(item.get("reason"))
+        fix = _FIXES.get(reason)
+        out.append(f"{item.get('label')}: {reason}" + (f"; {fix}" if fix else ""))
+    return out
 
 
 def plan_promotion(

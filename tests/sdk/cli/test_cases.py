@@ -277,3 +277,40 @@ def test_import_of_an_integer_the_store_cannot_hold_names_it_and_imports_nothing
     assert status == 2 and out == ""
     assert "z-oslo.json: history[0].created_at: must be an integer" in err
     assert json.loads(fresh("cases", "list", "--json")[1]) == []
+
+
+def _unreplayable_run(city: str) -> str:
+    """An agent whose tool returns a value that cannot be recorded as JSON."""
+    with tracely.agent("weather", input={"args": [city], "kwargs": {}}) as run:
+        tracely.call_tool("get_station", lambda: object(), args={"city": city})
+        run.output = f"checked {city}"
+    return str(run.output)
+
+
+def test_promote_warns_naming_calls_that_cannot_be_replayed_and_the_fix(
+    capture: Any, cli: CLI
+) -> None:
+    trace_id = record(capture, cli, _unreplayable_run, "Paris")
+    status, out, err = cli("cases", "promote", trace_id, "--name", "Paris station")
+    assert status == 0
+    assert out == f"promoted trace {trace_id} as case paris-station (version 1)\n"
+    assert "warning: trace" in err and "1 call(s) tracely could not record" in err
+    assert "tools:get_station: its output could not be serialised to JSON" in err
+    assert "return JSON data, a pydantic model or a dataclass" in err
+
+
+def test_strict_promote_refuses_a_trace_with_calls_that_cannot_be_replayed(
+    capture: Any, cli: CLI
+) -> None:
+    trace_id = record(capture, cli, _unreplayable_run, "Paris")
+    status, out, err = cli("cases", "promote", trace_id, "--name", "Paris station", "--strict")
+    assert status == 2 and out == ""
+    assert "tools:get_station" in err and "not promoted (--strict)" in err
+    status, out, _ = cli("cases", "list", "--json")
+    assert json.loads(out) == []
+
+
+def test_strict_promote_takes_a_whole_recording(capture: Any, cli: CLI) -> None:
+    trace_id = record(capture, cli, weather_agent.run_broken, "Paris")
+    status, _, err = cli("cases", "promote", trace_id, "--name", "Paris weather", "--strict")
+    assert status == 0 and err == ""

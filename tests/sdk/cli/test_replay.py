@@ -378,3 +378,20 @@ def test_placeholders_fill_only_the_keys_that_are_unset(monkeypatch: pytest.Monk
     monkeypatch.setenv("OPENAI_API_KEY", "real")
     assert "ANTHROPIC_API_KEY" in _entrypoints.placeholder_api_keys()
     assert __import__("os").environ["OPENAI_API_KEY"] == "real"  # a set key is never replaced
+
+
+def test_live_tools_run_for_real_and_the_summary_says_so(
+    capture: Any, cli: CLI, tmp_path: Path
+) -> None:
+    _, fixed = story(capture, cli)
+    assert cli("cases", "recapture", "paris-weather", fixed)[0] == 0
+    path = tmp_path / "report.json"
+    status, out, err = cli("replay", "--live", "tools:*", "--json", str(path))
+    assert status == 0, err
+    assert "(live: tools:*)" in out
+    report = json.loads(path.read_text())
+    (case,) = report["cases"]
+    assert case["verdict"] == "PASS" and case["live_patterns"] == ["tools:*"]
+    assert [c["label"] for c in case["live_checks"]] == ["tools:get_weather"]
+    assert case["live_checks"][0]["equal"] is True
+    assert report["summary"]["live_patterns"] == ["tools:*"]
