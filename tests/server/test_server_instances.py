@@ -4,6 +4,7 @@ whose spans reached different servers is recorded whole, as one server would rec
 from __future__ import annotations
 
 import math
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ from tracely_otel import bundle_from_spans, record_from_readable
 from tracely_otel._otlp import MAX_VALUE_DEPTH
 from tracely_otel._spans import SpanEvent, SpanRecord
 from tracely_sdk.errors import NotFound
+from tracely_sdk.server import _ingest as ingest
 from tracely_sdk.server._ingest import IngestPipeline, Journal, _decode_shared, _encode_shared
 from tracely_sdk.store._postgres import PostgresStore
 
@@ -156,6 +158,31 @@ def test_a_server_without_the_root_hands_its_spans_over_and_lets_go_of_them(
         for p in (a, b):
             p.shutdown()
             p.store.close()
+
+
+def test_a_server_whose_traces_are_not_split_builds_recordings_off_the_writer_thread(
+    tmp_path: Path, schema_url: str, weather_run: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The writer waits on PostgreSQL; building the recording on the assembler thread lets
+    # the next batch be built meanwhile. Only a trace another server had spans of is built
+    # again by the writer, from every span.
+    threads: list[str] = []
+
+    def spy(spans: Any) -> Any:
+        threads.append(threading.current_thread().name)
+        return bundle_from_spans(spans)
+
+    monkeypatch.setattr(ingest, "bundle_from_spans", spy)
+    spans, bundle = weather_run("Oslo")
+    alone = pipeline(tmp_path, schema_url, "alone")
+    try:
+        alone.submit([record_from_readable(s) for s in spans])
+        recording = wait_for(lambda: _recording(alone.store, bundle["trace_id"]), what="the trace")
+        assert recording.bundle == bundle
+        assert threads == ["tracely-assembler"]
+    finally:
+        alone.shutdown()
+        alone.store.close()
 
 
 def _span(**changes: Any) -> SpanRecord:

@@ -455,6 +455,7 @@ class _Job:
     spans: list[SpanRecord] | None = None  # for a SharedTraceStore: the spans, and encoded
     shared: dict[str, str] | None = None
     rootless: bool = False  # assembled even without a root (it waited as long as an orphan)
+    built: bool = False  # for a SharedTraceStore: ``recording`` is that of the spans here alone
 
 
 _STOP: Final = object()
@@ -708,6 +709,9 @@ class IngestPipeline:
         self._stopping = threading.Event()
         self._closing = False
         self._give_up_at = float("inf")
+        # Of the traces recently assembled with a SharedTraceStore, the share other servers
+        # also had spans of (a moving average, written by the writer thread only).
+        self._split_share = 0.0
         self._assembler: threading.Thread | None = None
         self._writer: threading.Thread | None = None
         self.counters: dict[str, int] = {
@@ -1048,15 +1052,24 @@ class IngestPipeline:
     def _job(
         self, trace_id: str, generation: int, spans: list[SpanRecord], *, rootless: bool = False
     ) -> _Job:
-        if self._shared is not None:
-            return _Job(trace_id, generation, None, spans, _encode_shared(spans), rootless)
-        return _Job(trace_id, generation, self._extract(trace_id, spans))
+        if self._shared is None:
+            return _Job(trace_id, generation, self._extract(trace_id, spans))
+        job = _Job(trace_id, generation, None, spans, _encode_shared(spans), rootless)
+        if self._split_share < 0.5 and (rootless or any(span.is_root for span in spans)):
+            # Most traces reach this server alone: build the recording here, on the assembler
+            # thread, so that the writer only stores it (unless other servers have spans of
+            # this trace after all).
+            job.recording, job.built = self._extract(trace_id, spans), True
+        return job
 
     def _extract_shared(self, job: _Job, others: Mapping[str, str]) -> Recording | None:
         """The recording of a trace's spans here and elsewhere; None while no server has its
         root (the server that gets it assembles the trace, seeing these spans too), unless the
         trace waited for it as long as an orphan does."""
         own = job.spans or []
+        self._split_share += ((1.0 if others else 0.0) - self._split_share) / 64
+        if job.built and not others:
+            return job.recording
         try:
             spans = own + _decode_shared(others.values()) if others else own
         except Exception:  # another server's rows: one bad trace must not stop the others
