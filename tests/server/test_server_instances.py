@@ -3,9 +3,12 @@ whose spans reached different servers is recorded whole, as one server would rec
 
 from __future__ import annotations
 
+import math
+import threading
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 from opentelemetry.sdk.trace.export import SpanExportResult
 
@@ -13,8 +16,11 @@ import tracely_sdk as tracely
 from examples.weather_agent import get_weather
 from server._support import ServerProcess, exporter, wait_for
 from tracely_otel import bundle_from_spans, record_from_readable
+from tracely_otel._otlp import MAX_VALUE_DEPTH
+from tracely_otel._spans import SpanEvent, SpanRecord
 from tracely_sdk.errors import NotFound
-from tracely_sdk.server._ingest import IngestPipeline, Journal
+from tracely_sdk.server import _ingest as ingest
+from tracely_sdk.server._ingest import IngestPipeline, Journal, _decode_shared, _encode_shared
 from tracely_sdk.store._postgres import PostgresStore
 
 pytest.importorskip("psycopg", reason="psycopg is not installed (tracely[postgres])")
@@ -152,3 +158,160 @@ def test_a_server_without_the_root_hands_its_spans_over_and_lets_go_of_them(
         for p in (a, b):
             p.shutdown()
             p.store.close()
+
+
+def test_a_server_whose_traces_are_not_split_builds_recordings_off_the_writer_thread(
+    tmp_path: Path, schema_url: str, weather_run: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The writer waits on PostgreSQL; building the recording on the assembler thread lets
+    # the next batch be built meanwhile. Only a trace another server had spans of is built
+    # again by the writer, from every span.
+    threads: list[str] = []
+
+    def spy(spans: Any) -> Any:
+        threads.append(threading.current_thread().name)
+        return bundle_from_spans(spans)
+
+    monkeypatch.setattr(ingest, "bundle_from_spans", spy)
+    spans, bundle = weather_run("Oslo")
+    alone = pipeline(tmp_path, schema_url, "alone")
+    try:
+        alone.submit([record_from_readable(s) for s in spans])
+        recording = wait_for(lambda: _recording(alone.store, bundle["trace_id"]), what="the trace")
+        assert recording.bundle == bundle
+        assert threads == ["tracely-assembler"]
+    finally:
+        alone.shutdown()
+        alone.store.close()
+
+
+def _span(**changes: Any) -> SpanRecord:
+    fields: dict[str, Any] = {
+        "trace_id": "ab" * 16,
+        "span_id": "cd" * 8,
+        "parent_span_id": "ef" * 8,
+        "name": "tool get_weather",
+        "start_time_unix_nano": 1,
+        "end_time_unix_nano": (1 << 64) - 1,
+        "attributes": {"s": "x", "i": -(1 << 63), "f": 0.5, "b": True, "a": ("x", None, (1, 2.5))},
+        "status_code": "ERROR",
+        "status_message": "boom",
+        "events": (SpanEvent("exception", 5, {"exception.type": "ValueError"}),),
+        "dropped_attributes_count": 3,
+        "resource": {"service.name": "svc"},
+        "scope_name": "tracely",
+        "parent_is_remote": True,
+        "kind": "CLIENT",
+    }
+    fields.update(changes)
+    return SpanRecord(**fields)
+
+
+def test_spans_shared_between_servers_read_back_equal_to_the_spans_received() -> None:
+    spans = [
+        _span(),
+        _span(span_id="01" * 8, parent_span_id=None, attributes={}, events=()),
+        _span(span_id="02" * 8, attributes={"nan": float("nan")}),  # JSON has no NaN
+        _span(span_id="03" * 8, attributes={"inf": (float("inf"),)}),
+    ]
+    encoded = _encode_shared(spans)
+    # Plain spans are written as compact field arrays; those an array cannot carry exactly
+    # fall back to one-span OTLP/JSON requests.
+    assert [encoded[s.span_id][0] for s in spans] == ["[", "[", "{", "{"]
+    back = {s.span_id: s for s in _decode_shared(encoded.values())}
+    assert back[spans[0].span_id] == spans[0]
+    assert back[spans[1].span_id] == spans[1]
+    assert math.isnan(back[spans[2].span_id].attributes["nan"])  # type: ignore[arg-type]
+    assert back[spans[3].span_id] == spans[3]
+
+
+@pytest.mark.parametrize(
+    "row",
+    [
+        {"not": "an array"},
+        ["ab" * 16],
+        ["AB" * 16, "cd" * 8, None, "n", 1, 2, {}, "OK", "", [], 0, {}, "", False, "SERVER"],
+        ["ab" * 16, "cd" * 8, None, "n", -1, 2, {}, "OK", "", [], 0, {}, "", False, "SERVER"],
+        [
+            "ab" * 16,
+            "cd" * 8,
+            None,
+            "n",
+            1,
+            2,
+            {"k": {"o": 1}},
+            "OK",
+            "",
+            [],
+            0,
+            {},
+            "",
+            False,
+            "SERVER",
+        ],
+        [
+            "ab" * 16,
+            "cd" * 8,
+            None,
+            "n",
+            1,
+            2,
+            {"k": 1 << 63},
+            "OK",
+            "",
+            [],
+            0,
+            {},
+            "",
+            False,
+            "SERVER",
+        ],
+        ["ab" * 16, "cd" * 8, None, "n", 1, 2, {}, "FINE", "", [], 0, {}, "", False, "SERVER"],
+        ["ab" * 16, "cd" * 8, None, "n", 1, 2, {}, "OK", "", [["e"]], 0, {}, "", False, "SERVER"],
+        [
+            "ab" * 16,
+            "cd" * 8,
+            None,
+            "n",
+            1,
+            2,
+            {"k": [[[1]]] * 1},
+            "OK",
+            "",
+            [],
+            0,
+            {},
+            "",
+            1,
+            "SERVER",
+        ],
+    ],
+)
+def test_a_malformed_shared_span_row_is_refused(row: Any) -> None:
+    with pytest.raises(ValueError):
+        _decode_shared([orjson.dumps(row).decode()])
+
+
+def test_a_shared_span_row_nesting_past_the_limit_is_refused() -> None:
+    deep: Any = "x"
+    for _ in range(MAX_VALUE_DEPTH + 1):
+        deep = [deep]
+    row = [
+        "ab" * 16,
+        "cd" * 8,
+        None,
+        "n",
+        1,
+        2,
+        {"k": deep},
+        "OK",
+        "",
+        [],
+        0,
+        {},
+        "",
+        False,
+        "SERVER",
+    ]
+    with pytest.raises(ValueError):
+        _decode_shared([orjson.dumps(row).decode()])

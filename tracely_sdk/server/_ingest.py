@@ -29,8 +29,10 @@ the journal, and recordings waiting for the store. When a bound is reached, :met
 from __future__ import annotations
 
 import logging
+import math
 import os
 import queue
+import re
 import struct
 import threading
 import time
@@ -45,13 +47,14 @@ import orjson
 
 from tracely_otel._extract import bundle_from_spans
 from tracely_otel._otlp import (
+    MAX_VALUE_DEPTH,
     OTLPDecodeError,
     encode_records_otlp_json,
     gunzip_bounded,
     records_from_otlp_json,
     records_from_otlp_proto,
 )
-from tracely_otel._spans import SpanRecord
+from tracely_otel._spans import SpanEvent, SpanRecord
 from tracely_sdk.errors import ConfigError, StoreError
 from tracely_sdk.store import Recording, Store
 
@@ -452,6 +455,7 @@ class _Job:
     spans: list[SpanRecord] | None = None  # for a SharedTraceStore: the spans, and encoded
     shared: dict[str, str] | None = None
     rootless: bool = False  # assembled even without a root (it waited as long as an orphan)
+    built: bool = False  # for a SharedTraceStore: ``recording`` is that of the spans here alone
 
 
 _STOP: Final = object()
@@ -475,14 +479,168 @@ class SharedTraceStore(Protocol):
     ) -> list[bool | None]: ...
 
 
-def _encode_shared(spans: Iterable[SpanRecord]) -> dict[str, str]:
-    """Each span as a one-span OTLP/JSON request, by span id."""
-    return {s.span_id: orjson.dumps(encode_records_otlp_json([s])).decode() for s in spans}
+_HEX_ID: Final = re.compile(r"[0-9a-f]{16}|[0-9a-f]{32}")
+_STATUS_CODES: Final = frozenset({"UNSET", "OK", "ERROR"})
+_SPAN_KINDS: Final = frozenset({"INTERNAL", "SERVER", "CLIENT", "PRODUCER", "CONSUMER"})
+_U64: Final = 1 << 64
+_I64: Final = 1 << 63
+
+
+def _shared_row(span: SpanRecord) -> bytes:
+    """One span as a JSON array of its fields: what orjson writes in C, several times cheaper
+    to write and to read back than a one-span OTLP/JSON request."""
+    return orjson.dumps(
+        [
+            span.trace_id,
+            span.span_id,
+            span.parent_span_id,
+            span.name,
+            span.start_time_unix_nano,
+            span.end_time_unix_nano,
+            span.attributes,
+            span.status_code,
+            span.status_message,
+            [[e.name, e.time_unix_nano, e.attributes] for e in span.events],
+            span.dropped_attributes_count,
+            span.resource,
+            span.scope_name,
+            span.parent_is_remote,
+            span.kind,
+        ]
+    )
+
+
+def _encode_shared(spans: Sequence[SpanRecord]) -> dict[str, str]:
+    """Each span's encoding for the shared table, by span id: a JSON array of its fields
+    (:func:`_shared_row`), or a one-span OTLP/JSON request for a span that array would not
+    give back exactly (a NaN, an integer past 64 bits, a list where a tuple was)."""
+    encoded: dict[str, str] = {}
+    for span in spans:
+        text = None
+        if (
+            _exact(span.attributes)
+            and _exact(span.resource)
+            and all(_exact(event.attributes) for event in span.events)
+        ):
+            try:
+                text = _shared_row(span)
+            except TypeError:  # a key or a value orjson does not write
+                text = None
+        if text is None:
+            text = orjson.dumps(encode_records_otlp_json([span]))
+        encoded[span.span_id] = text.decode()
+    return encoded
+
+
+def _exact_value(value: Any, depth: int) -> bool:
+    kind = type(value)
+    if kind is str or kind is bool:
+        return True
+    if kind is int:
+        return bool(-_I64 <= value < _I64)
+    if kind is float:
+        return math.isfinite(value)  # orjson writes NaN and the infinities as null
+    if kind is tuple and depth < MAX_VALUE_DEPTH:
+        return all(item is None or _exact_value(item, depth + 1) for item in value)
+    return False
+
+
+def _exact(attributes: Mapping[str, Any]) -> bool:
+    """Whether a row gives ``attributes`` back equal (:func:`_value` reads arrays as tuples)."""
+    return all(type(value) is str or _exact_value(value, 0) for value in attributes.values())
+
+
+def _value(value: Any, depth: int) -> Any:
+    """An attribute value read back from a shared row, as :func:`_exact` lets one be written:
+    a string, a boolean, a 64-bit integer, a float, or an array (a tuple) of these or null."""
+    kind = type(value)
+    if kind is str or kind is bool or kind is float:
+        return value
+    if kind is int:
+        if not -_I64 <= value < _I64:
+            raise ValueError("an integer attribute is outside the 64-bit range")
+        return value
+    if kind is list:
+        if depth >= MAX_VALUE_DEPTH:
+            raise ValueError(f"values nest deeper than {MAX_VALUE_DEPTH} levels")
+        return tuple(None if item is None else _value(item, depth + 1) for item in value)
+    raise ValueError("an attribute value is a string, a number, a boolean or an array")
+
+
+def _attributes(value: Any) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise ValueError("attributes must be an object")
+    return {key: _value(item, 0) for key, item in value.items()}
+
+
+def _time(value: Any) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value < _U64:
+        raise ValueError("a time must be an unsigned 64-bit integer")
+    return value
+
+
+def _text(value: Any) -> str:
+    if not isinstance(value, str):
+        raise ValueError("expected a string")
+    return value
+
+
+def _span_from_row(row: Any) -> SpanRecord:
+    """The span of :func:`_shared_row`, every field checked (another server wrote it)."""
+    if not isinstance(row, list) or len(row) != 15:
+        raise ValueError("a shared span row is an array of 15 fields")
+    (trace_id, span_id, parent, name, start, end, attributes, code, message, events,
+     dropped, resource, scope, remote, kind) = row  # fmt: skip
+    for span_ref in (trace_id, span_id, parent):
+        if span_ref is not None and not (isinstance(span_ref, str) and _HEX_ID.fullmatch(span_ref)):
+            raise ValueError("ids must be lowercase hex")
+    if trace_id is None or span_id is None or len(trace_id) != 32 or len(span_id) != 16:
+        raise ValueError("a span needs a 32-digit trace id and a 16-digit span id")
+    if parent is not None and len(parent) != 16:
+        raise ValueError("a parent span id has 16 hex digits")
+    if code not in _STATUS_CODES or kind not in _SPAN_KINDS:
+        raise ValueError("unknown status code or span kind")
+    if not isinstance(events, list) or not all(isinstance(e, list) and len(e) == 3 for e in events):
+        raise ValueError("events must be [name, time, attributes] arrays")
+    if not isinstance(dropped, int) or isinstance(dropped, bool) or not 0 <= dropped < _U64:
+        raise ValueError("dropped_attributes_count must be a non-negative integer")
+    if not isinstance(remote, bool):
+        raise ValueError("parent_is_remote must be true or false")
+    return SpanRecord(
+        trace_id=trace_id,
+        span_id=span_id,
+        parent_span_id=parent,
+        name=_text(name),
+        start_time_unix_nano=_time(start),
+        end_time_unix_nano=_time(end),
+        attributes=_attributes(attributes),
+        status_code=code,
+        status_message=_text(message),
+        events=tuple(SpanEvent(_text(n), _time(t), _attributes(a)) for n, t, a in events),
+        dropped_attributes_count=dropped,
+        resource=_attributes(resource),
+        scope_name=_text(scope),
+        parent_is_remote=remote,
+        kind=kind,
+    )
 
 
 def _decode_shared(encoded: Iterable[str]) -> list[SpanRecord]:
-    groups = [group for text in encoded for group in orjson.loads(text)["resourceSpans"]]
-    return records_from_otlp_json({"resourceSpans": groups})
+    """The spans of :func:`_encode_shared`'s encodings (both forms; a row is untrusted)."""
+    spans: list[SpanRecord] = []
+    requests: list[Any] = []
+    for text in encoded:
+        if text[:1] == "[":
+            spans.append(_span_from_row(orjson.loads(text)))
+        else:
+            request = orjson.loads(text)
+            groups = request.get("resourceSpans") if isinstance(request, dict) else None
+            if not isinstance(groups, list):
+                raise ValueError("a shared span is neither a field array nor an OTLP/JSON request")
+            requests.extend(groups)
+    if requests:
+        spans.extend(records_from_otlp_json({"resourceSpans": requests}))
+    return spans
 
 
 def decode_journal(kind: int, payload: bytes) -> list[SpanRecord]:
@@ -551,6 +709,9 @@ class IngestPipeline:
         self._stopping = threading.Event()
         self._closing = False
         self._give_up_at = float("inf")
+        # Of the traces recently assembled with a SharedTraceStore, the share other servers
+        # also had spans of (a moving average, written by the writer thread only).
+        self._split_share = 0.0
         self._assembler: threading.Thread | None = None
         self._writer: threading.Thread | None = None
         self.counters: dict[str, int] = {
@@ -891,15 +1052,24 @@ class IngestPipeline:
     def _job(
         self, trace_id: str, generation: int, spans: list[SpanRecord], *, rootless: bool = False
     ) -> _Job:
-        if self._shared is not None:
-            return _Job(trace_id, generation, None, spans, _encode_shared(spans), rootless)
-        return _Job(trace_id, generation, self._extract(trace_id, spans))
+        if self._shared is None:
+            return _Job(trace_id, generation, self._extract(trace_id, spans))
+        job = _Job(trace_id, generation, None, spans, _encode_shared(spans), rootless)
+        if self._split_share < 0.5 and (rootless or any(span.is_root for span in spans)):
+            # Most traces reach this server alone: build the recording here, on the assembler
+            # thread, so that the writer only stores it (unless other servers have spans of
+            # this trace after all).
+            job.recording, job.built = self._extract(trace_id, spans), True
+        return job
 
     def _extract_shared(self, job: _Job, others: Mapping[str, str]) -> Recording | None:
         """The recording of a trace's spans here and elsewhere; None while no server has its
         root (the server that gets it assembles the trace, seeing these spans too), unless the
         trace waited for it as long as an orphan does."""
         own = job.spans or []
+        self._split_share += ((1.0 if others else 0.0) - self._split_share) / 64
+        if job.built and not others:
+            return job.recording
         try:
             spans = own + _decode_shared(others.values()) if others else own
         except Exception:  # another server's rows: one bad trace must not stop the others

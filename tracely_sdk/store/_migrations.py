@@ -253,7 +253,8 @@ MIGRATIONS: tuple[Migration, ...] = (
         (
             # One row per span any server sharing the store received: the servers assemble a
             # trace from all of them (see PostgresStore.assemble_traces). ``span`` is the
-            # span as a one-span OTLP/JSON request; ``received_at`` (ms) lets old rows go.
+            # span's encoding (server/_ingest.py ``_encode_shared``: a JSON array of its
+            # fields, or a one-span OTLP/JSON request); ``received_at`` (ms) lets old rows go.
             """CREATE TABLE trace_spans (
                 trace_id TEXT NOT NULL,
                 span_id TEXT NOT NULL,
