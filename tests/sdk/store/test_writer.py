@@ -271,3 +271,53 @@ def test_default_spool_path_is_in_the_project(
         assert writer.spool.path == tmp_path / ".tracely" / "spool" / "recordings.jsonl"
     finally:
         writer.close()
+
+
+class Batches(SQLiteStore):
+    """A real store that notes the size of every batch it is asked to write."""
+
+    sizes: list[int] = []
+    written = threading.Event()
+    expected = 0
+
+    def put_recordings(self, recordings: Iterable[Recording]) -> list[bool]:
+        recordings = list(recordings)
+        self.sizes.append(len(recordings))
+        result = super().put_recordings(recordings)
+        if sum(self.sizes) >= self.expected:
+            self.written.set()
+        return result
+
+
+def test_recordings_submitted_together_are_written_as_one_batch(
+    paths: tuple[Path, Path],
+) -> None:
+    db, spool = paths
+    Batches.sizes, Batches.written, Batches.expected = [], threading.Event(), 20
+    # A gather window far longer than the test: only the full batch can end it.
+    writer = BackgroundWriter(
+        lambda: Batches(db), spool_path=spool, batch_size=20, gather_seconds=600
+    )
+    try:
+        writer.submit(make_recording(100))
+        assert writer.flush(30)  # the store is open and the writer waits for work
+        Batches.sizes = []
+        for i in range(20):
+            writer.submit(make_recording(i))
+            _ids(db)  # I/O between recordings, as an agent's calls do: the writer may run
+        assert Batches.written.wait(30)
+        assert Batches.sizes == [20]
+        assert len(_ids(db)) == 21
+    finally:
+        writer.close()
+
+
+def test_flush_ends_the_gather_window(paths: tuple[Path, Path]) -> None:
+    db, spool = paths
+    writer = BackgroundWriter(lambda: SQLiteStore(db), spool_path=spool, gather_seconds=600)
+    try:
+        writer.submit(make_recording(1))
+        assert writer.flush(30)  # would wait out the window (and time out) otherwise
+        assert _ids(db) == [trace_id(1)]
+    finally:
+        writer.close()
