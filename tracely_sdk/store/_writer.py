@@ -59,7 +59,6 @@ log = logging.getLogger("tracely.store")
 
 _live_tokens: set[str] = set()  # writers alive in this process (their claimed files are owned)
 _STEAL_AFTER = 60.0  # a claimed file untouched this long is not being written by its owner
-_GATHER_SECONDS = 0.05  # how long recordings may gather into one batch before it is written
 
 
 def _fsync_dir(directory: Path) -> None:
@@ -242,9 +241,6 @@ class BackgroundWriter:
     ``store_factory`` is called in the writer thread (again after repeated failures), so a store
     that cannot even be opened is just another outage. Call :meth:`close` at exit (e.g.
     ``atexit.register(writer.close)``); it is idempotent.
-
-    Recordings submitted within ``gather_seconds`` of each other (up to ``batch_size``) are
-    written as one batch: one write-ahead file and one transaction for all of them.
     """
 
     def __init__(
@@ -256,14 +252,12 @@ class BackgroundWriter:
         batch_size: int = 500,
         max_backoff: float = 30.0,
         min_backoff: float = 0.1,
-        gather_seconds: float = _GATHER_SECONDS,
     ) -> None:
         if max_queue < 1:
             raise ValueError("max_queue must be at least 1")
         self._factory = store_factory
         self._max_queue = max_queue
         self._batch_size = max(1, batch_size)
-        self._gather_seconds = gather_seconds
         self._min_backoff = min_backoff
         self._max_backoff = max_backoff
         self.spool = Spool(spool_path or tracely_dir() / "spool" / "recordings.jsonl")
@@ -284,7 +278,6 @@ class BackgroundWriter:
         self._dirty = True  # the spool may hold records from before: look at it first
         self._stop = False
         self._hurry = False
-        self._gathering = False
         self._failures = 0
         self._next_try = 0.0
         self._store: Store | None = None
@@ -318,9 +311,7 @@ class BackgroundWriter:
                 if not self._closed and len(self._items) < self._max_queue:
                     self._items.append(recording)
                     self.stats["submitted"] += 1
-                    # A gathering writer is woken only by a full batch: not once per recording.
-                    if not self._gathering or len(self._items) >= self._batch_size:
-                        self._cond.notify()
+                    self._cond.notify()
                     return
             self.stats["submitted"] += 1
             if self._closed:
@@ -450,8 +441,6 @@ class BackgroundWriter:
                         if self._pending or self._dirty:
                             wait = max(0.0, self._next_try - now)
                         self._cond.wait(wait)
-                    if self._items and not (due or self._stop):
-                        self._gather()
                     if (
                         self._stop
                         and not self._items
@@ -475,25 +464,6 @@ class BackgroundWriter:
             with self._cond:
                 self._inflight = 0
                 self._cond.notify_all()
-
-    def _gather(self) -> None:
-        """Let recordings gather a moment before writing them (called holding the lock).
-
-        Every batch costs the same fixed work whatever its size (a write-ahead file fsync'd and
-        removed, a transaction committed): an agent that ends a trace every few milliseconds
-        would otherwise pay it once per trace. A full batch, :meth:`flush` and :meth:`close`
-        end the wait at once.
-        """
-        deadline = time.monotonic() + self._gather_seconds
-        self._gathering = True
-        try:
-            while len(self._items) < self._batch_size and not (self._hurry or self._stop):
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return
-                self._cond.wait(left)
-        finally:
-            self._gathering = False
 
     def _step(self, batch: list[Recording], hurry: bool) -> None:
         now = time.monotonic()
