@@ -1,0 +1,230 @@
+"""tracely against the peer OpenAI instrumentors, per call of ``chat.completions.create``.
+
+Every variant runs in its own process (instrumentors patch the SDK for good, and a process
+keeps what an earlier variant left in its heap), against the bundled local server
+(``examples.llm_server``, one process for the whole run, on 127.0.0.1). Rounds alternate the
+variants, so load that comes and goes on the machine hits all alike. In each child process the
+application's pipeline is the same: an SDK TracerProvider with a BatchSpanProcessor to a no-op
+exporter; the instrumentor is attached to it; a warm-up of calls is left out; then ``--calls``
+calls are timed, and the process's CPU is counted until the pipeline is flushed (the exporter's
+batching and tracely's recording, store writes included, are in it).
+
+Variants (content capture on where the instrumentor has it):
+
+- ``uninstrumented``: the SDK as it comes;
+- ``openai-v2``: OpenTelemetry contrib ``opentelemetry-instrumentation-openai-v2``;
+- ``openinference``: ``openinference-instrumentation-openai``;
+- ``openllmetry``: Traceloop's ``opentelemetry-instrumentation-openai``;
+- ``tracely-spans``: ``tracely.init(instrument="openai", record=False)``;
+- ``tracely``: ``tracely.init(instrument="openai")`` with a SQLite store, each call its own
+  trace: tracely as a user runs it;
+- ``tracely-agent``: the same, all calls in one ``tracely.agent()`` run.
+
+Printed per variant: the added process CPU per call (the variant's CPU per call less the
+uninstrumented one's of the same round) and the wall time against the uninstrumented one, as
+the median and the best round; then tracely's added CPU against the cheapest peer's. Target:
+tracely as a user runs it adds less CPU per call than the cheapest peer (stretch: <= 0.5x).
+Nothing is asserted.
+
+    python bench/peers.py [--calls N] [--rounds R] [--variants a,b,...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+
+MODEL = "gpt-4o"
+MESSAGES = [
+    {"role": "system", "content": "You are a weather assistant."},
+    {"role": "user", "content": "What is the weather like in Paris this afternoon?"},
+]
+PEERS = ("openai-v2", "openinference", "openllmetry")
+TRACELY = ("tracely-spans", "tracely", "tracely-agent")
+VARIANTS = ("uninstrumented", *PEERS, *TRACELY)
+WARMUP = 30
+
+
+def _child(variant: str, base_url: str, calls: int) -> dict[str, float]:
+    """Runs in the variant's own process: set up, warm up, time ``calls`` calls."""
+    sys.path.insert(0, str(ROOT))
+    os.environ["OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"] = "true"
+    os.environ["TRACELOOP_TRACE_CONTENT"] = "true"
+    import contextlib
+
+    import openai
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import (
+        BatchSpanProcessor,
+        SpanExporter,
+        SpanExportResult,
+    )
+
+    class NoOpExporter(SpanExporter):
+        def export(self, spans: Sequence[Any]) -> SpanExportResult:
+            return SpanExportResult.SUCCESS
+
+        def shutdown(self) -> None:
+            pass
+
+    provider = TracerProvider()
+    provider.add_span_processor(BatchSpanProcessor(NoOpExporter(), max_queue_size=1 << 20))
+    trace.set_tracer_provider(provider)
+    flush = provider.force_flush
+    run: Any = contextlib.nullcontext
+    if variant == "openai-v2":
+        from opentelemetry.instrumentation.openai_v2 import OpenAIInstrumentor
+
+        OpenAIInstrumentor().instrument(tracer_provider=provider)
+    elif variant == "openinference":
+        from openinference.instrumentation.openai import OpenAIInstrumentor as OIInstrumentor
+
+        OIInstrumentor().instrument(tracer_provider=provider)
+    elif variant == "openllmetry":
+        from opentelemetry.instrumentation.openai import OpenAIInstrumentor as TLInstrumentor
+
+        TLInstrumentor().instrument(tracer_provider=provider)
+    elif variant in TRACELY:
+        import tracely_sdk as tracely
+
+        store = Path(tempfile.mkdtemp()) / "tracely.db"
+        tracely.init(
+            instrument="openai", record=variant != "tracely-spans", store=f"sqlite:///{store}"
+        )
+
+        def flush() -> bool:
+            provider.force_flush()
+            return tracely.flush(timeout=60)
+
+        if variant == "tracely-agent":
+            run = lambda: tracely.agent("bench")  # noqa: E731
+    client = openai.OpenAI(api_key="bench-key", base_url=base_url, max_retries=0)
+    for _ in range(WARMUP):
+        client.chat.completions.create(model=MODEL, messages=MESSAGES)  # type: ignore[arg-type]
+    flush()
+    cpu, wall = time.process_time(), time.perf_counter()
+    with run():
+        for _ in range(calls):
+            client.chat.completions.create(model=MODEL, messages=MESSAGES)  # type: ignore[arg-type]
+    wall = time.perf_counter() - wall
+    flush()
+    cpu = time.process_time() - cpu
+    return {"wall": wall / calls * 1e6, "cpu": cpu / calls * 1e6}
+
+
+def _server() -> tuple[subprocess.Popen[bytes], str]:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "examples.llm_server", "--port", str(port)],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    assert process.stdout is not None
+    process.stdout.readline()  # the base URL: it is listening
+    return process, f"http://127.0.0.1:{port}/v1"
+
+
+def _spawn(variant: str, base_url: str, calls: int) -> dict[str, float]:
+    out = subprocess.run(
+        [
+            sys.executable,
+            __file__,
+            "--child",
+            variant,
+            "--base-url",
+            base_url,
+            "--calls",
+            str(calls),
+        ],
+        check=True,
+        capture_output=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    result: dict[str, float] = json.loads(out.stdout.decode().strip().splitlines()[-1])
+    return result
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--calls", type=int, default=300, help="calls per round (default 300)")
+    parser.add_argument("--rounds", type=int, default=5, help="alternating rounds (default 5)")
+    parser.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated subset")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--base-url", help=argparse.SUPPRESS)
+    opts = parser.parse_args()
+    if opts.child:
+        print(json.dumps(_child(opts.child, opts.base_url, opts.calls)))
+        return 0
+    chosen = [v for v in opts.variants.split(",") if v]
+    unknown = set(chosen) - set(VARIANTS)
+    if unknown:
+        parser.error(f"unknown variant(s) {sorted(unknown)}; choose from {', '.join(VARIANTS)}")
+    if "uninstrumented" not in chosen:
+        chosen.insert(0, "uninstrumented")
+    server, base_url = _server()
+    rounds: list[dict[str, dict[str, float]]] = []
+    try:
+        for index in range(opts.rounds):
+            # alternate the order too: no variant always runs right after another
+            order = chosen if index % 2 == 0 else chosen[::-1]
+            rounds.append({v: _spawn(v, base_url, opts.calls) for v in order})
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+    def added(v: str) -> list[float]:
+        return [r[v]["cpu"] - r["uninstrumented"]["cpu"] for r in rounds]
+
+    def slower(v: str) -> list[float]:
+        return [r[v]["wall"] / r["uninstrumented"]["wall"] for r in rounds]
+
+    base = [r["uninstrumented"] for r in rounds]
+    print(f"per call of chat.completions.create, {opts.rounds} alternating rounds of {opts.calls}")
+    print(
+        f"uninstrumented: {statistics.median(b['cpu'] for b in base):.0f} us CPU, "
+        f"{statistics.median(b['wall'] for b in base):.0f} us wall (median)"
+    )
+    print(
+        f"  {'variant':16s} {'added CPU, median':>18s} {'best':>8s} {'wall x, median':>15s} {'best':>6s}"
+    )
+    for v in chosen[1:]:
+        cpu, wall = added(v), slower(v)
+        print(
+            f"  {v:16s} {statistics.median(cpu):15.0f} us {min(cpu):5.0f} us "
+            f"{statistics.median(wall):14.2f}x {min(wall):5.2f}x"
+        )
+    peers = [p for p in PEERS if p in chosen]
+    if "tracely" in chosen and peers:
+        # per round: tracely's added CPU over the cheapest peer's of that same round
+        ratios = [
+            (r["tracely"]["cpu"] - r["uninstrumented"]["cpu"])
+            / min(r[p]["cpu"] - r["uninstrumented"]["cpu"] for p in peers)
+            for r in rounds
+        ]
+        print(
+            f"tracely (as a user runs it) added CPU / cheapest peer's = "
+            f"{statistics.median(ratios):.2f}x median, {min(ratios):.2f}x best "
+            f"(target < 1.0x, stretch <= 0.5x)"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
