@@ -1006,6 +1006,8 @@ def _run_parallel(
     pool = concurrent.futures.ProcessPoolExecutor(
         max_workers=jobs, mp_context=ctx, initializer=_worker_init, initargs=(initializer,)
     )
+    futures: dict[concurrent.futures.Future[Any], list[int]] = {}
+    taken: set[concurrent.futures.Future[Any]] = set()
     try:
         futures = {
             pool.submit(
@@ -1016,6 +1018,7 @@ def _run_parallel(
             for chunk in chunks
         }
         for future in concurrent.futures.as_completed(futures):
+            taken.add(future)
             chunk = futures[future]
             try:
                 done = [CaseResult.from_dict(d) for d in future.result()]
@@ -1037,7 +1040,18 @@ def _run_parallel(
                 if progress is not None:
                     progress(result)
     except BaseException:  # interrupted: no worker may outlive the run, nor keep it waiting
-        _stop_workers(pool)
+        # A chunk a worker finished just before the signal may still be on its way back: take
+        # what arrives in a moment, so a finished case is reported as finished, not as not run.
+        try:
+            pending = [f for f in futures if f not in taken]
+            if pending and progress is not None:
+                concurrent.futures.wait(pending, timeout=0.25)
+                for future in pending:
+                    if future.done() and not future.cancelled() and future.exception() is None:
+                        for d in future.result():
+                            progress(CaseResult.from_dict(d))
+        finally:
+            _stop_workers(pool)
         raise
     pool.shutdown(wait=True)
     return [r for r in results if r is not None]
