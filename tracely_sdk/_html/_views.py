@@ -67,6 +67,15 @@ def _short(value: Any) -> str:
     return text if len(text) <= _SHORT else text[: _SHORT - 1] + "…"
 
 
+def _table(headings: Sequence[str], rows: Node) -> Html:
+    """A table with one heading per column and the given body rows."""
+    return tag(
+        "table",
+        tag("thead", tag("tr", [tag("th", h) for h in headings])),
+        tag("tbody", rows),
+    )
+
+
 def _offset(query: Mapping[str, str]) -> int:
     raw = query.get("offset") or "0"
     if not (raw.isascii() and raw.isdigit()) or len(raw) > 9:
@@ -259,20 +268,7 @@ class Pages:
             if run is not None
             else tag("p", "No replay run kept yet.", class_="muted")
         )
-        table = tag(
-            "table",
-            tag(
-                "thead",
-                tag(
-                    "tr",
-                    [
-                        tag("th", h)
-                        for h in ("case", "name", "version", "tags", "latest verdict", "updated")
-                    ],
-                ),
-            ),
-            tag("tbody", rows),
-        )
+        table = _table(("case", "name", "version", "tags", "latest verdict", "updated"), rows)
         body = [
             tag("h1", "Cases"),
             filters,
@@ -320,30 +316,23 @@ class Pages:
             ("created", when(case.created_at)),
             ("updated", when(case.updated_at)),
         ]
-        versions = tag(
-            "table",
-            tag(
-                "thead",
-                tag("tr", [tag("th", h) for h in ("version", "created", "source trace", "note")]),
-            ),
-            tag(
-                "tbody",
-                [
+        versions = _table(
+            ("version", "created", "source trace", "note"),
+            [
+                tag(
+                    "tr",
+                    tag("td", v.version),
+                    tag("td", when(v.created_at)),
                     tag(
-                        "tr",
-                        tag("td", v.version),
-                        tag("td", when(v.created_at)),
-                        tag(
-                            "td",
-                            tag("a", v.source_trace_id, href=self.url("traces", v.source_trace_id))
-                            if v.source_trace_id
-                            else "—",
-                        ),
-                        tag("td", v.note or ""),
-                    )
-                    for v in history
-                ],
-            ),
+                        "td",
+                        tag("a", v.source_trace_id, href=self.url("traces", v.source_trace_id))
+                        if v.source_trace_id
+                        else "—",
+                    ),
+                    tag("td", v.note or ""),
+                )
+                for v in history
+            ],
         )
         body: list[Node] = [
             tag("h1", "Case ", tag("code", case.id)),
@@ -472,28 +461,7 @@ class Pages:
             )
             for r in shown
         ]
-        table = tag(
-            "table",
-            tag(
-                "thead",
-                tag(
-                    "tr",
-                    [
-                        tag("th", h)
-                        for h in (
-                            "trace",
-                            "started",
-                            "service",
-                            "agent",
-                            "status",
-                            "input",
-                            "output",
-                        )
-                    ],
-                ),
-            ),
-            tag("tbody", rows),
-        )
+        table = _table(("trace", "started", "service", "agent", "status", "input", "output"), rows)
         body = [
             tag("h1", "Recorded traces"),
             table,
@@ -608,27 +576,8 @@ class Pages:
             )
             for r in shown
         ]
-        table = tag(
-            "table",
-            tag(
-                "thead",
-                tag(
-                    "tr",
-                    [
-                        tag("th", h)
-                        for h in (
-                            "run",
-                            "started",
-                            "duration",
-                            "mode",
-                            "gate",
-                            "verdicts",
-                            "cases from",
-                        )
-                    ],
-                ),
-            ),
-            tag("tbody", rows),
+        table = _table(
+            ("run", "started", "duration", "mode", "gate", "verdicts", "cases from"), rows
         )
         body = [
             tag("h1", "Replay runs"),
