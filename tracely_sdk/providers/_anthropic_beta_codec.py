@@ -43,13 +43,7 @@ def record_response(obj: Any, wire: dict[str, Any] | None = None) -> dict[str, A
     """The recording of a ``BetaMessage`` or ``ParsedBetaMessage``: the plain codec's form."""
     if not isinstance(obj, _message_class()):
         raise TypeError(f"cannot record {type(obj).__name__}: expected an anthropic BetaMessage")
-    if wire is not None and wire.get("type") == "message":
-        return {"object": "message", "body": wire, "request_id": getattr(obj, "_request_id", None)}
-    body: dict[str, Any] = obj.to_dict(mode="json", warnings=False)
-    for block in body.get("content") or []:
-        if isinstance(block, dict):
-            block.pop("parsed_output", None)
-    return {"object": "message", "body": body, "request_id": getattr(obj, "_request_id", None)}
+    return plain.message_recording(obj, wire)
 
 
 def _parse(message: Any, output_format: Any) -> Any:

@@ -55,6 +55,7 @@ __all__ = [
     "chunks_from_text",
     "error_for_status",
     "http_response",
+    "message_recording",
     "raw_response_mode",
     "rebuild_error",
     "rebuild_message_stream_manager",
@@ -103,6 +104,12 @@ def record_response(obj: Any, wire: dict[str, Any] | None = None) -> dict[str, A
     """
     if not isinstance(obj, _types().message):  # imported once: this runs on every live call
         raise TypeError(f"cannot record {type(obj).__name__}: expected an anthropic Message")
+    return message_recording(obj, wire)
+
+
+def message_recording(obj: Any, wire: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The recording of a message already known to be one, of the Messages API or its beta: the
+    wire body when it is a message, else the dump without the parsed values."""
     if wire is not None and wire.get("type") == "message":
         return {"object": "message", "body": wire, "request_id": getattr(obj, "_request_id", None)}
     body: dict[str, Any] = obj.to_dict(mode="json", warnings=False)
