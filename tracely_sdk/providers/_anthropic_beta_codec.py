@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping, Sequence
-from typing import Any, cast
+from typing import Any
 
 from tracely_sdk.providers import _anthropic_codec as plain
 from tracely_sdk.providers import _wire
@@ -113,41 +113,16 @@ def rebuild_raw_response(
 ) -> Any:
     """What ``client.beta.messages.with_raw_response.create(...)`` returns over a recording:
     the SDK's ``APIResponse`` / ``AsyncAPIResponse`` whose ``.parse()`` gives the beta types."""
-    from anthropic._models import FinalRequestOptions
-    from anthropic._response import APIResponse, AsyncAPIResponse
-
-    if kind not in ("message", "message.parsed"):
-        raise ValueError(f"unknown kind {kind!r}; expected 'message' or 'message.parsed'")
-    recorded_headers = dict(headers or {})
-    url = _url(client)
-    options = FinalRequestOptions.construct(method="post", url="/v1/messages?beta=true")
-    stream_cls: Any = None
-    if chunks is not None:
-        stream_cls = _stream_class(client)
-        response = plain.http_response(
-            pieces=plain.sse_pieces("message", chunks), headers=recorded_headers, url=url
-        )
-    else:
-        if recorded is None:
-            raise ValueError("rebuild_raw_response needs the recorded result or its chunks")
-        body = plain._body(recorded)
-        request_id = recorded.get("request_id")
-        if isinstance(request_id, str):
-            recorded_headers.setdefault("request-id", request_id)
-        response = plain.http_response(body=body, headers=recorded_headers, url=url)
-    if kind == "message.parsed":
-        options.post_parser = lambda message: _parse(message, output_format)
-    response_cls: Any = AsyncAPIResponse if plain._is_async(client) else APIResponse
-    return cast(
-        Any,
-        response_cls(
-            raw=response,
-            cast_to=_message_class(),
-            client=client,
-            stream=chunks is not None,
-            stream_cls=stream_cls,
-            options=options,
-        ),
+    return plain.raw_response_over(
+        kind,
+        recorded,
+        client=client,
+        chunks=chunks,
+        headers=headers,
+        path="/v1/messages?beta=true",
+        cast_to=_message_class(),
+        stream_cls=_stream_class(client) if chunks is not None else None,
+        parse=lambda message: _parse(message, output_format),
     )
 
 

@@ -33,7 +33,7 @@ decoder builds the events and ``messages.stream()``'s ``text_stream`` / ``get_fi
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, cast, overload
 
 import orjson
@@ -60,6 +60,7 @@ __all__ = [
     "rebuild_error",
     "rebuild_message_stream_manager",
     "rebuild_raw_response",
+    "raw_response_over",
     "rebuild_response",
     "rebuild_stream",
     "record_chunk",
@@ -373,18 +374,45 @@ def rebuild_raw_response(
     Its ``.parse()`` is the SDK's own, and gives the ``Message`` (or, for ``message.parsed``, the
     ``ParsedMessage``; for ``chunks``, the ``Stream``); ``.headers`` and ``.request_id`` are the recorded ones.
     """
+    from anthropic.types import Message
+
+    return raw_response_over(
+        kind,
+        recorded,
+        client=client,
+        chunks=chunks,
+        headers=headers,
+        path="/v1/messages",
+        cast_to=Message,
+        stream_cls=_stream_class(client) if chunks is not None else None,
+        parse=lambda message: _parse(message, output_format),
+    )
+
+
+def raw_response_over(
+    kind: ResponseKind,
+    recorded: Mapping[str, Any] | None,
+    *,
+    client: Any,
+    chunks: Sequence[Mapping[str, Any]] | None,
+    headers: Mapping[str, str] | None,
+    path: str,
+    cast_to: Any,
+    stream_cls: Any,
+    parse: Callable[[Any], Any],
+) -> APIResponse[Any] | AsyncAPIResponse[Any]:
+    """The SDK's raw response over a recording of the Messages API at ``path``, plain or beta:
+    ``.parse()`` gives ``cast_to`` (through ``parse`` for ``message.parsed``, a stream of
+    ``stream_cls`` for ``chunks``)."""
     from anthropic._models import FinalRequestOptions
     from anthropic._response import APIResponse, AsyncAPIResponse
-    from anthropic.types import Message
 
     if kind not in ("message", "message.parsed"):
         raise ValueError(f"unknown kind {kind!r}; expected 'message' or 'message.parsed'")
     recorded_headers = dict(headers or {})
     url = _url(client)
-    options = FinalRequestOptions.construct(method="post", url="/v1/messages")
-    stream_cls: Any = None
+    options = FinalRequestOptions.construct(method="post", url=path)
     if chunks is not None:
-        stream_cls = _stream_class(client)
         response = http_response(
             pieces=sse_pieces("message", chunks), headers=recorded_headers, url=url
         )
@@ -397,11 +425,11 @@ def rebuild_raw_response(
             recorded_headers.setdefault("request-id", request_id)
         response = http_response(body=body, headers=recorded_headers, url=url)
     if kind == "message.parsed":
-        options.post_parser = lambda message: _parse(message, output_format)
+        options.post_parser = parse
     response_cls = AsyncAPIResponse if _is_async(client) else APIResponse
     return response_cls(
         raw=response,
-        cast_to=Message,
+        cast_to=cast_to,
         client=client,
         stream=chunks is not None,
         stream_cls=stream_cls,
