@@ -17,7 +17,7 @@ from typing import Any
 from tracely_sdk._canonical import canonical_equal
 from tracely_sdk.errors import MissingDependency
 from tracely_sdk.scenarios._jsonpath import MISSING, JSONPath
-from tracely_sdk.scenarios._spec import Check
+from tracely_sdk.scenarios._spec import Check, shown
 
 __all__ = ["Failure", "TraceCalls", "check_reply", "check_trace"]
 
@@ -40,11 +40,7 @@ class Failure:
 
 
 def _show(value: Any) -> str:
-    if value is MISSING:
-        return "nothing there"
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
-    text = repr(text) if isinstance(value, str) else text
-    return text if len(text) <= _SHOWN else text[: _SHOWN - 1] + "…"
+    return "nothing there" if value is MISSING else shown(value, _SHOWN)
 
 
 def _as_text(value: Any) -> str:

@@ -111,15 +111,15 @@ class Check:
         value = self.value
         if self.kind == "called":
             args = self.options.get("args")
-            return f"called {value}" + (f" with {_short(args)}" if args else "")
+            return f"called {value}" + (f" with {shown(args)}" if args else "")
         if self.kind == "json_path":
             path, test = value
-            return f"json_path {path} {test[0]} {_short(test[1])}"
+            return f"json_path {path} {test[0]} {shown(test[1])}"
         if self.kind == "no_errors":
             return "no call errored"
         if self.kind in {"contains", "not_contains"}:
             return f"{self.kind} " + ", ".join(repr(v) for v in value)
-        return f"{self.kind} {_short(value)}"
+        return f"{self.kind} {shown(value)}"
 
 
 @dataclass(frozen=True)
@@ -180,7 +180,8 @@ class Scenario:
         return any(t.trace_checks for t in self.turns)
 
 
-def _short(value: Any, limit: int = 80) -> str:
+def shown(value: Any, limit: int = 80) -> str:
+    """``value`` as a report shows it: a string quoted, anything else as JSON, cut at ``limit``."""
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
     text = repr(text) if isinstance(value, str) else text
     return text if len(text) <= limit else text[: limit - 1] + "…"
