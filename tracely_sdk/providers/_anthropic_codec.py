@@ -470,18 +470,34 @@ def error_for_status(
     url: str = _DEFAULT_BASE_URL + "v1/messages",
 ) -> APIStatusError:
     """The exception the SDK raises for an error response of ``status`` with ``body`` (as the server sent it)
-    and ``headers``, made as the SDK makes it: same message, ``body``, ``status_code``, ``request_id``,
-    ``type``/``api_message`` and ``response``. The class comes from a fixed table by status code; the SDK
-    also picks a narrower subclass by ``error.details.error_code`` (``FileExpiredError`` ...), which replay
-    does not: it gives that class's status-level parent."""
+    and ``headers``, made as the SDK makes it: same class, message, ``body``, ``status_code``,
+    ``request_id``, ``type``/``api_message`` and ``response``.
+
+    Where the installed SDK has a status-error factory of its own (anthropic 2.17 and later: it picks a
+    narrower class by ``error.details.error_code``, such as ``FileExpiredError``, from its fixed table, and
+    writes the request id and path into the message), that factory makes it; for an older SDK the class
+    comes from the shared table by status code, as that SDK's client did."""
     response = http_response(status=_wire.error_status(status), body=body, headers=headers, url=url)
+    # What the client's `_make_status_error_from_response` hands on, from the body the server sent.
     if body is None:
         message = f"Error code: {status}"
     elif isinstance(body, str):
         message = body.strip() or f"Error code: {status}"
     else:
         message = f"Error code: {status} - {body}"
+    factory = _status_error_factory()
+    if factory is not None:
+        return cast("APIStatusError", factory(message, body=body, response=response))
     return _status_class(status)(message, response=response, body=body)
+
+
+@functools.cache
+def _status_error_factory() -> Callable[..., Any] | None:
+    try:
+        from anthropic._error_classes import make_status_error
+    except ImportError:  # an SDK before 2.17: its client picked the class by status
+        return None
+    return cast("Callable[..., Any]", make_status_error)
 
 
 def rebuild_error(

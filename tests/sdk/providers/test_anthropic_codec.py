@@ -479,14 +479,23 @@ def test_error_class_comes_from_the_status_table(status: int, expected: type[Exc
     error = codec.error_for_status(status, body, {"request-id": "req_9"})
     assert type(error) is expected
     assert error.status_code == status and error.request_id == "req_9"
-    assert str(error) == f"Error code: {status} - {body}"
     assert isinstance(
         error, anthropic.InternalServerError if status >= 500 else anthropic.APIStatusError
     )
+    live = _made_live(status, body, {"request-id": "req_9"})
+    assert (type(error), str(error), error.body) == (type(live), str(live), live.body)
 
 
-def test_error_class_never_follows_the_body() -> None:
-    # The live SDK narrows some classes by `error.details.error_code`; replay classes by status alone.
+def _made_live(status: int, body: Any, headers: dict[str, str]) -> anthropic.APIStatusError:
+    """The error the installed SDK's client makes of that response, as it does live."""
+    client = anthropic.Anthropic(api_key="test", base_url="https://api.anthropic.com")
+    response = codec.http_response(status=status, body=body, headers=headers)
+    return client._make_status_error_from_response(response)
+
+
+def test_error_class_follows_the_sdk_not_the_recording() -> None:
+    # An SDK that narrows a class by `error.details.error_code` does so from its own fixed table,
+    # live and on replay alike; an error code it does not know gives the status-level class.
     body = {
         "type": "error",
         "error": {
@@ -495,6 +504,10 @@ def test_error_class_never_follows_the_body() -> None:
             "details": {"error_code": "file_expired"},
         },
     }
+    error = codec.error_for_status(404, body, {})
+    assert type(error) is type(_made_live(404, body, {}))
+    assert isinstance(error, anthropic.NotFoundError)
+    body["error"]["details"] = {"error_code": "anthropic.Anthropic"}
     assert type(codec.error_for_status(404, body, {})) is anthropic.NotFoundError
 
 
