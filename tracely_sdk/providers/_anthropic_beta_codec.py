@@ -89,17 +89,18 @@ def rebuild_stream(
 ) -> Any:
     """The SDK's ``Stream`` / ``AsyncStream`` of ``BetaRawMessageStreamEvent`` over the recorded
     ``chunks``, as ``beta.messages.create(..., stream=True)`` returns it."""
-    from anthropic._streaming import SSEDecoder
     from anthropic.types.beta import BetaRawMessageStreamEvent
 
-    response = plain.http_response(
-        pieces=plain.sse_pieces(kind, chunks), headers=headers, url=_url(client)
+    pieces = plain.sse_pieces(kind, chunks)
+    return _wire.sdk_stream(
+        "anthropic",
+        _stream_class(client),
+        BetaRawMessageStreamEvent,
+        pieces,
+        client=client,
+        url=_url(client),
+        headers=headers,
     )
-    stream = _stream_class(client)(
-        cast_to=BetaRawMessageStreamEvent, response=response, client=client
-    )
-    stream._decoder = SSEDecoder()  # standard SSE, whatever the client's transport frames
-    return stream
 
 
 def rebuild_raw_response(

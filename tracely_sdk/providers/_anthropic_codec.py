@@ -36,8 +36,6 @@ import functools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, cast, overload
 
-import orjson
-
 from tracely_sdk.providers import _wire
 
 if TYPE_CHECKING:
@@ -172,14 +170,7 @@ def _types() -> _Types:
 
 
 def _body(recorded: Mapping[str, Any]) -> Mapping[str, Any]:
-    if type(recorded) is not dict and not isinstance(recorded, Mapping):
-        raise TypeError(f"a recorded message is a mapping, not {type(recorded).__name__}")
-    body = recorded.get("body")
-    if type(body) is not dict and not isinstance(body, Mapping):
-        raise ValueError("the recording of a message has no body")
-    if recorded.get("object", "message") != "message" or body.get("type", "message") != "message":
-        raise ValueError(f"the recording is a {recorded.get('object')!r}, not a 'message'")
-    return body
+    return _wire.recorded_body(recorded, "message", "message", "type")
 
 
 def _given(value: Any) -> Any:
@@ -243,15 +234,12 @@ def sse_pieces(kind: StreamKind, chunks: Sequence[Mapping[str, Any]]) -> list[by
         raise ValueError(f"unknown stream kind {kind!r}; expected 'message'")
     pieces: list[bytes] = []
     for chunk in chunks:
-        if not isinstance(chunk, Mapping) or not isinstance(chunk.get("data"), Mapping):
-            raise ValueError("a recorded chunk is a mapping with a 'data' mapping")
-        data = chunk["data"]
+        data = _wire.chunk_data(chunk)
         event = chunk.get("event") or data.get("type")
         if not isinstance(event, str) or not event:
             # The SDK skips an event without a name, so a chunk without one could not be replayed.
             raise ValueError("a recorded message stream chunk needs its event name")
-        encoded = orjson.dumps(data)
-        pieces.append(f"event: {event}\n".encode() + b"data: " + encoded + b"\n\n")
+        pieces.append(_wire.sse_event(event, data))
     return pieces
 
 
@@ -263,23 +251,12 @@ def http_response(
 
 
 def _url(client: Any) -> str:
-    base = str(getattr(client, "base_url", None) or _DEFAULT_BASE_URL)
-    if not base.endswith("/"):
-        base += "/"
-    return base + "v1/messages"
+    return _wire.client_url(client, _DEFAULT_BASE_URL, "v1/messages")
 
 
 def _is_async(client: Any) -> bool:
-    # The base classes, so that the Bedrock, Vertex and Foundry clients are clients too.
-    from anthropic._base_client import AsyncAPIClient, SyncAPIClient
-
-    if isinstance(client, AsyncAPIClient):
-        return True
-    if isinstance(client, SyncAPIClient):
-        return False
-    raise TypeError(
-        f"expected an anthropic.Anthropic or anthropic.AsyncAnthropic client, not {type(client).__name__}"
-    )
+    # Bedrock, Vertex and Foundry clients are clients too (the SDK's base classes decide).
+    return _wire.is_async("anthropic", client, "an anthropic.Anthropic or anthropic.AsyncAnthropic")
 
 
 def _stream_class(client: Any) -> Any:
@@ -315,20 +292,18 @@ def rebuild_stream(
     """The SDK's own ``Stream`` (for an ``Anthropic`` client) or ``AsyncStream`` (``AsyncAnthropic``) of the
     recorded ``chunks``, as ``messages.create(..., stream=True)`` returns it. Nothing is sent: ``client`` is
     only the SDK's context for decoding (its SSE decoder and response validation setting)."""
-    from anthropic._streaming import SSEDecoder
     from anthropic.types import RawMessageStreamEvent
 
-    stream_cls = _stream_class(client)
-    response = http_response(pieces=sse_pieces(kind, chunks), headers=headers, url=_url(client))
-    stream = stream_cls(cast_to=RawMessageStreamEvent, response=response, client=client)
-    # The body is standard server-sent events, whatever the client's own transport frames them in
-    # (Bedrock's decoder expects AWS event-stream framing).
-    stream._decoder = SSEDecoder()
-    return stream
-
-
-async def _ready(value: Any) -> Any:
-    return value
+    pieces = sse_pieces(kind, chunks)
+    return _wire.sdk_stream(
+        "anthropic",
+        _stream_class(client),
+        RawMessageStreamEvent,
+        pieces,
+        client=client,
+        url=_url(client),
+        headers=headers,
+    )
 
 
 def rebuild_message_stream_manager(
@@ -343,9 +318,16 @@ def rebuild_message_stream_manager(
     from anthropic.lib.streaming import AsyncMessageStreamManager, MessageStreamManager
 
     stream: Any = rebuild_stream("message", chunks, client=cast(Any, client), headers=headers)
-    if _is_async(client):
-        return AsyncMessageStreamManager(_ready(stream), output_format=_given(output_format))
-    return MessageStreamManager(lambda: stream, output_format=_given(output_format))
+    return cast(
+        "MessageStreamManager[Any] | AsyncMessageStreamManager[Any]",
+        _wire.stream_manager(
+            MessageStreamManager,
+            AsyncMessageStreamManager,
+            stream,
+            _is_async(client),
+            output_format=_given(output_format),
+        ),
+    )
 
 
 # --------------------------------------------------------------------------------------------- raw responses
@@ -409,21 +391,16 @@ def raw_response_over(
 
     if kind not in ("message", "message.parsed"):
         raise ValueError(f"unknown kind {kind!r}; expected 'message' or 'message.parsed'")
-    recorded_headers = dict(headers or {})
-    url = _url(client)
     options = FinalRequestOptions.construct(method="post", url=path)
-    if chunks is not None:
-        response = http_response(
-            pieces=sse_pieces("message", chunks), headers=recorded_headers, url=url
-        )
-    else:
-        if recorded is None:
-            raise ValueError("rebuild_raw_response needs the recorded result or its chunks")
-        body = _body(recorded)
-        request_id = recorded.get("request_id")
-        if isinstance(request_id, str):
-            recorded_headers.setdefault("request-id", request_id)
-        response = http_response(body=body, headers=recorded_headers, url=url)
+    response = _wire.raw_http_response(
+        "anthropic",
+        url=_url(client),
+        headers=headers,
+        pieces=None if chunks is None else sse_pieces("message", chunks),
+        body=None if recorded is None or chunks is not None else _body(recorded),
+        request_id=None if recorded is None else recorded.get("request_id"),
+        request_id_header="request-id",
+    )
     if kind == "message.parsed":
         options.post_parser = parse
     response_cls = AsyncAPIResponse if _is_async(client) else APIResponse

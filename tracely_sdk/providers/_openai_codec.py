@@ -43,8 +43,6 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, cast, overload
 
-import orjson
-
 from tracely_sdk.providers import _wire
 
 if TYPE_CHECKING:
@@ -245,15 +243,7 @@ def _types() -> _Types:
 
 
 def _body(kind: str, recorded: Mapping[str, Any]) -> Mapping[str, Any]:
-    if type(recorded) is not dict and not isinstance(recorded, Mapping):
-        raise TypeError(f"a recorded {kind} is a mapping, not {type(recorded).__name__}")
-    body = recorded.get("body")
-    if type(body) is not dict and not isinstance(body, Mapping):
-        raise ValueError(f"the recording of a {kind} has no body")
-    expected = _OBJECT_OF_KIND[kind]
-    if recorded.get("object", expected) != expected or body.get("object", expected) != expected:
-        raise ValueError(f"the recording is a {recorded.get('object')!r}, not a {expected!r}")
-    return body
+    return _wire.recorded_body(recorded, kind, _OBJECT_OF_KIND[kind], "object")
 
 
 # The body check of each kind, made once: rebuilding runs on every served call.
@@ -379,12 +369,9 @@ def sse_pieces(kind: StreamKind, chunks: Sequence[Mapping[str, Any]]) -> list[by
         raise ValueError(f"unknown stream kind {kind!r}; expected 'chat.completion' or 'response'")
     pieces: list[bytes] = []
     for chunk in chunks:
-        if not isinstance(chunk, Mapping) or not isinstance(chunk.get("data"), Mapping):
-            raise ValueError("a recorded chunk is a mapping with a 'data' mapping")
-        data = orjson.dumps(chunk["data"])
+        data = _wire.chunk_data(chunk)
         event = chunk.get("event")
-        head = f"event: {event}\n".encode() if isinstance(event, str) and event else b""
-        pieces.append(head + b"data: " + data + b"\n\n")
+        pieces.append(_wire.sse_event(event if isinstance(event, str) else None, data))
     if kind == "chat.completion":
         pieces.append(b"data: [DONE]\n\n")
     return pieces
@@ -396,23 +383,13 @@ def http_response(*, url: str = _DEFAULT_BASE_URL, **fields: Any) -> httpx2.Resp
 
 
 def _url(client: Any, kind: str) -> str:
-    base = str(getattr(client, "base_url", None) or _DEFAULT_BASE_URL)
-    if not base.endswith("/"):
-        base += "/"
-    return base + _PATH_OF_KIND["chat.completion" if kind.startswith("chat.") else "response"]
+    path = _PATH_OF_KIND["chat.completion" if kind.startswith("chat.") else "response"]
+    return _wire.client_url(client, _DEFAULT_BASE_URL, path)
 
 
 def _is_async(client: Any) -> bool:
-    # The base classes, so that `AzureOpenAI` and other subclasses are clients too.
-    from openai._base_client import AsyncAPIClient, SyncAPIClient
-
-    if isinstance(client, AsyncAPIClient):
-        return True
-    if isinstance(client, SyncAPIClient):
-        return False
-    raise TypeError(
-        f"expected an openai.OpenAI or openai.AsyncOpenAI client, not {type(client).__name__}"
-    )
+    # `AzureOpenAI` and other subclasses are clients too (the SDK's base classes decide).
+    return _wire.is_async("openai", client, "an openai.OpenAI or openai.AsyncOpenAI")
 
 
 def _stream_types(kind: StreamKind, client: Any) -> tuple[type[Any], type[Any]]:
@@ -476,20 +453,17 @@ def rebuild_stream(
     """The SDK's own ``Stream`` (for an ``OpenAI`` client) or ``AsyncStream`` (``AsyncOpenAI``) of the recorded
     ``chunks``, as ``create(..., stream=True)`` returns it. Nothing is sent: ``client`` is only the SDK's
     context for decoding (its SSE decoder and response validation setting)."""
-    from openai._streaming import SSEDecoder
-
     stream_cls, item = _stream_types(kind, client)
-    response = http_response(
-        pieces=sse_pieces(kind, chunks), headers=headers, url=_url(client, kind)
+    pieces = sse_pieces(kind, chunks)
+    return _wire.sdk_stream(
+        "openai",
+        stream_cls[item],
+        item,
+        pieces,
+        client=client,
+        url=_url(client, kind),
+        headers=headers,
     )
-    stream = stream_cls[item](cast_to=item, response=response, client=client)
-    # The body is standard server-sent events, whatever framing the client's own transport uses.
-    stream._decoder = SSEDecoder()
-    return stream
-
-
-async def _ready(value: Any) -> Any:
-    return value
 
 
 def rebuild_chat_stream_manager(
@@ -509,13 +483,16 @@ def rebuild_chat_stream_manager(
     stream: Any = rebuild_stream(
         "chat.completion", chunks, client=cast(Any, client), headers=headers
     )
-    tools = _given(None if input_tools is None else list(input_tools))
-    if _is_async(client):
-        return AsyncChatCompletionStreamManager(
-            _ready(stream), response_format=_given(response_format), input_tools=tools
-        )
-    return ChatCompletionStreamManager(
-        lambda: stream, response_format=_given(response_format), input_tools=tools
+    return cast(
+        "ChatCompletionStreamManager[Any] | AsyncChatCompletionStreamManager[Any]",
+        _wire.stream_manager(
+            ChatCompletionStreamManager,
+            AsyncChatCompletionStreamManager,
+            stream,
+            _is_async(client),
+            response_format=_given(response_format),
+            input_tools=_given(None if input_tools is None else list(input_tools)),
+        ),
     )
 
 
@@ -531,13 +508,17 @@ def rebuild_responses_stream_manager(
     from openai.lib.streaming.responses import AsyncResponseStreamManager, ResponseStreamManager
 
     stream: Any = rebuild_stream("response", chunks, client=cast(Any, client), headers=headers)
-    tools = _responses_tools(input_tools)
-    if _is_async(client):
-        return AsyncResponseStreamManager(
-            _ready(stream), text_format=_given(text_format), input_tools=tools, starting_after=None
-        )
-    return ResponseStreamManager(
-        lambda: stream, text_format=_given(text_format), input_tools=tools, starting_after=None
+    return cast(
+        "ResponseStreamManager[Any] | AsyncResponseStreamManager[Any]",
+        _wire.stream_manager(
+            ResponseStreamManager,
+            AsyncResponseStreamManager,
+            stream,
+            _is_async(client),
+            text_format=_given(text_format),
+            input_tools=_responses_tools(input_tools),
+            starting_after=None,
+        ),
     )
 
 
@@ -576,25 +557,23 @@ def rebuild_raw_response(
         raise ValueError(f"unknown kind {kind!r}; expected one of {sorted(_OBJECT_OF_KIND)}")
     is_chat = kind.startswith("chat.")
     path = "/" + _PATH_OF_KIND["chat.completion" if is_chat else "response"]
-    url = _url(client, kind)
-    recorded_headers = dict(headers or {})
     options = FinalRequestOptions.construct(method="post", url=path)
     stream_cls: Any = None
+    pieces: list[bytes] | None = None
     if chunks is not None:
         stream_kind: StreamKind = "chat.completion" if is_chat else "response"
         stream_cls, item = _stream_types(stream_kind, client)
         stream_cls = stream_cls[item]
-        response = http_response(
-            pieces=sse_pieces(stream_kind, chunks), headers=recorded_headers, url=url
-        )
-    else:
-        if recorded is None:
-            raise ValueError("rebuild_raw_response needs the recorded result or its chunks")
-        body = _body(kind, recorded)
-        request_id = recorded.get("request_id")
-        if isinstance(request_id, str):
-            recorded_headers.setdefault("x-request-id", request_id)
-        response = http_response(body=body, headers=recorded_headers, url=url)
+        pieces = sse_pieces(stream_kind, chunks)
+    response = _wire.raw_http_response(
+        "openai",
+        url=_url(client, kind),
+        headers=headers,
+        pieces=pieces,
+        body=None if recorded is None or chunks is not None else _body(kind, recorded),
+        request_id=None if recorded is None else recorded.get("request_id"),
+        request_id_header="x-request-id",
+    )
     if kind == "chat.completion.parsed":
         options.post_parser = lambda completion: _parse_chat(
             completion, response_format, input_tools

@@ -14,7 +14,7 @@ import importlib
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import timedelta
 from types import ModuleType
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import orjson
 
@@ -89,6 +89,114 @@ def http_response(
     response = http.Response(status, headers=merged, content=content, request=request)
     response.elapsed = timedelta(0)
     return response
+
+
+@functools.cache
+def _client_bases(sdk: str) -> tuple[type, type]:
+    base_client = importlib.import_module(f"{sdk}._base_client")
+    return base_client.SyncAPIClient, base_client.AsyncAPIClient
+
+
+def is_async(sdk: str, client: Any, expected: str) -> bool:
+    """Whether ``client`` is an async client of ``sdk``. The SDK's client base classes decide,
+    so subclasses (Azure, Bedrock, Vertex, ...) are clients too; anything else is a TypeError
+    saying ``expected``."""
+    sync_base, async_base = _client_bases(sdk)
+    if isinstance(client, async_base):
+        return True
+    if isinstance(client, sync_base):
+        return False
+    raise TypeError(f"expected {expected} client, not {type(client).__name__}")
+
+
+def client_url(client: Any, default_base: str, path: str) -> str:
+    """The URL of ``path`` under the client's base URL (``default_base`` without a client)."""
+    base = str(getattr(client, "base_url", None) or default_base)
+    if not base.endswith("/"):
+        base += "/"
+    return base + path
+
+
+def chunk_data(chunk: Any) -> Mapping[str, Any]:
+    """The ``data`` of a recorded stream chunk (``{"event", "data"}``), or a ValueError."""
+    if not isinstance(chunk, Mapping) or not isinstance(chunk.get("data"), Mapping):
+        raise ValueError("a recorded chunk is a mapping with a 'data' mapping")
+    return cast("Mapping[str, Any]", chunk["data"])
+
+
+def sse_event(event: str | None, data: Mapping[str, Any]) -> bytes:
+    """One server-sent event carrying ``data`` as JSON, named ``event`` when it has a name."""
+    head = f"event: {event}\n".encode() if event else b""
+    return head + b"data: " + orjson.dumps(data) + b"\n\n"
+
+
+def sdk_stream(
+    sdk: str,
+    stream_cls: Any,
+    item: Any,
+    pieces: Sequence[bytes],
+    *,
+    client: Any,
+    url: str,
+    headers: Mapping[str, str] | None,
+) -> Any:
+    """The SDK's own ``stream_cls`` of ``item`` over the SSE ``pieces``, as a streamed call
+    returns it. Nothing is sent: ``client`` is only the SDK's context for decoding."""
+    response = http_response(http_library(sdk), pieces=pieces, headers=headers, url=url)
+    stream = stream_cls(cast_to=item, response=response, client=client)
+    # The body is standard server-sent events, whatever framing the client's own transport uses
+    # (Bedrock's decoder expects AWS event-stream framing).
+    stream._decoder = importlib.import_module(f"{sdk}._streaming").SSEDecoder()
+    return stream
+
+
+async def _ready(value: Any) -> Any:
+    return value
+
+
+def stream_manager(
+    sync_cls: Any, async_cls: Any, stream: Any, is_async: bool, **options: Any
+) -> Any:
+    """The SDK's stream manager (what ``.stream(...)`` returns) over a rebuilt ``stream``: the
+    async one awaits the stream, the sync one calls for it, as the SDK's own wrappers do."""
+    if is_async:
+        return async_cls(_ready(stream), **options)
+    return sync_cls(lambda: stream, **options)
+
+
+def raw_http_response(
+    sdk: str,
+    *,
+    url: str,
+    headers: Mapping[str, str] | None,
+    pieces: Sequence[bytes] | None,
+    body: Mapping[str, Any] | None,
+    request_id: Any,
+    request_id_header: str,
+) -> Any:
+    """The HTTP response under a rebuilt raw response: the SSE ``pieces`` of a streamed call,
+    else the recorded ``body`` with the recorded request id in ``request_id_header``."""
+    kept = dict(headers or {})
+    if pieces is None:
+        if body is None:
+            raise ValueError("rebuild_raw_response needs the recorded result or its chunks")
+        if isinstance(request_id, str):
+            kept.setdefault(request_id_header, request_id)
+        return http_response(http_library(sdk), body=body, headers=kept, url=url)
+    return http_response(http_library(sdk), pieces=pieces, headers=kept, url=url)
+
+
+def recorded_body(recorded: Any, what: str, expected: str, field: str) -> Mapping[str, Any]:
+    """The ``body`` of a response recording (``{"object", "body", "request_id"}``), checked to
+    be a ``what`` whose ``field`` (``object`` or ``type``) is ``expected`` where it is set."""
+    if type(recorded) is not dict and not isinstance(recorded, Mapping):
+        raise TypeError(f"a recorded {what} is a mapping, not {type(recorded).__name__}")
+    body = recorded.get("body")
+    if type(body) is not dict and not isinstance(body, Mapping):
+        raise ValueError(f"the recording of a {what} has no body")
+    if recorded.get("object", expected) != expected or body.get(field, expected) != expected:
+        raise ValueError(f"the recording is a {recorded.get('object')!r}, not a {expected!r}")
+    return body
 
 
 # --------------------------------------------------------------------------------------------- recording
