@@ -21,7 +21,6 @@ from tracely_sdk.providers import _anthropic_codec as plain
 from tracely_sdk.providers import _wire
 from tracely_sdk.providers._anthropic_codec import (
     ResponseKind,
-    StreamKind,
     raw_response_mode,
     rebuild_error,
     record_chunk,
@@ -73,34 +72,25 @@ def _url(client: Any) -> str:
     return plain._url(client).removesuffix("v1/messages") + _BETA_PATH
 
 
-def _stream_class(client: Any) -> Any:
+def _stream_types(kind: Any, client: Any) -> tuple[Any, Any]:
     from anthropic import AsyncStream, Stream
     from anthropic.types.beta import BetaRawMessageStreamEvent
 
-    return (AsyncStream if plain._is_async(client) else Stream)[BetaRawMessageStreamEvent]
+    cls = AsyncStream if plain._is_async(client) else Stream
+    return cls[BetaRawMessageStreamEvent], BetaRawMessageStreamEvent
 
 
-def rebuild_stream(
-    kind: StreamKind,
-    chunks: Sequence[Mapping[str, Any]],
-    *,
-    client: Any,
-    headers: Mapping[str, str] | None = None,
-) -> Any:
-    """The SDK's ``Stream`` / ``AsyncStream`` of ``BetaRawMessageStreamEvent`` over the recorded
-    ``chunks``, as ``beta.messages.create(..., stream=True)`` returns it."""
-    from anthropic.types.beta import BetaRawMessageStreamEvent
+def _stream_class(client: Any) -> Any:
+    return _stream_types("message", client)[0]
 
-    pieces = plain.sse_pieces(kind, chunks)
-    return _wire.sdk_stream(
-        "anthropic",
-        _stream_class(client),
-        BetaRawMessageStreamEvent,
-        pieces,
-        client=client,
-        url=_url(client),
-        headers=headers,
-    )
+
+rebuild_stream = _wire.stream_rebuilder(
+    "anthropic",
+    plain.sse_pieces,
+    _stream_types,
+    lambda kind, client: _url(client),
+    "beta.messages.create(..., stream=True)",
+)
 
 
 def rebuild_raw_response(
@@ -127,6 +117,8 @@ def rebuild_raw_response(
     )
 
 
+# Recording headers, chunks and errors is the plain codec's: re-exported so this module is the
+# beta provider's whole codec.
 __all__ = [
     "raw_response_mode",
     "rebuild_error",

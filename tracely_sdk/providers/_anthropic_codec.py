@@ -40,34 +40,11 @@ from tracely_sdk.providers import _wire
 
 if TYPE_CHECKING:
     import httpx2
-    from anthropic import Anthropic, AsyncAnthropic, AsyncStream, Stream
+    from anthropic import Anthropic, AsyncAnthropic
     from anthropic._exceptions import APIError, APIStatusError
     from anthropic._response import APIResponse, AsyncAPIResponse
     from anthropic.lib.streaming import AsyncMessageStreamManager, MessageStreamManager
-    from anthropic.types import Message, ParsedMessage, RawMessageStreamEvent
-
-__all__ = [
-    "SAFE_HEADERS",
-    "ResponseKind",
-    "StreamKind",
-    "chunks_from_text",
-    "error_for_status",
-    "http_response",
-    "message_recording",
-    "raw_response_mode",
-    "rebuild_error",
-    "rebuild_message_stream_manager",
-    "rebuild_raw_response",
-    "raw_response_over",
-    "rebuild_response",
-    "rebuild_stream",
-    "record_chunk",
-    "record_error",
-    "record_headers",
-    "record_response",
-    "recording_from_text",
-    "sse_pieces",
-]
+    from anthropic.types import Message, ParsedMessage
 
 ResponseKind = Literal["message", "message.parsed"]
 """What a call returns: ``messages.create`` (a ``Message``) or ``messages.parse`` (a ``ParsedMessage``)."""
@@ -259,51 +236,25 @@ def _is_async(client: Any) -> bool:
     return _wire.is_async("anthropic", client, "an anthropic.Anthropic or anthropic.AsyncAnthropic")
 
 
-def _stream_class(client: Any) -> Any:
+def _stream_types(kind: Any, client: Any) -> tuple[Any, Any]:
     from anthropic import AsyncStream, Stream
     from anthropic.types import RawMessageStreamEvent
 
-    return (AsyncStream if _is_async(client) else Stream)[RawMessageStreamEvent]
+    cls = AsyncStream if _is_async(client) else Stream
+    return cls[RawMessageStreamEvent], RawMessageStreamEvent
 
 
-@overload
-def rebuild_stream(
-    kind: StreamKind,
-    chunks: Sequence[Mapping[str, Any]],
-    *,
-    client: Anthropic,
-    headers: Mapping[str, str] | None = ...,
-) -> Stream[RawMessageStreamEvent]: ...
-@overload
-def rebuild_stream(
-    kind: StreamKind,
-    chunks: Sequence[Mapping[str, Any]],
-    *,
-    client: AsyncAnthropic,
-    headers: Mapping[str, str] | None = ...,
-) -> AsyncStream[RawMessageStreamEvent]: ...
-def rebuild_stream(
-    kind: StreamKind,
-    chunks: Sequence[Mapping[str, Any]],
-    *,
-    client: Anthropic | AsyncAnthropic,
-    headers: Mapping[str, str] | None = None,
-) -> Any:
-    """The SDK's own ``Stream`` (for an ``Anthropic`` client) or ``AsyncStream`` (``AsyncAnthropic``) of the
-    recorded ``chunks``, as ``messages.create(..., stream=True)`` returns it. Nothing is sent: ``client`` is
-    only the SDK's context for decoding (its SSE decoder and response validation setting)."""
-    from anthropic.types import RawMessageStreamEvent
+def _stream_class(client: Any) -> Any:
+    return _stream_types("message", client)[0]
 
-    pieces = sse_pieces(kind, chunks)
-    return _wire.sdk_stream(
-        "anthropic",
-        _stream_class(client),
-        RawMessageStreamEvent,
-        pieces,
-        client=client,
-        url=_url(client),
-        headers=headers,
-    )
+
+rebuild_stream = _wire.stream_rebuilder(
+    "anthropic",
+    lambda kind, chunks: sse_pieces(kind, chunks),
+    _stream_types,
+    lambda kind, client: _url(client),
+    "messages.create(..., stream=True)",
+)
 
 
 def rebuild_message_stream_manager(
@@ -317,16 +268,9 @@ def rebuild_message_stream_manager(
     ``get_final_message()`` and ``get_final_text()`` are the SDK's own, over the replayed events."""
     from anthropic.lib.streaming import AsyncMessageStreamManager, MessageStreamManager
 
-    stream: Any = rebuild_stream("message", chunks, client=cast(Any, client), headers=headers)
-    return cast(
-        "MessageStreamManager[Any] | AsyncMessageStreamManager[Any]",
-        _wire.stream_manager(
-            MessageStreamManager,
-            AsyncMessageStreamManager,
-            stream,
-            _is_async(client),
-            output_format=_given(output_format),
-        ),
+    stream = rebuild_stream("message", chunks, client=client, headers=headers)
+    return _wire.stream_manager(
+        stream, MessageStreamManager, AsyncMessageStreamManager, output_format=_given(output_format)
     )
 
 
@@ -499,8 +443,9 @@ def recording_from_text(
     usage: tuple[int, int] | None = None,
     message_id: str = "replay",
 ) -> dict[str, Any]:
-    """A recording, in ``record_response``'s shape, of a call that answered ``text``: for a hand-written
-    entry (``{"output": "Hello", "usage": [812, 96]}``) that holds no SDK body."""
+    """The recording of a message whose one text block is ``text`` (``record_response``'s shape),
+    ending its turn: what a hand-written entry (``{"output": "Hello", "usage": [812, 96]}``) that
+    holds no SDK body is served as."""
     prompt, completion = usage or (0, 0)
     body = {
         "id": message_id,
@@ -528,8 +473,7 @@ def chunks_from_text(
     message = recording_from_text("", model=model, usage=(prompt, 0), message_id=message_id)["body"]
     message["content"] = []
     message["stop_reason"] = None
-    words = text.split(" ")
-    pieces = [w if i == 0 else " " + w for i, w in enumerate(words)] if text else []
+    pieces = _wire.word_pieces(text)
     events: list[dict[str, Any]] = [
         {"type": "message_start", "message": message},
         {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},

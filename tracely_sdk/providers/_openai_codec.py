@@ -59,28 +59,6 @@ if TYPE_CHECKING:
     from openai.types.chat import ChatCompletion, ChatCompletionChunk, ParsedChatCompletion
     from openai.types.responses import ParsedResponse, Response, ResponseStreamEvent
 
-__all__ = [
-    "SAFE_HEADERS",
-    "ResponseKind",
-    "StreamKind",
-    "chunks_from_text",
-    "error_for_status",
-    "http_response",
-    "raw_response_mode",
-    "rebuild_chat_stream_manager",
-    "rebuild_error",
-    "rebuild_raw_response",
-    "rebuild_response",
-    "rebuild_responses_stream_manager",
-    "rebuild_stream",
-    "record_chunk",
-    "record_error",
-    "record_headers",
-    "record_response",
-    "recording_from_text",
-    "sse_pieces",
-]
-
 ResponseKind = Literal["chat.completion", "chat.completion.parsed", "response", "response.parsed"]
 """What a call returns: ``chat.completions.create`` / ``.parse``, ``responses.create`` / ``.parse``."""
 
@@ -483,16 +461,10 @@ def rebuild_chat_stream_manager(
     stream: Any = rebuild_stream(
         "chat.completion", chunks, client=cast(Any, client), headers=headers
     )
-    return cast(
-        "ChatCompletionStreamManager[Any] | AsyncChatCompletionStreamManager[Any]",
-        _wire.stream_manager(
-            ChatCompletionStreamManager,
-            AsyncChatCompletionStreamManager,
-            stream,
-            _is_async(client),
-            response_format=_given(response_format),
-            input_tools=_given(None if input_tools is None else list(input_tools)),
-        ),
+    tools = _given(None if input_tools is None else list(input_tools))
+    managers = (ChatCompletionStreamManager, AsyncChatCompletionStreamManager)
+    return _wire.stream_manager(
+        stream, *managers, response_format=_given(response_format), input_tools=tools
     )
 
 
@@ -508,17 +480,10 @@ def rebuild_responses_stream_manager(
     from openai.lib.streaming.responses import AsyncResponseStreamManager, ResponseStreamManager
 
     stream: Any = rebuild_stream("response", chunks, client=cast(Any, client), headers=headers)
-    return cast(
-        "ResponseStreamManager[Any] | AsyncResponseStreamManager[Any]",
-        _wire.stream_manager(
-            ResponseStreamManager,
-            AsyncResponseStreamManager,
-            stream,
-            _is_async(client),
-            text_format=_given(text_format),
-            input_tools=_responses_tools(input_tools),
-            starting_after=None,
-        ),
+    tools = _responses_tools(input_tools)
+    managers = (ResponseStreamManager, AsyncResponseStreamManager)
+    return _wire.stream_manager(
+        stream, *managers, text_format=_given(text_format), input_tools=tools, starting_after=None
     )
 
 
@@ -656,8 +621,9 @@ def recording_from_text(
     usage: tuple[int, int] | None = None,
     response_id: str = "replay",
 ) -> dict[str, Any]:
-    """A recording, in ``record_response``'s shape, of a call that answered ``text``: for a hand-written
-    entry (``{"output": "Hello", "usage": [812, 96]}``) that holds no SDK body."""
+    """The recording of a chat completion (``kind="chat.completion"``) or a Responses API
+    response (``"response"``) whose one message says ``text`` (``record_response``'s shape): what a
+    hand-written entry (``{"output": "Hello", "usage": [812, 96]}``) is served as."""
     prompt, completion = usage or (0, 0)
     if kind == "chat.completion":
         body: dict[str, Any] = {
@@ -740,8 +706,7 @@ def chunks_from_text(
             },
         }
 
-    words = text.split(" ")
-    pieces = [w if i == 0 else " " + w for i, w in enumerate(words)] if text else []
+    pieces = _wire.word_pieces(text)
     chunks = [chunk({"role": "assistant", "content": ""})]
     chunks += [chunk({"content": piece}) for piece in pieces]
     chunks.append(chunk({}, "stop"))

@@ -156,6 +156,12 @@ def plain(value: Any, omitted: tuple[type, ...] = ()) -> Any:
     return str(value)
 
 
+def message_dicts(messages: Any, omitted: tuple[type, ...] = ()) -> list[dict[str, Any]]:
+    """The messages of a call's ``messages`` argument as JSON objects (see :func:`plain`);
+    anything else in the list is left out."""
+    return [m for m in plain(messages, omitted) or () if isinstance(m, dict)]
+
+
 def materialise(kwargs: dict[str, Any], key: str, omitted: tuple[type, ...] = ()) -> None:
     """A one-shot iterable argument (a generator of messages), made a list so that it can be
     both recorded and sent."""

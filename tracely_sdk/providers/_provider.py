@@ -17,8 +17,10 @@ codec) registered in ``PROVIDERS`` (``providers/__init__.py``), and its tests.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import Any, NoReturn
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Literal, NoReturn, Protocol
+
+import orjson
 
 from tracely_otel import attributes as A
 from tracely_otel._genai import OutputMessage
@@ -38,11 +40,36 @@ from tracely_sdk.providers._patching import (
     content_json,
     find_stream,
     intercept,
+    served_stream,
     server_attributes,
     settings,
     warn_once,
     wire_body,
 )
+
+
+class Codec(Protocol):
+    """What the base asks of an SDK's codec module (``_openai_codec``, ``_anthropic_codec``):
+    pure functions from the SDK's results, chunks, headers and failures to recorded JSON, and
+    from a recorded failure back to the SDK's exception. What else a codec rebuilds (responses,
+    streams, raw responses) only its adapter calls, with the SDK's own arguments."""
+
+    def record_response(self, obj: Any, wire: dict[str, Any] | None = ...) -> dict[str, Any]: ...
+
+    def record_chunk(self, chunk: Any, wire: dict[str, Any] | None = ...) -> dict[str, Any]: ...
+
+    def record_headers(
+        self, headers: Mapping[str, str] | Iterable[tuple[str, str]]
+    ) -> dict[str, str]: ...
+
+    def record_error(self, exc: BaseException) -> dict[str, Any]: ...
+
+    def rebuild_error(self, recorded: Mapping[str, Any], *, url: str = ...) -> Any: ...
+
+    def raw_response_mode(
+        self, extra_headers: Mapping[str, Any] | None
+    ) -> Literal["raw", "stream"] | None: ...
+
 
 SpecFactory = Callable[[Any, Any, dict[str, Any]], InterceptedCall | None]
 """Makes the spec of one call from ``(instance, args, kwargs)``; None leaves the call alone."""
@@ -54,7 +81,7 @@ class Provider:
     def __init__(
         self,
         name: str,
-        codec: Any,
+        codec: Codec,
         clients: tuple[type, ...],
         bases: tuple[type, type],
         refused: Mapping[str, str] | None = None,
@@ -255,6 +282,48 @@ class ProviderCall(Intercepted):
 
     def _url(self) -> str:
         raise NotImplementedError
+
+    def _chunks_of(self, output: Any, entry: Mapping[str, Any]) -> tuple[list[Any], dict[str, str]]:
+        """The recorded chunks (and response headers) a streamed call is served from."""
+        raise NotImplementedError
+
+    def _response(self, recording: Mapping[str, Any] | bytes) -> Any:
+        """The SDK's result of a plain call, from a response recording or its JSON text."""
+        raise NotImplementedError
+
+    def _stream(self, chunks: list[Any], headers: dict[str, str]) -> Any:
+        """The SDK's stream of a streamed call, over the recorded chunks."""
+        raise NotImplementedError
+
+    def _raw_response(
+        self, recording: Mapping[str, Any] | None, chunks: list[Any] | None, headers: Any
+    ) -> Any:
+        """The SDK's raw response of a ``.with_raw_response``/``.with_streaming_response``
+        call, over a response recording or (streamed) its chunks."""
+        raise NotImplementedError
+
+    # -- serving ---------------------------------------------------------------------------
+
+    def rebuild(self, output_json: bytes, entry: Mapping[str, Any]) -> Any:
+        """The SDK's own value of this call, served from the recorded output (JSON text)."""
+        if not self.stream and self.raw is None and entry.get("output_type") == self.tags[0]:
+            # What most served calls are: validated straight from the recorded JSON text.
+            return self._response(output_json)
+        output = orjson.loads(output_json)
+        if self.stream:
+            chunks, headers = self._chunks_of(output, entry)
+            session = self.call.session if self.call is not None else None
+            if self.raw is not None:
+                served = self._raw_response(None, chunks, headers)
+                served_stream(session, served.http_response)
+            else:
+                served = self._stream(chunks, headers)
+                served_stream(session, served.response)
+            return served
+        recording = self._body_of(output, entry)
+        if self.raw is not None:
+            return self._raw_response(recording, None, recording.get("headers") or {})
+        return self._response(recording)
 
     # -- recording -------------------------------------------------------------------------
 

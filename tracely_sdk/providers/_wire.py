@@ -14,9 +14,12 @@ import importlib
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import timedelta
 from types import ModuleType
-from typing import Any, Literal, cast
+from typing import Any, Literal, TypeVar, cast
 
 import orjson
+
+_S = TypeVar("_S")
+_A = TypeVar("_A")
 
 
 class ReplayBody:
@@ -150,16 +153,50 @@ def sdk_stream(
     return stream
 
 
+def stream_rebuilder(
+    sdk: str,
+    pieces: Callable[[Any, Sequence[Mapping[str, Any]]], Sequence[bytes]],
+    types: Callable[[Any, Any], tuple[Any, Any]],
+    url: Callable[[Any, Any], str],
+    returned_by: str,
+) -> Callable[..., Any]:
+    """A codec's ``rebuild_stream(kind, chunks, *, client, headers=None)``: the SDK's own
+    ``Stream`` (sync client) or ``AsyncStream`` (async client) over the recorded ``chunks``, as
+    ``returned_by`` returns it. ``pieces(kind, chunks)`` are the SSE pieces, ``types(kind,
+    client)`` the stream class and item type, ``url(kind, client)`` the request's URL."""
+
+    def rebuild_stream(
+        kind: Any,
+        chunks: Sequence[Mapping[str, Any]],
+        *,
+        client: Any,
+        headers: Mapping[str, str] | None = None,
+    ) -> Any:
+        stream_cls, item = types(kind, client)
+        body = pieces(kind, chunks)
+        return sdk_stream(
+            sdk, stream_cls, item, body, client=client, url=url(kind, client), headers=headers
+        )
+
+    rebuild_stream.__doc__ = (
+        f"The SDK's own ``Stream`` or ``AsyncStream`` of the recorded ``chunks``, as "
+        f"``{returned_by}`` returns it. Nothing is sent: ``client`` is only the SDK's context "
+        "for decoding (its SSE decoder and response validation setting)."
+    )
+    return rebuild_stream
+
+
 async def _ready(value: Any) -> Any:
     return value
 
 
 def stream_manager(
-    sync_cls: Any, async_cls: Any, stream: Any, is_async: bool, **options: Any
-) -> Any:
-    """The SDK's stream manager (what ``.stream(...)`` returns) over a rebuilt ``stream``: the
-    async one awaits the stream, the sync one calls for it, as the SDK's own wrappers do."""
-    if is_async:
+    stream: Any, sync_cls: Callable[..., _S], async_cls: Callable[..., _A], **options: Any
+) -> _S | _A:
+    """The SDK's stream manager (what ``.stream(...)`` returns) over a rebuilt ``stream``: for an
+    ``AsyncStream`` the async one, which awaits it; else the sync one, which calls for it, as
+    the SDK's own wrappers do."""
+    if hasattr(type(stream), "__aiter__"):
         return async_cls(_ready(stream), **options)
     return sync_cls(lambda: stream, **options)
 
@@ -197,6 +234,13 @@ def recorded_body(recorded: Any, what: str, expected: str, field: str) -> Mappin
     if recorded.get("object", expected) != expected or body.get(field, expected) != expected:
         raise ValueError(f"the recording is a {recorded.get('object')!r}, not a {expected!r}")
     return body
+
+
+def word_pieces(text: str) -> list[str]:
+    """``text`` cut into the pieces a stream made from a plain-text answer sends: its words,
+    each after the first with the space before it, so the pieces join back to ``text``."""
+    words = text.split(" ")
+    return [w if i == 0 else " " + w for i, w in enumerate(words)] if text else []
 
 
 # --------------------------------------------------------------------------------------------- recording

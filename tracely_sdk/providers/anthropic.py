@@ -38,7 +38,6 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import anthropic
-import orjson
 from anthropic._base_client import AsyncAPIClient, SyncAPIClient
 from anthropic._constants import DEFAULT_TIMEOUT, MODEL_NONSTREAMING_TOKENS
 from anthropic.resources.beta.messages.messages import AsyncMessages as AsyncBetaMessages
@@ -104,12 +103,10 @@ _STOP_FROM_GENAI = {
 
 def genai_input_messages(messages: Any) -> list[ChatMessage]:
     """Anthropic messages in the GenAI conventions' ``gen_ai.input.messages`` shape."""
-    out: list[ChatMessage] = []
-    for raw in P.plain(messages, _OMIT) or []:
-        if isinstance(raw, dict):
-            role: Any = raw.get("role")
-            out.append({"role": role, "parts": content_parts(raw.get("content"))})
-    return out
+    return [
+        {"role": m.get("role"), "parts": content_parts(m.get("content"))}  # type: ignore[typeddict-item]
+        for m in P.message_dicts(messages, _OMIT)
+    ]
 
 
 def genai_output_messages(body: Mapping[str, Any]) -> list[OutputMessage]:
@@ -488,34 +485,24 @@ class _Call(ProviderCall):
             headers.setdefault("request-id", recording["request_id"])
         return events_from_body(recording["body"]), headers
 
-    def rebuild(self, output_json: bytes, entry: Mapping[str, Any]) -> Any:
-        if not self.stream and self.raw is None and entry.get("output_type") == TAG_MESSAGE:
-            # What most served calls are: validated straight from the recorded JSON text.
-            return self._message(output_json)
-        output = orjson.loads(output_json)
-        session = self.call.session if self.call is not None else None
-        if self.stream:
-            chunks, headers = self._chunks_of(output, entry)
-            if self.raw is not None:
-                served = self.codec.rebuild_raw_response(
-                    self._kind, None, client=self.client, chunks=chunks, headers=headers
-                )
-                P.served_stream(session, served.http_response)
-            else:
-                served = self.codec.rebuild_stream(
-                    "message", chunks, client=self.client, headers=headers
-                )
-                P.served_stream(session, served.response)
-            return served
-        recording = self._body_of(output, entry)
-        if self.raw is not None:
-            return self.codec.rebuild_raw_response(
-                self._kind,
-                recording,
-                client=self.client,
-                headers=recording.get("headers") or {},
-                output_format=self._output_format(),
-            )
+    def _stream(self, chunks: list[Any], headers: dict[str, str]) -> Any:
+        return self.codec.rebuild_stream("message", chunks, client=self.client, headers=headers)
+
+    def _raw_response(
+        self, recording: Mapping[str, Any] | None, chunks: list[Any] | None, headers: Any
+    ) -> Any:
+        # The parser is the raw response's only for a message: a stream's `.parse()` is the stream.
+        output_format = self._output_format() if chunks is None else None
+        return self.codec.rebuild_raw_response(
+            self._kind,
+            recording,
+            client=self.client,
+            chunks=chunks,
+            headers=headers,
+            output_format=output_format,
+        )
+
+    def _response(self, recording: Mapping[str, Any] | bytes) -> Any:
         return self._message(recording)
 
     def _message(self, recording: Mapping[str, Any] | bytes) -> Any:

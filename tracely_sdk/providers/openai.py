@@ -39,7 +39,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import openai
-import orjson
 from openai._base_client import AsyncAPIClient, SyncAPIClient
 from openai.resources.chat.completions.completions import AsyncCompletions, Completions
 from openai.resources.responses.responses import AsyncResponses, Responses
@@ -122,9 +121,7 @@ _FINISH_FROM_GENAI = {
 def genai_chat_messages(messages: Any) -> list[ChatMessage]:
     """Chat messages in the GenAI conventions' ``gen_ai.input.messages`` shape."""
     out: list[ChatMessage] = []
-    for raw in _plain(messages) or []:
-        if not isinstance(raw, dict):
-            continue
+    for raw in P.message_dicts(messages, _OMIT):
         role: Any = raw.get("role")
         if role in ("tool", "function"):
             response = tool_response_part(raw.get("tool_call_id"), raw.get("content"))
@@ -915,42 +912,21 @@ class _Call(ProviderCall):
             )
         return reply_from_value(output, model=self.model, usage=usage)
 
-    def rebuild(self, output_json: bytes, entry: Mapping[str, Any]) -> Any:
-        if not self.stream and self.raw is None and entry.get("output_type") == self.tags[0]:
-            # What most served calls are: validated straight from the recorded JSON text.
-            return self._response(output_json)
-        output = orjson.loads(output_json)
-        session = self.call.session if self.call is not None else None
-        if self.stream:
-            chunks, headers = self._chunks_of(output, entry)
-            if self.raw is not None:
-                served = codec.rebuild_raw_response(
-                    self._kind,
-                    None,
-                    client=self.client,
-                    chunks=chunks,
-                    mode=self.raw,
-                    headers=headers,
-                    **self._parse_arguments(),
-                )
-                P.served_stream(session, served.http_response)
-            else:
-                served = codec.rebuild_stream(
-                    self._stream_kind, chunks, client=self.client, headers=headers
-                )
-                P.served_stream(session, served.response)
-            return served
-        recording = self._body_of(output, entry)
-        if self.raw is not None:
-            return codec.rebuild_raw_response(
-                self._kind,
-                recording,
-                client=self.client,
-                mode=self.raw,
-                headers=recording.get("headers") or {},
-                **self._parse_arguments(),
-            )
-        return self._response(recording)
+    def _stream(self, chunks: list[Any], headers: dict[str, str]) -> Any:
+        return codec.rebuild_stream(self._stream_kind, chunks, client=self.client, headers=headers)
+
+    def _raw_response(
+        self, recording: Mapping[str, Any] | None, chunks: list[Any] | None, headers: Any
+    ) -> Any:
+        return codec.rebuild_raw_response(
+            self._kind,
+            recording,
+            client=self.client,
+            chunks=chunks,
+            mode=self.raw,
+            headers=headers,
+            **self._parse_arguments(),
+        )
 
     def _response(self, recording: Mapping[str, Any] | bytes) -> Any:
         if not self.parsed:  # only a parse can refuse a recorded answer
