@@ -26,6 +26,7 @@ ROOT = Path(__file__).resolve().parents[3]
 ENTRY_POINTS = {
     "tracely_openai": "tracely_sdk.providers._instrumentors:TracelyOpenAIInstrumentor",
     "tracely_anthropic": "tracely_sdk.providers._instrumentors:TracelyAnthropicInstrumentor",
+    "tracely_mcp": "tracely_sdk.providers._instrumentors:TracelyMCPInstrumentor",
 }
 
 
@@ -174,6 +175,40 @@ def test_the_instrumentors_patch_and_restore(clean_patches: None) -> None:
     assert Completions.__dict__["create"] is original
 
 
+def test_the_mcp_instrumentor_patches_the_client_session(clean_patches: None) -> None:
+    pytest.importorskip("opentelemetry.instrumentation.instrumentor")
+    from mcp.client.session import ClientSession
+
+    from tracely_sdk.providers._instrumentors import TracelyMCPInstrumentor
+
+    original = ClientSession.__dict__["call_tool"]
+    instrumentor = TracelyMCPInstrumentor()
+    assert list(instrumentor.instrumentation_dependencies()) == ["mcp >= 2.0"]
+    instrumentor.instrument()
+    try:
+        assert ClientSession.__dict__["call_tool"].__wrapped__ is original
+        assert any(m.startswith("ClientSession.") for m in providers.patched_methods())
+    finally:
+        instrumentor.uninstrument()
+    assert ClientSession.__dict__["call_tool"] is original
+
+
+def test_every_instrumentor_is_an_entry_point() -> None:
+    from tracely_sdk.providers import _instrumentors
+
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    section = pyproject.split("[project.entry-points.opentelemetry_instrumentor]")[1]
+    declared = dict(ENTRY_POINTS)
+    for line in section.strip().splitlines():
+        if not line.strip() or line.startswith("["):
+            break
+        name, _, target = line.partition("=")
+        assert declared.pop(name.strip()) == target.strip().strip('"')
+    assert not declared, f"not in pyproject.toml: {declared}"
+    classes = {target.rpartition(":")[2] for target in ENTRY_POINTS.values()}
+    assert classes == set(_instrumentors.__all__)
+
+
 # --------------------------------------------------------------------------- opentelemetry-instrument
 
 
@@ -243,7 +278,7 @@ def test_opentelemetry_instrument_loads_tracelys_instrumentors_by_their_own_name
 
 def test_otel_python_disabled_instrumentations_switches_tracely_off(tmp_path: Path) -> None:
     patched, openai_on, anthropic_on, live, _ = _instrument(
-        tmp_path, "tracely_openai,tracely_anthropic,openai,anthropic"
+        tmp_path, "tracely_openai,tracely_anthropic,tracely_mcp,openai,anthropic"
     )
     assert (patched, openai_on, anthropic_on, live) == ("False", "False", "False", "False")
 
