@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, settings
 from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -22,6 +23,11 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from tracely_otel import FixtureSpanProcessor
 
 ROOT = Path(__file__).resolve().parent.parent
+
+# Property tests check behaviour, not speed: on a loaded CI machine an example can take longer
+# than hypothesis's default 200 ms deadline, which would fail a correct test.
+settings.register_profile("tracely", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("tracely")
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
