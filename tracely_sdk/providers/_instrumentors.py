@@ -1,7 +1,7 @@
 """OpenTelemetry instrumentors for the provider patches, for ``opentelemetry-instrument``.
 
-Registered under the ``opentelemetry_instrumentor`` entry point group as ``tracely_openai`` and
-``tracely_anthropic`` (names of their own, so ``OTEL_PYTHON_DISABLED_INSTRUMENTATIONS=openai``
+Registered under the ``opentelemetry_instrumentor`` entry point group as ``tracely_openai``,
+``tracely_anthropic`` and ``tracely_google_genai`` (names of their own, so ``OTEL_PYTHON_DISABLED_INSTRUMENTATIONS=openai``
 switches off the other ``openai`` instrumentors and leaves tracely's, and
 ``...=tracely_openai`` the reverse). This module is imported only through those entry points
 (or by hand), so ``opentelemetry-instrumentation`` stays an optional dependency.
@@ -30,7 +30,11 @@ from opentelemetry.instrumentation.instrumentor import (  # type: ignore[attr-de
 from tracely_sdk import _startup, providers
 from tracely_sdk.errors import MissingDependency
 
-__all__ = ["TracelyAnthropicInstrumentor", "TracelyOpenAIInstrumentor"]
+__all__ = [
+    "TracelyAnthropicInstrumentor",
+    "TracelyGoogleGenAIInstrumentor",
+    "TracelyOpenAIInstrumentor",
+]
 
 
 class _TracelyInstrumentor(BaseInstrumentor):  # type: ignore[misc]
@@ -68,3 +72,10 @@ class TracelyAnthropicInstrumentor(_TracelyInstrumentor):
 
     provider = "anthropic"
     requirement = "anthropic >= 0.40"
+
+
+class TracelyGoogleGenAIInstrumentor(_TracelyInstrumentor):
+    """Record and replay ``google-genai`` SDK calls (``tracely_google_genai``)."""
+
+    provider = "google"
+    requirement = "google-genai >= 1.0"
