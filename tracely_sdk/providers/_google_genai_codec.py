@@ -11,7 +11,8 @@ What a recording holds (all plain JSON)::
 
 ``body`` and a chunk are the SDK's ``GenerateContentResponse`` as its own JSON dump (field names as
 the SDK spells them, unset fields left out), whichever API (Gemini or Vertex AI) answered; its
-``sdk_http_response`` keeps only the headers in ``SAFE_HEADERS``. The value the SDK parses with
+``sdk_http_response`` keeps only the headers in ``SAFE_HEADERS`` (and the raw body, for a call
+made with ``should_return_http_response``). The value the SDK parses with
 the caller's ``response_schema`` (``parsed``) is not recorded: it is parsed again on rebuild, by
 the SDK, from the recorded text. ``type`` is for people reading the recording: the exception is
 chosen by the SDK's own table from the recorded code.
@@ -69,9 +70,10 @@ def _dump(response: Any) -> dict[str, Any]:
     )
     http = body.get("sdk_http_response")
     if isinstance(http, dict):
-        body["sdk_http_response"] = {
-            "headers": _wire.kept_headers(http.get("headers") or {}, SAFE_HEADERS)
-        }
+        kept = {"headers": _wire.kept_headers(http.get("headers") or {}, SAFE_HEADERS)}
+        if "body" in http:  # the raw answer, of a call made with should_return_http_response
+            kept["body"] = http["body"]
+        body["sdk_http_response"] = kept
     return body
 
 

@@ -118,6 +118,24 @@ def _dump(value: Any) -> Any:
     return value.model_dump(mode="json", exclude_none=True)
 
 
+def _contents(contents: Any) -> list[Any]:
+    """Contents in the SDK's normal form, as its JSON: a list of ``Content``."""
+    if type(contents) is str:  # what most calls give: the one user turn the SDK makes of it
+        return [_user_text(contents)]
+    return [_dump(c) for c in transformers.t_contents(contents)]
+
+
+def _content(content: Any) -> Any:
+    """One content (a system instruction) in the SDK's normal form, as its JSON."""
+    if type(content) is str:
+        return _user_text(content)
+    return _dump(transformers.t_content(content))
+
+
+def _user_text(text: str) -> dict[str, Any]:
+    return {"parts": [{"text": text}], "role": "user"}
+
+
 def _role(content: Mapping[str, Any]) -> str:
     role = content.get("role")
     return "assistant" if role == "model" else str(role or "user")
@@ -235,13 +253,11 @@ class _Call(ProviderCall):
             config = types.GenerateContentConfig()
         elif not isinstance(config, types.GenerateContentConfig):
             config = types.GenerateContentConfig.model_validate(config)
-        # A one-shot iterable of contents, made a list so that it is both recorded and sent.
-        P.materialise(kwargs, "contents", (types.Content, types.Part))
-        contents = [_dump(c) for c in transformers.t_contents(kwargs.get("contents"))]
+        contents = _contents(kwargs.get("contents"))
         key: dict[str, Any] = {"contents": contents}
         system = None
         if config.system_instruction is not None:
-            system = _dump(transformers.t_content(config.system_instruction))
+            system = _content(config.system_instruction)
             key["system_instruction"] = system
         if config.tools:
             key["tools"] = [_dump(t) for t in transformers.t_tools(self.client, config.tools)]

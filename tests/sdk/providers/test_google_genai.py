@@ -434,6 +434,20 @@ def test_structured_output_is_parsed_again_by_the_sdk(capture: Any, instrumented
     assert rep.clean
 
 
+def test_a_call_asking_for_the_http_response_is_served_its_body(
+    capture: Any, instrumented: None
+) -> None:
+    def scenario(client: Any) -> Any:
+        config = types.GenerateContentConfig(should_return_http_response=True)
+        return client.models.generate_content(model=MODEL, contents="raw", config=config)
+
+    live = record(capture, scenario)
+    assert json.loads(live.value.sdk_http_response.body)["responseId"] == "resp_000001"
+    replayed, rep = replay(live.bundle, scenario)
+    assert replayed.sdk_http_response.body == live.value.sdk_http_response.body
+    assert rep.clean
+
+
 # --------------------------------------------------------------------------- errors
 
 
