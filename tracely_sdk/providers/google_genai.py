@@ -209,6 +209,42 @@ def body_from_reply(reply: P.Reply) -> dict[str, Any]:
 # --------------------------------------------------------------------------- one call
 
 
+def _config(config: Any) -> types.GenerateContentConfig:
+    if config is None:
+        return types.GenerateContentConfig()
+    if isinstance(config, types.GenerateContentConfig):
+        return config
+    return types.GenerateContentConfig.model_validate(config)
+
+
+def _request_attributes(
+    config: types.GenerateContentConfig, client: Any, stream: bool
+) -> dict[str, Any]:
+    attributes = request_attributes(
+        GEN_AI_PROVIDER,
+        None,
+        stream=stream,
+        max_tokens=config.max_output_tokens,
+        temperature=config.temperature,
+        top_p=config.top_p,
+    )
+    attributes.update(P.url_server_attributes(str(client._http_options.base_url or "")))
+    return attributes
+
+
+def _parse_of(config: types.GenerateContentConfig) -> dict[str, Any] | None:
+    """What the SDK gives its own parsing of a structured answer (``parsed``), or None."""
+    if config.response_schema is None and config.response_json_schema is None:
+        return None
+    return {
+        "config": {
+            "response_schema": config.response_schema,
+            "response_json_schema": config.response_json_schema,
+            "include_all_fields": getattr(config, "include_all_fields", None),
+        }
+    }
+
+
 def _format_name(config: types.GenerateContentConfig) -> str | None:
     schema = config.response_schema or config.response_json_schema
     if isinstance(schema, type):
@@ -229,6 +265,8 @@ class _Call(ProviderCall):
 
     __slots__ = ("is_async", "parse")
 
+    parse: dict[str, Any] | None  # what the SDK's parsing of a structured answer is given
+
     def __init__(
         self,
         provider: str,
@@ -248,11 +286,7 @@ class _Call(ProviderCall):
         self.stream = stream
         self.is_async = is_async
         self.call: Any = None
-        config = kwargs.get("config")
-        if config is None:
-            config = types.GenerateContentConfig()
-        elif not isinstance(config, types.GenerateContentConfig):
-            config = types.GenerateContentConfig.model_validate(config)
+        config = _config(kwargs.get("config"))
         contents = _contents(kwargs.get("contents"))
         key: dict[str, Any] = {"contents": contents}
         system = None
@@ -261,29 +295,12 @@ class _Call(ProviderCall):
             key["system_instruction"] = system
         if config.tools:
             key["tools"] = [_dump(t) for t in transformers.t_tools(self.client, config.tools)]
-        attributes = request_attributes(
-            GEN_AI_PROVIDER,
-            None,
-            stream=stream,
-            max_tokens=config.max_output_tokens,
-            temperature=config.temperature,
-            top_p=config.top_p,
-        )
-        attributes.update(P.url_server_attributes(str(self.client._http_options.base_url or "")))
+        attributes = _request_attributes(config, self.client, stream)
         fmt = _format_name(config)
         if fmt is not None:
             key["output_format"] = fmt
             attributes[P.GEN_AI_OUTPUT_TYPE] = "json"
-        self.parse: dict[str, Any] | None = None
-        if config.response_schema is not None or config.response_json_schema is not None:
-            # What the SDK gives its own parsing of the answer (``parsed``).
-            self.parse = {
-                "config": {
-                    "response_schema": config.response_schema,
-                    "response_json_schema": config.response_json_schema,
-                    "include_all_fields": getattr(config, "include_all_fields", None),
-                }
-            }
+        self.parse = _parse_of(config)
         self.input: Any = key
         system_parts = system.get("parts") if system is not None else None
         if P.compared_as_messages(model):

@@ -318,6 +318,37 @@ def test_a_plain_call_and_a_stream_serve_each_others_recordings(capture: Any) ->
     assert rep.errors == []
 
 
+def test_a_foreign_entry_is_served_and_another_sdks_recording_is_refused() -> None:
+    messages = {
+        "messages": [
+            {
+                "role": "assistant",
+                "parts": [{"type": "tool_call", "id": "c1", "name": "f", "arguments": {"x": 1}}],
+                "finish_reason": "tool_call",
+            }
+        ],
+        "model": MODEL,
+        "id": "resp_x",
+    }
+    bundle = {
+        "llm": {
+            MODEL: [
+                {"output": messages, "output_type": "gen_ai.messages", "usage": [5, 1]},
+                {"output": {"body": {}}, "output_type": "anthropic.message"},
+            ]
+        }
+    }
+    client = client_for(closed_url())
+    with tracely.fixtures(bundle, strict=False):
+        response = _generate(client)
+        (call,) = response.function_calls
+        assert (call.id, call.name, call.args) == ("c1", "f", {"x": 1})
+        assert response.response_id == "resp_x"
+        assert response.usage_metadata.prompt_token_count == 5
+        with pytest.raises(tracely.ReplayError, match="made with the anthropic SDK"):
+            _generate(client)
+
+
 # --------------------------------------------------------------------------- function calling, chats
 
 
