@@ -377,7 +377,7 @@ def main() -> int:
     )
     print("(c) live / replay, per surface (the median of each round's ratio; higher is faster):")
     for name, ratio in surfaces.items():
-        print(f"  {name:34s} = {ratio:6.1f}x")
+        print(f"  {name:36s} = {ratio:6.1f}x")
 
     mcp_replay_ratio(n, opts.rounds, provider)
     provider.shutdown()
