@@ -615,3 +615,29 @@ def test_a_recorded_case_passes_fails_on_a_changed_prompt_and_is_incomplete_on_a
     extra = run_case(case, lambda q: _ask(gone, q, twice=True))
     assert extra.verdict == INCOMPLETE
     assert extra.reasons[0].startswith(f"no recorded call for llm:{MODEL}")
+
+
+def test_a_stream_cut_short_live_replays_its_failure_at_the_call(
+    capture: Any, instrumented: None
+) -> None:
+    def scenario(client: Any) -> Any:
+        config = {"http_options": {"headers": {"x-test-fault": "cut"}}}
+        read: list[str] = []
+        try:
+            for chunk in client.models.generate_content_stream(
+                model=MODEL, contents="one two three four five six", config=config
+            ):
+                read.append(chunk.text)
+        except Exception as exc:
+            return read, exc
+        raise AssertionError("the stream was not cut")
+
+    live = record(capture, scenario)
+    read, error = live.value
+    assert read  # the agent had the first chunks, then the failure
+    (entry,) = live.bundle["llm"][MODEL]
+    assert entry["error"]["type"] == type(error).__qualname__
+    (replayed_read, replayed), rep = replay(live.bundle, scenario)
+    assert replayed_read == [] and isinstance(replayed, tracely.LLMError)
+    assert replayed.type == type(error).__qualname__
+    assert rep.clean
