@@ -46,7 +46,8 @@ the pipeline was flushed, so that work is in it.
 (c) Replay against live, per provider surface: one call made live to the local server (the
 SDK unpatched) against the same call replayed from its recording with the server gone (inside
 ``fixtures()`` and an agent run), for ``openai`` ``chat.completions.create``, ``anthropic``
-``messages.create`` and ``anthropic`` ``beta.messages.create`` (each plain and streamed).
+``messages.create``, ``anthropic`` ``beta.messages.create`` and ``google-genai``
+``models.generate_content`` (each plain and streamed).
 Printed as live / replay: how many times faster the replay is than the call it stands for.
 
 (c) One MCP ``ClientSession.call_tool`` (the ``mcp`` SDK's client and its own server,
@@ -376,16 +377,18 @@ def main() -> int:
     )
     print("(c) live / replay, per surface (the median of each round's ratio; higher is faster):")
     for name, ratio in surfaces.items():
-        print(f"  {name:34s} = {ratio:6.1f}x")
+        print(f"  {name:36s} = {ratio:6.1f}x")
 
     mcp_replay_ratio(n, opts.rounds, provider)
     provider.shutdown()
     return 0
 
 
-def _surfaces() -> dict[str, tuple[str, Callable[[Any], Any], Any]]:
-    """Each surface: (provider name, the call, its client class)."""
+def _surfaces() -> dict[str, tuple[str, Callable[[Any], Any], Callable[[str], Any]]]:
+    """Each surface: (provider name, the call, a client for a base URL)."""
     import anthropic
+    from google import genai
+    from google.genai import types
 
     user = [{"role": "user", "content": "What is the weather like in Paris this afternoon?"}]
 
@@ -403,21 +406,52 @@ def _surfaces() -> dict[str, tuple[str, Callable[[Any], Any], Any]]:
 
         return one
 
+    gemini_config = types.GenerateContentConfig(system_instruction=MESSAGES[0]["content"])
+
+    def generate(stream: bool) -> Callable[[Any], Any]:
+        def one(c: Any) -> Any:
+            if stream:
+                chunks = c.models.generate_content_stream(
+                    model=MODEL, contents=MESSAGES[1]["content"], config=gemini_config
+                )
+                return list(chunks)
+            return c.models.generate_content(
+                model=MODEL, contents=MESSAGES[1]["content"], config=gemini_config
+            )
+
+        return one
+
+    def stainless(cls: Any) -> Callable[[str], Any]:
+        return lambda base: cls(api_key="bench-key", base_url=base, max_retries=0)
+
+    def gemini(base: str) -> Any:
+        return genai.Client(api_key="bench-key", http_options=types.HttpOptions(base_url=base))
+
     return {
-        "openai chat.completions.create": ("openai", chat, openai.OpenAI),
-        "openai chat.completions (stream)": ("openai", chat_stream, openai.OpenAI),
-        "anthropic messages.create": ("anthropic", messages(False, False), anthropic.Anthropic),
-        "anthropic messages (stream)": ("anthropic", messages(False, True), anthropic.Anthropic),
+        "openai chat.completions.create": ("openai", chat, stainless(openai.OpenAI)),
+        "openai chat.completions (stream)": ("openai", chat_stream, stainless(openai.OpenAI)),
+        "anthropic messages.create": (
+            "anthropic",
+            messages(False, False),
+            stainless(anthropic.Anthropic),
+        ),
+        "anthropic messages (stream)": (
+            "anthropic",
+            messages(False, True),
+            stainless(anthropic.Anthropic),
+        ),
         "anthropic beta.messages.create": (
             "anthropic",
             messages(True, False),
-            anthropic.Anthropic,
+            stainless(anthropic.Anthropic),
         ),
         "anthropic beta.messages (stream)": (
             "anthropic",
             messages(True, True),
-            anthropic.Anthropic,
+            stainless(anthropic.Anthropic),
         ),
+        "google-genai generate_content": ("google", generate(False), gemini),
+        "google-genai generate_content_stream": ("google", generate(True), gemini),
     }
 
 
@@ -427,10 +461,10 @@ def surface_ratios(
     """(c): each surface's live / replay ratio, the median of interleaved rounds."""
     root = server.base_url.removesuffix("/v1")
     out: dict[str, float] = {}
-    for name, (sdk, one, client_cls) in _surfaces().items():
+    for name, (sdk, one, make_client) in _surfaces().items():
         base = server.base_url if sdk == "openai" else root
-        live_client = client_cls(api_key="bench-key", base_url=base, max_retries=0)
-        closed = client_cls(api_key="bench-key", base_url="http://127.0.0.1:9", max_retries=0)
+        live_client = make_client(base)
+        closed = make_client("http://127.0.0.1:9")
         providers.instrument(sdk)
         one(live_client)
         providers.uninstrument(sdk)

@@ -1,7 +1,8 @@
-"""A small local server that speaks enough of the OpenAI and Anthropic wire formats for the real SDKs.
+"""A small local server that speaks enough of the OpenAI, Anthropic and Gemini wire formats for the real SDKs.
 
-It exists for tests and demos: point an unmodified ``openai.OpenAI`` or ``anthropic.Anthropic`` client at it
-and every call is answered by a deterministic toy "model", over real HTTP, including streaming::
+It exists for tests and demos: point an unmodified ``openai.OpenAI``, ``anthropic.Anthropic`` or
+``google.genai.Client`` at it and every call is answered by a deterministic toy "model", over real HTTP,
+including streaming::
 
     from examples.llm_server import serve
 
@@ -10,23 +11,27 @@ and every call is answered by a deterministic toy "model", over real HTTP, inclu
         client.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "hi"}])
         anthropic.Anthropic(api_key="test-key", base_url=server.anthropic_base_url)
         assert len(server.requests) == 1
+        genai.Client(api_key="test-key", http_options=types.HttpOptions(base_url=server.gemini_base_url))
 
 Routes: ``POST /v1/chat/completions`` (JSON, or SSE ``data:`` chunks ending in ``[DONE]``, with the usage chunk
 when ``stream_options.include_usage`` is set), ``POST /v1/responses`` (JSON, or SSE with typed ``event:`` lines),
 ``POST /v1/messages`` (Anthropic JSON, or its named SSE events including ``ping``), and ``GET
 /v1/responses/{id}`` for a response this server made (JSON, or with ``?stream=true`` its events again,
-after ``starting_after`` when given: what ``responses.stream(response_id=...)`` resumes).
+after ``starting_after`` when given: what ``responses.stream(response_id=...)`` resumes), and the Gemini API's
+``POST /v1/models/{model}:generateContent`` (JSON; ``/v1beta`` and ``/v1alpha`` too) and ``:streamGenerateContent?alt=sse`` (SSE ``data:``
+lines, one ``GenerateContentResponse`` each).
 
 The model: when the request offers tools and the last turn is the user's, it calls the first tool, with
 arguments made from the tool's JSON schema and the user's text (a string property gets the last capitalised
 word, so "What is the weather in Paris?" gives ``{"city": "Paris"}``). Once a tool result is the last turn,
 it answers in text that quotes the result. Without tools it answers ``"You said: <prompt>"``. A JSON-schema
-response format (chat ``response_format``, responses ``text.format``, Anthropic ``output_config.format``)
+response format (chat ``response_format``, responses ``text.format``, Anthropic ``output_config.format``,
+Gemini ``generationConfig.responseJsonSchema``)
 gets a JSON document that satisfies the schema. Token counts are word counts.
 
 Faults, by request header ``x-test-fault`` (or queued with ``server.fail_next``):
-``429`` (the provider's rate-limit error body, with ``retry-after`` and ``retry-after-ms``), ``500`` (the
-provider's server error body), ``cut`` (the response stops midway and the connection is dropped: a stream
+``429`` (the provider's rate-limit error body, with ``retry-after`` and ``retry-after-ms``; Gemini's
+``RESOURCE_EXHAUSTED``), ``500`` (the provider's server error body), ``cut`` (the response stops midway and the connection is dropped: a stream
 after half its events, a JSON body after half its bytes).
 
 Every request is kept in ``server.requests`` (method, path, lower-cased headers, parsed body), faulted ones
@@ -58,6 +63,10 @@ FAULT_HEADER = "x-test-fault"
 FAULTS = ("429", "500", "cut")
 
 _WORD = re.compile(r"\S+")
+# The SDK's default API version (``v1``) or one chosen in its ``HttpOptions(api_version=...)``.
+_GEMINI_PATH = re.compile(
+    r"^/v1(?:beta|alpha)?/models/([^/:]+):(generateContent|streamGenerateContent)$"
+)
 _CAPITALISED = re.compile(r"\b[A-Z][\w-]*")
 
 
@@ -229,6 +238,11 @@ class LLMServer(ThreadingHTTPServer):
         """``http://127.0.0.1:PORT/v1``."""
         return f"{self.base_url}/v1"
 
+    @property
+    def gemini_base_url(self) -> str:
+        """``http://127.0.0.1:PORT``: the google-genai ``HttpOptions(base_url=...)``."""
+        return self.base_url
+
     def handle_error(self, request: Any, client_address: Any) -> None:
         # A client that goes away mid-request (a cancelled stream, a dropped keep-alive) is not an error here.
         import sys
@@ -386,6 +400,8 @@ class _Handler(BaseHTTPRequestHandler):
             "/v1/responses": self._responses,
             "/v1/messages": self._messages,
         }.get(self.path.split("?")[0])
+        if route is None and _GEMINI_PATH.match(self.path.split("?")[0]):
+            route = self._generate_content
         if route is None:
             self._not_found(request)
             return
@@ -413,6 +429,13 @@ class _Handler(BaseHTTPRequestHandler):
     def _is_anthropic(self, request: SeenRequest) -> bool:
         return request.path.startswith("/v1/messages")
 
+    def _is_gemini(self, request: SeenRequest) -> bool:
+        return bool(_GEMINI_PATH.match(request.path.split("?")[0]))
+
+    def _gemini_error(self, status: int, reason: str, message: str) -> None:
+        payload = {"error": {"code": status, "message": message, "status": reason}}
+        self._send_json(status, payload)
+
     def _not_found(self, request: SeenRequest) -> None:
         self._error(
             request, 404, "not_found_error", f"Unknown request URL: {request.method} {request.path}"
@@ -420,7 +443,11 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _error(self, request: SeenRequest, status: int, kind: str, message: str) -> None:
         number = self.server._counter
-        if self._is_anthropic(request):
+        if self._is_gemini(request):
+            self._gemini_error(
+                status, "INVALID_ARGUMENT" if status == 400 else "NOT_FOUND", message
+            )
+        elif self._is_anthropic(request):
             payload: dict[str, Any] = {
                 "type": "error",
                 "error": {"type": kind, "message": message},
@@ -432,6 +459,13 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(status, payload, {"x-request-id": f"req_{number:06d}"})
 
     def _fault(self, request: SeenRequest, number: int) -> None:
+        if self._is_gemini(request):
+            if request.fault == "429":
+                message = "Resource has been exhausted (e.g. check quota)."
+                self._gemini_error(429, "RESOURCE_EXHAUSTED", message)
+            else:
+                self._gemini_error(500, "INTERNAL", "An internal error has occurred.")
+            return
         anthropic = self._is_anthropic(request)
         request_id = f"req_{number:06d}"
         if request.fault == "429":
@@ -689,6 +723,60 @@ class _Handler(BaseHTTPRequestHandler):
             for name, data in events
         ]
         self._send_events(wire, headers, cut=cut)
+
+    # -- gemini generateContent
+
+    def _generate_content(self, body: dict[str, Any], number: int, *, cut: bool) -> None:
+        path, _, query = self.path.partition("?")
+        match = _GEMINI_PATH.match(path)
+        assert match is not None
+        model, method = match.group(1), match.group(2)
+        reply = _gemini_reply(body)
+        if reply.tool_name:
+            part: dict[str, Any] = {
+                "functionCall": {"name": reply.tool_name, "args": reply.tool_arguments}
+            }
+        else:
+            part = {"text": reply.text or ""}
+        usage = {
+            "promptTokenCount": reply.prompt_tokens,
+            "candidatesTokenCount": reply.completion_tokens,
+            "totalTokenCount": reply.prompt_tokens + reply.completion_tokens,
+        }
+
+        def response(
+            parts: list[Any], finish: str | None, tokens: dict[str, Any]
+        ) -> dict[str, Any]:
+            candidate: dict[str, Any] = {"content": {"role": "model", "parts": parts}, "index": 0}
+            if finish is not None:
+                candidate["finishReason"] = finish
+            return {
+                "candidates": [candidate],
+                "usageMetadata": tokens,
+                "modelVersion": model,
+                "responseId": f"resp_{number:06d}",
+            }
+
+        if method == "generateContent":
+            self._send_json(200, response([part], "STOP", usage), cut=cut)
+            return
+        if "alt=sse" not in query:
+            self._gemini_error(400, "INVALID_ARGUMENT", "This server streams with alt=sse only.")
+            return
+        if reply.tool_name:
+            chunks = [response([part], "STOP", usage)]
+        else:
+            pieces = _tokens(reply.text or "")
+            prompt_only = {"promptTokenCount": reply.prompt_tokens}
+            chunks = [
+                response(
+                    [{"text": p}], None, {**prompt_only, "totalTokenCount": reply.prompt_tokens}
+                )
+                for p in pieces[:-1]
+            ]
+            chunks.append(response([{"text": pieces[-1]}], "STOP", usage))
+        events = [b"data: " + json.dumps(c).encode() + b"\r\n\r\n" for c in chunks]
+        self._send_events(events, {}, cut=cut)
 
 
 # --------------------------------------------------------------------------------------------- replies
@@ -953,6 +1041,71 @@ def _messages_reply(body: dict[str, Any]) -> _Reply:
         return _Reply(
             tool_name=str(tools[0]["name"]),
             tool_arguments=_arguments(tools[0].get("input_schema"), user_text),
+            prompt_tokens=prompt_tokens,
+        )
+    return _Reply(text=_answer(user_text, schema), prompt_tokens=prompt_tokens)
+
+
+def _gemini_schema(schema: Any) -> Any:
+    """A Gemini ``Schema`` (upper-case type names) as the JSON schema it stands for."""
+    if isinstance(schema, dict):
+        return {
+            k: v.lower() if k == "type" and isinstance(v, str) else _gemini_schema(v)
+            for k, v in schema.items()
+        }
+    if isinstance(schema, list):
+        return [_gemini_schema(v) for v in schema]
+    return schema
+
+
+def _gemini_reply(body: dict[str, Any]) -> _Reply:
+    contents = [c for c in body.get("contents") or [] if isinstance(c, dict)]
+    parts_of = [[p for p in c.get("parts") or [] if isinstance(p, dict)] for c in contents]
+    system = (body.get("systemInstruction") or {}).get("parts")
+    prompt_tokens = sum(_words(_text_of(parts)) for parts in parts_of) + _words(_text_of(system))
+    config = body.get("generationConfig") or {}
+    raw_schema = config.get("responseJsonSchema", config.get("responseSchema"))
+    schema = _gemini_schema(raw_schema) if isinstance(raw_schema, dict) else None
+    last = parts_of[-1] if parts_of else []
+    results = [p["functionResponse"] for p in last if isinstance(p.get("functionResponse"), dict)]
+    if results:
+        result = results[-1]
+        response = result.get("response")
+        output = (
+            response.get("output", response.get("result")) if isinstance(response, dict) else None
+        )
+        text = (
+            output
+            if isinstance(output, str)
+            else json.dumps(response if output is None else output)
+        )
+        return _Reply(
+            text=_tool_answer(str(result.get("name") or "the tool"), text, schema),
+            prompt_tokens=prompt_tokens,
+        )
+    user_text = _text_of(last)
+    declarations = [
+        d
+        for tool in body.get("tools") or []
+        if isinstance(tool, dict)
+        for d in tool.get("functionDeclarations") or []
+        if isinstance(d, dict)
+    ]
+    role = contents[-1].get("role", "user") if contents else "user"
+    if declarations and role == "user":
+        first = declarations[0]
+        # The SDK sends a schema made from a Python function under its snake_case name.
+        parameters = next(
+            (
+                first[k]
+                for k in ("parametersJsonSchema", "parameters_json_schema", "parameters")
+                if k in first
+            ),
+            None,
+        )
+        return _Reply(
+            tool_name=str(first.get("name") or "tool"),
+            tool_arguments=_arguments(_gemini_schema(parameters), user_text),
             prompt_tokens=prompt_tokens,
         )
     return _Reply(text=_answer(user_text, schema), prompt_tokens=prompt_tokens)

@@ -1,4 +1,4 @@
-"""The local LLM server, driven by the real OpenAI and Anthropic SDKs over real HTTP.
+"""The local LLM server, driven by the real OpenAI, Anthropic and google-genai SDKs over real HTTP.
 
 Every client here validates responses strictly (``_strict_response_validation=True``), so a body that did
 not match the SDK's own pydantic types would fail the call.
@@ -15,6 +15,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import anthropic
 import httpx2
@@ -623,3 +624,89 @@ def test_unknown_route_is_provider_shaped_404(server: LLMServer, oai: openai.Ope
 def test_fail_next_rejects_unknown_faults(server: LLMServer) -> None:
     with pytest.raises(ValueError):
         server.fail_next("418")
+
+
+# --------------------------------------------------------------------------------------------- gemini
+
+GEMINI = "gemini-2.5-flash"
+
+
+@pytest.fixture
+def gemini(server: LLMServer) -> Any:
+    from google import genai
+    from google.genai import types
+
+    return genai.Client(
+        api_key="test-key", http_options=types.HttpOptions(base_url=server.gemini_base_url)
+    )
+
+
+def test_gemini_plain_and_streamed(server: LLMServer, gemini: Any) -> None:
+    response = gemini.models.generate_content(model=GEMINI, contents="Hello there")
+    assert response.text == "You said: Hello there"
+    assert response.model_version == GEMINI and response.response_id == "resp_000001"
+    assert response.candidates[0].finish_reason == "STOP"
+    usage = response.usage_metadata
+    assert (usage.prompt_token_count, usage.candidates_token_count) == (2, 4)
+    chunks = list(gemini.models.generate_content_stream(model=GEMINI, contents="one two"))
+    assert [c.text for c in chunks] == ["You", " said:", " one", " two"]
+    assert [c.candidates[0].finish_reason for c in chunks][-2:] == [None, "STOP"]
+    assert server.paths() == [
+        f"/v1/models/{GEMINI}:generateContent",
+        f"/v1/models/{GEMINI}:streamGenerateContent?alt=sse",
+    ]
+
+
+def test_gemini_async(gemini: Any) -> None:
+    async def run() -> list[str]:
+        first = await gemini.aio.models.generate_content(model=GEMINI, contents="hi")
+        stream = await gemini.aio.models.generate_content_stream(model=GEMINI, contents="hi")
+        return [first.text, "".join([c.text async for c in stream])]
+
+    assert asyncio.run(run()) == ["You said: hi", "You said: hi"]
+
+
+def test_gemini_function_call_then_function_response(server: LLMServer, gemini: Any) -> None:
+    from google.genai import types
+
+    def get_weather(city: str) -> str:
+        """The weather in a city."""
+        return f"sunny in {city}"
+
+    config = types.GenerateContentConfig(tools=[get_weather])
+    response = gemini.models.generate_content(
+        model=GEMINI, contents="What is the weather in Paris?", config=config
+    )
+    assert response.text == "According to get_weather: sunny in Paris"
+    first, second = (r.body for r in server.requests)
+    assert "functionDeclarations" in first["tools"][0]
+    assert second["contents"][1]["parts"][0]["functionCall"] == {
+        "name": "get_weather",
+        "args": {"city": "Paris"},
+    }
+
+
+def test_gemini_json_schema_answer(gemini: Any) -> None:
+    from google.genai import types
+
+    class City(BaseModel):
+        name: str
+
+    config = types.GenerateContentConfig(
+        response_mime_type="application/json", response_schema=City
+    )
+    response = gemini.models.generate_content(model=GEMINI, contents="Rome?", config=config)
+    assert response.parsed == City(name="Rome")
+
+
+@pytest.mark.parametrize(("fault", "status"), [("429", "RESOURCE_EXHAUSTED"), ("500", "INTERNAL")])
+def test_gemini_errors_arrive_as_sdk_exceptions(gemini: Any, fault: str, status: str) -> None:
+    from google.genai import errors
+
+    expected = errors.ClientError if fault == "429" else errors.ServerError
+    config = {"http_options": {"headers": {"x-test-fault": fault}}}
+    with pytest.raises(expected) as caught:
+        gemini.models.generate_content(model=GEMINI, contents="x", config=config)
+    assert (caught.value.code, caught.value.status) == (int(fault), status)
+    with pytest.raises(expected):
+        list(gemini.models.generate_content_stream(model=GEMINI, contents="x", config=config))

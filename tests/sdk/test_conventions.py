@@ -299,3 +299,25 @@ def test_a_tool_span_answering_an_anthropic_tool_use_carries_its_id(
     answered, unasked = kind(capture, A.KIND_TOOL)
     assert answered.attributes[A.GEN_AI_TOOL_CALL_ID] == asked.id
     assert A.GEN_AI_TOOL_CALL_ID not in unasked.attributes
+
+
+def test_a_google_genai_span_conforms_plain_and_streamed(capture: Any) -> None:
+    from google import genai
+    from google.genai import types
+
+    providers.instrument("google")
+    try:
+        with serve() as (server, _):
+            options = types.HttpOptions(base_url=server.gemini_base_url)
+            client = genai.Client(api_key="k", http_options=options)
+            config = types.GenerateContentConfig(temperature=0.2, top_p=0.9, max_output_tokens=64)
+            client.models.generate_content(model="gemini-2.5-flash", contents="hi", config=config)
+            list(client.models.generate_content_stream(model="gemini-2.5-flash", contents="hi"))
+    finally:
+        providers.uninstrument("google")
+    plain, streamed = kind(capture, A.KIND_LLM)
+    assert plain.attributes[A.GEN_AI_PROVIDER_NAME] == "gcp.gen_ai"
+    assert streamed.attributes[A.GEN_AI_REQUEST_STREAM] is True
+    assert streamed.attributes[A.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK] >= 0
+    for span in (plain, streamed):
+        conforms(span, "gen_ai.inference.client")

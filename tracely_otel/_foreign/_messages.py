@@ -61,9 +61,50 @@ def _response_value(response: Any) -> Any:
     return "".join(texts)
 
 
+def _modality(mime_type: str | None) -> str:
+    major = (mime_type or "").split("/", 1)[0]
+    return major if major in ("image", "video", "audio") else "image"
+
+
+def _gemini_part(block: Mapping[str, Any]) -> dict[str, Any] | None:
+    """A part of a Gemini ``Content`` (the google-genai SDK's snake_case, or the API's
+    camelCase); None for one that is not."""
+    call = block.get("function_call", block.get("functionCall"))
+    if isinstance(call, Mapping):
+        return _tool_call(call.get("id"), call.get("name"), call.get("args"))
+    result = block.get("function_response", block.get("functionResponse"))
+    if isinstance(result, Mapping):
+        return _tool_response(result.get("id"), result.get("response"))
+    data = block.get("inline_data", block.get("inlineData"))
+    if isinstance(data, Mapping):
+        mime = _opt_str(data.get("mime_type", data.get("mimeType")))
+        return {
+            "type": "blob",
+            "modality": _modality(mime),
+            "mime_type": mime,
+            "content": _text(data.get("data")),
+        }
+    file = block.get("file_data", block.get("fileData"))
+    if isinstance(file, Mapping):
+        mime = _opt_str(file.get("mime_type", file.get("mimeType")))
+        return {
+            "type": "uri",
+            "modality": _modality(mime),
+            "mime_type": mime,
+            "uri": _text(file.get("file_uri", file.get("fileUri"))),
+        }
+    if block.get("thought") is True and "text" in block:
+        return {"type": "reasoning", "content": _text(block.get("text"))}
+    return None
+
+
 def _block_part(block: Mapping[str, Any]) -> dict[str, Any]:
-    """A part from a provider's own content block (OpenAI, Anthropic, Bedrock shapes)."""
+    """A part from a provider's own content block (OpenAI, Anthropic, Bedrock, Gemini shapes)."""
     kind = block.get("type")
+    if kind is None:
+        gemini = _gemini_part(block)
+        if gemini is not None:
+            return gemini
     if kind in ("text", "input_text", "output_text") or (kind is None and "text" in block):
         return _text_part(block.get("text", block.get("content")))
     if kind in ("tool_use", "server_tool_use"):
@@ -117,8 +158,8 @@ def _genai_part(part: Any) -> dict[str, Any]:
 
 
 def content_parts(content: Any) -> list[MessagePart]:
-    """The parts of a message's ``content`` as an SDK takes it (text, or OpenAI, Anthropic or
-    Bedrock content blocks), in the conventions' shape: the one converter every provider and
+    """The parts of a message's ``content`` as an SDK takes it (text, or OpenAI, Anthropic,
+    Bedrock content blocks or Gemini parts), in the conventions' shape: the one converter every provider and
     reader uses, so that one conversation reads the same whoever recorded it."""
     return cast("list[MessagePart]", _content_parts(content))
 

@@ -1,11 +1,11 @@
-"""Provider SDK patches: OpenAI and Anthropic calls recorded live and served on replay.
+"""Provider SDK patches: OpenAI, Anthropic and Google Gen AI calls recorded live and served on replay.
 
 Importing this package imports no provider SDK; a provider's patch module is loaded only when
 its SDK is asked for, or is already imported by the application.
 
 - :func:`instrument` (``tracely.init(instrument=...)``, ``TRACELY_INSTRUMENT``, or the
-  ``tracely_openai`` / ``tracely_anthropic`` OpenTelemetry instrumentors) patches the SDKs'
-  create-methods and records every call as a tracely ``llm`` span (``chat MODEL``) with the
+  ``tracely_openai`` / ``tracely_anthropic`` / ``tracely_google_genai`` OpenTelemetry
+  instrumentors) patches the SDKs' create-methods (google-genai's ``generate_content`` requests) and records every call as a tracely ``llm`` span (``chat MODEL``) with the
   GenAI attributes. The recording replay needs is tracely's own ``tracely.input`` /
   ``tracely.output`` (redacted, always written). The plain ``gen_ai.input.messages`` /
   ``gen_ai.output.messages`` are written only when
@@ -18,7 +18,8 @@ its SDK is asked for, or is already imported by the application.
 
 Streams are recorded as every chunk or event the SDK yielded, in order (the span ends when the
 stream is exhausted, closed or dropped; a stream closed early records what was read, which is
-what the agent saw), and replayed as the SDK's own ``Stream`` objects. A failure in the middle
+what the agent saw), and replayed as the SDK's own ``Stream`` objects (google-genai's streams,
+plain generators, as generators of its own ``GenerateContentResponse``). A failure in the middle
 of a live stream is recorded as the call's error, and replays at the call.
 
 With another instrumentor of the same SDK active (the contrib ``openai-v2``, OpenLLMetry,
@@ -48,6 +49,7 @@ PROVIDERS: dict[str, tuple[str, str]] = {
     # name: (the SDK's top-level module, tracely's patch module)
     "openai": ("openai", "tracely_sdk.providers.openai"),
     "anthropic": ("anthropic", "tracely_sdk.providers.anthropic"),
+    "google": ("google.genai", "tracely_sdk.providers.google_genai"),  # the google-genai SDK
     "mcp": ("mcp", "tracely_sdk.providers.mcp"),  # ClientSession tool calls (providers/mcp.py)
 }
 """The providers tracely patches; each name is also its extra: ``pip install 'tracely[openai]'``."""

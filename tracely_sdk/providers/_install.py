@@ -121,41 +121,40 @@ def wrapper_of(owner: type, attribute: str) -> Any:
 class ProviderPatches:
     """One SDK's patch set: its create-method targets and the network safety net.
 
-    ``targets`` are ``(owner, method, name, wrapper)``; ``net``/``anet`` guard the sync and
-    async base clients' ``request``, and any of ``clients`` that has a ``request`` of its own.
+    ``targets`` are ``(owner, method, name, wrapper)``; ``nets`` are ``(owner, method, net)``,
+    the SDK's methods that send a request, each guarded by a net, and so is any of ``clients``
+    that has such a method of its own.
     """
 
     def __init__(
         self,
         targets: list[tuple[type, str, str, Wrapper]],
         clients: tuple[type, ...],
-        bases: tuple[type, type],
-        nets: tuple[Wrapper, Wrapper],
+        nets: list[tuple[type, str, Wrapper]],
     ) -> None:
         self.targets = targets
         self.clients = clients
-        self.sync_base, self.async_base = bases
-        self.net, self.anet = nets
+        self.nets = nets
 
-    def _nets(self) -> list[tuple[type, Wrapper]]:
-        nets: list[tuple[type, Wrapper]] = [
-            (self.sync_base, self.net),
-            (self.async_base, self.anet),
-        ]
-        # A client class with a `request` of its own (another instrumentor put one there, around
-        # the original function) goes around the base class's net: it gets the net too.
+    def _nets(self) -> list[tuple[type, str, Wrapper]]:
+        nets = list(self.nets)
+        # A client class with a request method of its own (another instrumentor put one there,
+        # around the original function) goes around the base class's net: it gets the net too.
         for client in self.clients:
-            is_async = issubclass(client, self.async_base)
-            base = self.async_base if is_async else self.sync_base
-            own = client.__dict__.get("request")
-            if own is not None and not in_chain(own, wrapper_of(base, "request")):
-                nets.append((client, self.anet if is_async else self.net))
+            for owner, method, net in self.nets:
+                own = client.__dict__.get(method)
+                if (
+                    issubclass(client, owner)
+                    and own is not None
+                    and not in_chain(own, wrapper_of(owner, method))
+                ):
+                    nets.append((client, method, net))
         return nets
 
     def _parser(self) -> type | None:
         """The base class that defines the SDK's ``_process_response_data`` (see
         :func:`capture_body`); None for an SDK without one."""
-        for cls in self.sync_base.__mro__:
+        for cls in self.nets[0][0].__mro__ if self.nets else ():
             if _PARSE in cls.__dict__:
                 return cls
         return None
@@ -163,8 +162,8 @@ class ProviderPatches:
     def install(self) -> None:
         for owner, method, _, wrapper in self.targets:
             install(owner, method, wrapper)
-        for owner, net in self._nets():
-            install(owner, "request", net)
+        for owner, method, net in self._nets():
+            install(owner, method, net)
         parser = self._parser()
         if parser is not None:
             install(parser, _PARSE, capture_body)
@@ -172,8 +171,9 @@ class ProviderPatches:
     def uninstall(self) -> None:
         for owner, method, _, _ in self.targets:
             uninstall(owner, method)
-        for client in (*self.clients, self.sync_base, self.async_base):
-            uninstall(client, "request")
+        for owner, method, _ in self.nets:
+            for cls in (*self.clients, owner):
+                uninstall(cls, method)
         parser = self._parser()
         if parser is not None:
             uninstall(parser, _PARSE)

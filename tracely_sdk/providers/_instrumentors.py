@@ -1,8 +1,9 @@
 """OpenTelemetry instrumentors for the provider patches, for ``opentelemetry-instrument``.
 
 Registered under the ``opentelemetry_instrumentor`` entry point group as ``tracely_openai``,
-``tracely_anthropic`` and ``tracely_mcp`` (names of their own, so ``OTEL_PYTHON_DISABLED_INSTRUMENTATIONS=openai``
-switches off the other ``openai`` instrumentors and leaves tracely's, and
+``tracely_anthropic``, ``tracely_google_genai`` and ``tracely_mcp`` (names of their own, so
+``OTEL_PYTHON_DISABLED_INSTRUMENTATIONS=openai`` switches off the other ``openai``
+instrumentors and leaves tracely's, and
 ``...=tracely_openai`` the reverse). This module is imported only through those entry points
 (or by hand), so ``opentelemetry-instrumentation`` stays an optional dependency.
 
@@ -32,6 +33,7 @@ from tracely_sdk.errors import MissingDependency
 
 __all__ = [
     "TracelyAnthropicInstrumentor",
+    "TracelyGoogleGenAIInstrumentor",
     "TracelyMCPInstrumentor",
     "TracelyOpenAIInstrumentor",
 ]
@@ -72,6 +74,13 @@ class TracelyAnthropicInstrumentor(_TracelyInstrumentor):
 
     provider = "anthropic"
     requirement = "anthropic >= 0.40"
+
+
+class TracelyGoogleGenAIInstrumentor(_TracelyInstrumentor):
+    """Record and replay ``google-genai`` SDK calls (``tracely_google_genai``)."""
+
+    provider = "google"
+    requirement = "google-genai >= 1.0"
 
 
 class TracelyMCPInstrumentor(_TracelyInstrumentor):

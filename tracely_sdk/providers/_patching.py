@@ -26,6 +26,7 @@ provider modules.
 from __future__ import annotations
 
 import time
+import urllib.parse
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from contextvars import Token
 from dataclasses import dataclass
@@ -58,6 +59,7 @@ from tracely_sdk.providers._streams import (
     served_stream,
     succeed,
     tee,
+    tee_iterator,
 )
 
 # GenAI semantic-convention names not (yet) in tracely_otel._attributes.
@@ -134,6 +136,26 @@ def server_attributes(client: Any) -> dict[str, Any]:
         return attributes
     except Exception:
         return {}
+
+
+_url_servers: dict[str, dict[str, Any]] = {}
+
+
+def url_server_attributes(url: str) -> dict[str, Any]:
+    """``server.address`` / ``server.port`` of a base URL given as text, worked out once per URL."""
+    cached = _url_servers.get(url)
+    if cached is not None:
+        return cached
+    try:
+        parsed = urllib.parse.urlsplit(url)
+        port = parsed.port or (443 if parsed.scheme == "https" else 80)
+        attributes = {SERVER_ADDRESS: parsed.hostname, SERVER_PORT: port} if parsed.hostname else {}
+    except ValueError:
+        attributes = {}
+    if len(_url_servers) >= _SERVERS_KEPT:
+        _url_servers.pop(next(iter(_url_servers)), None)
+    _url_servers[url] = attributes
+    return attributes
 
 
 # --------------------------------------------------------------------------- JSON helpers
@@ -224,6 +246,17 @@ class Reply:
     usage: tuple[int, int] | None
 
 
+def token_counts(
+    usage: tuple[int, int] | None, names: tuple[str, str, str]
+) -> dict[str, int] | None:
+    """``usage`` (input, output tokens) as a response body's usage object, whose input, output
+    and total counts are named ``names``; None without usage."""
+    if usage is None:
+        return None
+    tokens_in, tokens_out = usage
+    return dict(zip(names, (tokens_in, tokens_out, tokens_in + tokens_out), strict=True))
+
+
 def reply_from_genai(
     output: Mapping[str, Any], *, model: str, usage: tuple[int, int] | None
 ) -> Reply:
@@ -284,10 +317,15 @@ class Recording:
 
 @dataclass(slots=True)
 class TeeStream:
-    """A live result whose stream must be teed; ``headers`` are the response's kept headers."""
+    """A live result whose stream must be teed; ``headers`` are the response's kept headers.
+
+    ``replace``: the stream is a plain (async) generator, which cannot be teed in place; the
+    caller gets a teeing generator instead (:func:`tee_iterator`).
+    """
 
     stream: Any
     headers: Mapping[str, str] | None = None
+    replace: bool = False
 
 
 @dataclass(slots=True)
@@ -480,6 +518,8 @@ class _LiveCall:
         if isinstance(outcome, Recording):
             succeed(call, outcome)
             release(call, spec)
+        elif outcome.replace:
+            return tee_iterator(outcome.stream, call, spec, self.started)
         elif not tee(outcome.stream, call, spec, outcome.headers, self.started):
             release(call, spec)
         return result
@@ -541,7 +581,9 @@ __all__ = [
     "server_attributes",
     "settings",
     "tee",
+    "tee_iterator",
     "uninstall",
+    "url_server_attributes",
     "warn_once",
     "wire_body",
     "wrapper_of",

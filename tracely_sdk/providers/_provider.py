@@ -17,7 +17,7 @@ codec) registered in ``PROVIDERS`` (``providers/__init__.py``), and its tests.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal, NoReturn, Protocol
 
 import orjson
@@ -85,13 +85,23 @@ class Provider:
         clients: tuple[type, ...],
         bases: tuple[type, type],
         refused: Mapping[str, str] | None = None,
+        *,
+        sends: Sequence[tuple[type, str, bool]] | None = None,
     ) -> None:
-        self.name = name  # gen_ai.provider.name, and the name in ``instrument(...)``
+        self.name = name  # the name in ``instrument(...)``
         self.codec = codec
         # URL path endings of requests never served, with the reason the safety net gives.
         self.refused = dict(refused or {})
         self.live = False
-        self.patches = ProviderPatches([], clients, bases, (self._net, self._anet))
+        # The SDK's methods that send a request, (owner, method, is_async): the sync and async
+        # base clients' ``request`` unless the SDK says otherwise.
+        if sends is None:
+            sends = ((bases[0], "request", False), (bases[1], "request", True))
+        nets: list[tuple[type, str, Wrapper]] = [
+            (owner, method, self._anet if is_async else self._net)
+            for owner, method, is_async in sends
+        ]
+        self.patches = ProviderPatches([], clients, nets)
 
     # -- state -----------------------------------------------------------------------------
 
@@ -133,23 +143,35 @@ class Provider:
 
     # -- the safety net --------------------------------------------------------------------
 
-    def _network_error(self, args: Any, kwargs: Any, session: Any) -> ReplayError:
+    def stopped_request(
+        self, instance: Any, args: Any, kwargs: Any
+    ) -> tuple[str, str, Any, str | None]:
+        """The method, URL and model of a request the safety net stopped, and why it was not
+        served when the request itself tells (None: the ``refused`` table says, or nothing).
+
+        This reads the request options of the SDKs generated from one template (OpenAI,
+        Anthropic); an adapter of another SDK overrides it.
+        """
         options = args[1] if len(args) > 1 else kwargs.get("options")
         method = str(getattr(options, "method", "?")).upper()
         url = str(getattr(options, "url", "?"))
         body = getattr(options, "json_data", None)
         model = body.get("model") if isinstance(body, Mapping) else None
         headers = getattr(options, "headers", None) or {}
-        raw = self.codec.raw_response_mode(headers if isinstance(headers, Mapping) else {})
-        if raw is not None:
-            why = (
-                "it came through a .with_raw_response/.with_streaming_response wrapper that this "
-                "client bound before tracely patched the SDK; patch at startup with "
-                f"tracely.init(instrument='{self.name}') (or "
-                f"tracely.providers.instrument('{self.name}')) so the wrappers bind the patched "
-                "methods"
-            )
-        else:
+        if self.codec.raw_response_mode(headers if isinstance(headers, Mapping) else {}) is None:
+            return method, url, model, None
+        why = (
+            "it came through a .with_raw_response/.with_streaming_response wrapper that this "
+            "client bound before tracely patched the SDK; patch at startup with "
+            f"tracely.init(instrument='{self.name}') (or "
+            f"tracely.providers.instrument('{self.name}')) so the wrappers bind the patched "
+            "methods"
+        )
+        return method, url, model, why
+
+    def _network_error(self, instance: Any, args: Any, kwargs: Any, session: Any) -> ReplayError:
+        method, url, model, why = self.stopped_request(instance, args, kwargs)
+        if why is None:
             path = url.split("?", 1)[0]
             why = next(
                 (reason for end, reason in self.refused.items() if path.endswith(end)),
@@ -169,7 +191,7 @@ class Provider:
         session = _replay.current_session()
         if session is None or not session.strict:
             return wrapped(*args, **kwargs)
-        raise self._network_error(args, kwargs, session)
+        raise self._network_error(instance, args, kwargs, session)
 
     async def _anet(
         self, wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any
@@ -177,7 +199,7 @@ class Provider:
         session = _replay.current_session()
         if session is None or not session.strict:
             return await wrapped(*args, **kwargs)
-        raise self._network_error(args, kwargs, session)
+        raise self._network_error(instance, args, kwargs, session)
 
     # -- installing ------------------------------------------------------------------------
 
@@ -254,6 +276,28 @@ class ProviderCall(Intercepted):
     api_error: type[BaseException]  # the SDK's API error: recorded with its response
     streams: tuple[type, ...]  # the SDK's stream classes
 
+    def __init__(
+        self,
+        provider: str,
+        client: Any,
+        kwargs: dict[str, Any],
+        model: str,
+        *,
+        parsed: bool = False,
+        stream: bool = False,
+        raw: Any = None,
+    ) -> None:
+        """What every call has; an adapter's ``__init__`` adds its request's input and
+        attributes."""
+        self.provider = provider
+        self.client = client
+        self.kwargs = kwargs
+        self.model = model
+        self.parsed = parsed
+        self.stream = stream
+        self.raw = raw
+        self.call: Any = None
+
     # -- the SDK's own steps ---------------------------------------------------------------
 
     @property
@@ -327,9 +371,13 @@ class ProviderCall(Intercepted):
 
     # -- recording -------------------------------------------------------------------------
 
+    # Where a response body names its model and its id.
+    model_key = "model"
+    id_key = "id"
+
     def _response_attributes(self, body: Mapping[str, Any]) -> dict[str, Any]:
         out: dict[str, Any] = {}
-        model, response_id = body.get("model"), body.get("id")
+        model, response_id = body.get(self.model_key), body.get(self.id_key)
         if isinstance(model, str):
             out[A.GEN_AI_RESPONSE_MODEL] = model
         if isinstance(response_id, str):

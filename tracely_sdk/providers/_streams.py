@@ -265,6 +265,19 @@ def tee(
     return True
 
 
+def tee_iterator(iterator: Any, call: Call, spec: InterceptedCall, started: float) -> Any:
+    """Record a live stream that is a plain generator or async generator (an SDK without a
+    stream object of its own): the caller gets, in its place, a generator of the same kind
+    that yields the same items, each recorded as it passes."""
+    is_async = hasattr(iterator, "__anext__")
+    last = StopAsyncIteration if is_async else StopIteration
+    recorder = _StreamRecorder(call, spec, None, started, last)
+    teed = _async_tee(iterator, recorder) if is_async else _sync_tee(iterator, recorder)
+    # Dropped before its first item (a generator never started runs no `finally`).
+    weakref.finalize(teed, recorder.finish)
+    return teed
+
+
 # --------------------------------------------------------------------------- replayed streams
 
 

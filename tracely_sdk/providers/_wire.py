@@ -247,15 +247,17 @@ def word_pieces(text: str) -> list[str]:
 
 
 def kept_headers(
-    headers: Mapping[str, str] | Iterable[tuple[str, str]], safe: frozenset[str], prefix: str
+    headers: Mapping[str, str] | Iterable[tuple[str, str]],
+    safe: frozenset[str],
+    prefix: str | None = None,
 ) -> dict[str, str]:
     """The response headers a recording may keep: those in ``safe`` and the rate-limit ones
-    starting with ``prefix``, names lowercased."""
+    starting with ``prefix`` (if the API has them), names lowercased."""
     items = headers.items() if isinstance(headers, Mapping) else headers
     kept: dict[str, str] = {}
     for key, value in items:
         name = key.lower()
-        if name in safe or name.startswith(prefix):
+        if name in safe or (prefix is not None and name.startswith(prefix)):
             kept[name] = value
     return kept
 

@@ -356,15 +356,11 @@ class _Call(ProviderCall):
         parsed: bool,
         stream: bool,
     ) -> None:
-        self.provider = provider
-        self.client = instance._client
-        self.kwargs = kwargs
-        self.model = model
-        self.parsed = parsed
-        self.stream = stream
-        self.call: Any = None
         extra_headers = kwargs.get("extra_headers")
-        self.raw = codec.raw_response_mode(extra_headers) if extra_headers else None
+        raw = codec.raw_response_mode(extra_headers) if extra_headers else None
+        super().__init__(
+            provider, instance._client, kwargs, model, parsed=parsed, stream=stream, raw=raw
+        )
         P.materialise(kwargs, "messages", _OMIT)
         P.materialise(kwargs, "tools", _OMIT)
         key: dict[str, Any] = {"messages": kwargs.get("messages")}

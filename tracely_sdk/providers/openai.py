@@ -301,13 +301,9 @@ def chat_body_from_reply(reply: _Reply) -> dict[str, Any]:
         "model": reply.model,
         "choices": choices,
     }
-    if reply.usage is not None:
-        prompt, completion = reply.usage
-        body["usage"] = {
-            "prompt_tokens": prompt,
-            "completion_tokens": completion,
-            "total_tokens": prompt + completion,
-        }
+    usage = P.token_counts(reply.usage, ("prompt_tokens", "completion_tokens", "total_tokens"))
+    if usage is not None:
+        body["usage"] = usage
     return body
 
 
@@ -659,13 +655,8 @@ class _Call(ProviderCall):
         model: str,
         resumed: str | None = None,
     ) -> None:
+        super().__init__(provider, instance._client, kwargs, model, parsed=parsed)
         self.api = api  # "chat" | "responses"
-        self.parsed = parsed
-        self.provider = provider
-        self.client = instance._client
-        self.kwargs = kwargs
-        self.model = model
-        self.call: Any = None
         chat = api == "chat"
         # Only the optional arguments the call gives are looked at: most calls give few.
         given = kwargs.keys() & (_CHAT_ARGUMENTS if chat else _RESPONSES_ARGUMENTS)

@@ -26,6 +26,7 @@ ROOT = Path(__file__).resolve().parents[3]
 ENTRY_POINTS = {
     "tracely_openai": "tracely_sdk.providers._instrumentors:TracelyOpenAIInstrumentor",
     "tracely_anthropic": "tracely_sdk.providers._instrumentors:TracelyAnthropicInstrumentor",
+    "tracely_google_genai": "tracely_sdk.providers._instrumentors:TracelyGoogleGenAIInstrumentor",
     "tracely_mcp": "tracely_sdk.providers._instrumentors:TracelyMCPInstrumentor",
 }
 
@@ -60,7 +61,7 @@ def test_importing_tracely_imports_no_provider_sdk() -> None:
         import tracely_sdk, tracely_sdk.providers, tracely_otel
         with tracely_sdk.fixtures({}):
             pass
-        print(sorted(m for m in ("openai", "anthropic", "httpx2") if m in sys.modules))
+        print(sorted(m for m in ("openai", "anthropic", "google.genai", "httpx2") if m in sys.modules))
         """
     )
     assert result.returncode == 0, result.stderr
@@ -112,6 +113,29 @@ def test_a_missing_sdk_names_the_extra_to_install() -> None:
     assert "OpenAI" not in lines[2]
 
 
+def test_a_missing_google_genai_names_the_google_extra() -> None:
+    result = _python(
+        """
+        import sys
+        sys.modules["google.genai"] = None  # as if it were not installed
+        from tracely_sdk import providers
+        from tracely_sdk.errors import MissingDependency
+        try:
+            providers.instrument("google")
+        except MissingDependency as exc:
+            print("missing:", exc.package, exc.extra, "|", exc)
+        print("auto:", [m for m in providers.instrument("auto") if m.startswith("Client.")])
+        """
+    )
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == (
+        "missing: google.genai google | google.genai is not installed; install it with: "
+        "pip install '.[google]' in a tracely checkout (or 'tracely[google]' from an index)"
+    )
+    assert lines[1] == "auto: []"
+
+
 def test_missing_dependency_is_an_import_error() -> None:
     assert issubclass(MissingDependency, ImportError)
     with pytest.raises(ValueError, match="unknown provider 'gemini'"):
@@ -153,6 +177,7 @@ def test_the_instrumentors_patch_and_restore(clean_patches: None) -> None:
     pytest.importorskip("opentelemetry.instrumentation.instrumentor")
     from tracely_sdk.providers._instrumentors import (
         TracelyAnthropicInstrumentor,
+        TracelyGoogleGenAIInstrumentor,
         TracelyOpenAIInstrumentor,
     )
 
@@ -164,6 +189,9 @@ def test_the_instrumentors_patch_and_restore(clean_patches: None) -> None:
     assert list(instrumentor.instrumentation_dependencies()) == ["openai >= 1.40"]
     assert list(TracelyAnthropicInstrumentor().instrumentation_dependencies()) == [
         "anthropic >= 0.40"
+    ]
+    assert list(TracelyGoogleGenAIInstrumentor().instrumentation_dependencies()) == [
+        "google-genai >= 1.0"
     ]
     instrumentor.instrument()
     try:
@@ -278,7 +306,8 @@ def test_opentelemetry_instrument_loads_tracelys_instrumentors_by_their_own_name
 
 def test_otel_python_disabled_instrumentations_switches_tracely_off(tmp_path: Path) -> None:
     patched, openai_on, anthropic_on, live, _ = _instrument(
-        tmp_path, "tracely_openai,tracely_anthropic,tracely_mcp,openai,anthropic"
+        tmp_path,
+        "tracely_openai,tracely_anthropic,tracely_mcp,tracely_google_genai,openai,anthropic",
     )
     assert (patched, openai_on, anthropic_on, live) == ("False", "False", "False", "False")
 
