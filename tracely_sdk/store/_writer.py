@@ -264,6 +264,8 @@ class BackgroundWriter:
         self._factory = store_factory
         self._max_queue = max_queue
         self._batch_size = max(1, batch_size)
+        # A batch stops gathering when it is full, or when the queue is (more would be spooled).
+        self._gathered = min(self._batch_size, max_queue)
         self._min_backoff = min_backoff
         self._max_backoff = max_backoff
         self.spool = Spool(spool_path or tracely_dir() / "spool" / "recordings.jsonl")
@@ -321,7 +323,7 @@ class BackgroundWriter:
                     self.stats["submitted"] += 1
                     # The writer waits for a first recording, or gathers until a batch is full:
                     # waking it for each one in between would only cost the app CPU.
-                    if len(items) == 1 or len(items) == self._batch_size:
+                    if len(items) == 1 or len(items) == self._gathered:
                         self._cond.notify()
                     return
             self.stats["submitted"] += 1
@@ -484,7 +486,7 @@ class BackgroundWriter:
         if not self._items:
             return
         deadline = time.monotonic() + _GATHER_SECONDS
-        while len(self._items) < self._batch_size and not (
+        while len(self._items) < self._gathered and not (
             self._stop or self._hurry or self._flushers
         ):
             left = deadline - time.monotonic()

@@ -90,6 +90,29 @@ def test_a_burst_is_written_as_one_batch_and_flush_does_not_wait_for_more(
     assert _spool_files(spool) == []
 
 
+def test_a_full_queue_ends_the_gather(
+    paths: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db, spool = paths
+    monkeypatch.setattr("tracely_sdk.store._writer._GATHER_SECONDS", 600.0)
+    written = threading.Event()
+
+    class Signalling(SQLiteStore):
+        def put_recordings(self, recordings: Iterable[Recording]) -> list[bool]:
+            result = super().put_recordings(recordings)
+            written.set()
+            return result
+
+    writer = BackgroundWriter(lambda: Signalling(db), spool_path=spool, max_queue=8)
+    for i in range(8):
+        writer.submit(make_recording(i))
+    # No flush: the batch is written because more would have to be spooled, not waited for.
+    assert written.wait(10)
+    assert writer.stats["spooled"] == 0
+    assert writer.close(10)
+    assert sorted(_ids(db)) == sorted(trace_id(i) for i in range(8))
+
+
 def test_submit_accepts_a_bundle_and_never_raises(paths: tuple[Path, Path]) -> None:
     db, spool = paths
     writer = BackgroundWriter(lambda: SQLiteStore(db), spool_path=spool)
