@@ -64,6 +64,55 @@ def test_writes_everything(paths: tuple[Path, Path]) -> None:
     assert writer.close(5) is True  # idempotent
 
 
+def test_a_burst_is_written_as_one_batch_and_flush_does_not_wait_for_more(
+    paths: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db, spool = paths
+    # A gather far longer than the test may take: only flush() can end it in time.
+    monkeypatch.setattr("tracely_sdk.store._writer._GATHER_SECONDS", 600.0)
+    calls: list[int] = []
+
+    class Counting(SQLiteStore):
+        def put_recordings(self, recordings: Iterable[Recording]) -> list[bool]:
+            recordings = list(recordings)
+            calls.append(len(recordings))
+            return super().put_recordings(recordings)
+
+    writer = BackgroundWriter(lambda: Counting(db), spool_path=spool)
+    for i in range(40):
+        writer.submit(make_recording(i))
+    assert writer.flush(10)
+    assert calls == [40]
+    assert sorted(_ids(db)) == sorted(trace_id(i) for i in range(40))
+    writer.submit(make_recording(40))
+    assert writer.close(10)  # close does not wait out the gather either
+    assert calls == [40, 1]
+    assert _spool_files(spool) == []
+
+
+def test_a_full_queue_ends_the_gather(
+    paths: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db, spool = paths
+    monkeypatch.setattr("tracely_sdk.store._writer._GATHER_SECONDS", 600.0)
+    written = threading.Event()
+
+    class Signalling(SQLiteStore):
+        def put_recordings(self, recordings: Iterable[Recording]) -> list[bool]:
+            result = super().put_recordings(recordings)
+            written.set()
+            return result
+
+    writer = BackgroundWriter(lambda: Signalling(db), spool_path=spool, max_queue=8)
+    for i in range(8):
+        writer.submit(make_recording(i))
+    # No flush: the batch is written because more would have to be spooled, not waited for.
+    assert written.wait(10)
+    assert writer.stats["spooled"] == 0
+    assert writer.close(10)
+    assert sorted(_ids(db)) == sorted(trace_id(i) for i in range(8))
+
+
 def test_submit_accepts_a_bundle_and_never_raises(paths: tuple[Path, Path]) -> None:
     db, spool = paths
     writer = BackgroundWriter(lambda: SQLiteStore(db), spool_path=spool)
