@@ -105,3 +105,31 @@ def stacked_with(other: Any, provider: str, *, tracely_outermost: bool) -> Itera
             install()
             stack.callback(remove)
         yield
+
+
+def replays_the_story(bundle: dict[str, Any], path: Any, ask: Any, label: str) -> None:
+    """The story every provider passes: the recorded trace promoted to a case replays with the
+    provider gone (``ask(url, question, twice=False)`` against a closed port) as PASS; a changed
+    prompt FAILs with the prompt in the diff; an extra call is INCOMPLETE."""
+    from tracely_sdk._runner import FAIL, INCOMPLETE, PASS, load_cases, run_case
+    from tracely_sdk.store import Recording, SQLiteStore
+
+    store = SQLiteStore(path / "cases.db")
+    try:
+        store.put_recording(Recording.from_bundle(bundle))
+        store.promote(bundle["trace_id"], name="Paris weather")
+        (case,) = load_cases(store=store)
+    finally:
+        store.close()
+    gone = closed_url()
+    passed = run_case(case, lambda q: ask(gone, q))
+    assert passed.verdict == PASS, passed.reasons
+    changed = run_case(case, lambda q: ask(gone, q + " Answer briefly."))
+    assert changed.verdict == FAIL
+    assert changed.diverged == [label]
+    (divergence,) = changed.divergences
+    assert divergence["field"] == "input"
+    assert any("Answer briefly." in str(d["actual"]) for d in divergence["differences"])
+    extra = run_case(case, lambda q: ask(gone, q, twice=True))
+    assert extra.verdict == INCOMPLETE
+    assert extra.reasons[0].startswith(f"no recorded call for {label}")

@@ -22,10 +22,8 @@ from pydantic_ai.providers.anthropic import AnthropicProvider
 
 import tracely_sdk as tracely
 from examples.llm_server import serve
-from tests.sdk.providers._helpers import Weather, closed_url, run, same, user
+from tests.sdk.providers._helpers import Weather, closed_url, replays_the_story, run, same, user
 from tracely_sdk import providers
-from tracely_sdk._runner import FAIL, INCOMPLETE, PASS, load_cases, run_case
-from tracely_sdk.store import Recording, SQLiteStore
 
 MODEL = "claude-sonnet-4-5"
 
@@ -279,22 +277,4 @@ def test_a_pydantic_ai_anthropic_agent_records_promotes_and_replays(
     (entry,) = bundle["llm"][MODEL]
     assert entry["provider"] == "AsyncAnthropic.beta.messages.create"
     assert entry["output_type"] == "anthropic.message.events"
-    store = SQLiteStore(tmp_path / "cases.db")
-    try:
-        store.put_recording(Recording.from_bundle(bundle))
-        store.promote(bundle["trace_id"], name="Paris weather")
-        (case,) = load_cases(store=store)
-    finally:
-        store.close()
-    gone = closed_url()
-    passed = run_case(case, lambda q: _ask(gone, q))
-    assert passed.verdict == PASS, passed.reasons
-    changed = run_case(case, lambda q: _ask(gone, q + " Answer briefly."))
-    assert changed.verdict == FAIL
-    assert changed.diverged == [f"llm:{MODEL}"]
-    (divergence,) = changed.divergences
-    assert divergence["field"] == "input"
-    assert any("Answer briefly." in str(d["actual"]) for d in divergence["differences"])
-    extra = run_case(case, lambda q: _ask(gone, q, twice=True))
-    assert extra.verdict == INCOMPLETE
-    assert extra.reasons[0].startswith(f"no recorded call for llm:{MODEL}")
+    replays_the_story(bundle, tmp_path, _ask, f"llm:{MODEL}")

@@ -24,11 +24,9 @@ from opentelemetry.trace import SpanKind
 
 import tracely_sdk as tracely
 from examples.llm_server import serve
-from tests.sdk.providers._helpers import Weather, closed_url
+from tests.sdk.providers._helpers import Weather, closed_url, replays_the_story
 from tracely_sdk import providers
-from tracely_sdk._runner import FAIL, INCOMPLETE, PASS, load_cases, run_case
 from tracely_sdk.providers import _patching
-from tracely_sdk.store import Recording, SQLiteStore
 
 MODEL = "gemini-2.5-flash"
 
@@ -596,25 +594,7 @@ def test_a_recorded_case_passes_fails_on_a_changed_prompt_and_is_incomplete_on_a
         live = _ask(server.gemini_base_url, "Paris weather?")
     assert live == "You said: Paris weather?"
     bundle = capture.last_bundle
-    store = SQLiteStore(tmp_path / "cases.db")
-    try:
-        store.put_recording(Recording.from_bundle(bundle))
-        store.promote(bundle["trace_id"], name="Paris weather")
-        (case,) = load_cases(store=store)
-    finally:
-        store.close()
-    gone = closed_url()
-    passed = run_case(case, lambda q: _ask(gone, q))
-    assert passed.verdict == PASS, passed.reasons
-    changed = run_case(case, lambda q: _ask(gone, q + " Answer briefly."))
-    assert changed.verdict == FAIL
-    assert changed.diverged == [f"llm:{MODEL}"]
-    (divergence,) = changed.divergences
-    assert divergence["field"] == "input"
-    assert any("Answer briefly." in str(d["actual"]) for d in divergence["differences"])
-    extra = run_case(case, lambda q: _ask(gone, q, twice=True))
-    assert extra.verdict == INCOMPLETE
-    assert extra.reasons[0].startswith(f"no recorded call for llm:{MODEL}")
+    replays_the_story(bundle, tmp_path, _ask, f"llm:{MODEL}")
 
 
 def test_a_stream_cut_short_live_replays_its_failure_at_the_call(
