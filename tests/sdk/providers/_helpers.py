@@ -133,3 +133,37 @@ def replays_the_story(bundle: dict[str, Any], path: Any, ask: Any, label: str) -
     extra = run_case(case, lambda q: ask(gone, q, twice=True))
     assert extra.verdict == INCOMPLETE
     assert extra.reasons[0].startswith(f"no recorded call for {label}")
+
+
+@contextmanager
+def capturing_content(monkeypatch: Any, provider: str) -> Iterator[None]:
+    """``provider`` instrumented with message content captured (the GenAI conventions'
+    opt-in variable), and both undone after."""
+    from tracely_sdk.providers import _patching
+
+    monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "true")
+    providers.instrument(provider)
+    try:
+        yield
+    finally:
+        providers.uninstrument(provider)
+        monkeypatch.delenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT")
+        _patching.refresh_settings()
+
+
+def instrumented_fixture(provider: str) -> Any:
+    """A fixture that instruments ``provider`` for the test and uninstruments it after."""
+    import pytest
+
+    @pytest.fixture
+    def instrumented() -> Iterator[None]:
+        providers.instrument(provider)
+        yield
+        providers.uninstrument(provider)
+
+    return instrumented
+
+
+def llm_spans(capture: Any) -> list[Any]:
+    """The captured spans of LLM calls."""
+    return [s for s in capture.spans if s.attributes.get("tracely.kind") == "llm"]

@@ -7,7 +7,7 @@ port), as the other provider tests do.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,19 +22,22 @@ from pydantic_ai.providers.anthropic import AnthropicProvider
 
 import tracely_sdk as tracely
 from examples.llm_server import serve
-from tests.sdk.providers._helpers import Weather, closed_url, replays_the_story, run, same, user
-from tracely_sdk import providers
+from tests.sdk.providers._helpers import (
+    Weather,
+    closed_url,
+    instrumented_fixture,
+    replays_the_story,
+    run,
+    same,
+    user,
+)
 
 MODEL = "claude-sonnet-4-5"
 
 Scenario = Callable[[Any], Any]
 
 
-@pytest.fixture
-def instrumented() -> Iterator[None]:
-    providers.instrument("anthropic")
-    yield
-    providers.uninstrument("anthropic")
+instrumented = instrumented_fixture("anthropic")
 
 
 def record(capture: Any, scenario: Scenario, client_cls: Any) -> tuple[Any, dict[str, Any]]:

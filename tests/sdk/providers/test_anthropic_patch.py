@@ -9,7 +9,7 @@ port. The session's global tracer provider is set, so the anthropic SDK makes it
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import anthropic
@@ -23,7 +23,10 @@ import tracely_sdk as tracely
 from examples.llm_server import serve
 from tests.sdk.providers._helpers import (
     Weather,
+    capturing_content,
     closed_url,
+    instrumented_fixture,
+    llm_spans,
     run,
     same,
     stacked_with,
@@ -32,7 +35,6 @@ from tests.sdk.providers._helpers import (
 )
 from tracely_sdk import providers
 from tracely_sdk.providers import _anthropic_codec as anthropic_codec
-from tracely_sdk.providers import _patching
 
 MODEL = "claude-sonnet-4-5"
 TOOL: Any = {
@@ -71,15 +73,7 @@ def replay(
     return value, rep
 
 
-@pytest.fixture
-def instrumented() -> Iterator[None]:
-    providers.instrument("anthropic")
-    yield
-    providers.uninstrument("anthropic")
-
-
-def llm_spans(capture: Any) -> list[Any]:
-    return [s for s in capture.spans if s.attributes.get("tracely.kind") == "llm"]
+instrumented = instrumented_fixture("anthropic")
 
 
 def _create(client: Any, text: str = "Hello there", **kwargs: Any) -> Any:
@@ -141,14 +135,8 @@ def test_the_sdks_own_span_is_a_child_of_tracelys_and_makes_no_second_entry(
 def test_captured_content_follows_the_genai_conventions(
     capture: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "true")
-    providers.instrument("anthropic")
-    try:
+    with capturing_content(monkeypatch, "anthropic"):
         record(capture, lambda c: _create(c, "Weather in Oslo?", system="Be brief.", tools=[TOOL]))
-    finally:
-        providers.uninstrument("anthropic")
-        monkeypatch.delenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT")
-        _patching.refresh_settings()
     (span,) = llm_spans(capture)
     assert json.loads(span.attributes["gen_ai.input.messages"]) == [
         {"role": "user", "parts": [{"type": "text", "content": "Weather in Oslo?"}]}

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,9 +24,15 @@ from opentelemetry.trace import SpanKind
 
 import tracely_sdk as tracely
 from examples.llm_server import serve
-from tests.sdk.providers._helpers import Weather, closed_url, replays_the_story
+from tests.sdk.providers._helpers import (
+    Weather,
+    capturing_content,
+    closed_url,
+    instrumented_fixture,
+    llm_spans,
+    replays_the_story,
+)
 from tracely_sdk import providers
-from tracely_sdk.providers import _patching
 
 MODEL = "gemini-2.5-flash"
 
@@ -69,15 +75,7 @@ def replay(
     return value, rep
 
 
-@pytest.fixture
-def instrumented() -> Iterator[None]:
-    providers.instrument("google")
-    yield
-    providers.uninstrument("google")
-
-
-def llm_spans(capture: Any) -> list[Any]:
-    return [s for s in capture.spans if s.attributes.get("tracely.kind") == "llm"]
+instrumented = instrumented_fixture("google")
 
 
 def _generate(client: Any, text: str = "Hello there", **config: Any) -> Any:
@@ -171,9 +169,7 @@ def test_the_span_has_the_genai_attributes_live_and_replayed(
 def test_captured_content_follows_the_genai_conventions(
     capture: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "true")
-    providers.instrument("google")
-    try:
+    with capturing_content(monkeypatch, "google"):
         config = types.GenerateContentConfig(
             system_instruction="Be brief.",
             tools=[get_weather],
@@ -185,10 +181,6 @@ def test_captured_content_follows_the_genai_conventions(
                 model=MODEL, contents="Weather in Oslo?", config=config
             ),
         )
-    finally:
-        providers.uninstrument("google")
-        monkeypatch.delenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT")
-        _patching.refresh_settings()
     (span,) = llm_spans(capture)
     assert json.loads(span.attributes["gen_ai.input.messages"]) == [
         {"role": "user", "parts": [{"type": "text", "content": "Weather in Oslo?"}]}

@@ -20,8 +20,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
 import tracely_sdk as tracely
-from tests.sdk.providers._helpers import closed_url
-from tracely_sdk import providers
+from tests.sdk.providers._helpers import closed_url, instrumented_fixture
 from tracely_sdk._runner import ReplayCase, run_case
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -60,11 +59,7 @@ async def weather(connect: Connect, city: str, *, extra: bool = False) -> str:
         return block.text
 
 
-@pytest.fixture
-def instrumented() -> Iterator[None]:
-    providers.instrument("mcp")
-    yield
-    providers.uninstrument("mcp")
+instrumented = instrumented_fixture("mcp")
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import openai
@@ -26,7 +26,10 @@ import tracely_sdk as tracely
 from examples.llm_server import LLMServer, serve
 from tests.sdk.providers._helpers import (
     Weather,
+    capturing_content,
     closed_url,
+    instrumented_fixture,
+    llm_spans,
     run,
     same,
     stacked_with,
@@ -80,15 +83,7 @@ def replay(
     return value, rep
 
 
-@pytest.fixture
-def instrumented() -> Iterator[None]:
-    providers.instrument("openai")
-    yield
-    providers.uninstrument("openai")
-
-
-def llm_spans(capture: Any) -> list[Any]:
-    return [s for s in capture.spans if s.attributes.get("tracely.kind") == "llm"]
+instrumented = instrumented_fixture("openai")
 
 
 # --------------------------------------------------------------------------- plain calls
@@ -173,9 +168,7 @@ def test_a_served_span_carries_the_response_attributes_of_its_entry(
 def test_captured_content_follows_the_genai_conventions(
     capture: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "true")
-    providers.instrument("openai")
-    try:
+    with capturing_content(monkeypatch, "openai"):
         record(
             capture,
             lambda c: c.chat.completions.create(
@@ -184,10 +177,6 @@ def test_captured_content_follows_the_genai_conventions(
                 tools=[WEATHER_TOOL],
             ),
         )
-    finally:
-        providers.uninstrument("openai")
-        monkeypatch.delenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT")
-        _patching.refresh_settings()
     (span,) = llm_spans(capture)
     inputs = json.loads(span.attributes["gen_ai.input.messages"])
     assert inputs == [
