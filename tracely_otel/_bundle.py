@@ -13,6 +13,7 @@ else. A bundle whose checksum does not match is not a recording.
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Mapping
 from typing import Any, Final, TypedDict, cast
 
@@ -192,6 +193,50 @@ def _plain(text: bytes | None) -> bool:
     return not brackets
 
 
+# A string in JSON text whose escaped quotes and backslashes are gone: every quote left opens
+# or closes one.
+_STRING: Final = re.compile(rb'"[^"]*"')
+
+
+def _shallow(text: bytes | None) -> bool:
+    """Whether JSON ``text`` is certainly within the limits of a recorded value, strings in it
+    that hold JSON included (which :func:`_plain` leaves to the exact check).
+
+    orjson wrote ``text``, so its integers fit, and JSON it parses from a string holds none
+    that do not. The nesting is bounded from the brackets: a value inside a string that holds
+    JSON is deeper than the string by one level for the parse, and by at most two for each of
+    the string's opening brackets (a container, and a string in it holding JSON). Without
+    ``\\u`` in the text, every bracket of every level of JSON in strings is in it as written.
+    """
+    if text is None or b"\\u" in text:
+        return False
+    text = text.replace(b"\\\\", b"").replace(b'\\"', b"")
+    around = _STRING.sub(b"", text)  # the structure, without the strings
+    held = _opening(text) - _opening(around)  # the opening brackets in strings
+    if not held:
+        return _nests_within(around, MAX_NESTING)
+    # All of them as if in one string first: a quicker bound than the most one string holds.
+    if _nests_within(around, MAX_NESTING - 1 - 2 * held):
+        return True
+    most = max(_opening(s) for s in _STRING.findall(text))
+    return _nests_within(around, MAX_NESTING - 1 - 2 * most)
+
+
+def _opening(text: bytes) -> int:
+    return text.count(b"[") + text.count(b"{")
+
+
+def _nests_within(structure: bytes, levels: int) -> bool:
+    """Whether the brackets of ``structure`` (JSON text without its strings) nest at most
+    ``levels`` deep."""
+    brackets = structure.translate(_ONE_KIND, _NOT_STRUCTURE)
+    for _ in range(levels):
+        if not brackets:
+            return True
+        brackets = brackets.replace(b"[]", b"")  # one level, the innermost, each time
+    return levels >= 0 and not brackets
+
+
 def _text(value: Any) -> bytes | None:
     try:
         return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS)
@@ -327,7 +372,7 @@ def validate_bundle(bundle: Any) -> Bundle:
         raise _fail("format", f"{fmt!r} is not a format this version reads ({FORMAT!r})")
     text = _canonical_text(bundle)
     # One look at the whole bundle's text clears the values of most bundles at once.
-    values = not _plain(text)
+    values = not (_shallow(text) or _plain(text))
     for kind in ("tools", "llm"):
         section = bundle.get(kind, {})
         if not isinstance(section, Mapping):
