@@ -13,7 +13,6 @@ else. A bundle whose checksum does not match is not a recording.
 from __future__ import annotations
 
 import hashlib
-import re
 from collections.abc import Mapping
 from typing import Any, Final, TypedDict, cast
 
@@ -193,11 +192,6 @@ def _plain(text: bytes | None) -> bool:
     return not brackets
 
 
-# A string in JSON text whose escaped quotes and backslashes are gone: every quote left opens
-# or closes one.
-_STRING: Final = re.compile(rb'"[^"]*"')
-
-
 def _shallow(text: bytes | None) -> bool:
     """Whether JSON ``text`` is certainly within the limits of a recorded value, strings in it
     that hold JSON included (which :func:`_plain` leaves to the exact check).
@@ -210,15 +204,17 @@ def _shallow(text: bytes | None) -> bool:
     """
     if text is None or b"\\u" in text:
         return False
-    text = text.replace(b"\\\\", b"").replace(b'\\"', b"")
-    around = _STRING.sub(b"", text)  # the structure, without the strings
+    # With escaped backslashes and quotes gone, every quote left opens or closes a string: the
+    # pieces between quotes are the structure and the strings, by turns.
+    pieces = text.replace(b"\\\\", b"").replace(b'\\"', b"").split(b'"')
+    around = b"".join(pieces[::2])  # the structure, without the strings
     held = _opening(text) - _opening(around)  # the opening brackets in strings
     if not held:
         return _nests_within(around, MAX_NESTING)
     # All of them as if in one string first: a quicker bound than the most one string holds.
     if _nests_within(around, MAX_NESTING - 1 - 2 * held):
         return True
-    most = max(_opening(s) for s in _STRING.findall(text))
+    most = max(_opening(s) for s in pieces[1::2])
     return _nests_within(around, MAX_NESTING - 1 - 2 * most)
 
 
