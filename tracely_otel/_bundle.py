@@ -192,6 +192,47 @@ def _plain(text: bytes | None) -> bool:
     return not brackets
 
 
+def _shallow(text: bytes | None) -> bool:
+    """Whether JSON ``text`` is certainly within the limits of a recorded value, strings in it
+    that hold JSON included (which :func:`_plain` leaves to the exact check).
+
+    orjson wrote ``text``, so its integers fit, and JSON it parses from a string holds none
+    that do not. The nesting is bounded from the brackets: a value inside a string that holds
+    JSON is deeper than the string by one level for the parse, and by at most two for each of
+    the string's opening brackets (a container, and a string in it holding JSON). Without
+    ``\\u`` in the text, every bracket of every level of JSON in strings is in it as written.
+    """
+    if text is None or b"\\u" in text:
+        return False
+    # With escaped backslashes and quotes gone, every quote left opens or closes a string: the
+    # pieces between quotes are the structure and the strings, by turns.
+    pieces = text.replace(b"\\\\", b"").replace(b'\\"', b"").split(b'"')
+    around = b"".join(pieces[::2])  # the structure, without the strings
+    held = _opening(text) - _opening(around)  # the opening brackets in strings
+    if not held:
+        return _nests_within(around, MAX_NESTING)
+    # All of them as if in one string first: a quicker bound than the most one string holds.
+    if _nests_within(around, MAX_NESTING - 1 - 2 * held):
+        return True
+    most = max(_opening(s) for s in pieces[1::2])
+    return _nests_within(around, MAX_NESTING - 1 - 2 * most)
+
+
+def _opening(text: bytes) -> int:
+    return text.count(b"[") + text.count(b"{")
+
+
+def _nests_within(structure: bytes, levels: int) -> bool:
+    """Whether the brackets of ``structure`` (JSON text without its strings) nest at most
+    ``levels`` deep."""
+    brackets = structure.translate(_ONE_KIND, _NOT_STRUCTURE)
+    for _ in range(levels):
+        if not brackets:
+            return True
+        brackets = brackets.replace(b"[]", b"")  # one level, the innermost, each time
+    return levels >= 0 and not brackets
+
+
 def _text(value: Any) -> bytes | None:
     try:
         return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS)
@@ -327,7 +368,7 @@ def validate_bundle(bundle: Any) -> Bundle:
         raise _fail("format", f"{fmt!r} is not a format this version reads ({FORMAT!r})")
     text = _canonical_text(bundle)
     # One look at the whole bundle's text clears the values of most bundles at once.
-    values = not _plain(text)
+    values = not (_shallow(text) or _plain(text))
     for kind in ("tools", "llm"):
         section = bundle.get(kind, {})
         if not isinstance(section, Mapping):

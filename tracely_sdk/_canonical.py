@@ -31,7 +31,7 @@ def _normalise(value: Any, depth: int) -> Any:
         # Tool-call arguments arrive as JSON text from providers and as objects from code.
         if stripped[:1] in ("{", "[") and stripped[-1:] in ("}", "]"):
             try:
-                return _normalise(orjson.loads(stripped), depth + 1)
+                return _normalise_parsed(orjson.loads(stripped), depth + 1)
             except orjson.JSONDecodeError:
                 return value
         return value
@@ -52,11 +52,37 @@ def canonical(value: Any) -> Any:
     return _from_text(dumps(value))
 
 
+def _normalise_parsed(value: Any, depth: int) -> Any:
+    """:func:`_normalise` of a value orjson has just parsed, in place (nothing else holds it,
+    and its containers are exactly dicts and lists): the same result, without a call and a
+    copy per scalar."""
+    if depth >= _MAX_DEPTH:
+        return _normalise(value, depth)  # near the limit: every level checked one by one
+    kind = type(value)
+    if kind is dict:
+        for key, item in value.items():
+            kind = type(item)
+            if kind is dict or kind is list or (kind is str and item[:1] in _MAY_OPEN):
+                value[key] = _normalise_parsed(item, depth + 1)
+        return value
+    if kind is list:
+        for i, item in enumerate(value):
+            kind = type(item)
+            if kind is dict or kind is list or (kind is str and item[:1] in _MAY_OPEN):
+                value[i] = _normalise_parsed(item, depth + 1)
+        return value
+    return _normalise(value, depth)
+
+
+# A string is parsed only when its first character after JSON whitespace is a bracket.
+_MAY_OPEN = frozenset(("{", "[", *JSON_SPACE))
+
+
 def _from_text(text: bytes) -> Any:
     value = orjson.loads(text)
     if _NESTED_JSON.search(text) is None:
         return value  # parsed compact JSON without JSON inside strings is canonical already
-    return _normalise(value, 0)
+    return _normalise_parsed(value, 0)
 
 
 def canonical_json(value: Any) -> bytes:

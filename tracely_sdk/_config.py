@@ -176,7 +176,9 @@ def _pyproject(start: Path | None = None) -> Mapping[str, Any]:
         import tomllib
     except ModuleNotFoundError:  # Python 3.10: pyproject settings need 3.11's tomllib
         return {}
-    found = _nearest_pyproject(os.path.realpath(start if start is not None else os.getcwd()))
+    found = _nearest_pyproject(
+        os.path.realpath(start) if start is not None else _real_directory(os.getcwd())
+    )
     if found is None:
         return {}
     candidate, stamp = found
@@ -192,6 +194,20 @@ def _pyproject(start: Path | None = None) -> Mapping[str, Any]:
     section = section if isinstance(section, Mapping) else {}
     _sections[candidate] = (stamp, section)
     return section
+
+
+def _real_directory(cwd: str) -> str:
+    """``realpath(cwd)``, resolved once per working directory: every fixtures() block reads
+    the settings, and resolving a path walks each of its parts."""
+    real = _real_cwd.get(cwd)
+    if real is None:
+        real = os.path.realpath(cwd)
+        _real_cwd.clear()  # one directory kept: the process's working directory
+        _real_cwd[cwd] = real
+    return real
+
+
+_real_cwd: dict[str, str] = {}
 
 
 def _nearest_pyproject(directory: str) -> tuple[str, tuple[int, int]] | None:

@@ -292,7 +292,8 @@ class Call:
         if attributes:
             attrs.update(attributes)
         if not tool:
-            attrs.setdefault(A.GEN_AI_PROVIDER_NAME, A.provider_for_model(name))
+            if A.GEN_AI_PROVIDER_NAME not in attrs:
+                attrs[A.GEN_AI_PROVIDER_NAME] = A.provider_for_model(name)
             _agent_uses(attrs[A.GEN_AI_PROVIDER_NAME])
         value = args if tool else input
         text: str | None = None
@@ -849,23 +850,27 @@ class AgentRun:
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
         span = self._span
         assert span is not None
+        # The closing attributes, set at once when the span ends (one pass of the SDK's checks).
+        out: dict[str, Any] = {}
         try:
             digest = self._digest
             if exc is not None:
                 text = _redact.redact(orjson.dumps(_error_record(exc), default=str).decode())
-                span.set_attributes({A.ERROR: text, A.ERROR_TYPE: type(exc).__qualname__})
+                out[A.ERROR] = text
+                out[A.ERROR_TYPE] = type(exc).__qualname__
                 span.set_status(error_status(exc))
                 record_exception(span, exc)
                 digest.append(digest_item(A.ERROR, text))
             elif self._output is not _UNSET:
                 encoded = _Encoded(self._output)
-                span.set_attribute(A.OUTPUT, encoded.json)
+                out[A.OUTPUT] = encoded.json
                 if encoded.tag:
-                    span.set_attribute(A.OUTPUT_TYPE, encoded.tag)
+                    out[A.OUTPUT_TYPE] = encoded.tag
                 digest.append(digest_item(A.OUTPUT, encoded.json))
             if self._count is not None:
-                span.set_attributes(self._count.attributes())
-            span.set_attributes({A.DIGEST: _digest_json(digest), A.KIND: A.KIND_AGENT})
+                out.update(self._count.attributes())
+            out[A.DIGEST] = _digest_json(digest)
+            out[A.KIND] = A.KIND_AGENT  # set again: it moves after the recorded values
         except Exception:
             _warn_once(
                 "agent-output",
@@ -886,7 +891,8 @@ class AgentRun:
                 except ValueError:  # exited in another context than it was entered in
                     _current_agent.set(None)
                 self._agent_token = None
-            span.set_attribute(A.GEN_AI_PROVIDER_NAME, self.provider or A.PROVIDER_OTHER)
+            out[A.GEN_AI_PROVIDER_NAME] = self.provider or A.PROVIDER_OTHER
+            span.set_attributes(out)
             if self._token is not None:
                 otel_context.detach(self._token)  # type: ignore[arg-type]
             span.end()

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 import tracely_sdk as tracely
 from tracely_otel import SpanRecord, validate_bundle
 from tracely_otel import attributes as A
-from tracely_otel._bundle import BundleFormatError, _plain, value_problem
+from tracely_otel._bundle import BundleFormatError, _plain, _shallow, value_problem
 
 FUZZ = settings(
     max_examples=60,
@@ -133,6 +133,17 @@ def test_the_fast_limit_check_never_clears_what_the_exact_one_refuses(value: Any
     except TypeError:
         return
     if _plain(text):
+        assert value_problem(value) is None
+
+
+@FUZZ
+@given(values_with_json_text)
+def test_the_bracket_bound_never_clears_what_the_exact_check_refuses(value: Any) -> None:
+    try:
+        text = orjson.dumps(value)
+    except TypeError:
+        return
+    if _shallow(text):
         assert value_problem(value) is None
 
 

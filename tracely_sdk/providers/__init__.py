@@ -189,7 +189,9 @@ def _activate() -> list[str]:
         for name, (sdk, _) in PROVIDERS.items():
             if sys.modules.get(sdk) is not None:
                 _apply(name)
-            elif _installed(sdk):
+            # A deferred provider is patched by its import hook: looking for the SDK on disk
+            # again (a search of sys.path) would cost every block more than the rest of it.
+            elif name not in _deferred and _installed(sdk):
                 _defer(name)
     return patched_methods()
 

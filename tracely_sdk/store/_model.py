@@ -35,6 +35,7 @@ __all__ = [
     "bundle_weight",
     "new_run_id",
     "dumps_json",
+    "dumps_json_bytes",
     "normalise_tags",
     "now_ns",
     "redact_url",
@@ -109,8 +110,13 @@ def now_ns() -> int:
 
 def dumps_json(value: Any) -> str:
     """``value`` as compact JSON text with sorted keys (equal values give equal text)."""
+    return dumps_json_bytes(value).decode()
+
+
+def dumps_json_bytes(value: Any) -> bytes:
+    """:func:`dumps_json` as UTF-8 bytes (what a checksum is taken over)."""
     try:
-        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS).decode()
+        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)
     except TypeError as exc:
         raise ValueError(f"value cannot be stored as JSON: {exc}") from exc
 

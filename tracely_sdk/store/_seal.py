@@ -20,7 +20,7 @@ import hashlib
 from collections.abc import Mapping
 from typing import Any
 
-from tracely_sdk.store._model import dumps_json
+from tracely_sdk.store._model import dumps_json_bytes
 
 __all__ = [
     "broken_fields",
@@ -34,7 +34,8 @@ _VERSION_FIELDS = ("version", "input", "expected_output", "bundle")
 
 
 def _digest(value: Any) -> str:
-    return "sha256:" + hashlib.sha256(dumps_json(value).encode()).hexdigest()
+    # Every stored case is checked on every read: the bytes, not text decoded and encoded again.
+    return "sha256:" + hashlib.sha256(dumps_json_bytes(value)).hexdigest()
 
 
 def seal(fields: Mapping[str, Any]) -> dict[str, str]:
