@@ -151,6 +151,25 @@ def test_known_values(text: str, expected: str | None) -> None:
     assert Redactor()(text) == (text if expected is None else expected)
 
 
+@pytest.mark.parametrize(
+    "secret",
+    [
+        '"echo_token":"tok-1234"',
+        "ECHO_TOKEN=tok-1234",
+        '"x-goog-api-key": "tok-1234"',
+        "?sig=tok-1234",
+        "session_key: tok-1234",
+    ],
+)
+def test_a_credential_name_among_many_plural_ones_is_still_caught(secret: str) -> None:
+    # Usage counts and prose are full of "tokens" and "keys", which the pre-check passes over
+    # in bulk; one name used as a key among them is still found.
+    usage = '"prompt_tokens":14,"completion_tokens":11,"total_tokens":25,"keys":["a"],'
+    text = f"{usage * 3}{secret},{usage}"
+    assert "tok-1234" not in redact_text(text)
+    assert "tok-1234" not in redact(orjson.dumps({"v": text}).decode())
+
+
 @settings(max_examples=200, deadline=None)
 @given(secrets())
 def test_redaction_is_idempotent(secret: tuple[str, str]) -> None:
@@ -179,6 +198,9 @@ _PIECES = st.sampled_from(
         "Token",
         "echo_token",
         "max_tokens",
+        "tokens",
+        "Keys",
+        "signatures",
         "auth",
         "sig",
         "pwd",

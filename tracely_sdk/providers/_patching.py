@@ -42,6 +42,7 @@ from tracely_otel._foreign import input_messages
 from tracely_sdk import _redact, _replay
 from tracely_sdk._matching import LLM
 from tracely_sdk._seam import Call, error_status
+from tracely_sdk._types import dumps
 from tracely_sdk.providers._install import (
     bodies,
     capture_body,
@@ -108,8 +109,6 @@ def compared_as_messages(model: str) -> bool:
 
 def content_json(value: Any) -> str:
     """A gen_ai content attribute's JSON text, redacted like every recorded value."""
-    from tracely_sdk._types import dumps
-
     return _redact.redact(dumps(value).decode())
 
 
@@ -165,6 +164,11 @@ def plain(value: Any, omitted: tuple[type, ...] = ()) -> Any:
     """``value`` as JSON data, SDK objects dumped as the SDK sends them (unset fields left out)."""
     if value is None or isinstance(value, (str, int, float, bool)):
         return value
+    # A plain dict or list (what messages nearly always are) skips the ABC checks below.
+    if type(value) is dict:
+        return {str(k): plain(v, omitted) for k, v in value.items() if not isinstance(v, omitted)}
+    if type(value) is list:
+        return [plain(v, omitted) for v in value]
     if isinstance(value, Mapping):
         return {str(k): plain(v, omitted) for k, v in value.items() if not isinstance(v, omitted)}
     if isinstance(value, (list, tuple)):
