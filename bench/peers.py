@@ -28,7 +28,14 @@ less than the difference of two process totals; then tracely's added CPU against
 peer's. Target: tracely as a user runs it adds less CPU per call than the cheapest peer
 (stretch: <= 0.5x). Nothing is asserted.
 
-    python bench/peers.py [--calls N] [--rounds R] [--variants a,b,...]
+With ``--instructions`` each variant instead runs once under valgrind's callgrind, with 1 call
+and with 1 + ``--calls`` calls, and the difference of the two instruction counts (every thread
+of the process, user space only: the kernel's side of a write or an fsync is not in it) is its
+cost per call. A count does not depend on what else the machine is doing, so this settles a
+ratio that process CPU on a shared machine cannot (seen: the same code's process-CPU ratio
+ranged from 0.5x to 6.8x between runs). Needs ``valgrind``; each variant takes a few minutes.
+
+    python bench/peers.py [--calls N] [--rounds R] [--variants a,b,...] [--instructions]
 """
 
 from __future__ import annotations
@@ -36,6 +43,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import socket
 import statistics
 import subprocess
@@ -140,7 +148,7 @@ def _child(variant: str, base_url: str, calls: int) -> dict[str, float]:
     wall = time.perf_counter() - wall
     flush()
     cpu = time.process_time() - cpu
-    result = {"wall": wall / calls * 1e6, "cpu": cpu / calls * 1e6}
+    result = {"wall": wall / max(calls, 1) * 1e6, "cpu": cpu / max(calls, 1) * 1e6}
     if threads:
         after = _thread_cpu(THREADS)
         result.update({k: (after[k] - threads[k]) / calls * 1e6 for k in THREADS})
@@ -183,11 +191,59 @@ def _spawn(variant: str, base_url: str, calls: int) -> dict[str, float]:
     return result
 
 
+def _instructions(variant: str, base_url: str, calls: int) -> int:
+    """The instructions a child of ``variant`` making ``calls`` calls executes, in all."""
+    out = subprocess.run(
+        [
+            "valgrind",
+            "--tool=callgrind",
+            "--callgrind-out-file=/dev/null",
+            sys.executable,
+            __file__,
+            "--child",
+            variant,
+            "--base-url",
+            base_url,
+            "--calls",
+            str(calls),
+        ],
+        check=True,
+        capture_output=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    for line in out.stderr.decode().splitlines():
+        if "Collected :" in line:
+            return int(line.rsplit(":", 1)[1].strip())
+    raise RuntimeError(f"callgrind printed no instruction count for {variant}")
+
+
+def _by_instructions(chosen: list[str], base_url: str, calls: int) -> None:
+    per_call: dict[str, float] = {}
+    for variant in chosen:
+        one, more = (_instructions(variant, base_url, n) for n in (1, 1 + calls))
+        per_call[variant] = (more - one) / calls
+    base = per_call["uninstrumented"]
+    print(f"instructions per call of chat.completions.create (callgrind, {calls} calls)")
+    print(f"  {'uninstrumented':16s} {base / 1e6:8.3f} M")
+    for v in chosen[1:]:
+        print(f"  {v:16s} {per_call[v] / 1e6:8.3f} M   added {(per_call[v] - base) / 1e6:7.3f} M")
+    peers = [p for p in PEERS if p in chosen]
+    if "tracely" in chosen and peers:
+        cheapest = min(per_call[p] - base for p in peers)
+        print(
+            f"tracely (as a user runs it) added instructions / cheapest peer's = "
+            f"{(per_call['tracely'] - base) / cheapest:.2f}x (target < 1.0x, stretch <= 0.5x)"
+        )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--calls", type=int, default=300, help="calls per round (default 300)")
     parser.add_argument("--rounds", type=int, default=5, help="alternating rounds (default 5)")
     parser.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated subset")
+    parser.add_argument(
+        "--instructions", action="store_true", help="count instructions under callgrind"
+    )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--base-url", help=argparse.SUPPRESS)
     opts = parser.parse_args()
@@ -201,6 +257,15 @@ def main() -> int:
     if "uninstrumented" not in chosen:
         chosen.insert(0, "uninstrumented")
     server, base_url = _server()
+    if opts.instructions:
+        if shutil.which("valgrind") is None:
+            parser.error("--instructions needs valgrind (apt-get install valgrind)")
+        try:
+            _by_instructions(chosen, base_url, opts.calls)
+        finally:
+            server.terminate()
+            server.wait(timeout=10)
+        return 0
     rounds: list[dict[str, dict[str, float]]] = []
     try:
         for index in range(opts.rounds):
