@@ -171,18 +171,14 @@ def _server() -> tuple[subprocess.Popen[bytes], str]:
     return process, f"http://127.0.0.1:{port}/v1"
 
 
+def _child_command(variant: str, base_url: str, calls: int) -> list[str]:
+    child = ["--child", variant, "--base-url", base_url, "--calls", str(calls)]
+    return [sys.executable, __file__, *child]
+
+
 def _spawn(variant: str, base_url: str, calls: int) -> dict[str, float]:
     out = subprocess.run(
-        [
-            sys.executable,
-            __file__,
-            "--child",
-            variant,
-            "--base-url",
-            base_url,
-            "--calls",
-            str(calls),
-        ],
+        _child_command(variant, base_url, calls),
         check=True,
         capture_output=True,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
@@ -193,20 +189,9 @@ def _spawn(variant: str, base_url: str, calls: int) -> dict[str, float]:
 
 def _instructions(variant: str, base_url: str, calls: int) -> int:
     """The instructions a child of ``variant`` making ``calls`` calls executes, in all."""
+    valgrind = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null"]
     out = subprocess.run(
-        [
-            "valgrind",
-            "--tool=callgrind",
-            "--callgrind-out-file=/dev/null",
-            sys.executable,
-            __file__,
-            "--child",
-            variant,
-            "--base-url",
-            base_url,
-            "--calls",
-            str(calls),
-        ],
+        valgrind + _child_command(variant, base_url, calls),
         check=True,
         capture_output=True,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
