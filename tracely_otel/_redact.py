@@ -198,6 +198,8 @@ def _name_before(text: str, sep: int) -> tuple[str, str]:
     if j >= 0 and text[j] in "\"'":
         quote = text[j]
         j -= 1
+        if j >= 0 and text[j] == "\\":  # JSON written inside a string: \"name\": \"value\"
+            j -= 1
     end = j + 1
     while j >= 0 and (text[j].isascii() and (text[j].isalnum() or text[j] in "_.-")):
         j -= 1
@@ -205,6 +207,22 @@ def _name_before(text: str, sep: int) -> tuple[str, str]:
     while start < end and not (text[start].isalpha() or text[start] == "_"):
         start += 1  # a name starts with a letter or an underscore
     return text[start:end], quote
+
+
+def _escaped_string_end(text: str, pos: int) -> int | None:
+    """The end of the string escaped inside a string that opens with ``\\"`` at ``pos``: the
+    next quote after a run of backslashes one longer than a multiple of four (three, or seven,
+    make a quote inside it). None when the line ends first."""
+    i = pos + 2
+    while i < len(text) and text[i] != "\n":
+        if text[i] == '"':
+            run = 0
+            while text[i - 1 - run] == "\\":
+                run += 1
+            if run % 4 == 1:
+                return i + 1
+        i += 1
+    return None
 
 
 def _assignments(text: str) -> str:
@@ -228,6 +246,18 @@ def _assignments(text: str) -> str:
         while pos < len(text) and text[pos] in " \t":
             pos += 1
         if text.startswith(REDACTED, pos) or text.startswith(f'"{REDACTED}"', pos):
+            continue
+        if text.startswith('\\"', pos):  # JSON written inside a string: \"name\": \"value\"
+            end = _escaped_string_end(text, pos)
+            out.append(text[last:pos])
+            if end is None:  # cut short: the rest of the word is the value
+                end = pos + 2
+                while end < len(text) and not text[end].isspace():
+                    end += 1
+                out.append(f'\\"{REDACTED}')
+            else:
+                out.append(f'\\"{REDACTED}\\"')
+            last = end
             continue
         value = _VALUE.match(text, pos)
         if value is None:

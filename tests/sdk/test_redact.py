@@ -170,6 +170,24 @@ def test_a_credential_name_among_many_plural_ones_is_still_caught(secret: str) -
     assert "tok-1234" not in redact(orjson.dumps({"v": text}).decode())
 
 
+@pytest.mark.parametrize(
+    ("text", "kept"),
+    [
+        # JSON escaped inside plain text (a log line quoting a request body)
+        ('sent {\\"session_key\\": \\"tok-1234\\", \\"n\\": 1}', 'sent {\\"session_key\\": \\"'),
+        ('password=\\"tok-1234\\" then', " then"),
+        # a quote inside the escaped value does not end it early
+        ('\\"api_key\\": \\"tok\\\\\\"-1234\\"', '\\"api_key\\": '),
+        # cut short before its closing quote: the rest of the word is the value
+        ('\\"password\\": \\"tok-1234', '\\"password\\": '),
+    ],
+)
+def test_json_escaped_inside_plain_text_is_redacted(text: str, kept: str) -> None:
+    out = redact_text(text)
+    assert "tok" not in out and "1234" not in out
+    assert kept in out and REDACTED in out
+
+
 @settings(max_examples=200, deadline=None)
 @given(secrets())
 def test_redaction_is_idempotent(secret: tuple[str, str]) -> None:
