@@ -41,7 +41,6 @@ from tracely_sdk.providers._patching import (
     find_stream,
     intercept,
     served_stream,
-    server_attributes,
     settings,
     warn_once,
     wire_body,
@@ -218,15 +217,16 @@ class Provider:
 
 def request_attributes(
     provider: str,
-    client: Any,
+    server: Mapping[str, Any],
     *,
     stream: bool,
     max_tokens: Any = None,
     temperature: Any = None,
     top_p: Any = None,
 ) -> dict[str, Any]:
-    """The request attributes every provider's span has; a number not given is left out."""
-    attributes: dict[str, Any] = {A.GEN_AI_PROVIDER_NAME: provider, **server_attributes(client)}
+    """The request attributes every provider's span has; a number not given is left out.
+    ``server`` is the client's ``server.address`` / ``server.port``."""
+    attributes: dict[str, Any] = {A.GEN_AI_PROVIDER_NAME: provider, **server}
     if stream:
         attributes[A.GEN_AI_REQUEST_STREAM] = True
     for name, value in (

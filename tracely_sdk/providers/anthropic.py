@@ -371,7 +371,7 @@ class _Call(ProviderCall):
             key["tools"] = kwargs["tools"]
         attributes = request_attributes(
             PROVIDER,
-            self.client,
+            P.server_attributes(self.client),
             stream=stream,
             max_tokens=_given(kwargs, "max_tokens"),
             temperature=_given(kwargs, "temperature"),

@@ -214,13 +214,12 @@ def _request_attributes(
 ) -> dict[str, Any]:
     attributes = request_attributes(
         GEN_AI_PROVIDER,
-        None,
+        P.url_server_attributes(str(client._http_options.base_url or "")),
         stream=stream,
         max_tokens=config.max_output_tokens,
         temperature=config.temperature,
         top_p=config.top_p,
     )
-    attributes.update(P.url_server_attributes(str(client._http_options.base_url or "")))
     return attributes
 
 
