@@ -164,14 +164,10 @@ def plain(value: Any, omitted: tuple[type, ...] = ()) -> Any:
     """``value`` as JSON data, SDK objects dumped as the SDK sends them (unset fields left out)."""
     if value is None or isinstance(value, (str, int, float, bool)):
         return value
-    # A plain dict or list (what messages nearly always are) skips the ABC checks below.
-    if type(value) is dict:
+    # A plain dict or list (what messages nearly always are) skips the ABC checks.
+    if type(value) is dict or isinstance(value, Mapping):
         return {str(k): plain(v, omitted) for k, v in value.items() if not isinstance(v, omitted)}
-    if type(value) is list:
-        return [plain(v, omitted) for v in value]
-    if isinstance(value, Mapping):
-        return {str(k): plain(v, omitted) for k, v in value.items() if not isinstance(v, omitted)}
-    if isinstance(value, (list, tuple)):
+    if type(value) is list or isinstance(value, (list, tuple)):
         return [plain(v, omitted) for v in value]
     dump = getattr(value, "model_dump", None)
     if callable(dump):
