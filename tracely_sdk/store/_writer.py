@@ -486,9 +486,8 @@ class BackgroundWriter:
         if not self._items:
             return
         deadline = time.monotonic() + _GATHER_SECONDS
-        while len(self._items) < self._gathered and not (
-            self._stop or self._hurry or self._flushers
-        ):
+        # A flush in progress (it also sets `_hurry`, which the loop consumes) stops gathering.
+        while len(self._items) < self._gathered and not (self._stop or self._flushers):
             left = deadline - time.monotonic()
             if left <= 0:
                 return
