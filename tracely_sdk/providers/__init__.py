@@ -5,8 +5,9 @@ its SDK is asked for, or is already imported by the application.
 
 - :func:`instrument` (``tracely.init(instrument=...)``, ``TRACELY_INSTRUMENT``, or the
   ``tracely_openai`` / ``tracely_anthropic`` / ``tracely_google_genai`` OpenTelemetry
-  instrumentors) patches the SDKs' create-methods (google-genai's ``generate_content`` requests) and records every call as a tracely ``llm`` span (``chat MODEL``) with the
-  GenAI attributes. The recording replay needs is tracely's own ``tracely.input`` /
+  instrumentors) patches the SDKs' create-methods (google-genai's ``generate_content``
+  requests) and records every call as a tracely ``llm`` span (``chat MODEL``) with the GenAI
+  attributes. The recording replay needs is tracely's own ``tracely.input`` /
   ``tracely.output`` (redacted, always written). The plain ``gen_ai.input.messages`` /
   ``gen_ai.output.messages`` are written only when
   ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`` is true.
