@@ -66,6 +66,14 @@ def _modality(mime_type: str | None) -> str:
     return major if major in ("image", "video", "audio") else "image"
 
 
+def _uri_part(modality: str, uri: Any, **mime_type: str | None) -> dict[str, Any]:
+    return {"type": "uri", "modality": modality, **mime_type, "uri": _text(uri)}
+
+
+def _blob_part(modality: str, mime: str | None, data: Any) -> dict[str, Any]:
+    return {"type": "blob", "modality": modality, "mime_type": mime, "content": _text(data)}
+
+
 def _gemini_part(block: Mapping[str, Any]) -> dict[str, Any] | None:
     """A part of a Gemini ``Content`` (the google-genai SDK's snake_case, or the API's
     camelCase); None for one that is not."""
@@ -78,21 +86,12 @@ def _gemini_part(block: Mapping[str, Any]) -> dict[str, Any] | None:
     data = block.get("inline_data", block.get("inlineData"))
     if isinstance(data, Mapping):
         mime = _opt_str(data.get("mime_type", data.get("mimeType")))
-        return {
-            "type": "blob",
-            "modality": _modality(mime),
-            "mime_type": mime,
-            "content": _text(data.get("data")),
-        }
+        return _blob_part(_modality(mime), mime, data.get("data"))
     file = block.get("file_data", block.get("fileData"))
     if isinstance(file, Mapping):
         mime = _opt_str(file.get("mime_type", file.get("mimeType")))
-        return {
-            "type": "uri",
-            "modality": _modality(mime),
-            "mime_type": mime,
-            "uri": _text(file.get("file_uri", file.get("fileUri"))),
-        }
+        uri = file.get("file_uri", file.get("fileUri"))
+        return _uri_part(_modality(mime), uri, mime_type=mime)
     if block.get("thought") is True and "text" in block:
         return {"type": "reasoning", "content": _text(block.get("text"))}
     return None
@@ -118,17 +117,12 @@ def _block_part(block: Mapping[str, Any]) -> dict[str, Any]:
     if kind in ("image_url", "input_image"):
         image = block.get("image_url")
         url = image.get("url") if isinstance(image, Mapping) else image
-        return {"type": "uri", "modality": "image", "uri": _text(url)}
+        return _uri_part("image", url)
     if kind == "image" and isinstance(block.get("source"), Mapping):
         source = block["source"]
         if source.get("type") == "url":
-            return {"type": "uri", "modality": "image", "uri": _text(source.get("url"))}
-        return {
-            "type": "blob",
-            "modality": "image",
-            "mime_type": _opt_str(source.get("media_type")),
-            "content": _text(source.get("data")),
-        }
+            return _uri_part("image", source.get("url"))
+        return _blob_part("image", _opt_str(source.get("media_type")), source.get("data"))
     if kind is None and isinstance(block.get("toolUse"), Mapping):
         use = block["toolUse"]
         return _tool_call(use.get("toolUseId"), use.get("name"), use.get("input"))
