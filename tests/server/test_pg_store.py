@@ -27,7 +27,9 @@ from tracely_sdk.errors import ConfigError, Conflict, MissingDependency, NotFoun
 from tracely_sdk.store import Case, NewerSchema, Recording, _migrations
 from tracely_sdk.store._model import dumps_json
 
-psycopg = pytest.importorskip("psycopg", reason="psycopg is not installed (tracely[postgres])")
+psycopg = pytest.importorskip(
+    "psycopg", reason="psycopg is not installed (tracely-replay[postgres])"
+)
 
 from tracely_sdk.store import _postgres as _pg  # noqa: E402
 from tracely_sdk.store._postgres import PostgresStore  # noqa: E402

@@ -1,6 +1,6 @@
 """What the CLI prints: rich tables and a progress bar on a terminal, plain text elsewhere.
 
-rich is the optional extra ``tracely[cli]`` and is imported only when it will be used: output
+rich is the optional extra ``tracely-replay[cli]`` and is imported only when it will be used: output
 is plain when stdout is not a terminal, with ``--no-color``, with ``TERM=dumb``, or when rich
 is not installed. JSON output (``--json``) never depends on any of that.
 """
@@ -33,7 +33,7 @@ _STYLES = {
 
 
 def rich_available() -> bool:
-    """True when rich can be imported (it is the optional extra ``tracely[cli]``)."""
+    """True when rich can be imported (it is the optional extra ``tracely-replay[cli]``)."""
     try:
         importlib.import_module("rich")
     except ImportError:

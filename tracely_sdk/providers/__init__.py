@@ -53,7 +53,7 @@ PROVIDERS: dict[str, tuple[str, str]] = {
     "google": ("google.genai", "tracely_sdk.providers.google_genai"),  # the google-genai SDK
     "mcp": ("mcp", "tracely_sdk.providers.mcp"),  # ClientSession tool calls (providers/mcp.py)
 }
-"""The providers tracely patches; each name is also its extra: ``pip install 'tracely[openai]'``."""
+"""The providers tracely patches; each name is also its extra: ``pip install 'tracely-replay[openai]'``."""
 
 _lock = threading.RLock()
 _live: set[str] = set()  # providers whose calls are recorded live

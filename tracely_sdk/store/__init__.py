@@ -6,8 +6,8 @@ One interface (:class:`Store`) behind a URL::
     store = open_store("sqlite:///abs/tracely.db")
     store = open_store("sqlite:relative/tracely.db")
     store = open_store("ci.db")                # a bare path ending in .db
-    store = open_store("http://tracely:8000")  # the tracely server (tracely[server])
-    store = open_store("postgresql://...")     # PostgreSQL (tracely[postgres])
+    store = open_store("http://tracely:8000")  # the tracely server (tracely-replay[server])
+    store = open_store("postgresql://...")     # PostgreSQL (tracely-replay[postgres])
 
 A ``sqlite:`` URL takes ``?timeout=SECONDS`` (how long a write waits for another process,
 default 30) and ``?synchronous=normal|full`` (default ``full``: a committed recording survives a

@@ -167,5 +167,5 @@ def test_a_postgresql_store_without_psycopg_is_one_line_with_an_install_hint(
         assert proc.stderr == (
             "tracely: error: store URL 'postgresql://u:***@127.0.0.1:9/x': psycopg is not "
             "installed; install it with: pip install '.[postgres]' in a tracely checkout "
-            "(or 'tracely[postgres]' from an index)\n"
+            "(or 'tracely-replay[postgres]' from an index)\n"
         )

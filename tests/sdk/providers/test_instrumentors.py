@@ -104,7 +104,7 @@ def test_a_missing_sdk_names_the_extra_to_install() -> None:
     lines = result.stdout.splitlines()
     assert lines[0] == (
         "missing: openai openai | openai is not installed; install it with: "
-        "pip install '.[openai]' in a tracely checkout (or 'tracely[openai]' from an index)"
+        "pip install '.[openai]' in a tracely checkout (or 'tracely-replay[openai]' from an index)"
     )
     assert lines[1] == "auto: []"
     assert (
@@ -131,7 +131,7 @@ def test_a_missing_google_genai_names_the_google_extra() -> None:
     lines = result.stdout.splitlines()
     assert lines[0] == (
         "missing: google.genai google | google.genai is not installed; install it with: "
-        "pip install '.[google]' in a tracely checkout (or 'tracely[google]' from an index)"
+        "pip install '.[google]' in a tracely checkout (or 'tracely-replay[google]' from an index)"
     )
     assert lines[1] == "auto: []"
 
