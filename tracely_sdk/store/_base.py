@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
-from tracely_otel._bundle import Bundle, BundleFormatError, validate_bundle
+from tracely_otel import Bundle, BundleFormatError, validate_bundle
 from tracely_sdk._canonical import canonical_equal
 from tracely_sdk.errors import Conflict
 from tracely_sdk.store._model import (
