@@ -86,16 +86,6 @@ def _patterns(source: str, value: Any) -> tuple[str, ...]:
     return tuple(patterns)
 
 
-def _capture(source: str, value: Any) -> bool:
-    # The GenAI instrumentations' values as well as plain booleans.
-    lowered = str(value).strip().lower()
-    if lowered in ("span_only", "span_and_event"):
-        return True
-    if lowered in ("event_only", "no_content"):
-        return False
-    return _bool(source, value)
-
-
 @dataclass(frozen=True)
 class Setting:
     """One setting: where it is read from, its default and what it means."""

@@ -13,8 +13,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SpanExporter
 
 import tracely_otel
-from tracely_otel import BundleCallback
-from tracely_otel._bundle import Bundle
+from tracely_otel import Bundle, BundleCallback
 from tracely_sdk import _redact
 from tracely_sdk._config import resolve
 from tracely_sdk.errors import ConfigError

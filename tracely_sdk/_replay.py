@@ -22,8 +22,7 @@ from typing import Any, Literal, TypedDict
 
 import orjson
 
-from tracely_otel import BundleFormatError, validate_bundle
-from tracely_otel._bundle import Bundle
+from tracely_otel import Bundle, BundleFormatError, validate_bundle
 from tracely_sdk import _config
 from tracely_sdk._diff import Difference, diff_values
 from tracely_sdk._masks import NO_MASKS, Masks

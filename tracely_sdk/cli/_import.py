@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from tracely_otel import SpanRecord, bundle_from_spans
-from tracely_otel._otlp import (
+from tracely_otel.otlp import (
     OTLPDecodeError,
     decode_any,
     gunzip_bounded,

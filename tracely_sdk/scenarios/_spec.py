@@ -175,10 +175,6 @@ class Scenario:
     pass_threshold: float = 1.0
     source: str | None = None
 
-    @property
-    def has_trace_checks(self) -> bool:
-        return any(t.trace_checks for t in self.turns)
-
 
 def shown(value: Any, limit: int = 80) -> str:
     """``value`` as a report shows it: a string quoted, anything else as JSON, cut at ``limit``."""

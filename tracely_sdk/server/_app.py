@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Any, Final
 
 import orjson
 
-from tracely_otel._bundle import BundleFormatError, validate_bundle
-from tracely_otel._otlp import (
+from tracely_otel import BundleFormatError, validate_bundle
+from tracely_otel.otlp import (
     OTLPDecodeError,
     PayloadTooLarge,
     decode_export_request,

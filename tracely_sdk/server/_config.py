@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -345,11 +345,6 @@ class ServerConfig:
             )
         return self
 
-    @property
-    def listen_url(self) -> str:
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{self.port}"
-
     def journal_path(self, store: Any) -> Path | None:
         """The journal directory for ``store`` (None for an in-memory store: nothing survives)."""
         if self.journal_dir:
@@ -376,8 +371,3 @@ def _resolve(setting: Setting, argument: Any, env: Mapping[str, str]) -> Any:
         if raw:
             return setting.parse(var, raw)
     return setting.default
-
-
-def setting_names() -> tuple[str, ...]:
-    """The settings :meth:`ServerConfig.load` takes as arguments."""
-    return tuple(f.name for f in fields(ServerConfig) if f.name in SERVER_SETTINGS)

@@ -40,7 +40,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2_grpc import TraceServiceServicer
 
-from tracely_otel._otlp import OTLPDecodeError, decode_export_request, rejected_message
+from tracely_otel.otlp import OTLPDecodeError, decode_export_request, rejected_message
 from tracely_sdk.errors import ConfigError
 from tracely_sdk.server._auth import INGEST, RateLimiter, TokenSet
 from tracely_sdk.server._ingest import KIND_PROTO, Backpressure, IngestPipeline, Unavailable

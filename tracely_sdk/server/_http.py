@@ -234,10 +234,6 @@ class Limits:
     max_head_bytes: int = 32 * 1024
 
 
-class _BodyTimeout(Exception):
-    pass
-
-
 class _Disconnected(Exception):
     pass
 

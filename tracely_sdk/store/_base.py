@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
-from tracely_otel._bundle import Bundle, BundleFormatError, validate_bundle
+from tracely_otel import Bundle, BundleFormatError, validate_bundle
 from tracely_sdk._canonical import canonical_equal
 from tracely_sdk.errors import Conflict
 from tracely_sdk.store._model import (
@@ -23,7 +23,6 @@ from tracely_sdk.store._model import (
     InvalidCase,
     Recording,
     Run,
-    bundle_weight,
     dumps_json,
     normalise_tags,
     slugify,
@@ -36,7 +35,6 @@ __all__ = [
     "plan_edit",
     "plan_promotion",
     "plan_recapture",
-    "should_replace",
     "unreplayable_calls",
 ]
 
@@ -188,13 +186,6 @@ def recording_content(recording: Recording) -> tuple[Any, ...]:
         dumps_json(recording.bundle),
         recording.replay_mode,
     )
-
-
-def should_replace(stored: Recording, new: Recording) -> bool:
-    """True when ``new`` is a more complete recording of ``stored``'s trace."""
-    if recording_content(stored) == recording_content(new):
-        return False
-    return bundle_weight(new.bundle) > bundle_weight(stored.bundle)
 
 
 def check_recorded(recording: Recording) -> Bundle:

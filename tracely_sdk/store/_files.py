@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from tracely_otel._bundle import BundleFormatError, validate_bundle, value_problem
+from tracely_otel import BundleFormatError, validate_bundle, value_problem
 from tracely_sdk.errors import StoreError
 from tracely_sdk.store._model import (
     MAX_STORED_INT,
