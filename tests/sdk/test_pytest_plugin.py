@@ -101,6 +101,15 @@ def test_the_entrypoint_option_is_the_default_for_cases_without_their_own(
         store.promote(lisbon, name="Lisbon weather")  # no entrypoint of its own
     finally:
         store.close()
+    pytester.makepyfile(
+        test_handwritten="""
+        def test_its_own(tracely_replay):
+            assert tracely_replay("paris-weather").verdict == "PASS"
+
+        def test_the_default(tracely_replay):
+            assert tracely_replay("lisbon-weather", check=False).verdict == "FAIL"
+        """
+    )
     result = pytester.runpytest(
         *PLUGIN,
         "--tracely-store",
@@ -108,13 +117,15 @@ def test_the_entrypoint_option_is_the_default_for_cases_without_their_own(
         "--tracely-entrypoint",
         f"{WEATHER}:run_broken",
         "-k",
-        "paris or lisbon",
+        "paris or lisbon or handwritten",
         "-v",
     )
     # paris-weather replays through its own run; lisbon-weather through the default, broken
-    result.assert_outcomes(passed=1, failed=1, deselected=1)
+    result.assert_outcomes(passed=3, failed=1, deselected=1)
     result.stdout.fnmatch_lines(
         [
+            "*test_handwritten.py::test_its_own PASSED*",
+            "*test_handwritten.py::test_the_default PASSED*",
             "*tracely::lisbon-weather FAILED*",
             "*tracely::paris-weather PASSED*",
             "FAIL lisbon-weather v1 (Lisbon weather)",
