@@ -167,8 +167,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--tracely-entrypoint",
         metavar="MODULE:FUNCTION",
-        help="collect one test per tracely case; the agent function for the cases without an "
-        "entrypoint of their own and for the tracely_replay fixture's",
+        help="the agent function for the cases without an entrypoint of their own (in the "
+        "collected tests and in tracely_replay); collects one test per case, as --tracely-store",
     )
     group.addoption(
         "--tracely-store",
