@@ -186,7 +186,7 @@ def test_open_store_picks_postgres(schema_url: str) -> None:
 
 def test_missing_psycopg(monkeypatch: pytest.MonkeyPatch, schema_url: str) -> None:
     monkeypatch.setattr(_pg, "psycopg", None)
-    with pytest.raises(MissingDependency, match=r"tracely\[postgres\]") as info:
+    with pytest.raises(MissingDependency, match=r"tracely-replay\[postgres\]") as info:
         PostgresStore(schema_url)
     assert info.value.package == "psycopg"
     assert isinstance(info.value, ImportError)

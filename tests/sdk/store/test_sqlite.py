@@ -120,11 +120,11 @@ def test_server_and_postgres_urls_need_their_extra(monkeypatch: pytest.MonkeyPat
         monkeypatch.delitem(_backends, scheme, raising=False)
     # as when the server extra is not installed: the module that registers them is missing
     monkeypatch.setitem(sys.modules, "tracely_sdk.server", None)
-    with pytest.raises(ConfigError, match=r"tracely\[server\]"):
+    with pytest.raises(ConfigError, match=r"tracely-replay\[server\]"):
         open_store("http://localhost:8000")
-    with pytest.raises(ConfigError, match=r"tracely\[server\]"):
+    with pytest.raises(ConfigError, match=r"tracely-replay\[server\]"):
         open_store("https://tracely.example.com")
-    with pytest.raises(ConfigError, match=r"tracely\[postgres\]") as info:
+    with pytest.raises(ConfigError, match=r"tracely-replay\[postgres\]") as info:
         open_store("postgresql://user:s3cret@db/tracely")
     assert "s3cret" not in str(info.value)  # the password never appears in the message
 
