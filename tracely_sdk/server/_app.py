@@ -55,7 +55,7 @@ from tracely_sdk.server._ingest import (
     JournalError,
     Unavailable,
 )
-from tracely_sdk.server._ui import UI_ROUTES
+from tracely_sdk.server._ui import UI_ROUTES, is_local_host
 from tracely_sdk.store import (
     Case,
     CaseVersion,
@@ -395,6 +395,13 @@ class App:
     def admit(self, request: Request) -> Admitted | Response:
         """Route the request and check what can be checked before its body is read: the
         method, shutdown and the token. Runs in the event loop, so it never blocks."""
+        if (
+            self.config.local_ui
+            and not is_local_host(request.header("Host"))
+            and request.segments[0] != "ui"  # the pages say so themselves, as a page
+        ):
+            # No token guards `tracely ui`: a page elsewhere must not reach it by DNS rebinding.
+            raise HTTPError(400, "this server answers for 127.0.0.1 only")
         allowed: list[str] = []
         for route in ROUTES + PAGES:
             params = route.match(request.segments)
@@ -1028,7 +1035,12 @@ def create_server(
     setting is unusable, the store cannot be opened or the address cannot be bound.
     """
     config = config or ServerConfig.load()
-    tokens = load_tokens(config.tokens, config.tokens_file, insecure=config.insecure_no_auth)
+    tokens = load_tokens(
+        config.tokens,
+        config.tokens_file,
+        insecure=config.insecure_no_auth,
+        warn=not config.local_ui,
+    )
     owns_store = store is None
     if store is None:
         from tracely_sdk._config import resolve
