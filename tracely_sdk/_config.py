@@ -39,12 +39,19 @@ def _bool(source: str, value: Any) -> bool:
     raise ConfigError(f"{source}={value!r} is not a boolean; use true or false")
 
 
+def instrument_values() -> tuple[str, ...]:
+    """What ``TRACELY_INSTRUMENT`` accepts: auto, off, and each provider tracely patches."""
+    from tracely_sdk.providers import PROVIDERS
+
+    return ("auto", "off", *PROVIDERS)
+
+
 def _instrument(source: str, value: Any) -> tuple[str, ...]:
     if isinstance(value, (list, tuple)):
         names = tuple(str(v).strip().lower() for v in value)
     else:
         names = tuple(n.strip().lower() for n in str(value).split(",") if n.strip())
-    allowed = ("auto", "off", "openai", "anthropic")
+    allowed = instrument_values()
     for name in names:
         if name not in allowed:
             raise ConfigError(
@@ -137,7 +144,8 @@ SETTINGS: dict[str, Setting] = {
             ("TRACELY_INSTRUMENT",),
             (),
             _instrument,
-            "Provider SDKs to instrument: auto (every installed one), openai, anthropic, off.",
+            "Provider SDKs to instrument: auto (every installed one), off, or provider names "
+            "(those of tracely_sdk.providers.PROVIDERS).",
         ),
         Setting(
             "entrypoints",

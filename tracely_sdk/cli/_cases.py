@@ -102,9 +102,11 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
         "delete a case and its whole history",
         cmd_delete,
         "Delete a case and its whole history. There is no undo: `tracely cases export DIR` first "
-        "to keep a copy.",
+        "to keep a copy. On a terminal it asks first; elsewhere (a script, CI) it deletes "
+        "only with --yes.",
     )
     p.add_argument("case_id", metavar="ID")
+    p.add_argument("-y", "--yes", action="store_true", help="delete without asking")
 
     p = add(
         "recapture",
@@ -143,9 +145,17 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
         "A case file carries a checksum over everything replay uses (entrypoint, input, "
         "expected output, recorded calls); a file that does not match it is refused. After "
         "editing FILE on purpose, review the change and reseal it: the file is checked as an "
-        "import would, its new checksum written, and the fields that changed printed.",
+        "import would, its new checksum written, and the fields that changed printed. A "
+        "recording (a history entry's bundle) has a checksum of its own, and an edit inside "
+        "it is refused unless --accept-recording-edit is given.",
     )
     p.add_argument("files", metavar="FILE", nargs="+")
+    p.add_argument(
+        "--accept-recording-edit",
+        action="store_true",
+        help="also seal a recording changed by hand, after printing what changed in it "
+        "(compared with the store's copy of that case version or trace, when it has one)",
+    )
 
 
 def case_summary(case: Any) -> dict[str, Any]:
@@ -326,8 +336,22 @@ def cmd_history(args: argparse.Namespace, ctx: Context) -> int:
 
 
 def cmd_delete(args: argparse.Namespace, ctx: Context) -> int:
+    from tracely_sdk.cli import EXIT_FAILED, EXIT_USAGE
+
     store = ctx.store(create=False)
     versions = len(store.case_history(args.case_id))
+    if not args.yes:
+        what = f"case {args.case_id} and its {versions} version{'s' if versions != 1 else ''}"
+        answer = ctx.out.confirm(f"delete {what}? There is no undo.")
+        if answer is None:
+            ctx.out.error(
+                f"not deleting {what} without a confirmation: no terminal to ask on; pass "
+                "--yes to delete from a script"
+            )
+            return EXIT_USAGE
+        if not answer:
+            ctx.out.line("nothing deleted")
+            return EXIT_FAILED
     store.delete_case(args.case_id)
     ctx.out.line(f"deleted case {args.case_id} ({versions} version{'s' if versions != 1 else ''})")
     return 0
@@ -389,12 +413,64 @@ def _note_refused_entrypoints(ctx: Context, cases: Any) -> None:
 
 
 def cmd_reseal(args: argparse.Namespace, ctx: Context) -> int:
-    from tracely_sdk.store import reseal_case_file
+    from tracely_sdk.store import edited_recordings, reseal_case_file
 
     for path in args.files:
-        changed = reseal_case_file(path)
+        if args.accept_recording_edit:
+            for field, bundle in edited_recordings(path).items():
+                _show_recording_edit(ctx, path, field, bundle)
+        changed = reseal_case_file(path, accept_recording_edit=args.accept_recording_edit)
         if changed:
             ctx.out.line(f"resealed {path}: changed {', '.join(changed)}")
         else:
             ctx.out.line(f"{path}: already sealed, nothing changed")
     return 0
+
+
+def _show_recording_edit(ctx: Context, path: str, field: str, bundle: dict[str, Any]) -> None:
+    """Print what a hand edit changed in a recording: against the store's copy of the same
+    case version, else of the trace it was recorded from; the calls it now holds when the
+    store has neither."""
+    from tracely_sdk._diff import diff_values, render
+
+    original, source = _original_recording(ctx, path, field, bundle)
+    ctx.out.line(f"{path}: {field}: the recording was edited by hand")
+    if original is None:
+        ctx.out.line("  no copy of it in the store to compare with; it now holds:")
+        for call in calls_of(bundle):
+            result = call.get("error") if call.get("error") is not None else call.get("output")
+            ctx.out.line(f"  {call['label']}: {shorten(compact(result), 100)}")
+        return
+    original = {k: v for k, v in original.items() if k != "checksum"}
+    differences, total = diff_values(original, bundle)
+    ctx.out.line(f"  compared with {source}:")
+    for line in render(differences, total - len(differences)):
+        ctx.out.line(f"  {line}")
+
+
+def _original_recording(
+    ctx: Context, path: str, field: str, bundle: dict[str, Any]
+) -> tuple[dict[str, Any] | None, str]:
+    from pathlib import Path
+
+    import orjson
+
+    from tracely_sdk.errors import ConfigError, StoreError
+
+    try:
+        doc = orjson.loads(Path(path).read_bytes())
+        index = int(field[len("history[") : field.index("]")])
+        entry = doc["history"][index]
+        store = ctx.store(create=False)
+        try:
+            for version in store.case_history(doc["id"]):
+                if version.version == entry.get("version"):
+                    return dict(version.bundle), f"case {doc['id']} v{version.version} in the store"
+        except StoreError:
+            pass
+        trace_id = bundle.get("trace_id")
+        if isinstance(trace_id, str):
+            return dict(store.get_recording(trace_id).bundle), f"trace {trace_id} in the store"
+    except (ConfigError, StoreError, ValueError, KeyError, TypeError, OSError):
+        pass  # no store, or not this case's: the edited recording is shown as it is
+    return None, ""

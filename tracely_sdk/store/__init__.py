@@ -36,6 +36,7 @@ from tracely_sdk.errors import ConfigError, MissingDependency, install_hint
 from tracely_sdk.store._base import Store
 from tracely_sdk.store._files import (
     CaseFileError,
+    edited_recordings,
     export_cases,
     import_cases,
     project_root,
@@ -70,6 +71,7 @@ __all__ = [
     "SQLiteStore",
     "Store",
     "default_store_url",
+    "edited_recordings",
     "spool_path_for",
     "export_cases",
     "import_cases",
