@@ -6,6 +6,8 @@
     tracely runs list|show                the results of past replay runs
     tracely scenarios run|list|new        multi-turn checks of a live agent service
     tracely run -- CMD                    run a program traced and recorded, code unchanged
+    tracely serve                         the team's server: OTLP in, the cases API, pages
+    tracely tokens                        bearer tokens for the server
     tracely ui                            the local store's pages in a browser, on 127.0.0.1
 
 Exit status: 0 when everything asked for succeeded (every replayed case passed), 1 when a
@@ -106,7 +108,16 @@ def _did_you_mean(parser: argparse.ArgumentParser, message: str) -> str:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the whole command line."""
-    from tracely_sdk.cli import _cases, _replay, _run, _runs, _scenarios, _traces, _ui
+    from tracely_sdk.cli import (
+        _cases,
+        _replay,
+        _run,
+        _runs,
+        _scenarios,
+        _tokens,
+        _traces,
+        _ui,
+    )
     from tracely_sdk.server._cli import add_serve_command
 
     parser = _Parser(
@@ -129,6 +140,7 @@ def build_parser() -> argparse.ArgumentParser:
     _scenarios.register(commands, common)
     _run.register(commands, common)
     add_serve_command(commands, common)
+    _tokens.register(commands, common)
     _ui.register(commands, common)
     return parser
 

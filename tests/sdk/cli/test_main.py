@@ -49,6 +49,7 @@ COMMANDS = [
     ["scenarios", "new"],
     ["run"],
     ["serve"],
+    ["tokens"],
     ["ui"],
 ]
 
