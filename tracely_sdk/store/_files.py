@@ -364,7 +364,7 @@ def reseal_case_file(
         history = [dict(entry) for entry in doc["history"]]
         for field, content in edited.items():
             index = int(field[len("history[") : field.index("]")])
-            history[index]["bundle"] = seal_bundle(dict(content))
+            history[index]["bundle"] = seal_bundle(validate_bundle(content))
         doc["history"] = history
     _parse_doc(path, doc)
     fields = case_file_fields(doc)

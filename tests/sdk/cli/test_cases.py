@@ -414,3 +414,111 @@ def test_an_accepted_recording_edit_with_no_copy_in_the_store_lists_what_it_hold
     assert status == 0, err
     assert "no copy of it in the store to compare with; it now holds:" in out
     assert '  llm:local-weather-model: "Rain."' in out
+
+
+# -- promoting many traces ------------------------------------------------------------------
+
+
+def test_promote_every_trace_a_filter_selects_in_one_go(capture: Any, cli: CLI) -> None:
+    ids = [record(capture, cli, weather_agent.run, city) for city in ("Paris", "Oslo", "Rome")]
+
+    def other_agent() -> None:
+        with tracely.agent("other-agent", input="x"):
+            tracely.call_tool("t", lambda: 1, args={})
+
+    record(capture, cli, other_agent)
+    status, out, err = cli(
+        "cases",
+        "promote",
+        "--agent",
+        "weather-agent",
+        "--name",
+        "Weather",
+        "--entrypoint",
+        f"{WEATHER}:run",
+        "--tag",
+        "nightly",
+        "--json",
+    )
+    assert status == 0, err
+    cases = json.loads(out)
+    assert sorted(c["source_trace_id"] for c in cases) == sorted(ids)
+    assert sorted(c["case_id"] for c in cases) == ["weather", "weather-2", "weather-3"]
+    for case in cases:
+        assert (case["name"], case["entrypoint"], case["tags"]) == (
+            "Weather",
+            f"{WEATHER}:run",
+            ["nightly"],
+        )
+    assert cli("replay")[0] == 0  # each replays through the entrypoint given once
+
+
+def test_promote_latest_takes_the_newest_trace(capture: Any, cli: CLI) -> None:
+    record(capture, cli, weather_agent.run, "Paris")
+    newest = record(capture, cli, weather_agent.run, "Oslo")
+    status, out, _ = cli("cases", "promote", "--latest", "--name", "Newest")
+    assert status == 0
+    assert out == f"promoted trace {newest} as case newest (version 1)\n1 case promoted\n"
+
+
+def test_promote_limit_and_since_choose_the_newest(capture: Any, cli: CLI) -> None:
+    ids = [record(capture, cli, weather_agent.run, city) for city in ("Paris", "Oslo", "Rome")]
+    status, out, _ = cli(
+        "cases", "promote", "--limit", "2", "--since", "1h", "--name", "W", "--json"
+    )
+    assert status == 0
+    assert {c["source_trace_id"] for c in json.loads(out)} == set(ids[1:])
+    status, _, err = cli("cases", "promote", "--since", "2999-01-01", "--name", "W")
+    assert status == 2 and "no recorded trace in" in err and "--since 2999-01-01T00:00:00Z" in err
+
+
+def test_a_refused_trace_in_a_batch_promotes_none(capture: Any, cli: CLI) -> None:
+    def no_input() -> None:
+        with tracely.agent("weather-agent"):
+            tracely.call_tool("t", lambda: 1, args={})
+
+    record(capture, cli, weather_agent.run, "Paris")
+    bad = record(capture, cli, no_input)
+    record(capture, cli, weather_agent.run, "Oslo")
+    status, out, err = cli("cases", "promote", "--agent", "weather-agent", "--name", "W")
+    assert status == 2 and out == ""
+    assert f"trace {bad} has no recorded agent input" in err
+    assert json.loads(cli("cases", "list", "--json")[1]) == []
+
+
+def test_promote_says_which_traces_to_choose(capture: Any, cli: CLI) -> None:
+    trace_id = record(capture, cli, weather_agent.run, "Paris")
+    record(capture, cli, weather_agent.run, "Oslo")
+    status, _, err = cli("cases", "promote", "--name", "W")
+    assert status == 2 and "say which traces to promote: TRACE_ID ..., --latest" in err
+    status, _, err = cli("cases", "promote", trace_id, "--latest", "--name", "W")
+    assert status == 2 and "not both" in err
+    status, _, err = cli("cases", "promote", "--limit", "2", "--name", "W", "--id", "w")
+    assert status == 2 and "--id names one case, but 2 traces were chosen" in err
+    assert json.loads(cli("cases", "list", "--json")[1]) == []
+
+
+# -- a trace recorded without an agent span ---------------------------------------------------
+
+
+def test_input_and_expected_are_for_a_trace_without_an_agent_input(capture: Any, cli: CLI) -> None:
+    def bare() -> None:
+        tracely.call_tool("get_weather", lambda: {"temp": 20}, args={"city": "Paris"})
+
+    trace_id = record(capture, cli, bare)
+    status, _, err = cli("cases", "promote", trace_id, "--name", "x", "--input", '["Paris"]')
+    assert status == 2 and "--input needs --expected JSON too" in err
+    status, _, err = cli(
+        "cases", "promote", trace_id, "--name", "x", "--input", "Paris", "--expected", "1"
+    )
+    assert status == 2 and "--input 'Paris' is not JSON" in err
+    case = promote(cli, trace_id, "--input", '"Paris"', "--expected", '{"temp": 20}')
+    shown = json.loads(cli("cases", "show", case["case_id"], "--json")[1])
+    assert shown["input"] == {"args": ["Paris"], "kwargs": {}}
+    assert shown["expected_output"] == {"temp": 20}
+
+    with_agent = record(capture, cli, weather_agent.run, "Oslo")
+    status, _, err = cli(
+        "cases", "promote", with_agent, "--name", "y", "--input", "[]", "--expected", "1"
+    )
+    assert status == 2 and "has a recorded agent input" in err
