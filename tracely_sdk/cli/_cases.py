@@ -52,7 +52,9 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
         "@observe(as_type='agent')). A trace recorded without one (by `tracely run` or "
         "TRACELY_INSTRUMENT) is promoted by stating them: --input and --expected.",
     )
-    p.add_argument("trace_ids", metavar="TRACE_ID", nargs="*")
+    p.add_argument(
+        "trace_ids", metavar="TRACE_ID", nargs="*", help="the traces to promote (or choose below)"
+    )
     p.add_argument(
         "--latest",
         action="store_true",

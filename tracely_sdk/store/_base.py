@@ -239,11 +239,13 @@ def should_replace(stored: Recording, new: Recording) -> bool:
     return bundle_weight(new.bundle) > bundle_weight(stored.bundle)
 
 
-def check_recorded(recording: Recording, stated: StatedRun | None = None) -> Bundle:
+def check_recorded(
+    recording: Recording, stated: StatedRun | None = None, *, promoting: bool = True
+) -> Bundle:
     """The recording's validated bundle, or Conflict saying why it cannot be a case.
 
-    A recording without an agent input needs ``stated`` (and one with an input refuses it: the
-    recorded call is the case's)."""
+    A recording without an agent input needs ``stated`` when promoting (and one with an input
+    refuses it: the recorded call is the case's); a recapture needs the recorded input."""
     trace = recording.trace_id
     if recording.replay_mode is not None:
         raise Conflict(
@@ -251,12 +253,16 @@ def check_recorded(recording: Recording, stated: StatedRun | None = None) -> Bun
             "run is not a production recording; promote or recapture from a live run"
         )
     if recording.input is None and stated is None:
+        stating = (
+            ", or state what to replay it through: `tracely cases promote TRACE_ID --input "
+            "JSON --expected JSON --entrypoint MODULE:FUNCTION`"
+            if promoting
+            else " (a recapture compares the case's input with the one the trace recorded)"
+        )
         raise Conflict(
             f"trace {trace} has no recorded agent input (it was recorded without an agent "
             "span, e.g. by `tracely run` or TRACELY_INSTRUMENT): record the run under "
-            "`tracely.agent(name, input=...)` or `@observe(as_type='agent')`, or state what "
-            "to replay it through: `tracely cases promote TRACE_ID --input JSON --expected "
-            "JSON --entrypoint MODULE:FUNCTION`"
+            f"`tracely.agent(name, input=...)` or `@observe(as_type='agent')`{stating}"
         )
     if recording.input is not None and stated is not None:
         raise Conflict(
@@ -386,7 +392,7 @@ def plan_recapture(
     canonically (key order and tuple/list ignored); a different input raises Conflict showing
     both. Recapturing from the trace and bundle the case already holds changes nothing (None).
     """
-    bundle = check_recorded(recording)
+    bundle = check_recorded(recording, promoting=False)
     if not canonical_equal(recording.input, case.input):
         raise Conflict(
             f"trace {recording.trace_id} ran with a different input than case {case.id}: "

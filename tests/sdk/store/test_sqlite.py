@@ -556,8 +556,10 @@ def test_recapture_refusals(store: SQLiteStore, promoted: Case) -> None:
     with pytest.raises(Conflict, match="replay run"):
         store.recapture(promoted.id, trace_id("replayed"))
     store.put_recording(make_recording("noinput", with_input=False))
-    with pytest.raises(Conflict, match="no recorded agent input"):
+    with pytest.raises(Conflict, match="no recorded agent input") as info:
         store.recapture(promoted.id, trace_id("noinput"))
+    assert "a recapture compares the case's input" in str(info.value)
+    assert "--input" not in str(info.value)  # that is promotion's way, not recapture's
     with pytest.raises(NotFound, match="nope"):
         store.recapture("nope", trace_id(1))
     with pytest.raises(NotFound, match="missing-trace"):
