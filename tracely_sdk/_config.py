@@ -39,12 +39,29 @@ def _bool(source: str, value: Any) -> bool:
     raise ConfigError(f"{source}={value!r} is not a boolean; use true or false")
 
 
+# The providers live here, beside the setting that names them, so that the settings table
+# imports nothing above it (tracely_sdk.providers re-exports the table).
+PROVIDERS: dict[str, tuple[str, str]] = {
+    # name: (the SDK's top-level module, tracely's patch module)
+    "openai": ("openai", "tracely_sdk.providers.openai"),
+    "anthropic": ("anthropic", "tracely_sdk.providers.anthropic"),
+    "google": ("google.genai", "tracely_sdk.providers.google_genai"),  # the google-genai SDK
+    "mcp": ("mcp", "tracely_sdk.providers.mcp"),  # ClientSession tool calls (providers/mcp.py)
+}
+"""The providers tracely patches; each name is also its extra: ``pip install 'tracely-replay[openai]'``."""
+
+
+def instrument_values() -> tuple[str, ...]:
+    """What ``TRACELY_INSTRUMENT`` accepts: auto, off, and each provider tracely patches."""
+    return ("auto", "off", *PROVIDERS)
+
+
 def _instrument(source: str, value: Any) -> tuple[str, ...]:
     if isinstance(value, (list, tuple)):
         names = tuple(str(v).strip().lower() for v in value)
     else:
         names = tuple(n.strip().lower() for n in str(value).split(",") if n.strip())
-    allowed = ("auto", "off", "openai", "anthropic")
+    allowed = instrument_values()
     for name in names:
         if name not in allowed:
             raise ConfigError(
@@ -127,7 +144,8 @@ SETTINGS: dict[str, Setting] = {
             ("TRACELY_INSTRUMENT",),
             (),
             _instrument,
-            "Provider SDKs to instrument: auto (every installed one), openai, anthropic, off.",
+            "Provider SDKs to instrument: auto (every installed one), off, or provider names "
+            "(those of tracely_sdk.providers.PROVIDERS).",
         ),
         Setting(
             "entrypoints",

@@ -66,6 +66,13 @@ test_promote = shared.test_promote
 test_promote_ids_are_unique_slugs = shared.test_promote_ids_are_unique_slugs
 test_promote_refusals = shared.test_promote_refusals
 test_promote_validates_fields = shared.test_promote_validates_fields
+test_promote_many_makes_every_case_in_one_go = shared.test_promote_many_makes_every_case_in_one_go
+test_a_refused_promotion_leaves_the_whole_batch_unpromoted = (
+    shared.test_a_refused_promotion_leaves_the_whole_batch_unpromoted
+)
+test_a_trace_recorded_without_an_agent_span_is_promoted_with_a_stated_run = (
+    shared.test_a_trace_recorded_without_an_agent_span_is_promoted_with_a_stated_run
+)
 test_promote_errored_run = shared.test_promote_errored_run
 test_recapture_bumps_version_and_keeps_history = (
     shared.test_recapture_bumps_version_and_keeps_history

@@ -99,6 +99,16 @@ class Output:
         """A remark on stderr that is not an error (so stdout stays machine-readable)."""
         self.stderr.write(f"tracely: {message}\n")
 
+    def confirm(self, question: str) -> bool | None:
+        """Ask ``question`` on the terminal: whether the answer was yes, or None when stdin
+        is not a terminal (nobody to ask: the caller refuses, or acts on an explicit --yes)."""
+        stdin = sys.stdin
+        if stdin is None or not stdin.isatty():
+            return None
+        self.stderr.write(f"{question} [y/N] ")
+        self.stderr.flush()
+        return stdin.readline().strip().lower() in ("y", "yes")
+
     def json(self, data: Any) -> None:
         """``data`` as indented JSON on stdout (plain, whatever the terminal)."""
         text = orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS, default=str)

@@ -55,7 +55,7 @@ from tracely_sdk.server._ingest import (
     JournalError,
     Unavailable,
 )
-from tracely_sdk.server._ui import UI_ROUTES
+from tracely_sdk.server._ui import UI_ROUTES, is_local_host
 from tracely_sdk.store import (
     Case,
     CaseVersion,
@@ -67,6 +67,7 @@ from tracely_sdk.store import (
     redact_url,
     validate_case_id,
 )
+from tracely_sdk.store._base import Promotion, StatedRun
 from tracely_sdk.store._model import RUN_FIELDS, RUN_ID_PATTERN, normalise_tags, now_ns
 
 if TYPE_CHECKING:
@@ -395,6 +396,13 @@ class App:
     def admit(self, request: Request) -> Admitted | Response:
         """Route the request and check what can be checked before its body is read: the
         method, shutdown and the token. Runs in the event loop, so it never blocks."""
+        if (
+            self.config.local_ui
+            and not is_local_host(request.header("Host"))
+            and request.segments[0] != "ui"  # the pages say so themselves, as a page
+        ):
+            # No token guards `tracely ui`: a page elsewhere must not reach it by DNS rebinding.
+            raise HTTPError(400, "this server answers for 127.0.0.1 only")
         allowed: list[str] = []
         for route in ROUTES + PAGES:
             params = route.match(request.segments)
@@ -708,6 +716,51 @@ def _promote(app: App, request: Request, params: dict[str, str]) -> Response:
     return json_response(201, case.to_dict(), {"Location": f"/api/cases/{case.id}"})
 
 
+_PROMOTION_FIELDS = frozenset({"trace_id", "name", "id", "entrypoint", "tags", "stated"})
+
+
+def _promote_many(app: App, request: Request, params: dict[str, str]) -> Response:
+    _query(request, frozenset())
+    body = _fields(
+        app.json_body(request),
+        "the promotions",
+        frozenset({"promotions"}),
+        frozenset({"promotions"}),
+    )
+    if not isinstance(body["promotions"], list) or not body["promotions"]:
+        raise HTTPError(
+            400, "promotions must be a non-empty list of promotions", field="promotions"
+        )
+    promotions = []
+    for i, item in enumerate(body["promotions"]):
+        what = f"promotions[{i}]"
+        item = _fields(item, what, _PROMOTION_FIELDS, frozenset({"trace_id", "name"}))
+        case_id = _string(item, "id", optional=True)
+        if case_id is not None:
+            _case_id(case_id)
+        stated = None
+        if item.get("stated") is not None:
+            given = _fields(
+                item["stated"],
+                f"{what}.stated",
+                frozenset({"input", "expected_output"}),
+                frozenset({"input", "expected_output"}),
+            )
+            stated = StatedRun(given["input"], given["expected_output"])
+        promotions.append(
+            Promotion(
+                trace_id=_trace_id(item["trace_id"]),
+                name=_string(item, "name") or "",
+                case_id=case_id,
+                entrypoint=_string(item, "entrypoint", optional=True),
+                tags=tuple(_tags(item["tags"]) if item.get("tags") is not None else ()),
+                stated=stated,
+            )
+        )
+    cases = app._call(lambda: app.store.promote_many(promotions))
+    return json_response(201, {"cases": [c.to_dict() for c in cases]})
+
+
 def _list_cases(app: App, request: Request, params: dict[str, str]) -> Response:
     q = _query(request, frozenset({"tag"}))
     tag = q.get("tag") or None
@@ -885,6 +938,7 @@ ROUTES: Final[tuple[Route, ...]] = (
     Route("POST", "/api/recordings", WRITE, _put_recording),
     Route("GET", "/api/cases", READ, _list_cases),
     Route("POST", "/api/cases", WRITE, _promote),
+    Route("POST", "/api/promotions", WRITE, _promote_many),
     Route("GET", "/api/cases/{case_id}", READ, _get_case),
     Route("PATCH", "/api/cases/{case_id}", WRITE, _update_case),
     Route("PUT", "/api/cases/{case_id}", WRITE, _put_case),
@@ -1028,7 +1082,12 @@ def create_server(
     setting is unusable, the store cannot be opened or the address cannot be bound.
     """
     config = config or ServerConfig.load()
-    tokens = load_tokens(config.tokens, config.tokens_file, insecure=config.insecure_no_auth)
+    tokens = load_tokens(
+        config.tokens,
+        config.tokens_file,
+        insecure=config.insecure_no_auth,
+        warn=not config.local_ui,
+    )
     owns_store = store is None
     if store is None:
         from tracely_sdk._config import resolve

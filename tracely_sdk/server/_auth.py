@@ -173,18 +173,21 @@ def _bearer(authorization: str | None) -> str | None:
     return value or None
 
 
-def load_tokens(tokens: str, tokens_file: str | None, *, insecure: bool) -> TokenSet:
-    """The token set from ``TRACELY_SERVER_TOKENS`` text and an optional tokens file."""
+def load_tokens(
+    tokens: str, tokens_file: str | None, *, insecure: bool, warn: bool = True
+) -> TokenSet:
+    """The token set from ``TRACELY_SERVER_TOKENS`` text and an optional tokens file;
+    ``warn=False`` when the caller says itself why no token is asked."""
     entries = TokenSet.parse(tokens) if tokens else []
     if tokens_file:
         entries += TokenSet.read_file(tokens_file)
     token_set = TokenSet(entries, insecure=insecure)
-    if insecure and not entries:
+    if insecure and not entries and warn:
         logger.warning(
             "authentication is OFF (--insecure-no-auth): anyone who can reach this server may "
             "send traces and change cases; use it for local demos only"
         )
-    elif insecure:
+    elif insecure and entries:
         logger.warning("--insecure-no-auth is ignored because tokens are configured")
     return token_set
 

@@ -85,8 +85,13 @@ def add_serve_arguments(parser: argparse.ArgumentParser, *, store_option: bool =
         metavar="DIR",
         help="the write-ahead journal of accepted spans (default: beside the SQLite store)",
     )
+    from tracely_sdk.server._config import DEFAULT_MAX_BODY_BYTES, MIB
+
     parser.add_argument(
-        "--max-body-bytes", metavar="N", help="largest request body (default 16 MiB)"
+        "--max-body-bytes",
+        metavar="N",
+        help=f"largest request body (default {DEFAULT_MAX_BODY_BYTES // MIB} MiB, the "
+        "OpenTelemetry Collector's)",
     )
     parser.add_argument(
         "--rate-limit", metavar="R", help="requests per second per token (default 200; 0: off)"

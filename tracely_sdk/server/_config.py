@@ -289,6 +289,9 @@ class ServerConfig:
     tokens: str = ""
     tokens_file: str | None = None
     insecure_no_auth: bool = False
+    # ``tracely ui``: no tokens by design (loopback only, its pages check the Host), so the
+    # warning meant for --insecure-no-auth would be false there.
+    local_ui: bool = False
     quiet_seconds: float = 2.0
     orphan_seconds: float = 300.0
     retain_seconds: float = 30.0

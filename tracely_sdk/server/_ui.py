@@ -33,7 +33,7 @@ from tracely_sdk.server._auth import READ, WRITE, Principal
 from tracely_sdk.server._http import Request, Response
 from tracely_sdk.store import InvalidCase
 
-__all__ = ["COOKIE", "PREFIX", "UI_ROUTES", "csrf_value"]
+__all__ = ["COOKIE", "PREFIX", "UI_ROUTES", "csrf_value", "is_local_host"]
 
 PREFIX = "/ui"
 COOKIE = "tracely_token"
@@ -133,7 +133,7 @@ class _Visit:
 
     def refusal(self, scope: str) -> Response | None:
         """The answer when this request may not go on: another host, no or a weak token."""
-        if self.no_auth and _host_name(self.request.header("Host")) not in _LOCAL_HOSTS:
+        if self.no_auth and not is_local_host(self.request.header("Host")):
             return _html(
                 400, self.pages.error(400, "this server answers for 127.0.0.1 only", Viewer())
             )
@@ -188,6 +188,11 @@ class _Visit:
             )
             return _html(403, page)
         return form
+
+
+def is_local_host(host: str) -> bool:
+    """Whether a ``Host`` header names this machine's loopback (127.0.0.1, localhost, [::1])."""
+    return _host_name(host) in _LOCAL_HOSTS
 
 
 def _host_name(host: str) -> str:
@@ -387,6 +392,7 @@ def _inputs(app: Any, case_id: str, trace_id: str) -> tuple[Any, Any] | None:
 
 
 UI_ROUTES: tuple[tuple[str, str, Handler], ...] = (
+    ("GET", "/", _home),
     ("GET", PREFIX, _home),
     ("GET", PREFIX + "/assets/{name}", _asset),
     ("GET", PREFIX + "/login", _login_page),

@@ -33,9 +33,10 @@ from pathlib import Path
 from typing import Any
 
 from tracely_sdk.errors import ConfigError, MissingDependency, install_hint
-from tracely_sdk.store._base import Store
+from tracely_sdk.store._base import Promotion, StatedRun, Store
 from tracely_sdk.store._files import (
     CaseFileError,
+    edited_recordings,
     export_cases,
     import_cases,
     project_root,
@@ -64,12 +65,15 @@ __all__ = [
     "CaseVersion",
     "InvalidCase",
     "NewerSchema",
+    "Promotion",
     "Recording",
     "Run",
     "SQLStore",
     "SQLiteStore",
+    "StatedRun",
     "Store",
     "default_store_url",
+    "edited_recordings",
     "spool_path_for",
     "export_cases",
     "import_cases",

@@ -30,6 +30,8 @@ import orjson
 
 from tracely_sdk.errors import Conflict, NotFound, StoreError
 from tracely_sdk.store._base import (
+    Promotion,
+    StatedRun,
     Store,
     check_history,
     plan_edit,
@@ -471,22 +473,32 @@ class SQLStore(Store):
         name: str,
         entrypoint: str | None = None,
         tags: Iterable[str] = (),
+        stated: StatedRun | None = None,
     ) -> Case:
         tags = tuple(tags) if not isinstance(tags, (str, bytes)) else tags
+        promotion = Promotion(trace_id, name, case_id, entrypoint, tags, stated)  # type: ignore[arg-type]
+        # Not self.promote_many: a subclass that retries both must not retry within a retry.
+        return SQLStore.promote_many(self, [promotion])[0]
+
+    def promote_many(self, promotions: Sequence[Promotion]) -> list[Case]:
+        cases = []
         with self._write() as conn:
-            recording = self._load_recording(conn, trace_id)
-            case, first = plan_promotion(
-                recording,
-                case_id=case_id,
-                name=name,
-                entrypoint=entrypoint,
-                tags=tags,
-                now=now_ns(),
-                exists=lambda cid: self._case_exists(conn, cid),
-            )
-            self._insert_case(conn, case)
-            self._insert_version(conn, first)
-        return case
+            for p in promotions:
+                recording = self._load_recording(conn, p.trace_id)
+                case, first = plan_promotion(
+                    recording,
+                    case_id=p.case_id,
+                    name=p.name,
+                    entrypoint=p.entrypoint,
+                    tags=p.tags,
+                    now=now_ns(),
+                    exists=lambda cid: self._case_exists(conn, cid),
+                    stated=p.stated,
+                )
+                self._insert_case(conn, case)
+                self._insert_version(conn, first)
+                cases.append(case)
+        return cases
 
     def get_case(self, case_id: str) -> Case:
         with self._read() as conn:

@@ -137,13 +137,58 @@ def test_recapture_with_another_input_changes_nothing(capture: Any, cli: CLI) ->
     assert json.loads(cli("cases", "show", "paris-weather", "--json")[1])["version"] == 1
 
 
-def test_delete(capture: Any, cli: CLI) -> None:
+def test_delete_with_yes(capture: Any, cli: CLI) -> None:
     promote(cli, record(capture, cli, weather_agent.run, "Paris"))
-    assert cli("cases", "delete", "paris-weather")[:2] == (
+    assert cli("cases", "delete", "paris-weather", "--yes")[:2] == (
         0,
         "deleted case paris-weather (1 version)\n",
     )
-    assert cli("cases", "delete", "paris-weather")[0] == 2
+    assert cli("cases", "delete", "paris-weather", "--yes")[0] == 2
+    assert json.loads(cli("cases", "list", "--json")[1]) == []
+
+
+def test_delete_without_a_terminal_refuses_unless_yes(capture: Any, cli: CLI) -> None:
+    promote(cli, record(capture, cli, weather_agent.run, "Paris"))
+    status, out, err = cli("cases", "delete", "paris-weather")  # stdin is not a terminal here
+    assert status == 2 and out == ""
+    assert "not deleting case paris-weather and its 1 version without a confirmation" in err
+    assert "--yes" in err
+    assert [c["case_id"] for c in json.loads(cli("cases", "list", "--json")[1])] == [
+        "paris-weather"
+    ]
+
+
+def _delete_on_a_terminal(cli: CLI, answer: bytes) -> tuple[int, str]:
+    """``tracely cases delete paris-weather`` with its stdin a terminal that types ``answer``."""
+    import os
+    import pty
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[3]
+    primary, secondary = pty.openpty()
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "tracely_sdk.cli", "cases", "delete", "paris-weather"],
+            stdin=secondary,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env={**os.environ, "PYTHONPATH": str(root), "TRACELY_STORE": cli.url},
+        )
+        os.write(primary, answer)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        os.close(primary)
+        os.close(secondary)
+    assert b"delete case paris-weather and its 1 version? There is no undo. [y/N]" in err
+    return proc.returncode, out.decode()
+
+
+def test_delete_on_a_terminal_asks_first(capture: Any, cli: CLI) -> None:
+    promote(cli, record(capture, cli, weather_agent.run, "Paris"))
+    assert _delete_on_a_terminal(cli, b"n\n") == (1, "nothing deleted\n")
+    assert len(json.loads(cli("cases", "list", "--json")[1])) == 1
+    assert _delete_on_a_terminal(cli, b"y\n") == (0, "deleted case paris-weather (1 version)\n")
     assert json.loads(cli("cases", "list", "--json")[1]) == []
 
 
@@ -314,3 +359,166 @@ def test_strict_promote_takes_a_whole_recording(capture: Any, cli: CLI) -> None:
     trace_id = record(capture, cli, weather_agent.run_broken, "Paris")
     status, _, err = cli("cases", "promote", trace_id, "--name", "Paris weather", "--strict")
     assert status == 0 and err == ""
+
+
+def test_reseal_of_an_edit_inside_the_recording_is_deliberate_and_shows_it(
+    capture: Any, cli: CLI, tmp_path: Path
+) -> None:
+    promote(cli, record(capture, cli, weather_agent.run_broken, "Paris"))
+    cli("cases", "export", str(tmp_path / "cases"))
+    path = tmp_path / "cases" / "paris-weather.json"
+    doc = json.loads(path.read_text())
+    (entry,) = doc["history"][0]["bundle"]["llm"]["local-weather-model"]
+    entry["output"] = "Rain all week in Paris."
+    path.write_text(json.dumps(doc))
+
+    status, out, err = cli("cases", "reseal", str(path))
+    assert status == 2 and out == ""
+    assert f"{path}: history[0].bundle: the recording was changed after it was recorded" in err
+    assert f"tracely cases reseal --accept-recording-edit {path}" in err
+    assert json.loads(path.read_text()) == doc  # left as it was
+
+    status, out, err = cli("cases", "reseal", "--accept-recording-edit", str(path))
+    assert status == 0, err
+    assert out.splitlines()[:2] == [
+        f"{path}: history[0].bundle: the recording was edited by hand",
+        "  compared with case paris-weather v1 in the store:",
+    ]
+    assert "llm.local-weather-model[0].output: recorded " in out.splitlines()[2]
+    assert out.splitlines()[2].endswith('now "Rain all week in Paris."')
+    assert out.splitlines()[-1] == f"resealed {path}: changed history[0].bundle"
+
+    status, _, err = cli("cases", "import", str(tmp_path / "cases"))
+    assert status == 0, err
+    shown = json.loads(cli("cases", "show", "paris-weather", "--json")[1])
+    assert shown["bundle"]["llm"]["local-weather-model"][0]["output"] == "Rain all week in Paris."
+
+
+def test_an_accepted_recording_edit_with_no_copy_in_the_store_lists_what_it_holds(
+    capture: Any, cli: CLI, tmp_path: Path
+) -> None:
+    promote(cli, record(capture, cli, weather_agent.run_broken, "Paris"))
+    cli("cases", "export", str(tmp_path / "cases"))
+    cli("cases", "delete", "paris-weather", "--yes")
+    store = cli.store()
+    try:
+        # the trace it was recorded from is gone too: a store elsewhere
+        store._connection().execute("DELETE FROM recordings")
+    finally:
+        store.close()
+    path = tmp_path / "cases" / "paris-weather.json"
+    doc = json.loads(path.read_text())
+    doc["history"][0]["bundle"]["llm"]["local-weather-model"][0]["output"] = "Rain."
+    path.write_text(json.dumps(doc))
+    status, out, err = cli("cases", "reseal", "--accept-recording-edit", str(path))
+    assert status == 0, err
+    assert "no copy of it in the store to compare with; it now holds:" in out
+    assert '  llm:local-weather-model: "Rain."' in out
+
+
+# -- promoting many traces ------------------------------------------------------------------
+
+
+def test_promote_every_trace_a_filter_selects_in_one_go(capture: Any, cli: CLI) -> None:
+    ids = [record(capture, cli, weather_agent.run, city) for city in ("Paris", "Oslo", "Rome")]
+
+    def other_agent() -> None:
+        with tracely.agent("other-agent", input="x"):
+            tracely.call_tool("t", lambda: 1, args={})
+
+    record(capture, cli, other_agent)
+    status, out, err = cli(
+        "cases",
+        "promote",
+        "--agent",
+        "weather-agent",
+        "--name",
+        "Weather",
+        "--entrypoint",
+        f"{WEATHER}:run",
+        "--tag",
+        "nightly",
+        "--json",
+    )
+    assert status == 0, err
+    cases = json.loads(out)
+    assert sorted(c["source_trace_id"] for c in cases) == sorted(ids)
+    assert sorted(c["case_id"] for c in cases) == ["weather", "weather-2", "weather-3"]
+    for case in cases:
+        assert (case["name"], case["entrypoint"], case["tags"]) == (
+            "Weather",
+            f"{WEATHER}:run",
+            ["nightly"],
+        )
+    assert cli("replay")[0] == 0  # each replays through the entrypoint given once
+
+
+def test_promote_latest_takes_the_newest_trace(capture: Any, cli: CLI) -> None:
+    record(capture, cli, weather_agent.run, "Paris")
+    newest = record(capture, cli, weather_agent.run, "Oslo")
+    status, out, _ = cli("cases", "promote", "--latest", "--name", "Newest")
+    assert status == 0
+    assert out == f"promoted trace {newest} as case newest (version 1)\n1 case promoted\n"
+
+
+def test_promote_limit_and_since_choose_the_newest(capture: Any, cli: CLI) -> None:
+    ids = [record(capture, cli, weather_agent.run, city) for city in ("Paris", "Oslo", "Rome")]
+    status, out, _ = cli(
+        "cases", "promote", "--limit", "2", "--since", "1h", "--name", "W", "--json"
+    )
+    assert status == 0
+    assert {c["source_trace_id"] for c in json.loads(out)} == set(ids[1:])
+    status, _, err = cli("cases", "promote", "--since", "2999-01-01", "--name", "W")
+    assert status == 2 and "no recorded trace in" in err and "--since 2999-01-01T00:00:00Z" in err
+
+
+def test_a_refused_trace_in_a_batch_promotes_none(capture: Any, cli: CLI) -> None:
+    def no_input() -> None:
+        with tracely.agent("weather-agent"):
+            tracely.call_tool("t", lambda: 1, args={})
+
+    record(capture, cli, weather_agent.run, "Paris")
+    bad = record(capture, cli, no_input)
+    record(capture, cli, weather_agent.run, "Oslo")
+    status, out, err = cli("cases", "promote", "--agent", "weather-agent", "--name", "W")
+    assert status == 2 and out == ""
+    assert f"trace {bad} has no recorded agent input" in err
+    assert json.loads(cli("cases", "list", "--json")[1]) == []
+
+
+def test_promote_says_which_traces_to_choose(capture: Any, cli: CLI) -> None:
+    trace_id = record(capture, cli, weather_agent.run, "Paris")
+    record(capture, cli, weather_agent.run, "Oslo")
+    status, _, err = cli("cases", "promote", "--name", "W")
+    assert status == 2 and "say which traces to promote: TRACE_ID ..., --latest" in err
+    status, _, err = cli("cases", "promote", trace_id, "--latest", "--name", "W")
+    assert status == 2 and "not both" in err
+    status, _, err = cli("cases", "promote", "--limit", "2", "--name", "W", "--id", "w")
+    assert status == 2 and "--id names one case, but 2 traces were chosen" in err
+    assert json.loads(cli("cases", "list", "--json")[1]) == []
+
+
+# -- a trace recorded without an agent span ---------------------------------------------------
+
+
+def test_input_and_expected_are_for_a_trace_without_an_agent_input(capture: Any, cli: CLI) -> None:
+    def bare() -> None:
+        tracely.call_tool("get_weather", lambda: {"temp": 20}, args={"city": "Paris"})
+
+    trace_id = record(capture, cli, bare)
+    status, _, err = cli("cases", "promote", trace_id, "--name", "x", "--input", '["Paris"]')
+    assert status == 2 and "--input needs --expected JSON too" in err
+    status, _, err = cli(
+        "cases", "promote", trace_id, "--name", "x", "--input", "Paris", "--expected", "1"
+    )
+    assert status == 2 and "--input 'Paris' is not JSON" in err
+    case = promote(cli, trace_id, "--input", '"Paris"', "--expected", '{"temp": 20}')
+    shown = json.loads(cli("cases", "show", case["case_id"], "--json")[1])
+    assert shown["input"] == {"args": ["Paris"], "kwargs": {}}
+    assert shown["expected_output"] == {"temp": 20}
+
+    with_agent = record(capture, cli, weather_agent.run, "Oslo")
+    status, _, err = cli(
+        "cases", "promote", with_agent, "--name", "y", "--input", "[]", "--expected", "1"
+    )
+    assert status == 2 and "has a recorded agent input" in err

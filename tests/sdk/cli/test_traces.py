@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from datetime import datetime, timezone
 from typing import Any
 
 import tracely_sdk as tracely
@@ -35,6 +36,35 @@ def test_list_is_newest_first_with_stable_json(capture: Any, cli: CLI) -> None:
     assert data[0]["agent_name"] == "weather-agent" and data[0]["status"] == "ok"
     status, out, _ = cli("traces", "list", "--json", "--limit", "1")
     assert [t["trace_id"] for t in json.loads(out)] == [second]
+
+
+def test_list_since_a_time_or_a_time_ago(cli: CLI) -> None:
+    from tests.sdk.store._helpers import make_bundle, trace_id
+    from tracely_sdk.store import Recording
+
+    day = 86_400 * 10**9
+    now = int(datetime.now(timezone.utc).timestamp() * 10**9)
+    store = cli.store()
+    try:
+        for n, age in enumerate((0, 2 * day, 40 * day)):
+            bundle = make_bundle(trace_id(n), started_at=now - age)
+            store.put_recording(Recording.from_bundle(bundle))
+    finally:
+        store.close()
+
+    def listed(*args: str) -> list[str]:
+        status, out, err = cli("traces", "list", "--json", *args)
+        assert status == 0, err
+        return [t["trace_id"] for t in json.loads(out)]
+
+    assert listed("--since", "1d") == [trace_id(0)]
+    assert listed("--since", "3d") == [trace_id(0), trace_id(1)]
+    since = datetime.fromtimestamp((now - 39 * day) / 1e9, tz=timezone.utc).date().isoformat()
+    assert listed("--since", since) == [trace_id(0), trace_id(1)]
+    assert listed("--since", "1w", "--limit", "1") == [trace_id(0)]
+    assert len(listed()) == 3
+    status, _, err = cli("traces", "list", "--since", "yesterday")
+    assert status == 2 and "'yesterday' is neither a date or time" in err
 
 
 def test_list_as_a_plain_table(capture: Any, cli: CLI) -> None:
