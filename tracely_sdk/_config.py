@@ -17,6 +17,7 @@ from stat import S_ISREG
 from typing import Any
 
 from tracely_sdk._masks import NO_MASKS, Masks, masks_from
+from tracely_sdk._network_guard import Endpoint, endpoints_from
 from tracely_sdk.errors import ConfigError
 
 _UNSET: Any = object()
@@ -84,6 +85,10 @@ def _patterns(source: str, value: Any) -> tuple[str, ...]:
         if item.strip():
             patterns.append(item.strip())
     return tuple(patterns)
+
+
+def _hosts(source: str, value: Any) -> tuple[Endpoint, ...]:
+    return endpoints_from(value, source)
 
 
 def _capture(source: str, value: Any) -> bool:
@@ -159,6 +164,15 @@ SETTINGS: dict[str, Setting] = {
             "What replay leaves out when it compares a call with its recording: JSON paths "
             "('$..request_id', 'messages[0].content'), 're:PATTERN' regular expressions and the "
             "built-ins '@iso-timestamp' and '@uuid' (see tracely_sdk._masks).",
+        ),
+        Setting(
+            "allow_network",
+            ("TRACELY_ALLOW_NETWORK",),
+            (),
+            _hosts,
+            "Hosts strict replay may connect to besides tracely's own endpoints: HOST or "
+            "HOST:PORT (comma-separated in the environment, a list in [tool.tracely]), e.g. a "
+            "database the tests start. Loopback is not allowed unless listed.",
         ),
         Setting(
             "capture_content",

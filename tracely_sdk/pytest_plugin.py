@@ -30,6 +30,7 @@ Without a ``--tracely-*`` option the plugin collects nothing and changes nothing
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -54,6 +55,8 @@ class _State:
     strict: bool
     allow_empty: bool = False
     store: Any = None
+    # TRACELY_ALLOW_NETWORK before --tracely-allow-network replaced it (restored at the end)
+    network_env: tuple[str | None] | None = None
     functions: dict[str, Callable[..., Any]] = field(default_factory=dict)
 
     @property
@@ -102,6 +105,13 @@ class _State:
         return refuse_disallowed(cases, entrypoint, policy, self.functions)
 
     def close(self) -> None:
+        if self.network_env is not None:
+            from tracely_sdk._network_guard import ENV_VAR
+
+            (previous,), self.network_env = self.network_env, None
+            os.environ.pop(ENV_VAR, None)
+            if previous is not None:
+                os.environ[ENV_VAR] = previous
         store, self.store = self.store, None
         if store is not None:
             store.close()
@@ -147,6 +157,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=False,
         help="replay leniently (live fall-through on a miss); verdicts say LENIENT",
     )
+    group.addoption(
+        "--tracely-allow-network",
+        action="append",
+        default=[],
+        metavar="HOST[:PORT]",
+        help="let strict replay connect to this host (repeatable); any other connection, "
+        "loopback included, is refused and fails its case",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -165,6 +183,17 @@ def pytest_configure(config: pytest.Config) -> None:
         strict=not config.getoption("--tracely-lenient"),
         allow_empty=config.getoption("--tracely-allow-empty"),
     )
+    allowed = config.getoption("--tracely-allow-network")
+    if allowed:
+        from tracely_sdk._network_guard import allow_in_process
+        from tracely_sdk.errors import ConfigError
+
+        try:
+            config.stash[_STATE].network_env = (
+                allow_in_process(allowed, "--tracely-allow-network"),
+            )
+        except ConfigError as exc:
+            raise pytest.UsageError(f"tracely: {exc}") from None
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
