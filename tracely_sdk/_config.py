@@ -17,6 +17,7 @@ from stat import S_ISREG
 from typing import Any
 
 from tracely_sdk._masks import NO_MASKS, Masks, masks_from
+from tracely_sdk._network_guard import ENV_VAR as ALLOW_NETWORK_VAR
 from tracely_sdk._network_guard import Endpoint, endpoints_from
 from tracely_sdk.errors import ConfigError
 
@@ -167,7 +168,7 @@ SETTINGS: dict[str, Setting] = {
         ),
         Setting(
             "allow_network",
-            ("TRACELY_ALLOW_NETWORK",),
+            (ALLOW_NETWORK_VAR,),
             (),
             _hosts,
             "Hosts strict replay may connect to besides tracely's own endpoints: HOST or "

@@ -29,8 +29,9 @@ guarded by every strict block active in the process, so a thread pool cannot go 
 Audit hooks cannot be removed: the first strict block installs the hook, once per process, and
 with no strict block active it returns after one check. Out of reach: code that opens sockets
 without Python's socket module (a C extension calling the C library, e.g. libpq, gRPC's core,
-libcurl), other processes, and the name lookup ``connect(("name", port))`` does inside the C
-call before its audit event (the connection itself is still refused).
+libcurl; on Windows, asyncio's proactor loop), other processes, and the name lookup
+``connect(("name", port))`` does inside the C call before its audit event (the connection
+itself is still refused).
 """
 
 from __future__ import annotations
@@ -63,7 +64,6 @@ __all__ = [
     "allow_in_process",
     "endpoints_from",
     "open_scope",
-    "own_endpoints",
     "parse_endpoint",
 ]
 
@@ -205,13 +205,9 @@ def allow_own(url: str) -> None:
             _own = (*_own, endpoint)
 
 
-def own_endpoints(environ: Any = None) -> tuple[Endpoint, ...]:
-    """tracely's own endpoints: the OpenTelemetry exporter's and every store opened here."""
-    return tuple(dict.fromkeys([*_exporter_endpoints(environ), *_own]))
-
-
-def _exporter_endpoints(environ: Any = None) -> list[Endpoint]:
-    env = os.environ if environ is None else environ
+def _exporter_endpoints() -> list[Endpoint]:
+    """The OpenTelemetry exporter's endpoints, from the standard variables."""
+    env = os.environ
     urls = [url for var in _OTLP_VARS if (url := env.get(var, "").strip())]
     found = [e for url in urls if (e := _url_endpoint(url)) is not None]
     exporters = (env.get("OTEL_TRACES_EXPORTER") or "").lower()

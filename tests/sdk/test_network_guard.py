@@ -28,6 +28,7 @@ import tracely_sdk as tracely
 from examples.llm_server import LLMServer, serve
 from tracely_sdk._network_guard import Endpoint, parse_endpoint
 from tracely_sdk._runner import INCOMPLETE, PASS, ReplayCase, run_case
+from tracely_sdk.cli import main
 from tracely_sdk.errors import ConfigError
 from tracely_sdk.store import Recording, SQLiteStore, open_store
 
@@ -484,14 +485,17 @@ def test_a_case_whose_agent_swallows_the_refusal_is_incomplete_naming_it(
 
 
 def _replay_cli(
-    tmp_path: Path, bundle: dict[str, Any], llm_url: str, *options: str
+    tmp_path: Path, bundle: dict[str, Any], llm_url: str, *options: str, cases: int = 1
 ) -> dict[str, Any]:
+    """``tracely replay`` of ``cases`` cases of the recording, in a process of its own; the
+    first case's JSON report entry, after checking every case has the same verdict."""
     store_path = tmp_path / "store.db"
     store = SQLiteStore(store_path)
     try:
         if not store.list_cases():
             store.put_recording(Recording.from_bundle(bundle))
-            store.promote(str(bundle["trace_id"]), case_id="meaning", name="meaning")
+            for i in range(cases):
+                store.promote(str(bundle["trace_id"]), case_id=f"meaning-{i}", name="meaning")
     finally:
         store.close()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "TRACELY_"))}
@@ -510,9 +514,9 @@ def _replay_cli(
         timeout=120,
     )
     assert proc.returncode in (0, 1), proc.stderr
-    (case,) = json.loads(report.read_text())["cases"]
-    case["stdout"] = proc.stdout
-    return dict(case)
+    first, *others = json.loads(report.read_text())["cases"]
+    assert [c["verdict"] for c in others] == [first["verdict"]] * (cases - 1)
+    return dict(first)
 
 
 def test_tracely_replay_never_passes_a_case_whose_agent_reached_for_the_network(
@@ -536,11 +540,25 @@ def test_tracely_replay_allow_network_lets_the_named_host_through(
     tmp_path: Path, server: LLMServer, net_agent: tuple[Any, dict[str, Any]]
 ) -> None:
     _, bundle = net_agent
-    allowed = _replay_cli(
-        tmp_path, bundle, server.base_url, "--allow-network", f"127.0.0.1:{port_of(server)}"
+    allowed = f"127.0.0.1:{port_of(server)}"
+    # in two worker processes, which the allowance reaches too
+    passed = _replay_cli(
+        tmp_path, bundle, server.base_url, "--allow-network", allowed, "-j", "2", cases=2
     )
-    assert allowed["verdict"] == PASS, allowed
-    assert len(server.requests) == 1
+    assert passed["verdict"] == PASS, passed
+    assert len(server.requests) == 2
+
+
+def test_a_bad_allow_network_option_is_a_usage_error_before_anything_runs(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    status = main(["replay", "--allow-network", "db:99999", "--cases", str(tmp_path / "none")])
+    assert status == 2
+    assert capsys.readouterr().err == (
+        "tracely: error: --allow-network: 'db:99999' is not a host to allow; use HOST or "
+        "HOST:PORT, e.g. db.internal:5432, 127.0.0.1:8000 or [::1]:8000\n"
+    )
+    assert "TRACELY_ALLOW_NETWORK" not in os.environ
 
 
 def test_the_pytest_plugin_allows_a_host_for_the_run_only(

@@ -240,14 +240,14 @@ def cmd_replay(args: argparse.Namespace, ctx: Context) -> int:
         raise ConfigError(
             "--store and --cases are alternatives: replay from a store or from a directory"
         )
-    cases, source, total = _load(args, ctx)
-    out = ctx.out
-    if not cases and not args.allow_empty:
-        raise ConfigError(_nothing_selected(args, source, total))
     if args.allow_network:
         from tracely_sdk._network_guard import allow_in_process
 
         allow_in_process(args.allow_network, "--allow-network")
+    cases, source, total = _load(args, ctx)
+    out = ctx.out
+    if not cases and not args.allow_empty:
+        raise ConfigError(_nothing_selected(args, source, total))
     if not args.lenient:
         from tracely_sdk._entrypoints import placeholder_api_keys
 
