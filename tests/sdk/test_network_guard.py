@@ -251,6 +251,33 @@ def test_a_thread_pool_worker_cannot_go_live(server: LLMServer) -> None:
     assert "in thread 'agent-pool" in str(rep.errors[0])
 
 
+def test_code_with_no_block_of_its_own_is_guarded_by_a_strict_block_elsewhere(
+    server: LLMServer,
+) -> None:
+    entered, done = threading.Event(), threading.Event()
+    reports: list[Any] = []
+
+    def replaying() -> None:
+        with tracely.fixtures({}) as rep:
+            reports.append(rep)
+            entered.set()
+            done.wait(30)
+
+    thread = threading.Thread(target=replaying)
+    thread.start()
+    try:
+        assert entered.wait(30)
+        error = refused(lambda: _httpx(server.base_url))  # this thread has no block
+        with tracely.fixtures({}, strict=False):
+            assert _httpx(server.base_url).status_code == 200  # a lenient block goes live
+    finally:
+        done.set()
+        thread.join(30)
+    (rep,) = reports
+    assert rep.errors == [error]
+    assert len(server.requests) == 1
+
+
 def test_lenient_and_live_blocks_and_code_outside_replay_are_not_guarded(
     server: LLMServer,
 ) -> None:
