@@ -17,6 +17,8 @@ from stat import S_ISREG
 from typing import Any
 
 from tracely_sdk._masks import NO_MASKS, Masks, masks_from
+from tracely_sdk._network_guard import ENV_VAR as ALLOW_NETWORK_VAR
+from tracely_sdk._network_guard import Endpoint, endpoints_from
 from tracely_sdk.errors import ConfigError
 
 _UNSET: Any = object()
@@ -103,6 +105,10 @@ def _patterns(source: str, value: Any) -> tuple[str, ...]:
     return tuple(patterns)
 
 
+def _hosts(source: str, value: Any) -> tuple[Endpoint, ...]:
+    return endpoints_from(value, source)
+
+
 @dataclass(frozen=True)
 class Setting:
     """One setting: where it is read from, its default and what it means."""
@@ -167,6 +173,15 @@ SETTINGS: dict[str, Setting] = {
             "What replay leaves out when it compares a call with its recording: JSON paths "
             "('$..request_id', 'messages[0].content'), 're:PATTERN' regular expressions and the "
             "built-ins '@iso-timestamp' and '@uuid' (see tracely_sdk._masks).",
+        ),
+        Setting(
+            "allow_network",
+            (ALLOW_NETWORK_VAR,),
+            (),
+            _hosts,
+            "Hosts strict replay may connect to besides tracely's own endpoints: HOST or "
+            "HOST:PORT (comma-separated in the environment, a list in [tool.tracely]), e.g. a "
+            "database the tests start. Loopback is not allowed unless listed.",
         ),
         Setting(
             "capture_content",

@@ -6,8 +6,9 @@ One case, one verdict, each with the reasons a person can act on:
   the output canonically equal to the expected output.
 - ``FAIL``: the output differs (with a path-level diff), recorded calls were never made (the
   regression that drops a tool call fails on the missing tool), or an input diverged.
-- ``INCOMPLETE``: a strict miss (the recording cannot answer a call the code made), even if
-  the agent swallowed the ReplayError; the call never ran live.
+- ``INCOMPLETE``: a strict miss (the recording cannot answer a call the code made), or a
+  network operation strict replay refused (``tracely_sdk._network_guard``; the reason names
+  the host and port), even if the agent swallowed the ReplayError; nothing ran live.
 - ``ERRORED``: the agent raised, or the case's recording cannot be loaded. In that second case
   the agent is not run at all and a trace for the case is emitted with ERROR status.
 - ``LENIENT``: a lenient run (``strict=False``); the reasons are listed as for a strict run,

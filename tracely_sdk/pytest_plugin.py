@@ -69,6 +69,8 @@ class _State:
     strict: bool
     allow_empty: bool = False
     store: Any = None
+    # TRACELY_ALLOW_NETWORK before --tracely-allow-network replaced it (restored at the end)
+    network_env: tuple[str | None] | None = None
     functions: dict[str, Callable[..., Any]] = field(default_factory=dict)
     failed: dict[str, str] = field(default_factory=dict)  # entrypoint -> why it did not import
     problems: list[TracelyProblem] = field(default_factory=list)
@@ -154,6 +156,13 @@ class _State:
         return refuse_disallowed(cases, override, self.policy(override), self.functions)
 
     def close(self) -> None:
+        if self.network_env is not None:
+            from tracely_sdk._network_guard import ENV_VAR
+
+            (previous,), self.network_env = self.network_env, None
+            os.environ.pop(ENV_VAR, None)
+            if previous is not None:
+                os.environ[ENV_VAR] = previous
         store, self.store = self.store, None
         if store is not None:
             store.close()
@@ -200,6 +209,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=False,
         help="replay leniently (live fall-through on a miss); verdicts say LENIENT",
     )
+    group.addoption(
+        "--tracely-allow-network",
+        action="append",
+        default=[],
+        metavar="HOST[:PORT]",
+        help="let strict replay connect to this host (repeatable); any other connection, "
+        "loopback included, is refused and fails its case",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -218,6 +235,17 @@ def pytest_configure(config: pytest.Config) -> None:
         strict=not config.getoption("--tracely-lenient"),
         allow_empty=config.getoption("--tracely-allow-empty"),
     )
+    allowed = config.getoption("--tracely-allow-network")
+    if allowed:
+        from tracely_sdk._network_guard import allow_in_process
+        from tracely_sdk.errors import ConfigError
+
+        try:
+            config.stash[_STATE].network_env = (
+                allow_in_process(allowed, "--tracely-allow-network"),
+            )
+        except ConfigError as exc:
+            raise pytest.UsageError(f"tracely: {exc}") from None
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -27,9 +27,11 @@ are not recorded into the store, but each run's results are (see `tracely runs`)
 
 Verdicts: PASS (strict, every recorded call made, output equal to the expected output),
 FAIL (output differs, recorded calls never made, or an input diverged), INCOMPLETE (the code
-made a call the recording cannot answer), ERRORED (the agent raised, or the case cannot be
-run: its recording cannot be loaded or its entrypoint is not allowed; then the agent is not
-run), LENIENT (--lenient: never a recorded pass), NOT_RUN (interrupted before it finished).
+made a call the recording cannot answer, or tried a network connection strict replay refused:
+only tracely's own endpoints and --allow-network hosts are reached), ERRORED (the agent raised,
+or the case cannot be run: its recording cannot be loaded or its entrypoint is not allowed;
+then the agent is not run), LENIENT (--lenient: never a recorded pass), NOT_RUN (interrupted
+before it finished).
 """
 
 EPILOG = """\
@@ -90,6 +92,16 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
         metavar="PATTERN",
         help="run the calls whose labels match PATTERN live ('tools:*', repeatable) and serve "
         "the rest; a live call whose outcome differs from the recorded one fails its case",
+    )
+    p.add_argument(
+        "--allow-network",
+        dest="allow_network",
+        action="append",
+        default=[],
+        metavar="HOST[:PORT]",
+        help="let strict replay connect to this host (repeatable; e.g. a database the tests "
+        "start); replaces TRACELY_ALLOW_NETWORK and [tool.tracely] allow_network. Any other "
+        "connection, loopback included, is refused and fails its case",
     )
     add_report_options(p, "each case's calls, recording beside replay")
     p.add_argument(
@@ -228,6 +240,10 @@ def cmd_replay(args: argparse.Namespace, ctx: Context) -> int:
         raise ConfigError(
             "--store and --cases are alternatives: replay from a store or from a directory"
         )
+    if args.allow_network:
+        from tracely_sdk._network_guard import allow_in_process
+
+        allow_in_process(args.allow_network, "--allow-network")
     cases, source, total = _load(args, ctx)
     out = ctx.out
     if not cases and not args.allow_empty:

@@ -203,6 +203,9 @@ def open_store(url: str | None = None, *, create: bool = True) -> Store:
         return SQLiteStore(path, url=url if path != ":memory:" else None, create=create, **options)
     match = _SCHEME_RE.match(url)
     if match:
+        from tracely_sdk._network_guard import allow_own
+
+        allow_own(url)  # strict replay lets tracely reach its own store
         scheme = match.group(1).lower()
         if scheme not in _backends and scheme in _PROVIDED_BY:
             module, _ = _PROVIDED_BY[scheme]
