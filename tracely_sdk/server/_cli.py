@@ -154,6 +154,41 @@ def cmd_serve(args: argparse.Namespace, ctx: Any = None) -> int:
     return run(_config(args))
 
 
+# Descriptors beyond the two ports' connections: the store, the journal, logs, worker pipes.
+_SPARE_FILES = 256
+
+
+def _fit_open_files(config: Any) -> None:
+    """Raise the open-files limit so both ports' connection caps fit in it, or warn.
+
+    Each port has its own cap, so whatever the gRPC port suffers, the HTTP port (health checks
+    included) still has descriptors to accept with."""
+    try:
+        import resource
+    except ImportError:  # pragma: no cover - not on POSIX
+        return
+    needed = config.max_connections + _SPARE_FILES
+    if config.grpc_port is not None:
+        needed += config.grpc_max_connections
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY or soft >= needed:
+        return
+    target = needed if hard == resource.RLIM_INFINITY else min(needed, hard)
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+    except (ValueError, OSError):
+        target = soft
+    if target < needed:
+        logging.getLogger("tracely.server").warning(
+            "the open-files limit (%d) is below the connection caps plus %d spare (%d): "
+            "lower TRACELY_SERVER_MAX_CONNECTIONS / TRACELY_SERVER_GRPC_MAX_CONNECTIONS or "
+            "raise the limit (ulimit -n)",
+            target,
+            _SPARE_FILES,
+            needed,
+        )
+
+
 def run(
     config: Any, *, out: TextIO | None = None, banner: str = "tracely server listening on {url}"
 ) -> int:
@@ -162,6 +197,7 @@ def run(
     ``banner`` is the first line printed, once the port is bound (``{url}``: where)."""
     from tracely_sdk.server._app import create_server
 
+    _fit_open_files(config)
     server = create_server(config)
     stop = threading.Event()
     handlers: dict[signal.Signals, Any] = {}

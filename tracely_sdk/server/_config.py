@@ -237,6 +237,28 @@ SERVER_SETTINGS: dict[str, Setting] = {
             "is closed after the header or keep-alive timeout).",
         ),
         Setting(
+            "grpc_max_connections",
+            ("TRACELY_SERVER_GRPC_MAX_CONNECTIONS",),
+            256,
+            _positive,
+            "Open connections to the OTLP/gRPC port; further ones are closed as they are accepted.",
+        ),
+        Setting(
+            "grpc_idle_timeout",
+            ("TRACELY_SERVER_GRPC_IDLE_TIMEOUT",),
+            300.0,
+            _timeout,
+            "How long an OTLP/gRPC connection with no call in flight is kept open; then it is "
+            "sent a GOAWAY and closed (clients reconnect when they next export).",
+        ),
+        Setting(
+            "grpc_max_streams",
+            ("TRACELY_SERVER_GRPC_MAX_STREAMS",),
+            16,
+            _positive,
+            "OTLP/gRPC calls one connection may have in flight at once.",
+        ),
+        Setting(
             "header_timeout",
             ("TRACELY_SERVER_HEADER_TIMEOUT",),
             10.0,
@@ -304,6 +326,9 @@ class ServerConfig:
     rate_burst: int | None = None
     max_concurrent_requests: int = 32
     max_connections: int = 256
+    grpc_max_connections: int = 256
+    grpc_idle_timeout: float = 300.0
+    grpc_max_streams: int = 16
     header_timeout: float = 10.0
     body_timeout: float = 60.0
     keep_alive_timeout: float = 15.0
