@@ -20,6 +20,7 @@ import base64
 import binascii
 import hashlib
 import hmac
+import re
 import secrets
 import urllib.parse
 from collections.abc import Callable, Mapping
@@ -46,13 +47,16 @@ CSP = (
 _HEADERS = {
     "Content-Security-Policy": CSP,
     "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "no-referrer",
+    # Not no-referrer: under it a browser sends "Origin: null" with the pages' own forms, which
+    # cannot then be told from a sandboxed frame's elsewhere. same-origin sends nothing to others.
+    "Referrer-Policy": "same-origin",
     "Cache-Control": "no-store",
     "X-Frame-Options": "DENY",
 }
 # The key of the forms' csrf values when there are no tokens (a server without auth).
 _NO_AUTH_KEY = secrets.token_bytes(32)
 _LOCAL_HOSTS = frozenset({"127.0.0.1", "localhost", "[::1]"})
+_VISIBLE_ASCII = re.compile(r"[!-~]+")
 
 Handler = Callable[[Any, Request, dict[str, str]], Response]
 
@@ -159,8 +163,7 @@ class _Visit:
     def form(self) -> dict[str, str] | Response:
         """The posted form, once it is shown to come from this server's own page."""
         request = self.request
-        origin = request.header("Origin")
-        if origin and origin != "null" and _host_of(origin) != request.header("Host").lower():
+        if not _same_origin(request):
             return _html(
                 403, self.pages.error(403, "a form from another site was refused", Viewer())
             )
@@ -188,6 +191,18 @@ class _Visit:
             )
             return _html(403, page)
         return form
+
+
+def _same_origin(request: Request) -> bool:
+    """Whether a posted form may come from this server's own page.
+
+    ``Origin`` is checked when the browser sends it; ``null`` (a sandboxed frame, a page from
+    a file or data URL) is another site. ``Sec-Fetch-Site``, where sent, must say the same."""
+    fetch_site = request.header("Sec-Fetch-Site").lower()
+    if fetch_site and fetch_site not in ("same-origin", "none"):
+        return False
+    origin = request.header("Origin")
+    return not origin or _host_of(origin) == request.header("Host").lower()
 
 
 def _host_name(host: str) -> str:
@@ -271,12 +286,15 @@ def _login_page(app: Any, request: Request, params: dict[str, str]) -> Response:
 
 
 def _safe_next(value: str | None) -> str:
-    """Where to go after signing in: a page of this server, never another site."""
+    """Where to go after signing in: a page of this server, never another site, and only
+    visible ASCII (what the pages' own links hold, percent-encoded), so that it is a valid
+    ``Location`` header: a line break or a non-ASCII character gives the default."""
     if (
         value
         and value.startswith(PREFIX + "/")
         and not value.startswith("//")
         and "\\" not in value
+        and _VISIBLE_ASCII.fullmatch(value)
     ):
         return value
     return PREFIX + "/cases"

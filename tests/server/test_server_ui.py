@@ -1,0 +1,97 @@
+"""Signing in to the pages over plain HTTP: where the browser is sent next, which forms are
+refused, how failed sign-ins are throttled, and what the cookie holds."""
+
+from __future__ import annotations
+
+import urllib.parse
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from server._support import Answer, ServerProcess
+
+FORM = "application/x-www-form-urlencoded"
+
+
+@pytest.fixture
+def ui_server(tmp_path: Path) -> Iterator[Callable[..., ServerProcess]]:
+    """A server of the test's own (the pages are not in the OpenAPI document: no contract)."""
+    made: list[ServerProcess] = []
+
+    def make(*args: str, name: str = "ui", **kwargs: Any) -> ServerProcess:
+        proc = ServerProcess(tmp_path / name, args=["--rate-limit", "0", *args], **kwargs)
+        made.append(proc)
+        return proc.start()
+
+    yield make
+    for proc in made:
+        if proc.alive():
+            proc.stop()
+
+
+def sign_in(
+    server: ServerProcess, token: str, next_url: str = "/ui/cases", **headers: str
+) -> Answer:
+    body = urllib.parse.urlencode({"token": token, "next": next_url}).encode()
+    host = server.url.removeprefix("http://")
+    return server.request(
+        "POST",
+        "/ui/login",
+        body,
+        token=None,
+        content_type=FORM,
+        headers={"Origin": f"http://{host}", **headers},
+    )
+
+
+def cookie_of(answer: Answer) -> str:
+    return answer.headers["set-cookie"].split(";", 1)[0]
+
+
+@pytest.mark.parametrize("next_url", ["/ui/\r\nSet-Cookie: x=1", "/ui/☃", "/ui/\x7f"])
+def test_a_next_page_that_is_no_header_value_goes_to_the_default(
+    ui_server: Any, next_url: str
+) -> None:
+    server = ui_server()
+    answer = sign_in(server, server.tokens.read, next_url)
+    assert answer.status == 303 and answer.headers["location"] == "/ui/cases"
+    # Signed in, the sign-in page sends the visitor on the same way.
+    query = urllib.parse.urlencode({"next": next_url})
+    again = server.get(f"/ui/login?{query}", token=None, headers={"Cookie": cookie_of(answer)})
+    assert again.status == 303 and again.headers["location"] == "/ui/cases"
+    kept = sign_in(server, server.tokens.read, "/ui/cases?tag=caf%C3%A9")
+    assert kept.headers["location"] == "/ui/cases?tag=caf%C3%A9"
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [{"Origin": "null"}, {"Origin": "https://attacker.example"}, {"Sec-Fetch-Site": "cross-site"}],
+)
+def test_sign_in_and_out_from_another_site_are_refused(
+    ui_server: Any, headers: dict[str, str]
+) -> None:
+    server = ui_server()
+    forged = sign_in(server, server.tokens.read, **headers)
+    assert forged.status == 403 and "set-cookie" not in forged.headers
+    assert b"a form from another site was refused" in forged.body
+    signed_in = sign_in(server, server.tokens.read)
+    assert signed_in.status == 303
+    out = server.request(
+        "POST",
+        "/ui/logout",
+        b"",
+        token=None,
+        content_type=FORM,
+        headers={"Cookie": cookie_of(signed_in), **headers},
+    )
+    assert out.status == 403 and "set-cookie" not in out.headers
+
+
+def test_the_pages_send_their_origin_with_their_own_forms(ui_server: Any) -> None:
+    # Under Referrer-Policy: no-referrer a browser sends "Origin: null" with a same-origin
+    # form; same-origin keeps the real origin (and sends no referrer to other sites).
+    server = ui_server()
+    page = server.get("/ui/login", token=None)
+    assert page.headers["referrer-policy"] == "same-origin"
