@@ -95,3 +95,77 @@ def test_the_pages_send_their_origin_with_their_own_forms(ui_server: Any) -> Non
     server = ui_server()
     page = server.get("/ui/login", token=None)
     assert page.headers["referrer-policy"] == "same-origin"
+
+
+def guess(n: int, prefix: str = "") -> str:
+    """A wrong token; each ``n`` has its own first characters unless ``prefix`` is given."""
+    return f"{prefix}{n:06d}-not-a-token-at-all"
+
+
+def test_failed_sign_ins_are_throttled_per_client(ui_server: Any) -> None:
+    # The general rate limit is off: sign-in has a limit of its own.
+    server = ui_server(env={"TRACELY_SERVER_SIGN_IN_FAILURES": "5"})
+    statuses = [sign_in(server, guess(n)).status for n in range(8)]
+    assert statuses == [401] * 5 + [429] * 3
+    # Throttled, even the right token is not checked (a guesser learns nothing).
+    throttled = sign_in(server, server.tokens.read)
+    assert throttled.status == 429 and int(throttled.headers["retry-after"]) >= 1
+    assert "set-cookie" not in throttled.headers
+
+
+def test_failed_sign_ins_are_throttled_per_token_prefix_across_clients(ui_server: Any) -> None:
+    server = ui_server(
+        "--trusted-proxies", "127.0.0.1", env={"TRACELY_SERVER_SIGN_IN_FAILURES": "5"}
+    )
+    statuses = [
+        sign_in(server, guess(n, prefix="tok123"), **{"X-Forwarded-For": f"203.0.113.{n}"}).status
+        for n in range(7)
+    ]
+    assert statuses == [401] * 5 + [429] * 2
+    # Another prefix, from another client, is not held up.
+    ok = sign_in(server, server.tokens.read, **{"X-Forwarded-For": "203.0.113.99"})
+    assert ok.status == 303
+
+
+def test_x_forwarded_for_counts_only_from_a_named_proxy(ui_server: Any) -> None:
+    # No proxy named: the header is the client's to write, so it is ignored (all one client).
+    direct = ui_server(name="direct", env={"TRACELY_SERVER_SIGN_IN_FAILURES": "3"})
+    spoofed = [
+        sign_in(direct, guess(n), **{"X-Forwarded-For": f"198.51.100.{n}"}).status for n in range(5)
+    ]
+    assert spoofed == [401] * 3 + [429] * 2
+    # The general per-client limit on bad API tokens too.
+    limited = ui_server(
+        "--rate-limit", "0.1", name="limited", env={"TRACELY_SERVER_RATE_BURST": "2"}
+    )
+    api = [
+        limited.get(
+            "/api/cases", token="not-a-token", headers={"X-Forwarded-For": f"198.51.100.{n}"}
+        ).status
+        for n in range(4)
+    ]
+    assert api == [401, 401, 429, 429]
+    # Behind a named proxy each forwarded client has its own budget.
+    proxied = ui_server(
+        "--trusted-proxies",
+        "127.0.0.0/8",
+        name="proxied",
+        env={"TRACELY_SERVER_SIGN_IN_FAILURES": "3"},
+    )
+    guesser = {"X-Forwarded-For": "198.51.100.7"}
+    assert [sign_in(proxied, guess(n), **guesser).status for n in range(4)] == [401] * 3 + [429]
+    colleague = sign_in(proxied, proxied.tokens.read, **{"X-Forwarded-For": "198.51.100.8"})
+    assert colleague.status == 303
+
+
+def test_trusted_proxies_must_be_addresses(tmp_path: Path) -> None:
+    from tracely_sdk.errors import ConfigError
+    from tracely_sdk.server import ServerConfig
+
+    assert ServerConfig.load({}, trusted_proxies="10.0.0.5, 10.1.0.0/16,::1").trusted_proxies == (
+        "10.0.0.5/32",
+        "10.1.0.0/16",
+        "::1/128",
+    )
+    with pytest.raises(ConfigError, match=r"TRACELY_SERVER_TRUSTED_PROXIES: 'proxy\.internal'"):
+        ServerConfig.load({"TRACELY_SERVER_TRUSTED_PROXIES": "proxy.internal"})

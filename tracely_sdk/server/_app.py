@@ -32,7 +32,15 @@ from tracely_otel._otlp import (
     rejected_message,
 )
 from tracely_sdk.errors import ConfigError, Conflict, NotFound, StoreError
-from tracely_sdk.server._auth import INGEST, READ, WRITE, RateLimiter, TokenSet, load_tokens
+from tracely_sdk.server._auth import (
+    INGEST,
+    READ,
+    WRITE,
+    RateLimiter,
+    SignInThrottle,
+    TokenSet,
+    load_tokens,
+)
 from tracely_sdk.server._config import ServerConfig
 from tracely_sdk.server._http import (
     Admitted,
@@ -390,6 +398,7 @@ class App:
         self.pipeline = pipeline
         self.tokens = tokens
         self.limiter = limiter or RateLimiter(config.rate_limit, config.rate_burst)
+        self.sign_ins = SignInThrottle(config.sign_in_failures)
         self.draining = False
         self._openapi: bytes | None = None
 
@@ -1068,6 +1077,7 @@ def create_server(
                     body_timeout=config.body_timeout,
                     keep_alive_timeout=config.keep_alive_timeout,
                 ),
+                trusted_proxies=config.trusted_proxies,
             )
         except OSError as exc:
             reason = exc.strerror or str(exc)

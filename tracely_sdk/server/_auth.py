@@ -34,6 +34,7 @@ __all__ = [
     "WRITE",
     "Principal",
     "RateLimiter",
+    "SignInThrottle",
     "TokenSet",
     "load_tokens",
 ]
@@ -204,6 +205,18 @@ class RateLimiter:
         self._buckets: dict[str, list[float]] = {}
         self._lock = threading.Lock()
 
+    def wait(self, key: str) -> float:
+        """How many seconds until ``key`` has a request's worth (0.0: now); takes nothing."""
+        if self.rate <= 0:
+            return 0.0
+        now = time.monotonic()
+        with self._lock:
+            bucket = self._buckets.get(key)
+            if bucket is None:
+                return 0.0
+            level = min(self.burst, bucket[0] + (now - bucket[1]) * self.rate)
+            return 0.0 if level >= 1.0 else (1.0 - level) / self.rate
+
     def acquire(self, key: str) -> float:
         if self.rate <= 0:
             return 0.0
@@ -229,3 +242,30 @@ class RateLimiter:
                 del self._buckets[key]
         if len(self._buckets) >= self._MAX_KEYS:
             self._buckets.clear()
+
+
+class SignInThrottle:
+    """Failed sign-ins, counted per client and per token prefix: ``per_minute`` of each a
+    minute, as many at once.
+
+    The prefix is a token's first :attr:`PREFIX` characters (kept hashed): guesses spread over
+    many clients still share it. A sign-in is checked with :meth:`wait` before its token is, so
+    that a throttled guesser learns nothing, and only a failure is counted (:meth:`failed`).
+    """
+
+    PREFIX = 6
+
+    def __init__(self, per_minute: int) -> None:
+        self._limiter = RateLimiter(per_minute / 60.0, per_minute)
+
+    def _keys(self, client: str, token: str) -> tuple[str, str]:
+        prefix = hashlib.sha256(token[: self.PREFIX].encode("utf-8", "surrogateescape"))
+        return f"client:{client}", f"prefix:{prefix.hexdigest()[:32]}"
+
+    def wait(self, client: str, token: str) -> float:
+        """Seconds until this client may try this token (0.0: now)."""
+        return max(self._limiter.wait(key) for key in self._keys(client, token))
+
+    def failed(self, client: str, token: str) -> None:
+        for key in self._keys(client, token):
+            self._limiter.acquire(key)

@@ -91,6 +91,12 @@ def add_serve_arguments(parser: argparse.ArgumentParser, *, store_option: bool =
     parser.add_argument(
         "--rate-limit", metavar="R", help="requests per second per token (default 200; 0: off)"
     )
+    parser.add_argument(
+        "--trusted-proxies",
+        metavar="ADDRS",
+        help="proxies (IP addresses or networks, comma-separated) whose X-Forwarded-For "
+        "gives the client address (default: none; the TCP peer is the client)",
+    )
     parser.add_argument("--verbose", action="store_true", help="log every request (stderr)")
 
 
@@ -126,6 +132,7 @@ def _config(args: argparse.Namespace) -> Any:
         journal_dir=getattr(args, "journal_dir", None),
         max_body_bytes=getattr(args, "max_body_bytes", None),
         rate_limit=getattr(args, "rate_limit", None),
+        trusted_proxies=getattr(args, "trusted_proxies", None),
     )
 
 

@@ -74,6 +74,26 @@ def _timeout(source: str, value: Any) -> float:
     return number
 
 
+def _networks(source: str, value: Any) -> tuple[str, ...]:
+    import ipaddress
+
+    if isinstance(value, (tuple, list)):
+        items = [str(v).strip() for v in value]
+    else:
+        items = [v.strip() for v in _text(source, value).split(",")]
+    networks = []
+    for item in filter(None, items):
+        try:
+            networks.append(str(ipaddress.ip_network(item, strict=False)))
+        except ValueError:
+            shown = item if len(item) <= 60 else item[:60] + "..."
+            raise ConfigError(
+                f"{source}: {shown!r} is not an IP address or network (e.g. 10.0.0.5, "
+                "10.0.0.0/8, ::1); list the proxies in front of the server, comma-separated"
+            ) from None
+    return tuple(networks)
+
+
 def _rate(source: str, value: Any) -> float:
     try:
         number = float(value)
@@ -222,6 +242,24 @@ SERVER_SETTINGS: dict[str, Setting] = {
             "Requests a token may make at once before the rate applies (default: 2 x rate).",
         ),
         Setting(
+            "sign_in_failures",
+            ("TRACELY_SERVER_SIGN_IN_FAILURES",),
+            10,
+            _positive,
+            "Failed sign-ins to the pages allowed a minute from one client, and with tokens "
+            "sharing their first 6 characters; further sign-ins get 429 until the minute "
+            "refills.",
+        ),
+        Setting(
+            "trusted_proxies",
+            ("TRACELY_SERVER_TRUSTED_PROXIES",),
+            (),
+            _networks,
+            "Addresses or networks of the proxies in front of the server, comma-separated: "
+            "only a request from one of them has its client address (for rate limits and "
+            "sign-in throttling) taken from X-Forwarded-For. Empty: the TCP peer, always.",
+        ),
+        Setting(
             "max_concurrent_requests",
             ("TRACELY_SERVER_MAX_CONCURRENT_REQUESTS",),
             32,
@@ -324,6 +362,8 @@ class ServerConfig:
     max_journal_bytes: int = 1024 * MIB
     rate_limit: float = 200.0
     rate_burst: int | None = None
+    sign_in_failures: int = 10
+    trusted_proxies: tuple[str, ...] = ()
     max_concurrent_requests: int = 32
     max_connections: int = 256
     grpc_max_connections: int = 256

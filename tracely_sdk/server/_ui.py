@@ -20,6 +20,7 @@ import base64
 import binascii
 import hashlib
 import hmac
+import math
 import re
 import secrets
 import urllib.parse
@@ -156,9 +157,9 @@ class _Visit:
     def _throttled(self) -> bool:
         return bool(self.app.limiter.acquire(f"client:{self.request.client}"))
 
-    def _too_many(self) -> Response:
+    def _too_many(self, wait: float = 1.0) -> Response:
         page = self.pages.error(429, "too many requests; try again in a moment", Viewer())
-        return _html(429, page, {"Retry-After": "1"})
+        return _html(429, page, {"Retry-After": str(max(1, math.ceil(wait)))})
 
     def form(self) -> dict[str, str] | Response:
         """The posted form, once it is shown to come from this server's own page."""
@@ -307,10 +308,13 @@ def _login(app: Any, request: Request, params: dict[str, str]) -> Response:
         return form
     token = form.get("token", "").strip()
     next_url = _safe_next(form.get("next"))
+    # Checked before the token is: a throttled guesser learns nothing, not even a right guess.
+    wait = app.sign_ins.wait(request.client, token)
+    if wait:
+        return visit._too_many(wait)
     principal = app.tokens.authenticate(f"Bearer {token}", request.client) if token else None
     if principal is None or not principal.may(READ):
-        if app.limiter.acquire(f"client:{request.client}"):
-            return visit._too_many()
+        app.sign_ins.failed(request.client, token)
         problem = "that token is not valid" if principal is None else "that token may not read"
         return _html(401, visit.pages.login(Viewer(), next_url=next_url, problem=problem))
     return _redirect(next_url, {"Set-Cookie": _cookie_header(token, request)})
