@@ -169,3 +169,69 @@ def test_trusted_proxies_must_be_addresses(tmp_path: Path) -> None:
     )
     with pytest.raises(ConfigError, match=r"TRACELY_SERVER_TRUSTED_PROXIES: 'proxy\.internal'"):
         ServerConfig.load({"TRACELY_SERVER_TRUSTED_PROXIES": "proxy.internal"})
+
+
+# --------------------------------------------------------------------------------------------
+# sessions
+
+
+def page(server: ServerProcess, cookie: str, path: str = "/ui/cases") -> Answer:
+    return server.get(path, token=None, headers={"Cookie": cookie})
+
+
+def sign_out(server: ServerProcess, cookie: str) -> Answer:
+    host = server.url.removeprefix("http://")
+    return server.request(
+        "POST",
+        "/ui/logout",
+        b"",
+        token=None,
+        content_type=FORM,
+        headers={"Cookie": cookie, "Origin": f"http://{host}"},
+    )
+
+
+def test_the_cookie_is_a_session_not_the_token_and_sign_out_revokes_it(ui_server: Any) -> None:
+    import base64
+
+    server = ui_server()
+    signed_in = sign_in(server, server.tokens.write)
+    header = signed_in.headers["set-cookie"]
+    assert "HttpOnly" in header and "SameSite=Strict" in header and "Max-Age=43200" in header
+    cookie = cookie_of(signed_in)
+    value = cookie.split("=", 1)[1]
+    token = server.tokens.write
+    assert token not in value and base64.urlsafe_b64encode(token.encode()).decode() not in value
+    # A cookie is no API token.
+    assert server.get("/api/cases", token=value).status == 401
+    assert page(server, cookie).status == 200
+    # Another sign-in with the same token is another session.
+    assert cookie_of(sign_in(server, token)) != cookie
+    # Signed out, the same cookie (a copy kept by whoever stole it) signs no one in.
+    out = sign_out(server, cookie)
+    assert out.status == 303 and "Max-Age=0" in out.headers["set-cookie"]
+    after = page(server, cookie)
+    assert after.status == 303 and after.headers["location"].startswith("/ui/login?next=")
+
+
+def test_a_session_ends_when_its_token_leaves_the_configuration(ui_server: Any) -> None:
+    server = ui_server()
+    cookie = cookie_of(sign_in(server, server.tokens.read))
+    assert server.stop() == 0
+    server.tokens.read = "read-" + "r" * 40  # the operator replaced the token
+    server.start()
+    assert page(server, cookie).status == 303
+
+
+def test_sessions_are_shared_by_servers_on_one_postgres_store(
+    ui_server: Any, schema_url: str
+) -> None:
+    from server._support import Tokens
+
+    tokens = Tokens()
+    first = ui_server(name="first", store=schema_url, tokens=tokens)
+    second = ui_server(name="second", store=schema_url, tokens=tokens)
+    cookie = cookie_of(sign_in(first, tokens.read))
+    assert page(second, cookie).status == 200
+    assert sign_out(second, cookie).status == 303
+    assert page(first, cookie).status == 303

@@ -150,7 +150,22 @@ class TokenSet:
         token = _bearer(authorization)
         if token is None:
             return None
-        presented = _digest(token)
+        return self._principal(_digest(token))
+
+    def token_digest(self, token: str) -> str:
+        """What a sign-in session keeps of its token (hex): enough to find it again here."""
+        return _digest(token).hex()
+
+    def authenticate_digest(self, digest: str) -> Principal | None:
+        """The principal of a token known by :meth:`token_digest` (a sign-in session's); None
+        when no configured token has it (any more)."""
+        try:
+            presented = bytes.fromhex(digest)
+        except ValueError:
+            return None
+        return self._principal(presented)
+
+    def _principal(self, presented: bytes) -> Principal | None:
         scopes: set[str] = set()
         matched = -1
         for index, entry in enumerate(self._entries):

@@ -251,6 +251,14 @@ SERVER_SETTINGS: dict[str, Setting] = {
             "refills.",
         ),
         Setting(
+            "session_seconds",
+            ("TRACELY_SERVER_SESSION_SECONDS",),
+            12 * 3600.0,
+            _timeout,
+            "How long a sign-in to the pages lasts (a session kept in the store; signing out "
+            "ends it at once, on every server sharing the store).",
+        ),
+        Setting(
             "trusted_proxies",
             ("TRACELY_SERVER_TRUSTED_PROXIES",),
             (),
@@ -363,6 +371,7 @@ class ServerConfig:
     rate_limit: float = 200.0
     rate_burst: int | None = None
     sign_in_failures: int = 10
+    session_seconds: float = 12 * 3600.0
     trusted_proxies: tuple[str, ...] = ()
     max_concurrent_requests: int = 32
     max_connections: int = 256
