@@ -91,3 +91,12 @@ def test_a_run_saved_with_a_write_token_is_escaped(server: ServerProcess) -> Non
     assert "case\\x1b]8;;https://attacker.example/" in shown
     assert "reason\\x1b[2J" in shown and "1.0\\x9b2J" in shown and "src\\x1b]0;owned\\x07" in shown
     assert_inert(tracely_cli(server, "runs", "list").stdout)
+
+
+def test_the_server_log_escapes_what_a_client_sent(make_server: Any) -> None:
+    proc = make_server("--verbose", name="verbose")
+    assert proc.get("/%1b%5b2J%1b%5d0;owned%07", token="read").status == 404
+    assert proc.stop() == 0
+    logs = proc.logs()
+    assert "/\\x1b[2J\\x1b]0;owned\\x07" in logs
+    assert_inert(logs)

@@ -145,11 +145,21 @@ def _grpc_port(args: argparse.Namespace) -> Any:
     return port
 
 
+class _TerminalFormatter(logging.Formatter):
+    """Log lines with the control characters a client put in a value (a path, a name) escaped,
+    as the ``tracely`` command prints everything."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        from tracely_sdk.cli._output import terminal_safe
+
+        return terminal_safe(super().format(record))
+
+
 def _setup_logging(verbose: bool) -> None:
     logger = logging.getLogger("tracely")
     if not logger.handlers:
         handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter("tracely server: %(levelname)s %(message)s"))
+        handler.setFormatter(_TerminalFormatter("tracely server: %(levelname)s %(message)s"))
         logger.addHandler(handler)
         logger.propagate = False
     logger.setLevel(logging.DEBUG if verbose else logging.INFO)
