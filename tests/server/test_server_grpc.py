@@ -413,6 +413,13 @@ def test_an_idle_grpc_connection_is_closed(make_server: Any) -> None:
         sock.close()
 
 
+def test_a_connection_that_never_starts_http2_is_closed(make_server: Any) -> None:
+    proc = make_server(*GRPC, name="mute", env={"TRACELY_SERVER_HEADER_TIMEOUT": "0.5"})
+    host, port = proc.grpc_target.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        assert closed_by_server(sock, 10), "the silent connection was still open after 10 s"
+
+
 def test_http_and_grpc_share_one_rate_budget_per_token(make_server: Any) -> None:
     proc = make_server(
         "--grpc-port",
