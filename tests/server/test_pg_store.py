@@ -119,6 +119,7 @@ def test_schema_is_current(store: PostgresStore) -> None:
         "runs",
         "run_traces",
         "trace_spans",
+        "ui_sessions",
     }
 
 

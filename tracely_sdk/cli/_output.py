@@ -3,12 +3,19 @@
 rich is the optional extra ``tracely-replay[cli]`` and is imported only when it will be used: output
 is plain when stdout is not a terminal, with ``--no-color``, with ``TERM=dumb``, or when rich
 is not installed. JSON output (``--json``) never depends on any of that.
+
+Every text printed goes through :func:`terminal_safe` here, whichever command prints it: stored
+values (an agent or service name sent with an ingest token, a run saved with a write token) are
+untrusted, and a control character in one must not clear the screen, move the cursor, set the
+window title or make a hyperlink. JSON keeps C0 controls escaped by JSON itself and gets the
+rest escaped as ``\\uXXXX``, the same value to any JSON reader.
 """
 
 from __future__ import annotations
 
 import importlib
 import os
+import re
 import shutil
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -17,10 +24,19 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 import orjson
 
+from tracely_sdk._terminal import terminal_safe
+
 if TYPE_CHECKING:
     from tracely_sdk._runner import CaseResult
 
-__all__ = ["Output", "rich_available"]
+__all__ = ["Output", "rich_available", "terminal_safe"]
+
+_UNSAFE_IN_JSON = re.compile(r"[\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def _json_escaped(match: re.Match[str]) -> str:
+    return f"\\u{ord(match.group()):04x}"
+
 
 _STYLES = {
     "PASS": "bold green",
@@ -84,7 +100,8 @@ class Output:
     # -- primitives ------------------------------------------------------------------------
 
     def line(self, text: str = "") -> None:
-        """Print ``text`` as is (never interpreted as markup)."""
+        """Print ``text`` (never interpreted as markup, control characters escaped)."""
+        text = terminal_safe(text)
         if self.fancy:
             self.console.print(text, markup=False, highlight=False, soft_wrap=True)
         else:
@@ -92,12 +109,12 @@ class Output:
 
     def error(self, message: str) -> None:
         """One line on stderr: ``tracely: error: message``."""
-        self.stderr.write(f"tracely: error: {message}\n")
+        self.stderr.write(f"tracely: error: {terminal_safe(message)}\n")
         self.stderr.flush()
 
     def note(self, message: str) -> None:
         """A remark on stderr that is not an error (so stdout stays machine-readable)."""
-        self.stderr.write(f"tracely: {message}\n")
+        self.stderr.write(f"tracely: {terminal_safe(message)}\n")
 
     def confirm(self, question: str) -> bool | None:
         """Ask ``question`` on the terminal: whether the answer was yes, or None when stdin
@@ -112,10 +129,11 @@ class Output:
     def json(self, data: Any) -> None:
         """``data`` as indented JSON on stdout (plain, whatever the terminal)."""
         text = orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS, default=str)
-        self.stdout.write(text.decode() + "\n")
+        self.stdout.write(_UNSAFE_IN_JSON.sub(_json_escaped, text.decode()) + "\n")
 
     def fields(self, pairs: Sequence[tuple[str, str]]) -> None:
         """``key  value`` lines, keys aligned."""
+        pairs = [(terminal_safe(k), terminal_safe(v)) for k, v in pairs]
         width = max((len(k) for k, _ in pairs), default=0)
         if self.fancy:
             from rich.table import Table
@@ -140,6 +158,9 @@ class Output:
         shrink: int | None = None,
     ) -> None:
         """A table; ``shrink`` is the column that is cut short to fit the width in plain text."""
+        headers = [terminal_safe(h) for h in headers]
+        rows = [[terminal_safe(cell) for cell in row] for row in rows]
+        title = terminal_safe(title) if title is not None else None
         if self.fancy:
             from rich.table import Table
             from rich.text import Text
@@ -185,6 +206,7 @@ class Output:
         if not self.fancy or total == 0:
             yield lambda result: None
             return
+        from rich.markup import escape
         from rich.progress import (
             BarColumn,
             MofNCompleteColumn,
@@ -194,7 +216,7 @@ class Output:
         )
 
         columns = (
-            TextColumn(f"[bold]{label}"),
+            TextColumn(f"[bold]{escape(terminal_safe(label))}"),
             BarColumn(),
             MofNCompleteColumn(),
             TextColumn("{task.fields[last]}"),
@@ -204,7 +226,8 @@ class Output:
             task = bar.add_task("replay", total=total, last="")
 
             def advance(result: CaseResult) -> None:
-                bar.update(task, advance=1, last=f"{result.verdict} {result.case_id}")
+                last = terminal_safe(f"{result.verdict} {result.case_id}")
+                bar.update(task, advance=1, last=escape(last))
 
             yield advance
 
@@ -224,7 +247,7 @@ class Output:
         if failing:
             self.line("")
         for r in failing:
-            text = format_result(r)
+            text = terminal_safe(format_result(r))
             if self.fancy:
                 from rich.text import Text
 
@@ -235,7 +258,7 @@ class Output:
             else:
                 self.stdout.write(text + "\n")
         self.line("")
-        summary = summary_line(results, elapsed)
+        summary = terminal_safe(summary_line(results, elapsed))
         if self.fancy:
             from rich.text import Text
 

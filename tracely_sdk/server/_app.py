@@ -32,7 +32,15 @@ from tracely_otel.otlp import (
     rejected_message,
 )
 from tracely_sdk.errors import ConfigError, Conflict, NotFound, StoreError
-from tracely_sdk.server._auth import INGEST, READ, WRITE, RateLimiter, TokenSet, load_tokens
+from tracely_sdk.server._auth import (
+    INGEST,
+    READ,
+    WRITE,
+    RateLimiter,
+    SignInThrottle,
+    TokenSet,
+    load_tokens,
+)
 from tracely_sdk.server._config import ServerConfig
 from tracely_sdk.server._http import (
     Admitted,
@@ -384,12 +392,14 @@ class App:
         store: Store,
         pipeline: IngestPipeline,
         tokens: TokenSet,
+        limiter: RateLimiter | None = None,
     ) -> None:
         self.config = config
         self.store = store
         self.pipeline = pipeline
         self.tokens = tokens
-        self.limiter = RateLimiter(config.rate_limit, config.rate_burst)
+        self.limiter = limiter or RateLimiter(config.rate_limit, config.rate_burst)
+        self.sign_ins = SignInThrottle(config.sign_in_failures)
         self.draining = False
         self._openapi: bytes | None = None
 
@@ -1053,9 +1063,10 @@ class _Deferred:
 
 
 def _grpc_receiver(
-    config: ServerConfig, pipeline: IngestPipeline, tokens: TokenSet
+    config: ServerConfig, pipeline: IngestPipeline, tokens: TokenSet, limiter: RateLimiter
 ) -> GRPCReceiver | None:
-    """The OTLP/gRPC receiver, bound, when a port is configured (the HTTP side's limits)."""
+    """The OTLP/gRPC receiver, bound, when a port is configured (the HTTP side's limits and
+    its rate-limit buckets: one budget per token and client, whichever port it uses)."""
     if config.grpc_port is None:
         return None
     from tracely_sdk.server._grpc import GRPCReceiver
@@ -1063,12 +1074,17 @@ def _grpc_receiver(
     return GRPCReceiver(
         pipeline,
         tokens,
-        RateLimiter(config.rate_limit, config.rate_burst),
+        limiter,
         host=config.host,
         port=config.grpc_port,
         max_message_bytes=config.max_body_bytes,
         max_workers=config.max_concurrent_requests,
         rate_limit=config.rate_limit,
+        message_timeout=config.body_timeout,
+        max_connections=config.grpc_max_connections,
+        idle_timeout=config.grpc_idle_timeout,
+        max_streams=config.grpc_max_streams,
+        handshake_timeout=config.header_timeout,
     )
 
 
@@ -1120,6 +1136,7 @@ def create_server(
                     body_timeout=config.body_timeout,
                     keep_alive_timeout=config.keep_alive_timeout,
                 ),
+                trusted_proxies=config.trusted_proxies,
             )
         except OSError as exc:
             reason = exc.strerror or str(exc)
@@ -1144,12 +1161,13 @@ def create_server(
             write_queue_size=config.write_queue_size,
             write_batch_size=config.write_batch_size,
         )
-        grpc = _grpc_receiver(config, pipeline, tokens)
+        limiter = RateLimiter(config.rate_limit, config.rate_burst)
+        grpc = _grpc_receiver(config, pipeline, tokens, limiter)
         try:
             pipeline.start()
         except JournalError as exc:
             raise ConfigError(f"the ingest journal cannot be used: {exc}") from exc
-        app = App(config, store, pipeline, tokens)
+        app = App(config, store, pipeline, tokens, limiter)
         app_ref.append(app)
         return TracelyServer(config, store, pipeline, app, httpd, owns_store=owns_store, grpc=grpc)
     except BaseException:

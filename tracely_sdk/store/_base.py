@@ -16,7 +16,7 @@ from typing import Any
 
 from tracely_otel import Bundle, BundleFormatError, validate_bundle
 from tracely_sdk._canonical import canonical_equal
-from tracely_sdk.errors import Conflict
+from tracely_sdk.errors import Conflict, StoreError
 from tracely_sdk.store._model import (
     Case,
     CaseVersion,
@@ -191,6 +191,21 @@ class Store(abc.ABC):
     def list_runs(self, limit: int = 20, offset: int = 0, trace_id: str | None = None) -> list[Run]:
         """Runs newest first, without their cases (:meth:`get_run` has them); with
         ``trace_id``, only the runs one of whose cases made that replay trace."""
+
+    # the pages' sign-in sessions (the server's; a store that cannot share them refuses) ---
+
+    def create_session(self, session: str, token: str, expires_at: int) -> None:
+        """Keep a sign-in session: ``session`` and ``token`` are hashes (hex), ``expires_at``
+        ns since the epoch. Expired sessions are let go of."""
+        raise StoreError(f"the store {self.url} keeps no sign-in sessions")
+
+    def session_token(self, session: str, now: int) -> str | None:
+        """The token hash of a session that has not expired at ``now``, else None."""
+        raise StoreError(f"the store {self.url} keeps no sign-in sessions")
+
+    def delete_session(self, session: str) -> None:
+        """End a session (signing out); ending one that is gone is not an error."""
+        raise StoreError(f"the store {self.url} keeps no sign-in sessions")
 
     # lifecycle ----------------------------------------------------------------------------
 

@@ -675,6 +675,32 @@ class SQLStore(Store):
             rows = conn.execute(self._q(sql), (*params, limit, offset)).fetchall()
         return [_run(r[0], r[1], None) for r in rows]
 
+    # the pages' sign-in sessions ------------------------------------------------------------
+
+    def create_session(self, session: str, token: str, expires_at: int) -> None:
+        now = now_ns()
+        with self._write() as conn:
+            conn.execute(self._q("DELETE FROM ui_sessions WHERE expires_at <= ?"), (now,))
+            conn.execute(
+                self._q(
+                    "INSERT INTO ui_sessions (id, token, created_at, expires_at) "
+                    "VALUES (?, ?, ?, ?)"
+                ),
+                (session, token, now, expires_at),
+            )
+
+    def session_token(self, session: str, now: int) -> str | None:
+        with self._read() as conn:
+            row = conn.execute(
+                self._q("SELECT token FROM ui_sessions WHERE id = ? AND expires_at > ?"),
+                (session, now),
+            ).fetchone()
+        return str(row[0]) if row is not None else None
+
+    def delete_session(self, session: str) -> None:
+        with self._write() as conn:
+            conn.execute(self._q("DELETE FROM ui_sessions WHERE id = ?"), (session,))
+
 
 class SQLiteStore(SQLStore):
     """A store in one SQLite file (created, with its directory, on first use).

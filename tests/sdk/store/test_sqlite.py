@@ -28,6 +28,7 @@ from tracely_sdk.store import (
     validate_case_id,
 )
 from tracely_sdk.store._base import Promotion, StatedRun, plan_recapture
+from tracely_sdk.store._model import now_ns
 
 from ._helpers import make_bundle, make_recording, trace_id, write_many
 
@@ -984,3 +985,15 @@ def test_a_runs_timeline_keeps_its_steps_and_collapses_their_values(store: SQLit
     assert first["timeline"][0]["output"].startswith("… [collapsed: ")
     store.save_run(run)
     assert store.get_run(run.id) == run
+
+
+def test_sign_in_sessions_expire_and_are_deleted(tmp_path: Path) -> None:
+    with SQLiteStore(tmp_path / "s.db") as store:
+        store.create_session("a" * 64, "t" * 64, expires_at=2_000)
+        assert store.session_token("a" * 64, now=1_999) == "t" * 64
+        assert store.session_token("a" * 64, now=2_000) is None
+        store.create_session("b" * 64, "t" * 64, expires_at=now_ns() + 10**12)
+        assert store.session_token("a" * 64, now=0) is None  # expired rows are let go of
+        store.delete_session("b" * 64)
+        store.delete_session("b" * 64)
+        assert store.session_token("b" * 64, now=0) is None
