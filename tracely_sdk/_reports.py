@@ -148,6 +148,8 @@ def format_result(result: CaseResult) -> str:
     masked = (result.report or {}).get("masked") or {}
     if masked:
         lines.append("  masked " + "; ".join(f"{k}: {', '.join(v)}" for k, v in masked.items()))
+    if result.traceback:
+        lines += [("    " + line).rstrip() for line in result.traceback.rstrip().splitlines()]
     if result.trace_id:
         lines.append(f"  trace {result.trace_id}")
     return "\n".join(lines)
@@ -187,6 +189,8 @@ def case_entry(result: CaseResult) -> dict[str, Any]:
         "trace_id": result.trace_id,
         "agent_version": result.agent_version,
         "tracely_version": __version__,
+        "error": dict(result.error) if result.error else None,
+        "traceback": result.traceback,
     }
     if report.get("kind") == "scenario":
         # A scenario's turns: each one's reply, failed checks, trace id and what its trace held.
@@ -287,7 +291,7 @@ def run_of(
         source=source,
         otlp_endpoint=otlp_endpoint(environ),
         tracely_version=__version__,
-        cases=tuple({**case_entry(r), "traceback": r.traceback} for r in results),
+        cases=tuple(case_entry(r) for r in results),
     )
 
 

@@ -33,6 +33,7 @@ import inspect
 import math
 import os
 import re
+import sysconfig
 import threading
 import time
 import traceback
@@ -53,6 +54,7 @@ from tracely_otel import value_digest
 from tracely_sdk._canonical import canonical_equal
 from tracely_sdk._diff import Difference, diff_values, render
 from tracely_sdk._entrypoints import EntrypointPolicy, ensure_cwd_on_path
+from tracely_sdk._redact import redact_text
 from tracely_sdk._replay import ReplayReport, fixtures
 from tracely_sdk._types import dumps
 from tracely_sdk._version import __version__
@@ -70,6 +72,7 @@ __all__ = [
     "EntrypointError",
     "ReplayCase",
     "Verdict",
+    "agent_traceback",
     "check_entrypoint",
     "load_case_dir",
     "load_cases",
@@ -403,6 +406,8 @@ class CaseResult:
     output_differences: list[Difference] = field(default_factory=list)
     agent_version: str | None = None
     tags: list[str] = field(default_factory=list)
+    # What the agent raised: {"type": ..., "message": ...}, redacted; ``traceback`` its frames.
+    error: dict[str, str] | None = None
     replay: ReplayReport | None = field(default=None, repr=False, compare=False)
 
     @property
@@ -450,6 +455,7 @@ class CaseResult:
             "output_differences": list(self.output_differences),
             "agent_version": self.agent_version,
             "tags": list(self.tags),
+            "error": self.error,
         }
 
     @classmethod
@@ -471,6 +477,7 @@ class CaseResult:
             output_differences=list(data.get("output_differences") or ()),
             agent_version=data.get("agent_version"),
             tags=list(data.get("tags") or ()),
+            error=data.get("error"),
         )
 
 
@@ -606,6 +613,10 @@ def _await(coro: Any) -> Any:
     try:
         asyncio.get_running_loop()
     except RuntimeError:
+        running = False
+    else:
+        running = True
+    if not running:  # outside the except block: the agent's failure is not chained to ours
         return asyncio.run(coro)
     # Called from inside a running event loop: run the coroutine on its own loop in a thread,
     # in a copy of this context so it is served from the same recording.
@@ -615,9 +626,94 @@ def _await(coro: Any) -> Any:
 
 
 def _exception_identity(exc: BaseException) -> tuple[str, str]:
+    """The exception's type name and its message, redacted (a recorded one already is)."""
     if isinstance(exc, RecordedError):
         return exc.type, exc.message
-    return type(exc).__qualname__, str(exc)
+    return type(exc).__qualname__, redact_text(str(exc))
+
+
+def _package_dirs() -> tuple[str, ...]:
+    import tracely_otel
+    import tracely_sdk
+
+    return tuple(
+        os.path.join(os.path.dirname(os.path.abspath(m.__file__ or "")), "")
+        for m in (tracely_sdk, tracely_otel)
+    )
+
+
+@functools.lru_cache(maxsize=1)
+def _frame_places() -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+    """Where tracely's own code, the standard library, and installed packages live."""
+    paths = sysconfig.get_paths()
+    stdlib = {os.path.join(os.path.abspath(paths[k]), "") for k in ("stdlib", "platstdlib")}
+    installed = {os.path.join(os.path.abspath(paths[k]), "") for k in ("purelib", "platlib")}
+    return _package_dirs(), tuple(stdlib), tuple(installed)
+
+
+def _frame_kind(filename: str) -> str:
+    """``tracely``, ``stdlib`` or ``agent`` (the project's code, or a library it uses)."""
+    own, stdlib, installed = _frame_places()
+    if filename.startswith("<frozen "):
+        return "stdlib"
+    path = os.path.abspath(filename)
+    if path.startswith(own):
+        return "tracely"
+    if path.startswith(stdlib) and not path.startswith(installed):
+        return "stdlib"
+    return "agent"
+
+
+def _agent_frames(stack: traceback.StackSummary) -> tuple[traceback.StackSummary, int]:
+    """The frames of ``stack`` that belong to the agent's run, and how many were left out.
+
+    tracely's frames (the runner that called the agent, the seam and replay code the agent
+    called) are left out; so is a standard-library frame reached only through them (the event
+    loop the runner awaits the agent on). A standard-library frame the agent's code called is
+    kept: it is where the agent's call failed.
+    """
+    kept = []
+    caller = "tracely"  # the kind of the nearest frame above that is not the standard library
+    for frame in stack:
+        kind = _frame_kind(frame.filename)
+        if kind != "stdlib":
+            caller = kind
+        if kind == "agent" or (kind == "stdlib" and caller == "agent"):
+            kept.append(frame)
+    if not kept:  # nothing of the agent's own: the innermost frame still says where it failed
+        kept = list(stack)[-1:]
+    return traceback.StackSummary.from_list(kept), len(stack) - len(kept)
+
+
+def agent_traceback(exc: BaseException) -> str:
+    """``exc``'s traceback (with its causes) as text: the agent's frames only, redacted.
+
+    Each exception of the chain keeps the frames of the agent's code (see
+    :func:`_agent_frames`); a line says how many of tracely's frames were left out.
+    """
+    top = traceback.TracebackException.from_exception(exc)
+    seen: set[int] = set()
+    pending = [top]
+    hidden = 0
+    while pending:
+        te = pending.pop()
+        if id(te) in seen:
+            continue
+        seen.add(id(te))
+        te.stack, left_out = _agent_frames(te.stack)
+        hidden += left_out
+        pending += [t for t in (te.__cause__, te.__context__) if t is not None]
+    text = "".join(top.format())
+    if hidden:
+        text += (
+            f"({hidden} frame{'s' if hidden != 1 else ''} of tracely and its runner not shown)\n"
+        )
+    return redact_text(text)
+
+
+def _error_of(exc: BaseException) -> dict[str, str]:
+    kind, message = _exception_identity(exc)
+    return {"type": kind, "message": message}
 
 
 def _dedupe(items: Iterable[str]) -> list[str]:
@@ -722,7 +818,7 @@ def _run_case(
                 output = _await(output)
         except (Exception, SystemExit) as exc:  # the agent's failure is the verdict, not ours
             raised = exc
-            tb_text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+            tb_text = agent_traceback(exc)
     # the block has exited: report.unused is final
 
     trace_id = format(sink[0], "032x") if sink else None
@@ -747,6 +843,7 @@ def _run_case(
         if raised is not None and not any(raised is e for e in report.errors):
             kind, message = _exception_identity(raised)
             reasons.append(f"the agent then raised {kind}: {message}")
+            result.error = _error_of(raised)
             result.traceback = tb_text
         result.reasons = reasons
         result.duration = time.perf_counter() - started
@@ -762,6 +859,7 @@ def _run_case(
             reasons.append(f"the agent raised {kind}: {message}")
             if recorded_error is not None:
                 reasons.append(f"the recorded run raised {recorded_error[0]}: {recorded_error[1]}")
+            result.error = {"type": kind, "message": message}
             result.traceback = tb_text
             result.reasons = reasons
             result.duration = time.perf_counter() - started
