@@ -38,8 +38,9 @@ from __future__ import annotations
 
 import os
 import re
+import textwrap
 import xml.etree.ElementTree as ET
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -47,7 +48,16 @@ from typing import Any
 import orjson
 
 from tracely_sdk._diff import render
-from tracely_sdk._runner import ERRORED, FAIL, INCOMPLETE, LENIENT, NOT_RUN, PASS, CaseResult
+from tracely_sdk._runner import (
+    ERRORED,
+    FAIL,
+    INCOMPLETE,
+    LENIENT,
+    NOT_RUN,
+    PASS,
+    CaseResult,
+    natural_key,
+)
 from tracely_sdk._version import __version__
 from tracely_sdk.store._model import Run, new_run_id, redact_url
 
@@ -55,7 +65,10 @@ __all__ = [
     "REPORT_FORMAT",
     "append_step_summary",
     "difference_lines",
+    "failure_groups",
+    "format_group",
     "format_result",
+    "in_case_order",
     "json_report",
     "junit_xml",
     "markdown_summary",
@@ -139,20 +152,60 @@ def difference_lines(diff: str | None, divergences: Sequence[Mapping[str, Any]])
     return lines
 
 
-def format_result(result: CaseResult) -> str:
-    """A case's verdict with its reasons and diff, as plain text (the CLI and pytest share it)."""
-    version = f" v{result.version}" if result.version is not None else ""
-    lines = [f"{result.verdict} {result.case_id}{version} ({result.name})"]
-    lines += [f"  - {reason}" for reason in result.reasons]
+def _details_lines(result: CaseResult) -> list[str]:
+    """What a case's verdict rests on, below its heading: reasons, differences, traceback."""
+    lines = [f"  - {reason}" for reason in result.reasons]
     lines += ["    " + line for line in difference_lines(result.diff, result.divergences)]
     masked = (result.report or {}).get("masked") or {}
     if masked:
         lines.append("  masked " + "; ".join(f"{k}: {', '.join(v)}" for k, v in masked.items()))
     if result.traceback:
         lines += [("    " + line).rstrip() for line in result.traceback.rstrip().splitlines()]
+    return lines
+
+
+def format_result(result: CaseResult) -> str:
+    """A case's verdict with its reasons and diff, as plain text (the CLI and pytest share it)."""
+    version = f" v{result.version}" if result.version is not None else ""
+    lines = [f"{result.verdict} {result.case_id}{version} ({result.name})"]
+    lines += _details_lines(result)
     if result.trace_id:
         lines.append(f"  trace {result.trace_id}")
     return "\n".join(lines)
+
+
+def in_case_order(results: Iterable[CaseResult]) -> list[CaseResult]:
+    """``results`` in the natural order of their case ids (``city2`` before ``city10``)."""
+    return sorted(results, key=lambda r: natural_key(r.case_id))
+
+
+def failure_groups(results: Sequence[CaseResult]) -> list[list[CaseResult]]:
+    """The cases that did not pass and have something to show, alike ones together.
+
+    Cases are alike when they have the same verdict and the same reasons, differences and
+    traceback, word for word. Groups come in the order of their first case.
+    """
+    groups: dict[tuple[str, tuple[str, ...]], list[CaseResult]] = {}
+    for r in in_case_order(results):
+        if r.verdict != PASS and (r.reasons or r.diff):
+            groups.setdefault((r.verdict, tuple(_details_lines(r))), []).append(r)
+    return list(groups.values())
+
+
+def format_group(group: Sequence[CaseResult], width: int = 100) -> str:
+    """A group of alike cases (see :func:`failure_groups`) as plain text: one case is shown
+    by :func:`format_result`; several by their verdict, the case ids, and what they share."""
+    if len(group) == 1:
+        return format_result(group[0])
+    head = f"{group[0].verdict} {len(group)} cases alike:"
+    names = textwrap.wrap(
+        ", ".join(r.case_id for r in group),
+        width=max(40, width),
+        initial_indent="  cases ",
+        subsequent_indent="        ",
+        break_on_hyphens=False,
+    )
+    return "\n".join([head, *names, *_details_lines(group[0])])
 
 
 # -- JSON ----------------------------------------------------------------------------------
@@ -203,7 +256,7 @@ def json_report(results: Sequence[CaseResult], elapsed: float | None = None) -> 
     return {
         "format": REPORT_FORMAT,
         "summary": summarize(results, elapsed),
-        "cases": [case_entry(r) for r in results],
+        "cases": [case_entry(r) for r in in_case_order(results)],
     }
 
 
@@ -291,7 +344,7 @@ def run_of(
         source=source,
         otlp_endpoint=otlp_endpoint(environ),
         tracely_version=__version__,
-        cases=tuple(case_entry(r) for r in results),
+        cases=tuple(case_entry(r) for r in in_case_order(results)),
     )
 
 
@@ -338,7 +391,7 @@ def junit_xml(
         "testsuite",
         {**attrs, "timestamp": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")},
     )
-    for r in results:
+    for r in in_case_order(results):
         classname = f"tracely.{r.entrypoint}" if r.entrypoint else "tracely"
         case = ET.SubElement(
             testsuite,
@@ -405,14 +458,14 @@ def markdown_summary(
         lines += [f"[The full report, call by call]({link})", ""]
     if results:
         lines += ["| Case | Version | Verdict | Reasons |", "| --- | --- | --- | --- |"]
-        for r in results:
+        for r in in_case_order(results):
             reasons = "<br>".join(_cell(x) for x in r.reasons) or "—"
             version = "" if r.version is None else str(r.version)
             lines.append(
                 f"| `{_cell(r.case_id)}` | {version} | {_ICONS.get(r.verdict, '')} {r.verdict} | {reasons} |"
             )
         lines.append("")
-    for r in results:
+    for r in in_case_order(results):
         shown = difference_lines(r.diff, r.divergences)
         if shown:
             lines += [

@@ -78,6 +78,7 @@ __all__ = [
     "load_cases",
     "entrypoint_version",
     "load_entrypoint",
+    "natural_key",
     "output_diff",
     "refuse_disallowed",
     "run_case",
@@ -181,6 +182,22 @@ class ReplayCase:
         )
 
 
+_DIGITS = re.compile(r"([0-9]+)")
+
+
+def natural_key(text: str) -> tuple[Any, ...]:
+    """The key that sorts names as people read them: ``city2`` before ``city10``.
+
+    Runs of digits compare as numbers, the text between them without regard to case; ties
+    (``city02``, ``city2``, ``City2``) fall back to the plain text, so the order is total.
+    """
+    parts = _DIGITS.split(text)
+    return (
+        tuple(int(p) if i % 2 else p.casefold() for i, p in enumerate(parts)),
+        text,
+    )
+
+
 def _optional_str(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
 
@@ -236,7 +253,11 @@ def load_case_dir(directory: str | os.PathLike[str]) -> list[ReplayCase]:
             cases.append(_broken_case_file(path, str(exc)))
         else:
             cases.append(ReplayCase.of(case))
-    return sorted(cases, key=lambda c: c.id)
+    return _in_order(cases)
+
+
+def _in_order(cases: Iterable[ReplayCase]) -> list[ReplayCase]:
+    return sorted(cases, key=lambda c: natural_key(c.id))
 
 
 def load_cases(
@@ -246,12 +267,22 @@ def load_cases(
     case_ids: Sequence[str] = (),
     tags: Sequence[str] = (),
 ) -> list[ReplayCase]:
-    """The selected cases, from a store (an open :class:`~tracely_sdk.store.Store`) or a directory.
+    """The selected cases, from a store (an open :class:`~tracely_sdk.store.Store`) or a directory,
+    in the natural order of their ids (:func:`natural_key`).
 
     ``case_ids`` picks cases by id (an unknown id raises NotFound); ``tags`` keeps the cases with
     any of the tags. A case file too broken to tell its tags is kept whatever the tags, so a
     corrupt file never silently drops out of a gate.
     """
+    return _in_order(_select(store, cases_dir, case_ids, tags))
+
+
+def _select(
+    store: Any,
+    cases_dir: str | os.PathLike[str] | None,
+    case_ids: Sequence[str],
+    tags: Sequence[str],
+) -> list[ReplayCase]:
     from tracely_sdk.errors import NotFound
 
     if cases_dir is not None:
@@ -281,7 +312,7 @@ def load_cases(
         for tag in dict.fromkeys(tags):
             for case in store.list_cases(tag=tag):
                 tagged.setdefault(case.id, ReplayCase.of(case))
-        return [tagged[k] for k in sorted(tagged)]
+        return list(tagged.values())
     return [ReplayCase.of(c) for c in store.list_cases()]
 
 

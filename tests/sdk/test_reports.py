@@ -345,3 +345,14 @@ def test_an_errored_case_shows_its_traceback_in_every_report(tmp_path: Path) -> 
 
     for shown in (text, orjson.dumps(case).decode(), junit_xml([result]).decode(), page):
         assert "ghp_" not in shown and "_runner.py" not in shown
+
+
+def test_every_report_lists_cases_in_natural_order() -> None:
+    ids = ["city10", "City2", "city1", "city02", "city"]
+    named = [CaseResult(i, 1, i, "FAIL", ["output differs"]) for i in ids]
+    natural = ["city", "city1", "City2", "city02", "city10"]
+    assert [c["case_id"] for c in json_report(named)["cases"]] == natural
+    junit = ET.fromstring(junit_xml(named)).findall("testsuite/testcase")
+    assert [t.get("name") for t in junit] == natural
+    table = [line for line in markdown_summary(named).splitlines() if line.startswith("| `")]
+    assert [line.split("`")[1] for line in table] == natural

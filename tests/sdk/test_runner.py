@@ -28,6 +28,7 @@ from tracely_sdk._runner import (
     load_case_dir,
     load_cases,
     load_entrypoint,
+    natural_key,
     run_case,
     run_cases,
 )
@@ -664,3 +665,10 @@ def test_the_timeline_travels_in_the_json_report_and_the_stored_run(
     assert case["timeline"] == result.timeline
     (stored,) = run_of([result], started_at=1).cases
     assert stored["timeline"] == result.timeline
+
+
+def test_natural_order_reads_numbers_as_numbers() -> None:
+    names = ["city10", "city2", "b", "City1", "city1", "a10b2", "a10b10", "a9"]
+    assert sorted(names, key=natural_key) == [
+        "a9", "a10b2", "a10b10", "b", "City1", "city1", "city2", "city10",
+    ]  # fmt: skip

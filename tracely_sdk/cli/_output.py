@@ -198,34 +198,47 @@ class Output:
 
             yield advance
 
-    def verdicts(self, results: Sequence[CaseResult], elapsed: float | None = None) -> None:
-        """The summary table of a replay run, the details of every case that did not pass."""
-        from tracely_sdk._reports import format_result, summary_line
+    def verdicts(
+        self,
+        results: Sequence[CaseResult],
+        elapsed: float | None = None,
+        *,
+        failures_only: bool = False,
+    ) -> None:
+        """A replay run: the table of every case (not with ``failures_only``), the details of
+        the cases that did not pass, alike ones shown once, and the summary line."""
+        from tracely_sdk._reports import failure_groups, format_group, in_case_order, summary_line
 
-        rows = []
-        for r in results:
-            first = r.reasons[0] if r.reasons else ""
-            more = f" (+{len(r.reasons) - 1} more)" if len(r.reasons) > 1 else ""
-            version = "" if r.version is None else str(r.version)
-            rows.append([r.case_id, version, r.verdict, first + more])
-        styles = [lambda c: None, lambda c: None, lambda c: _STYLES.get(c), lambda c: None]
-        self.table(["CASE", "VERSION", "VERDICT", "REASON"], rows, styles=styles, shrink=3)
-        failing = [r for r in results if r.verdict != "PASS" and (r.reasons or r.diff)]
-        if failing:
-            self.line("")
-        for r in failing:
-            text = format_result(r)
+        if not failures_only:
+            rows = []
+            for r in in_case_order(results):
+                first = r.reasons[0] if r.reasons else ""
+                more = f" (+{len(r.reasons) - 1} more)" if len(r.reasons) > 1 else ""
+                version = "" if r.version is None else str(r.version)
+                rows.append([r.case_id, version, r.verdict, first + more])
+            styles = [lambda c: None, lambda c: None, lambda c: _STYLES.get(c), lambda c: None]
+            self.table(["CASE", "VERSION", "VERDICT", "REASON"], rows, styles=styles, shrink=3)
+        groups = failure_groups(results)
+        for n, group in enumerate(groups):
+            if n or not failures_only:
+                self.line("")
+            text = format_group(group, self.width)
             if self.fancy:
                 from rich.text import Text
 
                 head, _, rest = text.partition("\n")
-                self.console.print(Text(head, style=_STYLES.get(r.verdict, "")))
+                self.console.print(Text(head, style=_STYLES.get(group[0].verdict, "")))
                 if rest:
                     self.console.print(Text(rest), soft_wrap=True)
             else:
                 self.stdout.write(text + "\n")
-        self.line("")
+        if groups or not failures_only:
+            self.line("")
         summary = summary_line(results, elapsed)
+        if failures_only:
+            listed = sum(len(g) for g in groups)
+            if listed < len(results):
+                summary += f" ({len(results) - listed} not listed: --all lists every case)"
         if self.fancy:
             from rich.text import Text
 

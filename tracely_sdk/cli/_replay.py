@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import signal
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from tracely_sdk.cli._traces import positive_int
@@ -17,7 +18,14 @@ if TYPE_CHECKING:
     from tracely_sdk._runner import CaseResult, ReplayCase
     from tracely_sdk.cli import Context
 
-__all__ = ["add_report_options", "init_tracing", "keep_run", "register", "write_reports"]
+__all__ = [
+    "add_report_options",
+    "failures_only",
+    "init_tracing",
+    "keep_run",
+    "register",
+    "write_reports",
+]
 
 DESCRIPTION = """\
 Replay regression cases through your own code under their recordings: every tool and LLM
@@ -103,6 +111,21 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
         action="store_true",
         help="exit 0 when no case is selected (by default that is an error: exit 2)",
     )
+    shown = p.add_mutually_exclusive_group()
+    shown.add_argument(
+        "--failures-only",
+        dest="failures_only",
+        action="store_true",
+        default=None,
+        help="list only the cases that did not pass, alike failures once (the default when "
+        "the CI environment variable is set)",
+    )
+    shown.add_argument(
+        "--all",
+        dest="failures_only",
+        action="store_false",
+        help="list every case, passed ones too (the default outside CI)",
+    )
     p.add_argument(
         "-j",
         "--jobs",
@@ -112,6 +135,14 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
         help="run cases in N worker processes (default 1)",
     )
     p.set_defaults(handler=cmd_replay)
+
+
+def failures_only(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> bool:
+    """Whether to list only the failures: as --failures-only / --all say, else when in CI."""
+    if args.failures_only is not None:
+        return bool(args.failures_only)
+    ci = (os.environ if environ is None else environ).get("CI", "").strip().lower()
+    return ci not in ("", "0", "false", "no")
 
 
 def init_tracing() -> None:
@@ -267,7 +298,7 @@ def cmd_replay(args: argparse.Namespace, ctx: Context) -> int:
         _flush_tracing()
     elapsed = time.perf_counter() - started
     if results:
-        out.verdicts(results, elapsed)
+        out.verdicts(results, elapsed, failures_only=failures_only(args))
     else:
         out.note(f"no cases to replay: {source} holds none selected (--allow-empty)")
     where = args.cases_dir if args.cases_dir is not None else redact_url(ctx.store().url)
