@@ -59,10 +59,12 @@ from tracely_sdk._runner import (
     natural_key,
 )
 from tracely_sdk._version import __version__
+from tracely_sdk.errors import ConfigError
 from tracely_sdk.store._model import Run, new_run_id, redact_url
 
 __all__ = [
     "REPORT_FORMAT",
+    "REPORT_SCHEMA",
     "append_step_summary",
     "difference_lines",
     "failure_groups",
@@ -72,6 +74,7 @@ __all__ = [
     "json_report",
     "junit_xml",
     "markdown_summary",
+    "merge_reports",
     "otlp_endpoint",
     "run_of",
     "summarize",
@@ -81,6 +84,7 @@ __all__ = [
 ]
 
 REPORT_FORMAT = "tracely.replay-report/1"
+REPORT_SCHEMA = "tracely.replay/1"
 GITHUB_STEP_SUMMARY = "GITHUB_STEP_SUMMARY"
 
 # Characters XML 1.0 cannot carry at all (an agent's output may hold any of them).
@@ -251,29 +255,195 @@ def case_entry(result: CaseResult) -> dict[str, Any]:
     return entry
 
 
-def json_report(results: Sequence[CaseResult], elapsed: float | None = None) -> dict[str, Any]:
-    """The whole run as JSON-compatible data (see the module docstring)."""
+def json_report(
+    results: Sequence[CaseResult],
+    elapsed: float | None = None,
+    *,
+    shard: Mapping[str, int] | None = None,
+) -> dict[str, Any]:
+    """The whole run as JSON-compatible data (see the module docstring); ``shard`` is the
+    shard the run replayed (``index``, ``count``, ``selected``), kept in the summary."""
+    summary = summarize(results, elapsed)
+    if shard is not None:
+        summary["shard"] = dict(shard)
     return {
+        "schema": REPORT_SCHEMA,
         "format": REPORT_FORMAT,
-        "summary": summarize(results, elapsed),
+        "summary": summary,
         "cases": [case_entry(r) for r in in_case_order(results)],
     }
 
 
 def write_json(
-    results: Sequence[CaseResult], path: str | os.PathLike[str], elapsed: float | None = None
+    results: Sequence[CaseResult],
+    path: str | os.PathLike[str],
+    elapsed: float | None = None,
+    *,
+    shard: Mapping[str, int] | None = None,
 ) -> Path:
     """Write :func:`json_report` to ``path`` (2-space indent, trailing newline)."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_bytes(
         orjson.dumps(
-            json_report(results, elapsed),
+            json_report(results, elapsed, shard=shard),
             option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE | orjson.OPT_NON_STR_KEYS,
             default=str,
         )
     )
     return target
+
+
+# -- merging the reports of shards -----------------------------------------------------------
+
+# The keys of a JSON report's case that come from the case's ReplayReport.
+_REPORT_KEYS = (
+    *("mode", "served", "unused", "diverged", "divergences"),
+    *("live", "live_patterns", "live_checks", "masked", "timeline"),
+)
+
+
+def _result_of_entry(entry: Mapping[str, Any]) -> CaseResult:
+    """A case of a JSON report back as a result (the inverse of :func:`case_entry`)."""
+    scenario = entry.get("scenario")
+    if isinstance(scenario, Mapping):
+        report: dict[str, Any] = dict(scenario)
+    else:
+        report = {k: entry[k] for k in _REPORT_KEYS if k in entry}
+        report["errors"] = list(entry.get("misses") or ())
+    error = entry.get("error")
+    return CaseResult(
+        case_id=entry["case_id"],
+        version=entry.get("version"),
+        name=str(entry.get("name") or entry["case_id"]),
+        verdict=entry["verdict"],
+        reasons=[str(r) for r in entry.get("reasons") or ()],
+        output=entry.get("output"),
+        expected_output=entry.get("expected_output"),
+        diff=entry.get("diff"),
+        report=report,
+        duration=float(entry.get("duration_s") or 0.0),
+        trace_id=entry.get("trace_id"),
+        entrypoint=entry.get("entrypoint"),
+        traceback=entry.get("traceback"),
+        output_differences=list(entry.get("output_differences") or ()),
+        agent_version=entry.get("agent_version"),
+        tags=[str(t) for t in entry.get("tags") or ()],
+        error=dict(error) if isinstance(error, Mapping) else None,
+    )
+
+
+def _read_report(path: Path) -> tuple[dict[str, Any], list[CaseResult]]:
+    """A JSON report's summary and cases; ConfigError saying what is wrong with the file."""
+    from tracely_sdk._runner import VERDICTS
+
+    def bad(problem: str) -> ConfigError:
+        return ConfigError(
+            f"{path} is not a tracely replay report ({problem}): merge the files "
+            "`tracely replay --json FILE` wrote"
+        )
+
+    try:
+        doc = orjson.loads(path.read_bytes())
+    except OSError as exc:
+        raise ConfigError(f"cannot read the report {path}: {exc.strerror or exc}") from None
+    except orjson.JSONDecodeError as exc:
+        raise bad(f"not JSON: {exc}") from None
+    if not isinstance(doc, Mapping):
+        raise bad("not a JSON object")
+    if doc.get("schema") != REPORT_SCHEMA and doc.get("format") != REPORT_FORMAT:
+        raise bad(f'no "schema": "{REPORT_SCHEMA}"')
+    summary, cases = doc.get("summary"), doc.get("cases")
+    if not isinstance(summary, Mapping) or not isinstance(cases, list):
+        raise bad('"summary" must be an object and "cases" a list')
+    results = []
+    for n, entry in enumerate(cases):
+        if not (
+            isinstance(entry, Mapping)
+            and isinstance(entry.get("case_id"), str)
+            and entry.get("verdict") in VERDICTS
+        ):
+            raise bad(f"case #{n + 1} has no case_id or no verdict")
+        try:
+            results.append(_result_of_entry(entry))
+        except (TypeError, ValueError) as exc:
+            raise bad(f"case {entry['case_id']!r}: {exc}") from None
+    return dict(summary), results
+
+
+def _check_shards(reports: Sequence[tuple[Path, Mapping[str, Any], int]]) -> None:
+    """Every shard of one sharded run, each once, holding between them every selected case."""
+    if all(summary.get("shard") is None for _, summary, _ in reports):
+        return
+    shards: list[tuple[Path, Mapping[str, Any], int]] = []
+    unsharded = []
+    for path, summary, n in reports:
+        shard = summary.get("shard")
+        if isinstance(shard, Mapping) and all(
+            type(shard.get(k)) is int for k in ("index", "count")
+        ):
+            shards.append((path, shard, n))
+        else:
+            unsharded.append(str(path))
+    if unsharded:
+        raise ConfigError(
+            f"{unsharded[0]} is not the report of a shard, but other reports are: merge the "
+            "reports of the shards of one run (`tracely replay --shard K/N --json FILE`)"
+        )
+    counts = {s["count"] for _, s, _ in shards}
+    selected = {s.get("selected") for _, s, _ in shards}
+    if len(counts) != 1 or len(selected) != 1:
+        raise ConfigError(
+            "the reports are shards of different runs (their N in K/N, or the cases selected, "
+            "differ): merge the reports of one run's shards"
+        )
+    (count,) = counts
+    seen: dict[Any, Path] = {}
+    for path, shard, _ in shards:
+        if shard["index"] in seen:
+            raise ConfigError(
+                f"{seen[shard['index']]} and {path} are both shard {shard['index']}/{count}"
+            )
+        seen[shard["index"]] = path
+    missing = [f"{k}/{count}" for k in range(1, count + 1) if k not in seen]
+    if missing:
+        raise ConfigError(
+            f"the report of shard {', '.join(missing)} is missing: a merged gate must hold "
+            "every shard's report, or cases would pass by not being run"
+        )
+    (total,) = selected
+    held = sum(n for _, _, n in shards)
+    if isinstance(total, int) and held != total:
+        raise ConfigError(
+            f"the shards hold {held} cases between them, but {total} were selected: the "
+            "shards replayed different suites (the same store or case directory, and the "
+            "same filters, for every shard)"
+        )
+
+
+def merge_reports(paths: Sequence[str | os.PathLike[str]]) -> tuple[list[CaseResult], float]:
+    """The cases of JSON reports (the shards of one run, or separate runs) as one run, and its
+    duration (the longest report's: shards run side by side).
+
+    Raises ConfigError when a file is not a report, a case is in two reports, or the reports
+    are shards (``--shard``) but not every shard of one run, each once.
+    """
+    read = []
+    for path in map(Path, paths):
+        summary, results = _read_report(path)
+        read.append((path, summary, results))
+    _check_shards([(path, summary, len(results)) for path, summary, results in read])
+    merged: dict[str, tuple[Path, CaseResult]] = {}
+    for path, _, results in read:
+        for result in results:
+            if result.case_id in merged:
+                raise ConfigError(
+                    f"case {result.case_id!r} is in both {merged[result.case_id][0]} and {path}: "
+                    "merge each report once, and the reports of one run's shards"
+                )
+            merged[result.case_id] = (path, result)
+    elapsed = max((float(s.get("duration_s") or 0.0) for _, s, _ in read), default=0.0)
+    return in_case_order(r for _, r in merged.values()), elapsed
 
 
 # -- HTML ----------------------------------------------------------------------------------

@@ -27,6 +27,7 @@ import contextvars
 import dataclasses
 import difflib
 import functools
+import hashlib
 import importlib
 import importlib.metadata
 import inspect
@@ -71,6 +72,7 @@ __all__ = [
     "CaseResult",
     "EntrypointError",
     "ReplayCase",
+    "Shard",
     "Verdict",
     "agent_traceback",
     "check_entrypoint",
@@ -196,6 +198,41 @@ def natural_key(text: str) -> tuple[Any, ...]:
         tuple(int(p) if i % 2 else p.casefold() for i, p in enumerate(parts)),
         text,
     )
+
+
+@dataclass(frozen=True)
+class Shard:
+    """Shard ``index`` of ``count`` (1-based): the cases whose id hashes to it.
+
+    A case's shard depends on its id alone, never on the other cases, so adding or removing a
+    case moves no other case to another shard; every case is in exactly one shard.
+    """
+
+    index: int
+    count: int
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.index <= self.count:
+            raise ConfigError(
+                f"shard {self.index}/{self.count} does not exist: K/N needs 1 <= K <= N"
+            )
+
+    @classmethod
+    def parse(cls, text: str) -> Shard:
+        """``"2/4"`` as Shard(2, 4); ConfigError naming the expected form otherwise."""
+        index, sep, count = text.strip().partition("/")
+        if not (
+            sep and index.isascii() and index.isdigit() and count.isascii() and count.isdigit()
+        ):
+            raise ConfigError(f"invalid shard {text!r}: expected K/N, e.g. 2/4 (the 2nd of 4)")
+        return cls(int(index), int(count))
+
+    def holds(self, case_id: str) -> bool:
+        digest = hashlib.sha256(case_id.encode("utf-8", "surrogatepass")).digest()
+        return int.from_bytes(digest[:8], "big") % self.count == self.index - 1
+
+    def __str__(self) -> str:
+        return f"{self.index}/{self.count}"
 
 
 def _optional_str(value: Any) -> str | None:

@@ -15,6 +15,7 @@ from tracely_sdk._reports import (
     json_report,
     junit_xml,
     markdown_summary,
+    merge_reports,
     summarize,
     summary_line,
     write_json,
@@ -356,3 +357,14 @@ def test_every_report_lists_cases_in_natural_order() -> None:
     assert [t.get("name") for t in junit] == natural
     table = [line for line in markdown_summary(named).splitlines() if line.startswith("| `")]
     assert [line.split("`")[1] for line in table] == natural
+
+
+def test_a_merged_report_keeps_every_field_of_every_case(tmp_path: Path) -> None:
+    first, second = [*results()[:2], errored_result()], results()[2:]
+    paths = [write_json(first, tmp_path / "1.json"), write_json(second, tmp_path / "2.json")]
+    merged, _ = merge_reports(paths)
+    expected = json_report([*first, *second])["cases"]
+    assert json_report(merged)["cases"] == expected
+    assert [c["case_id"] for c in expected] == [
+        "a-pass", "b-fail", "c-incomplete", "d-errored", "e-lenient", "lima",
+    ]  # fmt: skip

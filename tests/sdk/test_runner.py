@@ -25,6 +25,7 @@ from tracely_sdk._runner import (
     CaseResult,
     EntrypointError,
     ReplayCase,
+    Shard,
     load_case_dir,
     load_cases,
     load_entrypoint,
@@ -672,3 +673,17 @@ def test_natural_order_reads_numbers_as_numbers() -> None:
     assert sorted(names, key=natural_key) == [
         "a9", "a10b2", "a10b10", "b", "City1", "city1", "city2", "city10",
     ]  # fmt: skip
+
+
+def test_a_cases_shard_is_chosen_by_its_id_alone() -> None:
+    ids = [f"case-{n}" for n in range(400)]
+    shards = [Shard(k, 4) for k in range(1, 5)]
+    where = {i: [s.index for s in shards if s.holds(i)] for i in ids}
+    assert all(len(found) == 1 for found in where.values())  # every case in exactly one shard
+    sizes = [sum(1 for found in where.values() if found == [k]) for k in range(1, 5)]
+    assert min(sizes) > 60  # spread over the shards, not all in one
+    # adding cases, or listing them in another order, moves no case to another shard
+    more = [*reversed(ids), "new-a", "new-b"]
+    assert all([s.index for s in shards if s.holds(i)] == where[i] for i in more if i in where)
+    assert Shard.parse(" 2/4 ") == Shard(2, 4) and str(Shard(2, 4)) == "2/4"
+    assert Shard(1, 1).holds("anything")

@@ -40,6 +40,8 @@ COMMANDS = [
         )
     ),
     ["replay"],
+    ["reports"],
+    ["reports", "merge"],
     ["runs"],
     ["runs", "list"],
     ["runs", "show"],
