@@ -1,9 +1,9 @@
 """Replay results as files for CI: JUnit XML, a JSON report, an HTML report, and a Markdown
 step summary.
 
-The JSON report's field names are a contract for scripts::
+The JSON report's field names are a contract for scripts (docs/json-output.md)::
 
-    {"format": "tracely.replay-report/1",
+    {"schema": "tracely.replay/1", "format": "tracely.replay-report/1",
      "summary": {"total": 3, "passed": 1, "failed": 1, "incomplete": 1, "errored": 0,
                  "lenient": 0, "not_run": 0, "ok": false, "mode": "recorded", "duration_s": 0.12},
      "cases": [{"case_id": "paris-weather", "version": 2, "tags": ["weather"],
@@ -24,7 +24,12 @@ The JSON report's field names are a contract for scripts::
                               "differences": [...], "omitted": 0},
                              {"outcome": "never made", "label": "tools:get_weather", ...}],
                 "duration_s": 0.004, "trace_id": "...", "agent_version": null,
-                "tracely_version": "0.4.3"}, ...]}
+                "tracely_version": "0.4.3",
+                "error": {"type": "...", "message": "..."}, "traceback": "..."}, ...]}
+
+``error`` and ``traceback`` are what the agent raised (null when it did not), redacted, the
+traceback cut to the agent's frames. With ``--shard K/N`` the summary has ``"shard": {"index":
+K, "count": N, "selected": M}``, for :func:`merge_reports` to check the shards by.
 
 A difference leaves out ``recorded`` (or ``actual``) when that side has nothing at the path.
 ``timeline`` is every recorded call in ``seq`` order beside what the replay did with it

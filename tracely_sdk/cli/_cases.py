@@ -6,6 +6,7 @@ import argparse
 from typing import TYPE_CHECKING, Any
 
 from tracely_otel import entry_labels
+from tracely_sdk.cli._output import rfc3339
 from tracely_sdk.cli._traces import calls_of, compact, format_input, format_time, shorten
 
 if TYPE_CHECKING:
@@ -157,8 +158,8 @@ def case_summary(case: Any) -> dict[str, Any]:
         "entrypoint": case.entrypoint,
         "tags": list(case.tags),
         "source_trace_id": case.source_trace_id,
-        "created_at": case.created_at,
-        "updated_at": case.updated_at,
+        "created_at": rfc3339(case.created_at),
+        "updated_at": rfc3339(case.updated_at),
     }
 
 
@@ -202,7 +203,7 @@ def cmd_promote(args: argparse.Namespace, ctx: Context) -> int:
         tags=args.tags,
     )
     if args.json:
-        ctx.out.json(case_summary(case))
+        ctx.out.document("tracely.cases.promote/1", case_summary(case))
     else:
         ctx.out.line(f"promoted trace {args.trace_id} as case {case.id} (version {case.version})")
     return 0
@@ -227,7 +228,7 @@ def cmd_edit(args: argparse.Namespace, ctx: Context) -> int:
         data = case_summary(after)
         data["previous_version"] = before.version
         data["changed"] = after.version != before.version
-        ctx.out.json(data)
+        ctx.out.document("tracely.cases.edit/1", data)
     elif after.version == before.version:
         ctx.out.line(f"case {after.id} already is so; nothing changed")
     else:
@@ -239,7 +240,7 @@ def cmd_edit(args: argparse.Namespace, ctx: Context) -> int:
 def cmd_list(args: argparse.Namespace, ctx: Context) -> int:
     cases = ctx.store(create=False).list_cases(tag=args.tag)
     if args.json:
-        ctx.out.json([case_summary(c) for c in cases])
+        ctx.out.document("tracely.cases.list/1", {"cases": [case_summary(c) for c in cases]})
         return 0
     if not cases:
         ctx.out.note("no cases yet: `tracely cases promote TRACE_ID --name NAME`")
@@ -262,7 +263,7 @@ def cmd_list(args: argparse.Namespace, ctx: Context) -> int:
 def cmd_show(args: argparse.Namespace, ctx: Context) -> int:
     case = ctx.store(create=False).get_case(args.case_id)
     if args.json:
-        ctx.out.json(_case_detail(case))
+        ctx.out.document("tracely.cases.show/1", _case_detail(case))
         return 0
     ctx.out.fields(
         [
@@ -295,20 +296,24 @@ def cmd_show(args: argparse.Namespace, ctx: Context) -> int:
 def cmd_history(args: argparse.Namespace, ctx: Context) -> int:
     versions = ctx.store(create=False).case_history(args.case_id)
     if args.json:
-        ctx.out.json(
-            [
-                {
-                    "case_id": v.case_id,
-                    "version": v.version,
-                    "source_trace_id": v.source_trace_id,
-                    "created_at": v.created_at,
-                    "note": v.note,
-                    "input": v.input,
-                    "expected_output": v.expected_output,
-                    "calls": entry_labels(v.bundle),
-                }
-                for v in versions
-            ]
+        ctx.out.document(
+            "tracely.cases.history/1",
+            {
+                "case_id": args.case_id,
+                "versions": [
+                    {
+                        "case_id": v.case_id,
+                        "version": v.version,
+                        "source_trace_id": v.source_trace_id,
+                        "created_at": rfc3339(v.created_at),
+                        "note": v.note,
+                        "input": v.input,
+                        "expected_output": v.expected_output,
+                        "calls": entry_labels(v.bundle),
+                    }
+                    for v in versions
+                ],
+            },
         )
         return 0
     rows = [
@@ -342,7 +347,7 @@ def cmd_recapture(args: argparse.Namespace, ctx: Context) -> int:
         data = case_summary(after)
         data["previous_version"] = before.version
         data["changed"] = after.version != before.version
-        ctx.out.json(data)
+        ctx.out.document("tracely.cases.recapture/1", data)
     elif after.version == before.version:
         ctx.out.line(
             f"case {after.id} already is the recording of trace {args.trace_id} "

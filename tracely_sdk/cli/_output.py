@@ -11,8 +11,9 @@ import importlib
 import os
 import shutil
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, TextIO
 
 import orjson
@@ -20,7 +21,7 @@ import orjson
 if TYPE_CHECKING:
     from tracely_sdk._runner import CaseResult
 
-__all__ = ["Output", "rich_available"]
+__all__ = ["Output", "rfc3339", "rich_available"]
 
 _STYLES = {
     "PASS": "bold green",
@@ -39,6 +40,16 @@ def rich_available() -> bool:
     except ImportError:
         return False
     return True
+
+
+def rfc3339(ns: int | None) -> str | None:
+    """Unix nanoseconds as an RFC 3339 time in UTC, ``2026-12-04T20:33:32.123456Z`` (None
+    when unknown, as 0 is in a store): how every ``--json`` document writes a time."""
+    if not ns or isinstance(ns, bool) or not isinstance(ns, int):
+        return None
+    seconds, rest = divmod(ns, 1_000_000_000)
+    moment = datetime.fromtimestamp(seconds, tz=timezone.utc)
+    return f"{moment:%Y-%m-%dT%H:%M:%S}.{rest // 1000:06d}Z"
 
 
 def _shorten(text: str, width: int) -> str:
@@ -103,6 +114,10 @@ class Output:
         """``data`` as indented JSON on stdout (plain, whatever the terminal)."""
         text = orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS, default=str)
         self.stdout.write(text.decode() + "\n")
+
+    def document(self, schema: str, body: Mapping[str, Any]) -> None:
+        """A command's ``--json`` output: ``{"schema": schema, **body}`` (see docs/json-output.md)."""
+        self.json({"schema": schema, **body})
 
     def fields(self, pairs: Sequence[tuple[str, str]]) -> None:
         """``key  value`` lines, keys aligned."""
