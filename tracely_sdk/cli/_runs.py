@@ -121,6 +121,9 @@ def cmd_show(args: argparse.Namespace, ctx: Context) -> int:
             out.line(f"  - {reason}")
         for line in difference_lines(case.get("diff"), case.get("divergences") or ()):
             out.line("    " + line)
+        traceback = case.get("traceback")
+        for line in traceback.rstrip().splitlines() if isinstance(traceback, str) else ():
+            out.line(("    " + line).rstrip())
         out.line(f"  trace {case.get('trace_id') or '-'}")
         duration = case.get("duration_s")
         out.line(f"  took {duration:.3f}s" if isinstance(duration, (int, float)) else "  took -")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
@@ -455,3 +456,23 @@ def test_failures_only_is_the_default_in_ci_and_all_overrides_it(
     assert "oslo" in cli("replay", "--all")[1]
     status, _, err = cli("replay", "--all", "--failures-only")
     assert status == 2 and "not allowed with argument" in err
+
+
+def test_an_errored_case_shows_the_agents_traceback_now_and_in_the_kept_run(
+    capture: Any, cli: CLI
+) -> None:
+    handled = record(capture, cli, weather_agent.run_handles, "Atlantis")
+    cli("cases", "promote", handled, "--name", "Atlantis", "--entrypoint", f"{WEATHER}:run_handles")
+    status, out, err = cli("replay", "--entrypoint", f"{WEATHER}:run")  # run does not handle it
+    assert status == 1
+    details = out.split("ERRORED atlantis v1 (Atlantis)\n")[1].split("\n  trace ")[0].splitlines()
+    assert details[0] == "  - the agent raised WeatherServiceError: no weather data for 'Atlantis'"
+    assert details[1] == "    Traceback (most recent call last):"
+    assert "weather_agent.py" in details[2] and details[2].endswith(", in run")
+    assert details[-2] == "    tracely_sdk.errors.ToolError: no weather data for 'Atlantis'"
+    assert details[-1].endswith("of tracely and its runner not shown)")
+    assert not any("tracely_sdk/" in line for line in details)
+    run_id = re.search(r"run ([0-9a-f]{16}) kept in", err)
+    assert run_id is not None
+    kept = cli("runs", "show", run_id.group(1))[1]
+    assert "\n".join(details[1:]) in kept
