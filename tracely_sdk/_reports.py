@@ -317,6 +317,9 @@ def _result_of_entry(entry: Mapping[str, Any]) -> CaseResult:
         report = {k: entry[k] for k in _REPORT_KEYS if k in entry}
         report["errors"] = list(entry.get("misses") or ())
     error = entry.get("error")
+    for key in ("reasons", "tags", "output_differences"):
+        if not isinstance(entry.get(key) or [], list):
+            raise ValueError(f"{key} must be a list")
     return CaseResult(
         case_id=entry["case_id"],
         version=entry.get("version"),

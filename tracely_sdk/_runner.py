@@ -266,7 +266,8 @@ def _broken_case_file(path: Path, problem: str) -> ReplayCase:
 
 
 def load_case_dir(directory: str | os.PathLike[str]) -> list[ReplayCase]:
-    """Every case file in ``directory`` (as written by ``tracely cases export``), by id.
+    """Every case file in ``directory`` (as written by ``tracely cases export``), in the
+    natural order of their ids.
 
     A file that does not load is not skipped: it becomes a case with a ``problem``, which the
     runner reports ERRORED without running anything. A missing directory raises StoreError.

@@ -91,6 +91,12 @@ def test_a_merge_refuses_what_is_not_a_report(cli: CLI, tmp_path: Path) -> None:
         ("list.json", "[]", "not a JSON object"),
         ("other.json", '{"schema": "x/1"}', 'no "schema": "tracely.replay/1"'),
         ("cases.json", '{"schema": "tracely.replay/1", "summary": {}, "cases": [{}]}', "case #1"),
+        (
+            "reasons.json",
+            '{"schema": "tracely.replay/1", "summary": {}, '
+            '"cases": [{"case_id": "a", "verdict": "FAIL", "reasons": "no list"}]}',
+            "case 'a': reasons must be a list",
+        ),
     ):
         (tmp_path / name).write_text(text)
         status, _, err = cli("reports", "merge", str(tmp_path / name))
