@@ -45,7 +45,9 @@ EPILOG = """\
 exit status: 0 every case passed (or ran lenient with nothing to report), 1 any case failed,
 was incomplete or errored, 2 usage or configuration error, including a selection of no cases
 (unless --allow-empty) and a store that does not exist; 130 / 143 when interrupted by SIGINT /
-SIGTERM (the reports are written for the cases that finished, the rest NOT_RUN).
+SIGTERM (the reports are written for the cases that finished, the rest NOT_RUN). With
+--shard K/N, a shard that holds none of the selected cases exits 0 with an empty report;
+`tracely reports merge` gates the shards' reports as one run.
 A Markdown summary is appended to $GITHUB_STEP_SUMMARY when it is set (with a link to the
 HTML report when --html-url says where it is published).
 
