@@ -59,7 +59,7 @@ class Shell:
             k: v
             for k, v in os.environ.items()
             if not k.startswith(("OTEL_", "TRACELY_", "PYTEST_", "GITHUB_"))
-            and k not in ("COLUMNS", "TERM")
+            and k not in ("COLUMNS", "TERM", "CI")  # CI changes what replay lists by default
         }
         env["PYTHONPATH"] = str(ROOT)
         env["TRACELY_STORE"] = f"sqlite:///{self.db.as_posix().lstrip('/')}"
@@ -503,7 +503,9 @@ def test_the_story_script_runs_in_under_a_minute(tmp_path: Path) -> None:
     if bash is None:
         pytest.skip("bash is not available")
     env = {
-        k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "TRACELY_", "PYTEST_"))
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("OTEL_", "TRACELY_", "PYTEST_")) and k != "CI"  # as a person runs it
     }
     env["PYTHON"] = sys.executable
     proc = subprocess.run(
