@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from tracely_otel import entry_labels
 from tracely_sdk.cli._output import rfc3339
 from tracely_sdk.cli._traces import calls_of, compact, format_input, format_time, shorten
 
@@ -167,7 +166,7 @@ def _case_detail(case: Any) -> dict[str, Any]:
     data = case_summary(case)
     data["input"] = case.input
     data["expected_output"] = case.expected_output
-    data["calls"] = entry_labels(case.bundle)
+    data["calls"] = calls_of(case.bundle)
     data["bundle"] = case.bundle
     return data
 
@@ -309,7 +308,7 @@ def cmd_history(args: argparse.Namespace, ctx: Context) -> int:
                         "note": v.note,
                         "input": v.input,
                         "expected_output": v.expected_output,
-                        "calls": entry_labels(v.bundle),
+                        "calls": calls_of(v.bundle),
                     }
                     for v in versions
                 ],

@@ -56,7 +56,7 @@ def test_promote_then_list_and_show(capture: Any, cli: CLI) -> None:
     assert shown["case_id"] == "paris-weather" and shown["version"] == 1
     assert shown["input"] == {"args": ["Paris"], "kwargs": {}}
     assert shown["expected_output"] == "Let me check the weather in Paris."
-    assert shown["calls"] == ["llm:local-weather-model"]
+    assert [c["label"] for c in shown["calls"]] == ["llm:local-weather-model"]
     assert shown["bundle"]["trace_id"] == trace_id
     status, out, _ = cli("cases", "show", "paris-weather")
     assert 'expected      "Let me check the weather in Paris."' in out
@@ -117,8 +117,8 @@ def test_recapture_bumps_the_version_and_keeps_history(capture: Any, cli: CLI) -
     status, out, _ = cli("cases", "history", "paris-weather", "--json")
     history = json.loads(out)["versions"]
     assert [(v["version"], v["source_trace_id"]) for v in history] == [(1, broken), (2, fixed)]
-    assert history[0]["calls"] == ["llm:local-weather-model"]
-    assert history[1]["calls"] == [
+    assert [c["label"] for c in history[0]["calls"]] == ["llm:local-weather-model"]
+    assert [c["label"] for c in history[1]["calls"]] == [
         "llm:local-weather-model",
         "tools:get_weather",
         "llm:local-weather-model",

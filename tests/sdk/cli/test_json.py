@@ -101,7 +101,8 @@ def test_every_command_writes_its_versioned_document(
     check(run_json(cli, "cases", "recapture", "paris", fixed), "tracely.cases.recapture/1")
     cases = check(run_json(cli, "cases", "list"), "tracely.cases.list/1")
     assert [set(c) for c in cases["cases"]] == [CASE]
-    check(run_json(cli, "cases", "show", "paris"), "tracely.cases.show/1")
+    case = check(run_json(cli, "cases", "show", "paris"), "tracely.cases.show/1")
+    assert case["calls"] == shown["calls"]  # a call is written alike by every command
     history = check(run_json(cli, "cases", "history", "paris"), "tracely.cases.history/1")
     assert history["case_id"] == "paris" and [v["version"] for v in history["versions"]] == [
         1,
