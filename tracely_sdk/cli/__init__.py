@@ -3,6 +3,7 @@
     tracely traces list|show              what was recorded
     tracely cases promote|list|show|...   regression cases made from recordings
     tracely replay                        replay every case through your code; the CI gate
+    tracely reports merge                 the JSON reports of replay shards as one gate
     tracely runs list|show                the results of past replay runs
     tracely scenarios run|list|new        multi-turn checks of a live agent service
     tracely run -- CMD                    run a program traced and recorded, code unchanged
@@ -111,6 +112,7 @@ def build_parser() -> argparse.ArgumentParser:
     from tracely_sdk.cli import (
         _cases,
         _replay,
+        _reports,
         _run,
         _runs,
         _scenarios,
@@ -136,6 +138,7 @@ def build_parser() -> argparse.ArgumentParser:
     _traces.register(commands, common)
     _cases.register(commands, common)
     _replay.register(commands, common)
+    _reports.register(commands, common)
     _runs.register(commands, common)
     _scenarios.register(commands, common)
     _run.register(commands, common)

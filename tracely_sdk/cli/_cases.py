@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from tracely_otel import entry_labels
+from tracely_sdk.cli._output import rfc3339
 from tracely_sdk.cli._traces import (
     add_trace_filters,
     calls_of,
@@ -208,8 +208,8 @@ def case_summary(case: Any) -> dict[str, Any]:
         "entrypoint": case.entrypoint,
         "tags": list(case.tags),
         "source_trace_id": case.source_trace_id,
-        "created_at": case.created_at,
-        "updated_at": case.updated_at,
+        "created_at": rfc3339(case.created_at),
+        "updated_at": rfc3339(case.updated_at),
     }
 
 
@@ -217,7 +217,7 @@ def _case_detail(case: Any) -> dict[str, Any]:
     data = case_summary(case)
     data["input"] = case.input
     data["expected_output"] = case.expected_output
-    data["calls"] = entry_labels(case.bundle)
+    data["calls"] = calls_of(case.bundle)
     data["bundle"] = case.bundle
     return data
 
@@ -274,7 +274,10 @@ def cmd_promote(args: argparse.Namespace, ctx: Context) -> int:
     )
     one = len(args.trace_ids) == 1
     if args.json:
-        ctx.out.json(case_summary(cases[0]) if one else [case_summary(c) for c in cases])
+        if one:
+            ctx.out.document("tracely.cases.promote/1", case_summary(cases[0]))
+        else:
+            ctx.out.document("tracely.cases.promote/1", {"cases": [case_summary(c) for c in cases]})
         return 0
     for recording, case in zip(recordings, cases, strict=True):
         ctx.out.line(
@@ -407,7 +410,7 @@ def cmd_edit(args: argparse.Namespace, ctx: Context) -> int:
         data = case_summary(after)
         data["previous_version"] = before.version
         data["changed"] = after.version != before.version
-        ctx.out.json(data)
+        ctx.out.document("tracely.cases.edit/1", data)
     elif after.version == before.version:
         ctx.out.line(f"case {after.id} already is so; nothing changed")
     else:
@@ -419,7 +422,7 @@ def cmd_edit(args: argparse.Namespace, ctx: Context) -> int:
 def cmd_list(args: argparse.Namespace, ctx: Context) -> int:
     cases = ctx.store(create=False).list_cases(tag=args.tag)
     if args.json:
-        ctx.out.json([case_summary(c) for c in cases])
+        ctx.out.document("tracely.cases.list/1", {"cases": [case_summary(c) for c in cases]})
         return 0
     if not cases:
         ctx.out.note("no cases yet: `tracely cases promote TRACE_ID --name NAME`")
@@ -442,7 +445,7 @@ def cmd_list(args: argparse.Namespace, ctx: Context) -> int:
 def cmd_show(args: argparse.Namespace, ctx: Context) -> int:
     case = ctx.store(create=False).get_case(args.case_id)
     if args.json:
-        ctx.out.json(_case_detail(case))
+        ctx.out.document("tracely.cases.show/1", _case_detail(case))
         return 0
     ctx.out.fields(
         [
@@ -475,20 +478,24 @@ def cmd_show(args: argparse.Namespace, ctx: Context) -> int:
 def cmd_history(args: argparse.Namespace, ctx: Context) -> int:
     versions = ctx.store(create=False).case_history(args.case_id)
     if args.json:
-        ctx.out.json(
-            [
-                {
-                    "case_id": v.case_id,
-                    "version": v.version,
-                    "source_trace_id": v.source_trace_id,
-                    "created_at": v.created_at,
-                    "note": v.note,
-                    "input": v.input,
-                    "expected_output": v.expected_output,
-                    "calls": entry_labels(v.bundle),
-                }
-                for v in versions
-            ]
+        ctx.out.document(
+            "tracely.cases.history/1",
+            {
+                "case_id": args.case_id,
+                "versions": [
+                    {
+                        "case_id": v.case_id,
+                        "version": v.version,
+                        "source_trace_id": v.source_trace_id,
+                        "created_at": rfc3339(v.created_at),
+                        "note": v.note,
+                        "input": v.input,
+                        "expected_output": v.expected_output,
+                        "calls": calls_of(v.bundle),
+                    }
+                    for v in versions
+                ],
+            },
         )
         return 0
     rows = [
@@ -536,7 +543,7 @@ def cmd_recapture(args: argparse.Namespace, ctx: Context) -> int:
         data = case_summary(after)
         data["previous_version"] = before.version
         data["changed"] = after.version != before.version
-        ctx.out.json(data)
+        ctx.out.document("tracely.cases.recapture/1", data)
     elif after.version == before.version:
         ctx.out.line(
             f"case {after.id} already is the recording of trace {args.trace_id} "

@@ -405,7 +405,20 @@ def cmd_import(args: argparse.Namespace, ctx: Context) -> int:
         ctx.out.error(" ".join(str(exc).split()))
         return 2
     if args.json:
-        ctx.out.json(result.to_dict())
+        data = result.to_dict()
+        ctx.out.document(
+            "tracely.traces.import/1",
+            {
+                "source": data["source"],
+                "span_count": data["spans"],
+                "trace_count": data["traces"],
+                "recording_count": data["recordings"],
+                "stored": data["stored"],
+                "unchanged": data["unchanged"],
+                "skipped": data["skipped"],
+                "traces": [{"span_count": t.pop("spans"), **t} for t in data["details"]],
+            },
+        )
     else:
         ctx.out.line(result.summary())
         for trace in result.traces:

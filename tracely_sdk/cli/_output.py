@@ -18,8 +18,9 @@ import os
 import re
 import shutil
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, TextIO
 
 import orjson
@@ -29,7 +30,7 @@ from tracely_sdk._terminal import terminal_safe
 if TYPE_CHECKING:
     from tracely_sdk._runner import CaseResult
 
-__all__ = ["Output", "rich_available", "terminal_safe"]
+__all__ = ["Output", "rfc3339", "rich_available", "terminal_safe"]
 
 _UNSAFE_IN_JSON = re.compile(r"[\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 
@@ -55,6 +56,16 @@ def rich_available() -> bool:
     except ImportError:
         return False
     return True
+
+
+def rfc3339(ns: int | None) -> str | None:
+    """Unix nanoseconds as an RFC 3339 time in UTC, ``2026-12-04T20:33:32.123456Z`` (None
+    when unknown, as 0 is in a store): how every ``--json`` document writes a time."""
+    if not ns or isinstance(ns, bool) or not isinstance(ns, int):
+        return None
+    seconds, rest = divmod(ns, 1_000_000_000)
+    moment = datetime.fromtimestamp(seconds, tz=timezone.utc)
+    return f"{moment:%Y-%m-%dT%H:%M:%S}.{rest // 1000:06d}Z"
 
 
 def _shorten(text: str, width: int) -> str:
@@ -130,6 +141,10 @@ class Output:
         """``data`` as indented JSON on stdout (plain, whatever the terminal)."""
         text = orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS, default=str)
         self.stdout.write(_UNSAFE_IN_JSON.sub(_json_escaped, text.decode()) + "\n")
+
+    def document(self, schema: str, body: Mapping[str, Any]) -> None:
+        """A command's ``--json`` output: ``{"schema": schema, **body}`` (see docs/json-output.md)."""
+        self.json({"schema": schema, **body})
 
     def fields(self, pairs: Sequence[tuple[str, str]]) -> None:
         """``key  value`` lines, keys aligned."""
@@ -231,34 +246,47 @@ class Output:
 
             yield advance
 
-    def verdicts(self, results: Sequence[CaseResult], elapsed: float | None = None) -> None:
-        """The summary table of a replay run, the details of every case that did not pass."""
-        from tracely_sdk._reports import format_result, summary_line
+    def verdicts(
+        self,
+        results: Sequence[CaseResult],
+        elapsed: float | None = None,
+        *,
+        failures_only: bool = False,
+    ) -> None:
+        """A replay run: the table of every case (not with ``failures_only``), the details of
+        the cases that did not pass, alike ones shown once, and the summary line."""
+        from tracely_sdk._reports import failure_groups, format_group, in_case_order, summary_line
 
-        rows = []
-        for r in results:
-            first = r.reasons[0] if r.reasons else ""
-            more = f" (+{len(r.reasons) - 1} more)" if len(r.reasons) > 1 else ""
-            version = "" if r.version is None else str(r.version)
-            rows.append([r.case_id, version, r.verdict, first + more])
-        styles = [lambda c: None, lambda c: None, lambda c: _STYLES.get(c), lambda c: None]
-        self.table(["CASE", "VERSION", "VERDICT", "REASON"], rows, styles=styles, shrink=3)
-        failing = [r for r in results if r.verdict != "PASS" and (r.reasons or r.diff)]
-        if failing:
-            self.line("")
-        for r in failing:
-            text = terminal_safe(format_result(r))
+        if not failures_only:
+            rows = []
+            for r in in_case_order(results):
+                first = r.reasons[0] if r.reasons else ""
+                more = f" (+{len(r.reasons) - 1} more)" if len(r.reasons) > 1 else ""
+                version = "" if r.version is None else str(r.version)
+                rows.append([r.case_id, version, r.verdict, first + more])
+            styles = [lambda c: None, lambda c: None, lambda c: _STYLES.get(c), lambda c: None]
+            self.table(["CASE", "VERSION", "VERDICT", "REASON"], rows, styles=styles, shrink=3)
+        groups = failure_groups(results)
+        for n, group in enumerate(groups):
+            if n or not failures_only:
+                self.line("")
+            text = terminal_safe(format_group(group, self.width))
             if self.fancy:
                 from rich.text import Text
 
                 head, _, rest = text.partition("\n")
-                self.console.print(Text(head, style=_STYLES.get(r.verdict, "")))
+                self.console.print(Text(head, style=_STYLES.get(group[0].verdict, "")))
                 if rest:
                     self.console.print(Text(rest), soft_wrap=True)
             else:
                 self.stdout.write(text + "\n")
-        self.line("")
+        if groups or not failures_only:
+            self.line("")
         summary = terminal_safe(summary_line(results, elapsed))
+        if failures_only:
+            listed = sum(len(g) for g in groups)
+            if listed < len(results):
+                summary += f" ({len(results) - listed} not listed: --all lists every case)"
         if self.fancy:
             from rich.text import Text
 

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from tracely_sdk.cli._output import rfc3339
 from tracely_sdk.errors import NotFound
 
 if TYPE_CHECKING:
@@ -225,11 +226,11 @@ def _summary(rec: Any) -> dict[str, Any]:
         "trace_id": rec.trace_id,
         "service": rec.service,
         "agent_name": rec.agent_name,
-        "started_at": rec.started_at,
+        "started_at": rfc3339(rec.started_at),
         "status": rec.status,
         "input": rec.input,
         "output": rec.output,
-        "calls": call_count(rec.bundle),
+        "call_count": call_count(rec.bundle),
         "replay_mode": rec.replay_mode,
     }
 
@@ -237,7 +238,7 @@ def _summary(rec: Any) -> dict[str, Any]:
 def cmd_list(args: argparse.Namespace, ctx: Context) -> int:
     recordings = select_recordings(ctx.store(create=False), args, limit=args.limit)
     if args.json:
-        ctx.out.json([_summary(r) for r in recordings])
+        ctx.out.document("tracely.traces.list/1", {"traces": [_summary(r) for r in recordings]})
         return 0
     if not recordings:
         ctx.out.note("no traces recorded yet: run your agent after tracely.init()")
@@ -266,16 +267,18 @@ def _replay_trace(args: argparse.Namespace, ctx: Context) -> int | None:
     run = ctx.store(create=False).get_run(runs[0].id)
     case_id = run.trace_ids().get(trace_id)
     if args.json:
-        ctx.out.json(
+        ctx.out.document(
+            "tracely.traces.show/1",
             {
+                "kind": "replay",
                 "trace_id": trace_id,
                 "replay": {
                     "run_id": run.id,
                     "case_id": case_id,
-                    "started_at": run.started_at,
+                    "started_at": rfc3339(run.started_at),
                     "otlp_endpoint": run.otlp_endpoint,
                 },
-            }
+            },
         )
         return 0
     where = (
@@ -304,10 +307,8 @@ def cmd_show(args: argparse.Namespace, ctx: Context) -> int:
     calls = calls_of(bundle)
     incomplete = list(bundle.get("incomplete") or [])
     if args.json:
-        data = _summary(rec)
-        data["calls"] = calls
-        data["incomplete"] = incomplete
-        ctx.out.json(data)
+        data = {"kind": "recording", **_summary(rec), "calls": calls, "incomplete": incomplete}
+        ctx.out.document("tracely.traces.show/1", data)
         return 0
     out = ctx.out
     pairs = [

@@ -29,7 +29,7 @@ def test_promote_then_list_and_show(capture: Any, cli: CLI) -> None:
     assert out == f"promoted trace {trace_id} as case paris-weather (version 1)\n"
 
     status, out, _ = cli("cases", "list", "--json")
-    (case,) = json.loads(out)
+    (case,) = json.loads(out)["cases"]
     assert case == {
         "case_id": "paris-weather",
         "name": "Paris weather",
@@ -56,7 +56,7 @@ def test_promote_then_list_and_show(capture: Any, cli: CLI) -> None:
     assert shown["case_id"] == "paris-weather" and shown["version"] == 1
     assert shown["input"] == {"args": ["Paris"], "kwargs": {}}
     assert shown["expected_output"] == "Let me check the weather in Paris."
-    assert shown["calls"] == ["llm:local-weather-model"]
+    assert [c["label"] for c in shown["calls"]] == ["llm:local-weather-model"]
     assert shown["bundle"]["trace_id"] == trace_id
     status, out, _ = cli("cases", "show", "paris-weather")
     assert 'expected      "Let me check the weather in Paris."' in out
@@ -74,7 +74,8 @@ def test_promote_with_id_and_tags(capture: Any, cli: CLI) -> None:
     other = record(capture, cli, weather_agent.run, "Oslo")
     cli("cases", "promote", other, "--name", "Oslo")
     assert [
-        c["case_id"] for c in json.loads(cli("cases", "list", "--json", "--tag", "smoke")[1])
+        c["case_id"]
+        for c in json.loads(cli("cases", "list", "--json", "--tag", "smoke")[1])["cases"]
     ] == ["paris"]
     status, _, err = cli("cases", "promote", other, "--name", "again", "--id", "paris")
     assert status == 2 and "already exists" in err
@@ -100,7 +101,7 @@ def test_promote_rejects_a_bad_id_and_entrypoint(capture: Any, cli: CLI) -> None
         "cases", "promote", trace_id, "--name", "x", "--entrypoint", "not an entrypoint"
     )
     assert status == 2 and "invalid entrypoint" in err
-    assert json.loads(cli("cases", "list", "--json")[1]) == []
+    assert json.loads(cli("cases", "list", "--json")[1])["cases"] == []
 
 
 def test_recapture_bumps_the_version_and_keeps_history(capture: Any, cli: CLI) -> None:
@@ -114,10 +115,10 @@ def test_recapture_bumps_the_version_and_keeps_history(capture: Any, cli: CLI) -
     assert status == 0 and "nothing changed" in out
 
     status, out, _ = cli("cases", "history", "paris-weather", "--json")
-    history = json.loads(out)
+    history = json.loads(out)["versions"]
     assert [(v["version"], v["source_trace_id"]) for v in history] == [(1, broken), (2, fixed)]
-    assert history[0]["calls"] == ["llm:local-weather-model"]
-    assert history[1]["calls"] == [
+    assert [c["label"] for c in history[0]["calls"]] == ["llm:local-weather-model"]
+    assert [c["label"] for c in history[1]["calls"]] == [
         "llm:local-weather-model",
         "tools:get_weather",
         "llm:local-weather-model",
@@ -144,7 +145,7 @@ def test_delete_with_yes(capture: Any, cli: CLI) -> None:
         "deleted case paris-weather (1 version)\n",
     )
     assert cli("cases", "delete", "paris-weather", "--yes")[0] == 2
-    assert json.loads(cli("cases", "list", "--json")[1]) == []
+    assert json.loads(cli("cases", "list", "--json")[1])["cases"] == []
 
 
 def test_delete_without_a_terminal_refuses_unless_yes(capture: Any, cli: CLI) -> None:
@@ -153,7 +154,7 @@ def test_delete_without_a_terminal_refuses_unless_yes(capture: Any, cli: CLI) ->
     assert status == 2 and out == ""
     assert "not deleting case paris-weather and its 1 version without a confirmation" in err
     assert "--yes" in err
-    assert [c["case_id"] for c in json.loads(cli("cases", "list", "--json")[1])] == [
+    assert [c["case_id"] for c in json.loads(cli("cases", "list", "--json")[1])["cases"]] == [
         "paris-weather"
     ]
 
@@ -187,9 +188,9 @@ def _delete_on_a_terminal(cli: CLI, answer: bytes) -> tuple[int, str]:
 def test_delete_on_a_terminal_asks_first(capture: Any, cli: CLI) -> None:
     promote(cli, record(capture, cli, weather_agent.run, "Paris"))
     assert _delete_on_a_terminal(cli, b"n\n") == (1, "nothing deleted\n")
-    assert len(json.loads(cli("cases", "list", "--json")[1])) == 1
+    assert len(json.loads(cli("cases", "list", "--json")[1])["cases"]) == 1
     assert _delete_on_a_terminal(cli, b"y\n") == (0, "deleted case paris-weather (1 version)\n")
-    assert json.loads(cli("cases", "list", "--json")[1]) == []
+    assert json.loads(cli("cases", "list", "--json")[1])["cases"] == []
 
 
 def test_export_then_import_into_a_fresh_store(capture: Any, cli: CLI, tmp_path: Path) -> None:
@@ -205,7 +206,7 @@ def test_export_then_import_into_a_fresh_store(capture: Any, cli: CLI, tmp_path:
     status, out, _ = fresh("cases", "import", str(tmp_path / "cases"))
     assert status == 0 and out == f"imported 1 case from {tmp_path / 'cases'}\n"
     assert json.loads(fresh("cases", "show", "paris-weather", "--json")[1])["version"] == 2
-    assert len(json.loads(fresh("cases", "history", "paris-weather", "--json")[1])) == 2
+    assert len(json.loads(fresh("cases", "history", "paris-weather", "--json")[1])["versions"]) == 2
     fresh("cases", "export", str(tmp_path / "again"))
     assert (tmp_path / "again" / "paris-weather.json").read_bytes() == exported
 
@@ -238,7 +239,7 @@ def test_promote_checks_the_entrypoint_before_storing_it(capture: Any, cli: CLI)
     err = refused("os:system")
     assert "entrypoint 'os:system' is not allowed, so it was not imported" in err
     assert '[tool.tracely] entrypoints in pyproject.toml (e.g. entrypoints = ["os:*"])' in err
-    assert json.loads(cli("cases", "list", "--json")[1]) == []  # nothing was stored
+    assert json.loads(cli("cases", "list", "--json")[1])["cases"] == []  # nothing was stored
     assert (
         promote(cli, trace_id, "--entrypoint", f"{WEATHER}:run")["entrypoint"] == f"{WEATHER}:run"
     )
@@ -262,11 +263,11 @@ def test_edit_changes_a_case_in_place_and_keeps_the_change_in_its_history(
     )
     assert status == 0
     assert json.loads(out)["tags"] == ["eu", "smoke"] and json.loads(out)["version"] == 3
-    listed = json.loads(cli("cases", "list", "--json")[1])
+    listed = json.loads(cli("cases", "list", "--json")[1])["cases"]
     assert [(c["case_id"], c["entrypoint"]) for c in listed] == [
         ("paris-weather", f"{WEATHER}:run")
     ]
-    history = json.loads(cli("cases", "history", "paris-weather", "--json")[1])
+    history = json.loads(cli("cases", "history", "paris-weather", "--json")[1])["versions"]
     assert [v["note"] for v in history] == [
         f"promoted from trace {trace_id}",
         f"edited: name 'Paris weather' -> 'Paris'; entrypoint '{WEATHER}:run_broken' -> '{WEATHER}:run'",
@@ -281,7 +282,7 @@ def test_edit_changes_a_case_in_place_and_keeps_the_change_in_its_history(
     assert status == 2 and "nothing to change" in err
     status, out, _ = cli("cases", "edit", "paris-weather", "--name", "Paris")
     assert status == 0 and out == "case paris-weather already is so; nothing changed\n"
-    assert len(json.loads(cli("cases", "history", "paris-weather", "--json")[1])) == 3
+    assert len(json.loads(cli("cases", "history", "paris-weather", "--json")[1])["versions"]) == 3
 
 
 def test_reseal_prints_what_a_hand_edit_changed(capture: Any, cli: CLI, tmp_path: Path) -> None:
@@ -321,7 +322,7 @@ def test_import_of_an_integer_the_store_cannot_hold_names_it_and_imports_nothing
     status, out, err = fresh("cases", "import", str(tmp_path / "cases"))
     assert status == 2 and out == ""
     assert "z-oslo.json: history[0].created_at: must be an integer" in err
-    assert json.loads(fresh("cases", "list", "--json")[1]) == []
+    assert json.loads(fresh("cases", "list", "--json")[1])["cases"] == []
 
 
 def _unreplayable_run(city: str) -> str:
@@ -352,7 +353,7 @@ def test_strict_promote_refuses_a_trace_with_calls_that_cannot_be_replayed(
     assert status == 2 and out == ""
     assert "tools:get_station" in err and "not promoted (--strict)" in err
     status, out, _ = cli("cases", "list", "--json")
-    assert json.loads(out) == []
+    assert json.loads(out)["cases"] == []
 
 
 def test_strict_promote_takes_a_whole_recording(capture: Any, cli: CLI) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -40,6 +41,8 @@ COMMANDS = [
         )
     ),
     ["replay"],
+    ["reports"],
+    ["reports", "merge"],
     ["runs"],
     ["runs", "list"],
     ["runs", "show"],
@@ -179,7 +182,7 @@ def test_the_store_comes_from_the_environment(
     cli.store().close()  # an empty store
     # --store wins over the environment, before or after the command
     assert main(["--store", cli.url, "cases", "list", "--json"]) == 0
-    assert capsys.readouterr().out.strip() == "[]"
+    assert json.loads(capsys.readouterr().out)["cases"] == []
     assert main(["cases", "list", "--json", "--store", cli.url]) == 0
 
 

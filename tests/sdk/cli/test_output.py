@@ -75,10 +75,10 @@ def test_plain_verdicts() -> None:
     text = stream.getvalue()
     lines = text.splitlines()
     assert lines[0].split() == ["CASE", "VERSION", "VERDICT", "REASON"]
-    assert lines[1].split() == ["paris-weather", "2", "PASS"]
-    assert lines[2].startswith(
+    assert lines[1].startswith(  # natural order of case ids
         "oslo-weather   1        FAIL     recorded call(s) never made: tools:get_weather (+1 more)"
     )
+    assert lines[2].split() == ["paris-weather", "2", "PASS"]
     assert (
         "FAIL oslo-weather v1 (Oslo)\n  - recorded call(s) never made: tools:get_weather\n" in text
     )

@@ -18,7 +18,7 @@ def test_list_is_newest_first_with_stable_json(capture: Any, cli: CLI) -> None:
     second = record(capture, cli, weather_agent.run, "Oslo")
     status, out, _ = cli("traces", "list", "--json")
     assert status == 0
-    data = json.loads(out)
+    data = json.loads(out)["traces"]
     assert [t["trace_id"] for t in data] == [second, first]
     assert set(data[0]) == {
         "trace_id",
@@ -28,14 +28,14 @@ def test_list_is_newest_first_with_stable_json(capture: Any, cli: CLI) -> None:
         "status",
         "input",
         "output",
-        "calls",
+        "call_count",
         "replay_mode",
     }
     assert data[0]["input"] == {"args": ["Oslo"], "kwargs": {}}
-    assert data[0]["calls"] == 3 and data[1]["calls"] == 1
+    assert data[0]["call_count"] == 3 and data[1]["call_count"] == 1
     assert data[0]["agent_name"] == "weather-agent" and data[0]["status"] == "ok"
     status, out, _ = cli("traces", "list", "--json", "--limit", "1")
-    assert [t["trace_id"] for t in json.loads(out)] == [second]
+    assert [t["trace_id"] for t in json.loads(out)["traces"]] == [second]
 
 
 def test_list_since_a_time_or_a_time_ago(cli: CLI) -> None:
@@ -79,7 +79,8 @@ def test_list_as_a_plain_table(capture: Any, cli: CLI) -> None:
 
 def test_an_empty_store(cli: CLI) -> None:
     cli.store().close()
-    assert cli("traces", "list", "--json")[:2] == (0, "[]\n")
+    status, out, _ = cli("traces", "list", "--json")
+    assert status == 0 and json.loads(out) == {"schema": "tracely.traces.list/1", "traces": []}
     status, out, err = cli("traces", "list")
     assert status == 0 and out == "" and "no traces recorded yet" in err
 
