@@ -40,7 +40,12 @@ def minimal(**changes: Any) -> dict[str, Any]:
 
 def test_the_example_scenarios_load() -> None:
     scenarios = load_scenarios([EXAMPLES])
-    assert [s.id for s in scenarios] == ["oslo", "paris-follow-up", "unknown-city"]
+    assert [s.id for s in scenarios] == [
+        "oslo",
+        "paris-follow-up",
+        "service-conversation",
+        "unknown-city",
+    ]
     paris = next(s for s in scenarios if s.id == "paris-follow-up")
     assert paris.tags == ("smoke", "weather")
     assert [c.kind for c in paris.turns[0].trace_checks] == [
@@ -51,6 +56,14 @@ def test_the_example_scenarios_load() -> None:
     ]
     assert paris.turns[0].trace_checks[0].options == {"args": {"city": "Paris"}}
     assert paris.target.path == "/chat" and str(paris.target.reply) == "$.reply"
+
+
+def test_the_readme_shows_the_saved_value_example_as_the_live_tests_run_it() -> None:
+    example = EXAMPLES / "service-conversation.yaml"
+    readme = (ROOT / "README.md").read_text()
+    shown = readme.split(f"(`{example.relative_to(ROOT)}`):\n\n```yaml\n")[1].split("```")[0]
+    lines = example.read_text().splitlines()
+    assert shown == "".join(f"{line}\n" for line in lines if not line.startswith("#"))
 
 
 def test_a_minimal_scenario_gets_its_id_from_the_name() -> None:
