@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+import time
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -415,6 +416,30 @@ def test_a_streamed_reply_is_read_to_the_end_and_checked_like_any_other(
     assert result.output == ["re: a", "re: b"]
 
 
+def test_latency_is_the_whole_turns_to_the_streams_end(
+    raw_service: Callable[[Handle], RawService],
+) -> None:
+    def slow(h: _RawHandler, body: Any) -> None:
+        h.send_response(200)
+        h.send_header("Content-Type", "text/event-stream")
+        h.end_headers()  # no length, no chunks: the stream ends when the connection closes
+        h.wfile.write(b"data: first\n\n")
+        h.wfile.flush()
+        time.sleep(0.3)
+        h.wfile.write(b"data: last\n\n")
+        h.close_connection = True
+
+    s = raw_service(slow)
+    result = run_scenario(
+        custom([{"user": "a", "expect": [{"equals": "firstlast"}, {"latency_ms": 250}]}]),
+        target_url=s.url,
+    )
+    assert result.verdict == FAIL
+    (reason,) = result.reasons
+    assert reason.startswith("turn 1: latency_ms 250: expected a reply within 250 ms; got ")
+    assert int(reason.rsplit(" ", 2)[-2]) >= 300
+
+
 def test_a_stream_of_text_events_joins_their_data(
     raw_service: Callable[[Handle], RawService],
 ) -> None:
@@ -429,11 +454,12 @@ def redirect_to(url: str, status: int = 302) -> Handle:
     return lambda h, body: h.answer(status, {"moved": url}, {"Location": url})
 
 
+@pytest.mark.parametrize("status", [301, 302, 303, 307, 308])
 def test_a_redirect_to_another_origin_is_errored_and_gets_no_credentials(
-    raw_service: Callable[[Handle], RawService], monkeypatch: pytest.MonkeyPatch
+    raw_service: Callable[[Handle], RawService], monkeypatch: pytest.MonkeyPatch, status: int
 ) -> None:
     elsewhere = raw_service(lambda h, body: h.answer(200, {"reply": "judged elsewhere"}))
-    home = raw_service(redirect_to(elsewhere.url + "/collect"))
+    home = raw_service(redirect_to(elsewhere.url + "/collect", status))
     monkeypatch.setenv("SECRET", "s3cret")
     turns = [{"user": "a", "expect": [{"contains": "judged"}]}]
     spec = scenario_from_data(
@@ -447,7 +473,9 @@ def test_a_redirect_to_another_origin_is_errored_and_gets_no_credentials(
     )
     result = run_scenario(spec, target_url=home.url)
     assert result.verdict == ERRORED
-    assert f"redirected (HTTP 302) to another origin, {elsewhere.url}; not" in result.reasons[0]
+    assert (
+        f"redirected (HTTP {status}) to another origin, {elsewhere.url}; not" in result.reasons[0]
+    )
     assert "allow_redirects_to" in result.reasons[0]
     assert elsewhere.requests == []
     assert home.requests[0][3]["authorization"] == "Bearer s3cret"

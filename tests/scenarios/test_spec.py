@@ -239,6 +239,21 @@ def test_an_unknown_variable_is_an_error_when_the_file_is_read(
     assert f"s.yaml: {field}: unknown placeholder" in str(err.value)
 
 
+@pytest.mark.parametrize(
+    ("target", "words"),
+    [
+        ({"shape": "message", "headers": {"X": "{{ conversation-id }}"}}, "is not a placeholder"),
+        ({"shape": "message", "headers": [{"X": "y"}]}, "target.headers: must be a mapping"),
+        ({"shape": "message", "allow_redirects_to": ["https://a.example/path"]}, "an origin"),
+        ({"shape": "message", "allow_redirects_to": ["https://a.example:port"]}, "an origin"),
+        ({"url": "http://127.0.0.1:99999"}, "http(s) URL"),
+    ],
+)
+def test_a_bad_request_template_is_refused_when_read(target: dict[str, Any], words: str) -> None:
+    with pytest.raises(ScenarioError, match=words.replace("(", r"\(").replace(")", r"\)")):
+        scenario_from_data(minimal(target=target), source="s.yaml")
+
+
 def test_a_save_may_not_replace_the_runners_own_values_but_the_conversation_id() -> None:
     with pytest.raises(ScenarioError, match=r"turns\[0\].save.message: message is the runner"):
         scenario_from_data(minimal(turns=[{"user": "a", "save": {"message": "$.m"}}]))
@@ -276,6 +291,14 @@ def test_headers_expand_only_the_environment_variables_the_file_names() -> None:
         ({"$schema": "http://example.com/my-draft"}, "unknown $schema"),
         ({"properties": {"a": {"$id": "http://example.com/a"}}}, "no nested identifiers"),
         ({"type": "string", "pattern": "(a)\\1"}, "backreferences"),
+        ({"$ref": "#"}, "a loop"),
+        (
+            {
+                "$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"$ref": "#/$defs/a"}},
+                "$ref": "#/$defs/a",
+            },
+            "a loop",
+        ),
         ({"patternProperties": {"(?=x)": {}}}, "lookaround"),
     ],
 )

@@ -16,7 +16,7 @@ from typing import Any
 from tracely_sdk._canonical import canonical_equal
 from tracely_sdk.errors import MissingDependency
 from tracely_sdk.scenarios._jsonpath import MISSING, JSONPath
-from tracely_sdk.scenarios._patterns import schema_validator, search
+from tracely_sdk.scenarios._patterns import LOOP, schema_validator, search
 from tracely_sdk.scenarios._spec import Check, shown
 
 __all__ = ["Failure", "TraceCalls", "check_reply", "check_trace"]
@@ -68,6 +68,8 @@ def _schema_error(schema: Mapping[str, Any], instance: Any) -> str | None:
     except referencing.exceptions.Unresolvable as exc:
         # A file's schema was checked when it was read; one built in code may still point out.
         return f"the schema refers to {exc.ref!r}, which is not in it; nothing is fetched"
+    except RecursionError:
+        return LOOP
     if error is None:
         return None
     where = "".join(f"[{p!r}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path)

@@ -20,9 +20,19 @@ from typing import Any, Final
 
 from tracely_sdk.errors import MissingDependency
 
-__all__ = ["PatternError", "compile_pattern", "schema_problem", "schema_validator", "search"]
+__all__ = [
+    "LOOP",
+    "PatternError",
+    "compile_pattern",
+    "schema_problem",
+    "schema_validator",
+    "search",
+]
 
 _REFS: Final = ("$ref", "$dynamicRef", "$recursiveRef")
+
+
+LOOP: Final = "the schema's $refs lead back to themselves without reading the value (a loop)"
 
 
 class PatternError(ValueError):
@@ -99,10 +109,11 @@ def schema_problem(schema: Mapping[str, Any]) -> str | None:
         import jsonschema
     except ImportError as exc:
         raise MissingDependency("jsonschema (for json_schema checks)", "scenarios") from exc
-    declared = schema.get("$schema")
-    if declared is not None:
-        known = jsonschema.validators.validator_for(schema, default=None)
-        if known is None:
+    if "$schema" in schema:
+        declared = schema["$schema"]
+        if not isinstance(declared, str) or (
+            jsonschema.validators.validator_for(schema, default=None) is None
+        ):
             return f"unknown $schema {declared!r}; leave it out or name a JSON Schema draft"
     cls = jsonschema.validators.validator_for(schema)
     try:
@@ -110,7 +121,9 @@ def schema_problem(schema: Mapping[str, Any]) -> str | None:
     except jsonschema.exceptions.SchemaError as exc:
         where = "".join(f"/{p}" for p in exc.absolute_path) or "/"
         return f"not a valid JSON Schema at {where}: {exc.message}"
-    anchors = {v for _, k, v in _walk(schema) if k in ("$anchor", "$dynamicAnchor")}
+    anchors = {
+        v for _, k, v in _walk(schema) if k in ("$anchor", "$dynamicAnchor") and isinstance(v, str)
+    }
     has_pattern_properties = False
     for at, key, value in _walk(schema):
         where = at or "/"
@@ -141,6 +154,13 @@ def schema_problem(schema: Mapping[str, Any]) -> str | None:
                     return f"patternProperties {name!r} at {where}: {exc}"
     if has_pattern_properties and any(k == "unevaluatedProperties" for _, k, _ in _walk(schema)):
         return "patternProperties with unevaluatedProperties is not supported in scenario schemas"
+    validator = schema_validator(schema)
+    probes: tuple[Any, ...] = (None, {}, [], "", 0)
+    try:
+        for probe in probes:
+            validator.is_valid(probe)
+    except RecursionError:
+        return LOOP
     return None
 
 

@@ -121,8 +121,12 @@ class _Errored(Exception):
 
 
 def _origin(url: str) -> str:
+    """``scheme://host:port`` of ``url``, the port written out, for comparing origins."""
     parts = urllib.parse.urlsplit(url)
-    port = parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        raise _Errored(f"{url!r} is not a URL to send a request to: bad port") from None
     return f"{parts.scheme}://{(parts.hostname or '').lower()}:{port}"
 
 
@@ -236,6 +240,8 @@ def _exchange(
                 events = [_parse_json(e, url) for e in _events(response, url)]
                 return status, None, _Answer(status, events, stream=True)
             raw = response.read(_MAX_RESPONSE + 1)
+        except ValueError as exc:  # a header or path http.client will not send as it is
+            raise _Errored(f"cannot send the request to {url}: {exc}") from exc
         except (OSError, http.client.HTTPException) as exc:
             # A socket timeout is the deadline too: each read is given what is left of it.
             if watchdog.fired or isinstance(exc, TimeoutError):
@@ -250,6 +256,12 @@ def _exchange(
     return status, None, _Answer(status, _parse_json(raw.decode("utf-8", "replace"), url), False)
 
 
+def _merged(base: dict[str, str], own: dict[str, str]) -> dict[str, str]:
+    """``base`` with ``own`` over it, header names compared as HTTP does, regardless of case."""
+    mine = {name.lower() for name in own}
+    return {**{k: v for k, v in base.items() if k.lower() not in mine}, **own}
+
+
 def _send(
     target: Target, path: str, body: Any, headers: dict[str, str], own: dict[str, str]
 ) -> tuple[_Answer, float]:
@@ -260,14 +272,13 @@ def _send(
     allowed = {_origin(o) for o in target.redirect_origins}
     method = target.method
     data = None if method == "GET" else json.dumps(body).encode()
-    sent = {**headers, **own}
+    sent = own
     started = time.monotonic()
     deadline = started + target.timeout
     try:
         for _ in range(_MAX_REDIRECTS + 1):
-            request_headers = dict(sent)
-            if data is not None:
-                request_headers["Content-Type"] = "application/json"
+            base = {**headers, "Content-Type": "application/json"} if data is not None else headers
+            request_headers = _merged(base, sent)
             status, location, answer = _exchange(method, url, data, request_headers, deadline)
             if answer is not None:
                 return answer, (time.monotonic() - started) * 1000
@@ -282,7 +293,7 @@ def _send(
                         "followed: allow it with target.allow_redirects_to (the scenario's "
                         "headers are never sent there)"
                     )
-                sent = dict(headers)  # credentials never cross origins
+                sent = {}  # credentials never cross origins
             if status == 303 or (status in (301, 302) and method == "POST"):
                 method, data = "GET", None
             url = following

@@ -66,6 +66,7 @@ PLACEHOLDERS: Final = frozenset({"message", "conversation_id", "messages", "mode
 _SAVABLE_BUILTINS: Final = frozenset({"conversation_id"})
 _NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _PLACEHOLDER: Final = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
+_BRACES: Final = re.compile(r"\{\{(.*?)\}\}")
 _ENV: Final = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _ID: Final = re.compile(r"[^a-z0-9]+")
 _ORIGIN: Final = re.compile(r"(https?)://([^/\s?#@]+)")
@@ -348,9 +349,12 @@ class _Where:
         return ScenarioError(f"{self.source}:{where}: {problem}")
 
 
-def _mapping(value: Any, where: _Where, allowed: frozenset[str]) -> Mapping[str, Any]:
+def _mapping(value: Any, where: _Where, allowed: frozenset[str] | None = None) -> Mapping[str, Any]:
+    """``value`` as a mapping whose keys are all ``allowed`` (any key when ``None``)."""
     if not isinstance(value, Mapping):
         raise where.fail(f"must be a mapping, got {type(value).__name__}")
+    if allowed is None:
+        return value
     unknown = sorted(str(k) for k in value if k not in allowed)
     if unknown:
         raise where.fail(
@@ -396,9 +400,14 @@ def _check_names(template: Any, where: _Where, known: frozenset[str], turn: int)
         for i, v in enumerate(template):
             _check_names(v, where.at(i), known, turn)
     elif isinstance(template, str):
-        for name in _PLACEHOLDER.findall(template):
+        for inside in _BRACES.findall(template):
+            name = inside.strip()
             if name in known:
                 continue
+            if not _NAME.fullmatch(name):
+                raise where.fail(
+                    f"{{{{{inside}}}}} is not a placeholder: a name is letters, digits and _"
+                )
             saved = sorted(known - PLACEHOLDERS)
             offer = sorted(PLACEHOLDERS) + ([f"saved {', '.join(saved)}"] if saved else [])
             raise where.fail(
@@ -415,7 +424,7 @@ def _path(value: Any, where: _Where) -> str:
 
 
 def _headers(value: Any, where: _Where, env: frozenset[str]) -> dict[str, str]:
-    raw = _mapping(value if value is not None else {}, where, frozenset(value or {}))
+    raw = _mapping(value if value is not None else {}, where)
     headers: dict[str, str] = {}
     for k, v in raw.items():
         w = where.at(str(k))
@@ -433,9 +442,17 @@ def _headers(value: Any, where: _Where, env: frozenset[str]) -> dict[str, str]:
 def _origin(value: Any, where: _Where) -> str:
     text = _text(value, where)
     match = _ORIGIN.fullmatch(text.rstrip("/"))
-    if match is None:
+    if match is None or not _port_ok(text):
         raise where.fail(f"must be an origin such as https://login.example.com, got {text!r}")
     return f"{match[1]}://{match[2]}".lower()
+
+
+def _port_ok(url: str) -> bool:
+    try:
+        urllib.parse.urlsplit(url).port  # noqa: B018 (a port that is no number raises)
+    except ValueError:
+        return False
+    return True
 
 
 def _json_path(value: Any, where: _Where) -> JSONPath:
@@ -522,7 +539,7 @@ def _target(value: Any, where: _Where, env: frozenset[str] = frozenset()) -> Tar
 
 def _url(value: Any, where: _Where) -> str:
     text = _text(value, where)
-    if not re.match(r"https?://[^/\s]+", text):
+    if not re.match(r"https?://[^/\s]+", text) or not _port_ok(text):
         raise where.fail(f"must be an http(s) URL, got {text!r}")
     return text.rstrip("/")
 
@@ -602,7 +619,7 @@ def _pattern(value: Any, where: _Where) -> str:
 
 
 def _save(value: Any, where: _Where) -> dict[str, JSONPath]:
-    items = _mapping(value, where, frozenset(value or {})) if value is not None else {}
+    items = _mapping(value, where) if value is not None else {}
     saved: dict[str, JSONPath] = {}
     for name, path in items.items():
         w = where.at(str(name))
