@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -11,8 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from tracely_sdk.scenarios import Check, TraceCalls, check_reply, check_trace
+from tracely_sdk.scenarios import Check, ScenarioError, TraceCalls, check_reply, check_trace
 from tracely_sdk.scenarios._spec import scenario_from_data
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -183,3 +186,47 @@ def test_a_schema_made_in_code_never_fetches_its_reference() -> None:
         server.server_close()
     assert hits == []
     assert failure is not None and f"refers to {url!r}, which is not in it" in failure.got
+
+
+_schema_leaf = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-2, 2),
+    st.sampled_from(["#", "#/$defs/a", "#a", "string", "object", "^a", "(a+)+$", "http://x/s"]),
+)
+_keywords = st.sampled_from(
+    [
+        *("$ref", "$defs", "a", "type", "pattern", "patternProperties", "properties", "items"),
+        *("additionalProperties", "$anchor", "$id", "$schema", "required", "allOf", "not"),
+    ]
+)
+_schemas = st.dictionaries(
+    _keywords,
+    st.recursive(
+        _schema_leaf,
+        lambda inner: st.one_of(
+            st.lists(inner, max_size=3), st.dictionaries(_keywords, inner, max_size=4)
+        ),
+        max_leaves=20,
+    ),
+    max_size=5,
+)
+_instances = st.recursive(
+    st.one_of(st.none(), st.integers(), st.text(max_size=4)),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=3), inner, max_size=3)
+    ),
+    max_leaves=10,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(_schemas, _instances)
+def test_a_schema_the_file_may_hold_judges_any_reply_without_raising(
+    schema: dict[str, Any], instance: Any
+) -> None:
+    try:
+        c = check({"json_schema": schema})
+    except ScenarioError:
+        return
+    check_reply(c, json.dumps(instance), {}, 1.0)

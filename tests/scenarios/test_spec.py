@@ -384,3 +384,45 @@ def test_a_file_that_contains_itself_or_nests_too_deep_is_refused(
     path.write_text(text)
     with pytest.raises(ScenarioError, match=words):
         load_scenario(path)
+
+
+_leaf = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-3, 3),
+    st.text(max_size=6),
+    st.sampled_from(
+        ["{{message}}", "{{x}}", "{{ a-b }}", "${HOME}", "$.id", "#/a", "/p", "(a)\\1"]
+    ),
+)
+_fields = st.sampled_from(
+    [
+        *("user", "expect", "trace", "save", "path", "headers", "body", "reply", "shape", "url"),
+        *("env", "contains", "regex", "json_schema", "json_path", "$ref", "pattern", "type"),
+        *("allow_redirects_to", "stream_reply", "timeout_s", "equals", "exists", "id", "called"),
+    ]
+)
+_data = st.recursive(
+    _leaf,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4), st.dictionaries(_fields, inner, max_size=5)
+    ),
+    max_leaves=30,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.fixed_dictionaries(
+        {
+            "name": st.just("x"),
+            "turns": st.lists(st.dictionaries(_fields, _data, max_size=5), min_size=1, max_size=3),
+        },
+        optional={"target": _data, "env": _data},
+    )
+)
+def test_any_file_is_a_scenario_or_an_error_naming_the_field(data: dict[str, Any]) -> None:
+    try:
+        scenario_from_data(data, source="s.yaml")
+    except ScenarioError as exc:
+        assert str(exc).startswith("s.yaml:")
