@@ -142,6 +142,18 @@ def test_a_service_that_is_down_is_errored() -> None:
     assert result.verdict == ERRORED and "cannot reach" in result.reasons[0]
 
 
+@pytest.mark.parametrize(
+    ("url", "words"),
+    [
+        ("ftp://127.0.0.1:21", "is not an http(s) URL"),
+        ("http://127.0.0.1:99999", "bad port"),
+    ],
+)
+def test_a_target_that_is_no_http_url_is_errored(url: str, words: str) -> None:
+    result = run_scenario(scenario({"user": "one"}), target_url=url)
+    assert result.verdict == ERRORED and words in result.reasons[0]
+
+
 def test_the_openai_shape_sends_the_whole_conversation(
     service: Callable[[Reply], Service],
 ) -> None:

@@ -268,6 +268,8 @@ def _send(
     """Send one turn and read its whole answer, following redirects, within the target's
     timeout; ``own`` are the scenario's headers (credentials), sent to its origin only."""
     url = (target.url or "") + path
+    if urllib.parse.urlsplit(url).scheme not in ("http", "https"):
+        raise _Errored(f"{url!r} is not an http(s) URL")
     home = _origin(url)
     allowed = {_origin(o) for o in target.redirect_origins}
     method = target.method
