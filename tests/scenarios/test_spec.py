@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tracely_sdk.cli import main
 from tracely_sdk.scenarios import (
     JSONPath,
     PathError,
@@ -426,3 +427,21 @@ def test_any_file_is_a_scenario_or_an_error_naming_the_field(data: dict[str, Any
         scenario_from_data(data, source="s.yaml")
     except ScenarioError as exc:
         assert str(exc).startswith("s.yaml:")
+
+
+@pytest.mark.parametrize("schema", [{"type": "nonsense"}, {"$ref": "#/nowhere"}])
+def test_an_invalid_schema_exits_2_when_the_file_is_read(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    schema: dict[str, Any],
+) -> None:
+    monkeypatch.delenv("TRACELY_STORE", raising=False)
+    path = tmp_path / "bad.json"
+    path.write_text(
+        json.dumps(minimal(turns=[{"user": "hi", "expect": [{"json_schema": schema}]}]))
+    )
+    status = main(["--no-color", "scenarios", "run", str(path), "--target", "http://127.0.0.1:9"])
+    err = capsys.readouterr().err
+    assert status == 2
+    assert f"{path}: turns[0].expect[0].json_schema: " in err and "Traceback" not in err
