@@ -352,11 +352,26 @@ ALIAS_BOMB = "\n".join(
 )
 
 
-def test_a_yaml_alias_bomb_is_refused_at_once(tmp_path: Path) -> None:
-    """`tracely scenarios list` on 448 bytes that stand for 9**9 strings ends with exit 2."""
-    assert len(ALIAS_BOMB) == 448
+# Merge keys are expanded by the YAML loader itself: the bound must hold while it reads.
+MERGE_BOMB = "\n".join(
+    [
+        "name: merges",
+        "turns: [{user: hi}]",
+        "a: &a {k: 1, j: 2}",
+        *(
+            f"m{i}: &m{i} {{<<: [" + ",".join([f"*{'a' if i == 1 else f'm{i - 1}'}"] * 9) + "]}"
+            for i in range(1, 10)
+        ),
+    ]
+)
+
+
+@pytest.mark.parametrize("bomb", [ALIAS_BOMB, MERGE_BOMB], ids=["aliases", "merge-keys"])
+def test_a_yaml_alias_bomb_is_refused_at_once(tmp_path: Path, bomb: str) -> None:
+    """`tracely scenarios list` on a few hundred bytes that stand for 9**9 values exits 2."""
+    assert len(bomb) <= 616
     path = tmp_path / "bomb.yaml"
-    path.write_text(ALIAS_BOMB)
+    path.write_text(bomb)
     done = subprocess.run(
         [sys.executable, "-m", "tracely_sdk.cli", "scenarios", "list", str(path)],
         capture_output=True,

@@ -31,6 +31,7 @@ Patterns and schemas are checked here too (see :mod:`._patterns`).
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -227,6 +228,46 @@ def yaml_module() -> Any:
     return yaml
 
 
+class _TooMany(Exception):
+    """The aliases of a YAML file expand past :data:`_MAX_VALUES`."""
+
+
+@functools.lru_cache(maxsize=1)
+def _bounded_loader() -> Any:
+    """PyYAML's safe loader, counting what each alias stands for as it is read.
+
+    Checking the loaded data is too late: merge keys (``<<: [*a, *a]``) are expanded by the
+    loader itself, so nine lines of them keep ``safe_load`` busy for minutes. Here every alias
+    adds the size of the node it names, and reading stops once the file stands for more than
+    :data:`_MAX_VALUES` values."""
+    yaml = yaml_module()
+
+    class Loader(yaml.SafeLoader):  # type: ignore[misc, name-defined]
+        def __init__(self, stream: str) -> None:
+            super().__init__(stream)
+            self.expanded = 0
+
+        def compose_node(self, parent: Any, index: Any) -> Any:
+            if self.check_event(yaml.AliasEvent):
+                named = self.anchors.get(self.peek_event().anchor)
+                if named is not None:
+                    self._count(named)
+            return super().compose_node(parent, index)
+
+        def _count(self, node: Any) -> None:
+            stack = [node]
+            while stack:
+                self.expanded += 1
+                if self.expanded > _MAX_VALUES:
+                    raise _TooMany
+                value = stack.pop().value
+                if isinstance(value, list):  # a sequence's nodes, or a mapping's pairs
+                    for item in value:
+                        stack.extend(item if isinstance(item, tuple) else (item,))
+
+    return Loader
+
+
 def _parse(path: Path) -> Any:
     try:
         size = path.stat().st_size
@@ -249,13 +290,22 @@ def _parse(path: Path) -> Any:
     else:
         yaml = yaml_module()
         try:
-            # safe_load builds plain data only: a YAML tag can never construct an object.
-            data = yaml.safe_load(text)
+            # The safe loader builds plain data only: a YAML tag can never construct an object.
+            data = yaml.load(text, Loader=_bounded_loader())
         except RecursionError:
             raise ScenarioError(deep) from None
+        except _TooMany:
+            raise ScenarioError(_too_many(str(path))) from None
         except yaml.YAMLError as exc:
             raise ScenarioError(f"{path}: not valid YAML: {exc}") from exc
     return data
+
+
+def _too_many(source: str) -> str:
+    return (
+        f"{source}: the file stands for more than {_MAX_VALUES} values once its YAML aliases "
+        "(*name, <<: *name) are expanded; write the values out, or use fewer aliases"
+    )
 
 
 def _check_size(data: Any, source: str) -> None:
@@ -288,10 +338,7 @@ def _check_size(data: Any, source: str) -> None:
         if depth + known[1] > _MAX_DEPTH:
             raise too_deep
         if known[0] > _MAX_VALUES:
-            raise ScenarioError(
-                f"{source}: the file stands for more than {_MAX_VALUES} values once its YAML "
-                "aliases (*name) are expanded; write the values out, or use fewer aliases"
-            )
+            raise ScenarioError(_too_many(source))
         return known
 
     measure(data, 0)
