@@ -530,7 +530,7 @@ def _target(value: Any, where: _Where, env: frozenset[str] = frozenset()) -> Tar
         ),
     )
     shape_name = t.get("shape", "message" if "body" not in t else None)
-    if shape_name is not None and shape_name not in SHAPES:
+    if shape_name is not None and (not isinstance(shape_name, str) or shape_name not in SHAPES):
         raise where.at("shape").fail(
             f"unknown shape {shape_name!r}; use {', '.join(sorted(SHAPES))} or give `body` and `reply`"
         )
