@@ -335,6 +335,26 @@ def test_a_saved_value_goes_into_the_path_as_one_segment(
     assert s.requests[1][1] == "/c/..%2Fadmin%3Fx%3D1"
 
 
+@pytest.mark.parametrize(
+    ("saved", "words"),
+    [
+        ("c1\r\nX-Injected: yes", "holds a line break, not valid in a header"),
+        ({"an": "object"}, 'is {"an": "object"}; only a string or a number goes inside text'),
+    ],
+)
+def test_a_saved_value_that_cannot_be_a_header_errs_the_turn(
+    raw_service: Callable[[Handle], RawService], saved: Any, words: str
+) -> None:
+    s = raw_service(lambda h, body: h.answer(200, {"id": saved, "reply": "ok"}))
+    spec = custom(
+        [{"user": "a", "save": {"cid": "$.id"}}, {"user": "b", "headers": {"X-Id": "{{cid}}"}}]
+    )
+    result = run_scenario(spec, target_url=s.url)
+    assert result.verdict == ERRORED
+    assert result.reasons == [f"turn 2: {{{{cid}}}} {words}"]
+    assert len(s.requests) == 1
+
+
 def test_a_value_to_save_that_is_not_there_errs_the_turn(
     raw_service: Callable[[Handle], RawService],
 ) -> None:
