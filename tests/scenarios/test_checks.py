@@ -162,6 +162,14 @@ def test_patterns_run_in_linear_time_on_a_catastrophic_input() -> None:
     assert done.stderr == ""  # RE2 says nothing on stderr either
 
 
+def test_a_schema_that_loops_on_one_value_only_fails_its_check_without_raising() -> None:
+    schema = {"if": {"const": "spin"}, "then": {"$ref": "#"}}
+    c = check({"json_schema": schema})  # no probe of the file's reader meets "spin"
+    assert check_reply(c, '"calm"', {}, 1.0) is None
+    failure = check_reply(c, '"spin"', {}, 1.0)
+    assert failure is not None and "a loop" in failure.got
+
+
 def test_a_schema_made_in_code_never_fetches_its_reference() -> None:
     """Files are checked when read; a schema given in code still resolves nothing remote."""
     hits: list[str] = []

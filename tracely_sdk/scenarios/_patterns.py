@@ -155,7 +155,7 @@ def schema_problem(schema: Mapping[str, Any]) -> str | None:
     if has_pattern_properties and any(k == "unevaluatedProperties" for _, k, _ in _walk(schema)):
         return "patternProperties with unevaluatedProperties is not supported in scenario schemas"
     validator = schema_validator(schema)
-    probes: tuple[Any, ...] = (None, {}, [], "", 0)
+    probes: tuple[Any, ...] = (None, {}, [], "", 0, 0.5, True)
     try:
         for probe in probes:
             validator.is_valid(probe)
