@@ -252,7 +252,7 @@ class _RawHandler(BaseHTTPRequestHandler):
         self.server.requests.append((self.command, self.path, body, headers))
         self.server.handle(self, body)
 
-    do_GET = do_POST = _any
+    do_GET = do_POST = do_CONNECT = _any
 
     def answer(self, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
         data = body if isinstance(body, bytes) else json.dumps(body).encode()
@@ -586,3 +586,42 @@ def test_a_reply_too_deep_for_the_report_writers_is_errored_in_the_report(
     (case,) = json.loads(report.read_text())["cases"]
     assert case["verdict"] == ERRORED
     assert case["reasons"] == [f"turn 1: {s.url}/chat sent JSON nested more than 64 levels deep"]
+
+
+def test_a_proxy_the_environment_names_carries_the_turn(
+    raw_service: Callable[[Handle], RawService], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As urllib did: an http target through the proxy, an https one tunnelled through it."""
+
+    def proxy_handle(h: _RawHandler, body: Any) -> None:
+        if h.command == "CONNECT":
+            h.answer(403, {"error": "no tunnels here"})
+        else:
+            h.answer(200, {"reply": f"proxied {body['message']}"})
+
+    proxy = raw_service(proxy_handle)
+    port = proxy.server_address[1]
+    for name in ("no_proxy", "NO_PROXY", "HTTP_PROXY", "HTTPS_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("http_proxy", f"http://u:p%40ss@127.0.0.1:{port}")
+    monkeypatch.setenv("https_proxy", f"http://u:p%40ss@127.0.0.1:{port}")
+    monkeypatch.setenv("SECRET", "s3cret")
+    spec = scenario_from_data(
+        {
+            "name": "t",
+            "env": ["SECRET"],
+            "target": {"shape": "message", "headers": {"Authorization": "Bearer ${SECRET}"}},
+            "turns": [{"user": "a", "expect": [{"equals": "proxied a"}]}],
+        },
+        source="t.yaml",
+    )
+    result = run_scenario(spec, target_url="http://service.invalid:8080")
+    assert result.verdict == PASS, result.reasons
+    tunnelled = run_scenario(spec, target_url="https://service.invalid")
+    assert tunnelled.verdict == ERRORED and "403" in tunnelled.reasons[0]
+    (method, path, _, headers), (connect, address, _, tunnel_headers) = proxy.requests
+    assert (method, path) == ("POST", "http://service.invalid:8080/chat")
+    assert headers["proxy-authorization"] == "Basic dTpwQHNz"  # u:p@ss
+    assert (connect, address) == ("CONNECT", "service.invalid:443")
+    assert tunnel_headers["proxy-authorization"] == "Basic dTpwQHNz"
+    assert "authorization" not in tunnel_headers  # the service's credentials stay in the tunnel

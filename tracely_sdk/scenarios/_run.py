@@ -23,6 +23,7 @@ Its latency is that of the whole turn.
 
 from __future__ import annotations
 
+import base64
 import http.client
 import json
 import secrets
@@ -30,6 +31,7 @@ import socket
 import threading
 import time
 import urllib.parse
+import urllib.request
 import uuid
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -206,6 +208,28 @@ def _events(response: http.client.HTTPResponse, url: str) -> list[str]:
             data.append(value[1:] if value.startswith(" ") else value)
 
 
+def _proxy(
+    parts: urllib.parse.SplitResult,
+) -> tuple[urllib.parse.SplitResult, dict[str, str]] | None:
+    """The proxy the environment names for this URL (``HTTP(S)_PROXY``, less ``NO_PROXY``),
+    as urllib would use it, and the header that carries its credentials."""
+    proxy = urllib.request.getproxies().get(parts.scheme)
+    if not proxy or urllib.request.proxy_bypass(parts.netloc):
+        return None
+    via = urllib.parse.urlsplit(proxy if "://" in proxy else f"http://{proxy}")
+    try:
+        usable = via.scheme == "http" and bool(via.hostname) and via.port != 0
+    except ValueError:  # a port that is no number
+        usable = False
+    if not usable:
+        raise _Errored(f"the {parts.scheme} proxy {via.hostname} is not an http://HOST:PORT proxy")
+    authorization: dict[str, str] = {}
+    if via.username is not None:
+        token = f"{urllib.parse.unquote(via.username)}:{urllib.parse.unquote(via.password or '')}"
+        authorization["Proxy-Authorization"] = "Basic " + base64.b64encode(token.encode()).decode()
+    return via, authorization
+
+
 @dataclass
 class _Answer:
     status: int
@@ -223,8 +247,17 @@ def _exchange(
     if remaining <= 0:
         raise TimeoutError
     cls = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
-    connection = cls(parts.hostname or "", parts.port, timeout=remaining)
     target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    proxy = _proxy(parts)
+    if proxy is None:
+        connection = cls(parts.hostname or "", parts.port, timeout=remaining)
+    else:
+        via, authorization = proxy
+        connection = cls(via.hostname or "", via.port or 80, timeout=remaining)
+        if parts.scheme == "https":  # a tunnel: the proxy sees the host, never the request
+            connection.set_tunnel(parts.hostname or "", parts.port, headers=authorization)
+        else:
+            target, headers = url, {**headers, **authorization}
     with _Watchdog(connection, deadline) as watchdog:
         try:
             connection.request(method, target, body=data, headers=headers)
