@@ -1,0 +1,113 @@
+"""Recorded values as text in a page: JSON pretty-printed and coloured, long values cut.
+
+A value is untrusted and may be huge. Nothing longer than :data:`MAX_SHOWN` characters is
+laid out: the rest is one click away, either at ``full`` (a server page links to the raw
+value) or, in a static report that has no server, in a ``<textarea>`` inside a closed
+``<details>``, which the browser keeps as text and does not lay out until it is opened.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import orjson
+
+from tracely_sdk._html._markup import Html, Node, join, tag
+
+__all__ = ["MAX_SHOWN", "cut", "json_view", "text_of", "value_view"]
+
+# A value longer than this is cut, with a way to see the whole of it.
+MAX_SHOWN = 20_000
+# JSON this short (compact) stays on the line it is part of.
+_INLINE = 60
+# A value shown as text up to this length stays open; a longer one is collapsed.
+_OPEN = 240
+
+# The tokens of indented JSON worth a colour: a string (a key when a colon follows), a number,
+# a literal. Strings come first, so a number inside a string is part of the string.
+_JSON_TOKEN = re.compile(
+    r'("(?:[^"\\\n]|\\.)*")(\s*:)?|(-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?)|\b(true|false|null)\b'
+)
+
+
+def text_of(value: Any) -> str:
+    """A string as it is; anything else as indented JSON."""
+    if isinstance(value, str):
+        return value
+    return orjson.dumps(
+        value, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS, default=str
+    ).decode()
+
+
+def cut(text: str, limit: int = MAX_SHOWN) -> tuple[str, int]:
+    """``text`` cut to ``limit`` characters, and how many were cut off."""
+    if len(text) <= limit:
+        return text, 0
+    return text[:limit], len(text) - limit
+
+
+def json_view(text: str) -> Html:
+    """JSON text with its keys, strings, numbers and literals marked for colour."""
+    parts: list[Node] = []
+    at = 0
+    for token in _JSON_TOKEN.finditer(text):
+        parts.append(text[at : token.start()])
+        string, colon, number, literal = token.groups()
+        if string is not None:
+            parts.append(tag("span", string, class_="jk" if colon else "js"))
+            parts.append(colon)
+        elif number is not None:
+            parts.append(tag("span", number, class_="jn"))
+        else:
+            parts.append(tag("span", literal, class_="jl"))
+        at = token.end()
+    parts.append(text[at:])
+    return join(parts)
+
+
+def _rest(text: str, more: int, label: str, full: str | None) -> Html:
+    """The way to the whole ``text`` of a value cut ``more`` characters short: a link, or the
+    text kept out of the layout."""
+    size = f"{len(text):,} characters"
+    if full is not None:
+        return tag(
+            "p",
+            f"… {more:,} more characters not shown: ",
+            tag("a", f"the whole {label} ({size})", href=full),
+            class_="cut",
+        )
+    return tag(
+        "details",
+        tag("summary", f"… {more:,} more characters not shown: the whole {label} ({size})"),
+        tag("textarea", text, readonly=True, rows="12", aria_label=f"the whole {label}"),
+        class_="cut",
+    )
+
+
+def value_view(value: Any, label: str = "value", *, full: str | None = None) -> Html:
+    """A value as text: JSON pretty-printed and coloured, a short value on its line, a long
+    one collapsed under a summary with its size, and one past :data:`MAX_SHOWN` cut (see the
+    module docstring for ``full``)."""
+    is_json = not isinstance(value, str)
+    if is_json:
+        compact = orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS, default=str).decode()
+        if len(compact) <= _INLINE:
+            return tag("pre", json_view(compact), class_="inline json")
+    text = text_of(value)
+    shown, more = cut(text)
+    body = json_view(shown) if is_json else shown
+    rest = _rest(text, more, label, full) if more else None
+    if not more and len(text) <= _OPEN:
+        if "\n" not in text:
+            return tag("pre", body, class_="inline json" if is_json else "inline")
+        return tag("pre", body, class_="json" if is_json else None)
+    lines = shown.count("\n") + 1
+    what = f"{lines:,} lines, " if lines > 1 else ""
+    return tag(
+        "details",
+        tag("summary", f"{label} ({what}{len(text):,} characters)"),
+        tag("pre", body, class_="json" if is_json else None),
+        rest,
+        class_="value",
+    )
