@@ -80,7 +80,7 @@ li.r-tool{background:#dafbe1;border-color:#aceebb}
 .tool-call{font-size:13px}
 section.waterfall{margin:6px 0 10px}
 ol.waterfall{list-style:none;margin:0;padding:0;border:1px solid var(--line);border-radius:6px}
-li.w-row{display:grid;grid-template-columns:minmax(0,16em) minmax(0,1fr) minmax(0,9em);gap:8px;align-items:center;padding:2px 8px;border-top:1px solid var(--line)}
+li.w-row{display:grid;grid-template-columns:minmax(0,16em) minmax(0,1fr) auto;gap:8px;align-items:center;padding:2px 8px;border-top:1px solid var(--line)}
 li.w-row:first-child{border-top:0}
 li.w-row code{white-space:nowrap;overflow:hidden;text-overflow:ellipsis}
 svg.w-bar{display:block;width:100%;height:10px;background:var(--soft)}
@@ -93,7 +93,7 @@ li.step{grid-template-columns:minmax(0,1fr)}
 li.step>div.recorded{border-right:0;border-bottom:1px dashed var(--line)}
 input[type=search]{min-width:0;width:100%}
 .meta{grid-template-columns:minmax(0,1fr)}.meta dt{margin-top:4px}
-li.w-row{grid-template-columns:minmax(0,1fr) minmax(0,6em);grid-template-areas:"label time" "bar bar";row-gap:2px}
+li.w-row{grid-template-columns:minmax(0,1fr) auto;grid-template-areas:"label time" "bar bar";row-gap:2px}
 li.w-row .w-label{grid-area:label}li.w-row .w-time{grid-area:time;text-align:right}li.w-row svg.w-bar{grid-area:bar}
 li.msg{max-width:100%}
 table.diff thead{display:none}
