@@ -159,6 +159,8 @@ def test_a_trace_page_draws_its_waterfall_and_links_to_its_whole_recording(
     pages = Pages(store)
     shown = pages.trace(fixed, READER)
     assert shown.count('<li class="w-row">') == 3
+    assert '<ol class="timeline alone"' in shown  # a recording alone: one column, no replay
+    assert 'class="replay"' not in shown
     assert "43 in · 13 out tokens" in shown
     assert "15 in · 7 out tokens" in shown  # on the call itself
     assert f'href="/ui/traces/{fixed}/raw"' in shown

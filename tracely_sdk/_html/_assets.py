@@ -60,6 +60,8 @@ form.inline{display:inline}
 form.signout{float:right;margin:0 0 6px 10px}
 .error{color:var(--fail)}
 .pager{display:flex;gap:14px;margin:10px 0}
+ol.timeline.alone li.step{grid-template-columns:minmax(0,1fr)}ol.timeline.alone li.step:first-child{border-top:0}
+ol.timeline.alone li.step>div.recorded{border-right:0}
 .report:has(section.case-page.only) #index,.report section.case-page.only{display:block}
 .scroll{overflow-x:auto;max-width:100%}
 code,dd,td,.said{overflow-wrap:anywhere}

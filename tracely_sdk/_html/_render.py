@@ -73,7 +73,7 @@ def _recorded_value(step: Mapping[str, Any], key: str, field: str, full: str | N
     return tag("div", f"recorded {key}: ", value_view(value, key, full=full))
 
 
-def _step(step: Any, full: str | None = None) -> Html:
+def _step(step: Any, full: str | None = None, *, alone: bool = False) -> Html:
     if not isinstance(step, Mapping):  # "… [N more items]" in a stored run
         return tag("li", tag("div", str(step), class_="muted"), class_="step")
     outcome = str(step.get("outcome") or "")
@@ -99,6 +99,15 @@ def _step(step: Any, full: str | None = None) -> Html:
         ]
     else:
         recorded.append(tag("div", "not in the recording", class_="muted"))
+    if alone:
+        return tag(
+            "li",
+            tag("div", recorded, class_="recorded"),
+            class_=f"step o-{outcome.replace(' ', '-')}",
+            data_outcome=outcome,
+            data_label=step.get("label"),
+            tabindex="-1",
+        )
     replay: list[Node] = [
         tag(
             "div",
@@ -141,12 +150,21 @@ def _step(step: Any, full: str | None = None) -> Html:
     )
 
 
-def timeline_view(steps: Sequence[Any], *, right: str = "Replay", full: str | None = None) -> Html:
-    """The calls in ``seq`` order: the recording on the left, what the replay did on the right.
-    ``full`` is where the whole of a value cut short can be read (see
-    :func:`~tracely_sdk._html._values.value_view`)."""
+def timeline_view(
+    steps: Sequence[Any], *, right: str | None = "Replay", full: str | None = None
+) -> Html:
+    """The calls in ``seq`` order: the recording on the left, what the replay did on the right
+    (headed ``right``; None: a recording alone, one column). ``full`` is where the whole of a
+    value cut short can be read (see :func:`~tracely_sdk._html._values.value_view`)."""
     if not steps:
         return tag("p", "No tool or LLM calls were recorded.", class_="muted")
+    if right is None:
+        return tag(
+            "ol",
+            [_step(s, full, alone=True) for s in steps],
+            class_="timeline alone",
+            aria_label="calls in recorded order",
+        )
     return tag(
         "ol",
         tag("li", tag("div", "Recording"), tag("div", right), class_="head", aria_hidden="true"),

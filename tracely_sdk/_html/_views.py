@@ -365,7 +365,7 @@ class Pages:
                 started_at=case.bundle.get("started_at"),
                 ended_at=agent.get("ended_at") if isinstance(agent, Mapping) else None,
             ),
-            timeline_view(steps, right="Call", full=raw),
+            timeline_view(steps, right=None, full=raw),
             tag("p", tag("a", "the case as JSON", href=raw), class_="muted"),
         ]
         if viewer.csrf:
@@ -529,7 +529,7 @@ class Pages:
             tag("div", "output: ", value_view(recording.output, "output", full=raw)),
             waterfall_view(steps, started_at=recording.started_at, ended_at=ended),
             tag("h2", f"Calls ({len(steps)})"),
-            timeline_view(steps, right="Call", full=raw),
+            timeline_view(steps, right=None, full=raw),
             tag("p", tag("a", "the recording as JSON", href=raw), class_="muted"),
         ]
         if viewer.csrf:
