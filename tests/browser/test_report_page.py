@@ -211,6 +211,10 @@ def test_the_index_and_a_fail_case_fit_the_width_of_a_phone_and_a_desktop(
     bars = case.locator("ol.waterfall li.w-row")
     assert bars.count() == 3
     assert bars.evaluate_all("rows => rows.every(r => r.scrollWidth <= r.clientWidth)")
+    tracks = bars.locator("svg.w-bar").evaluate_all(
+        "bars => bars.map(b => { const r = b.getBoundingClientRect(); return [r.left, r.width]; })"
+    )
+    assert len({(round(x), round(w)) for x, w in tracks}) == 1  # one time axis for every call
     box = bars.nth(0).locator("svg.w-bar").bounding_box()
     assert box is not None and box["width"] > 100  # the bar has room at either width
     columns = case.locator("li.step").first.evaluate(

@@ -82,12 +82,12 @@ li.r-tool{background:#dafbe1;border-color:#aceebb}
 .tool-call{font-size:13px}
 section.waterfall{margin:6px 0 10px}
 ol.waterfall{list-style:none;margin:0;padding:0;border:1px solid var(--line);border-radius:6px}
-li.w-row{display:grid;grid-template-columns:minmax(0,16em) minmax(0,1fr) auto;gap:8px;align-items:center;padding:2px 8px;border-top:1px solid var(--line)}
+li.w-row{display:grid;grid-template-columns:minmax(0,16em) minmax(0,1fr) 12em;gap:8px;align-items:center;padding:2px 8px;border-top:1px solid var(--line)}
 li.w-row:first-child{border-top:0}
 li.w-row code{white-space:nowrap;overflow:hidden;text-overflow:ellipsis}
 svg.w-bar{display:block;width:100%;height:10px;background:var(--soft)}
 .w-llm{fill:#8250df}.w-tool{fill:#1a7f37}
-.w-time{font-size:12px;color:var(--muted);white-space:nowrap}
+.w-time{font-size:12px;color:var(--muted);white-space:nowrap;overflow:hidden;text-overflow:ellipsis}
 @media (max-width:700px){
 header.top,main{padding-left:10px;padding-right:10px}
 ol.timeline>li.head{display:none}
