@@ -217,6 +217,10 @@ def test_the_index_and_a_fail_case_fit_the_width_of_a_phone_and_a_desktop(
     assert len({(round(x), round(w)) for x, w in tracks}) == 1  # one time axis for every call
     box = bars.nth(0).locator("svg.w-bar").bounding_box()
     assert box is not None and box["width"] > 100  # the bar has room at either width
+    path = case.locator("table.diff td.path").first
+    assert path.inner_text() == "messages[0].content"
+    lines = "el => { const r = document.createRange(); r.selectNodeContents(el); return r.getClientRects().length; }"
+    assert path.evaluate(lines) == 1  # the path reads on one line, never a letter a line
     columns = case.locator("li.step").first.evaluate(
         "el => getComputedStyle(el).gridTemplateColumns.split(' ').length"
     )

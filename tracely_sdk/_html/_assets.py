@@ -100,7 +100,7 @@ li.w-row .w-label{grid-area:label}li.w-row .w-time{grid-area:time;text-align:rig
 li.msg{max-width:100%}
 table.diff thead{display:none}
 table.diff,table.diff tbody,table.diff tr,table.diff td{display:block;width:auto}
-table.diff td.path{white-space:normal;border-bottom:0;padding-bottom:0;font-weight:600}
+table.diff td.path{width:auto;white-space:normal;border-bottom:0;padding-bottom:0;font-weight:600}
 table.diff td[data-side]::before{content:attr(data-side);display:block;font-size:11px;color:var(--muted);text-transform:uppercase}
 }
 """
