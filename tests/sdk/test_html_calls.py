@@ -10,6 +10,8 @@ from html import unescape
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from examples import openai_agent, weather_agent
 from examples.llm_server import serve
@@ -23,6 +25,7 @@ from tracely_sdk._html._calls import (
     reply_view,
     waterfall_view,
 )
+from tracely_sdk._html._render import case_page
 from tracely_sdk._replay import recorded_calls
 
 HOSTILE = "<script>alert(1)</script>"
@@ -163,3 +166,64 @@ def test_the_waterfall_is_bounded_and_absent_without_times() -> None:
     assert drawn.count("<rect") == MAX_WATERFALL and "… 7 more calls" in drawn
     assert "<script>" not in drawn
     assert waterfall_view([{"label": "tools:t", "output": 1}]) is None
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.dictionaries(
+            st.sampled_from(
+                [
+                    "role",
+                    "content",
+                    "parts",
+                    "messages",
+                    "system",
+                    "tool_calls",
+                    "function",
+                    "name",
+                    "arguments",
+                    "type",
+                    "text",
+                    "choices",
+                    "message",
+                    "body",
+                    "usage",
+                    "started_at",
+                    "ended_at",
+                    "label",
+                    "functionCall",
+                    "tool_call",
+                    "response",
+                    "input",
+                ]
+            )
+            | st.text(max_size=5),
+            inner,
+            max_size=5,
+        )
+    ),
+    max_leaves=20,
+)
+
+
+def _step(value: Any) -> dict[str, Any]:
+    """A stored run's step holding ``value`` wherever a step holds a value."""
+    keys = ("recorded", "output", "error", "actual", "usage", "started_at", "differences")
+    return dict.fromkeys(keys, value)
+
+
+@settings(max_examples=120, deadline=None)
+@given(JSON)
+def test_any_recorded_value_renders_without_error_and_escaped(value: Any) -> None:
+    for html in (
+        conversation_view(value),
+        reply_view(value),
+        waterfall_view([value, {"label": HOSTILE, "started_at": 1, "ended_at": 2}]),
+        call_facts(value) if isinstance(value, dict) else None,
+        case_page(
+            {"verdict": "FAIL", "timeline": [value, {"label": "llm:m", "seq": 1, **_step(value)}]}
+        ),
+    ):
+        assert "<script" not in str(html or "")

@@ -16,10 +16,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import orjson
-
 from tracely_sdk._html._markup import Html, Node, join, tag
-from tracely_sdk._html._values import cut, value_view
+from tracely_sdk._html._values import cut, json_text, value_view
 
 __all__ = [
     "MAX_FIELDS",
@@ -44,7 +42,7 @@ _BAR_WIDTH = 1000
 
 
 def _compact(value: Any) -> str:
-    text = value if isinstance(value, str) else orjson.dumps(value, default=str).decode()
+    text = value if isinstance(value, str) else json_text(value)
     return cut(text, 400)[0] + ("…" if len(text) > 400 else "")
 
 
@@ -108,9 +106,12 @@ def _message(message: Any) -> tuple[str, list[Html]] | None:
         parts += [_block(b) for b in content]
     elif content is not None:
         return None
-    for call in message.get("tool_calls") or ():
+    calls = message.get("tool_calls")
+    for call in calls if isinstance(calls, list) else ():
         if isinstance(call, Mapping):
-            function = call.get("function") if isinstance(call.get("function"), Mapping) else call
+            function = call.get("function")
+            if not isinstance(function, Mapping):
+                function = call
             parts.append(_call(function.get("name"), function.get("arguments")))
     single = message.get("tool_call") or message.get("function_call")
     if isinstance(single, Mapping):

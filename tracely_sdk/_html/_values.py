@@ -8,6 +8,7 @@ value) or, in a static report that has no server, in a ``<textarea>`` inside a c
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -15,7 +16,7 @@ import orjson
 
 from tracely_sdk._html._markup import Html, Node, join, tag
 
-__all__ = ["MAX_SHOWN", "cut", "json_view", "text_of", "value_view"]
+__all__ = ["MAX_SHOWN", "cut", "json_text", "json_view", "text_of", "value_view"]
 
 # A value longer than this is cut, with a way to see the whole of it.
 MAX_SHOWN = 20_000
@@ -31,13 +32,18 @@ _JSON_TOKEN = re.compile(
 )
 
 
+def json_text(value: Any, *, indent: bool = False) -> str:
+    """``value`` as JSON text, whatever it holds: what JSON cannot say is written as text."""
+    option = orjson.OPT_NON_STR_KEYS | (orjson.OPT_INDENT_2 if indent else 0)
+    try:
+        return orjson.dumps(value, option=option, default=str).decode()
+    except TypeError:  # an integer past 64 bits, nesting past orjson's limit
+        return json.dumps(value, default=str, indent=2 if indent else None, ensure_ascii=False)
+
+
 def text_of(value: Any) -> str:
     """A string as it is; anything else as indented JSON."""
-    if isinstance(value, str):
-        return value
-    return orjson.dumps(
-        value, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS, default=str
-    ).decode()
+    return value if isinstance(value, str) else json_text(value, indent=True)
 
 
 def cut(text: str, limit: int = MAX_SHOWN) -> tuple[str, int]:
@@ -91,7 +97,7 @@ def value_view(value: Any, label: str = "value", *, full: str | None = None) -> 
     module docstring for ``full``)."""
     is_json = not isinstance(value, str)
     if is_json:
-        compact = orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS, default=str).decode()
+        compact = json_text(value)
         if len(compact) <= _INLINE:
             return tag("pre", json_view(compact), class_="inline json")
     text = text_of(value)

@@ -15,8 +15,6 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlencode
 
-import orjson
-
 from tracely_sdk._diff import diff_values
 from tracely_sdk._html._calls import waterfall_view
 from tracely_sdk._html._markup import Html, Node, join, tag
@@ -33,6 +31,7 @@ from tracely_sdk._html._render import (
     verdict_badge,
     when,
 )
+from tracely_sdk._html._values import json_text
 from tracely_sdk._replay import recorded_calls
 from tracely_sdk.errors import NotFound
 from tracely_sdk.store import Case, Recording, Run, Store
@@ -64,7 +63,7 @@ class Viewer:
 
 
 def _short(value: Any) -> str:
-    text = value if isinstance(value, str) else orjson.dumps(value, default=str).decode()
+    text = value if isinstance(value, str) else json_text(value)
     return text if len(text) <= _SHORT else text[: _SHORT - 1] + "…"
 
 
@@ -712,7 +711,7 @@ def recorded_content(bundle: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _json(value: Any) -> bytes:
-    return orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS, default=str)
+    return json_text(value, indent=True).encode()
 
 
 def _version(query: Mapping[str, str], key: str, default: int, numbers: Sequence[int]) -> int:
