@@ -123,11 +123,12 @@ def test_a_conversation_is_escaped_and_bounded() -> None:
     many.append({"role": HOSTILE, "content": "x"})
     chat = conversation_view(many) or ""
     assert "<script>" not in chat
-    assert chat.count('class="msg r-user"') == MAX_MESSAGES
-    assert "… 6 more messages" in chat
-    assert "the whole input: " in chat  # what was left out is one click away
+    assert chat.count('<li class="msg r-') == MAX_MESSAGES  # the first and the latest
+    assert chat.count('<li class="msg r-other">') == 1  # the last, with its role escaped
+    assert "… 6 earlier messages" in chat
+    assert "the whole input (" in chat  # what was left out is one click away
     long = conversation_view([{"role": "user", "content": "z" * 50_000}]) or ""
-    assert "more characters not shown here" in long and "the whole input: " in long
+    assert "more characters not shown here" in long and "the whole input (" in long
 
 
 def test_each_call_shows_its_duration_and_token_usage(weather: list[Any]) -> None:

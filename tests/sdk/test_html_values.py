@@ -53,3 +53,11 @@ def test_a_cut_value_keeps_the_whole_of_it_out_of_the_layout_in_a_report() -> No
     assert '<textarea readonly rows="12" aria-label="the whole output">&lt;script&gt;' in kept
     assert kept.endswith("THE END</textarea></details></details>")
     assert "<script>" not in shown
+
+
+def test_a_report_keeps_at_most_a_bounded_part_of_a_huge_value() -> None:
+    from tracely_sdk._html._values import MAX_KEPT
+
+    shown = value_view("z" * (MAX_KEPT + 10), "output")
+    assert "z" * MAX_KEPT + "</textarea>" in shown and "z" * (MAX_KEPT + 1) not in shown
+    assert "… 10 more characters: see the JSON report (--json)" in shown

@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tracely_sdk._html._markup import Html, Node, join, tag
-from tracely_sdk._html._values import cut, json_text, value_view
+from tracely_sdk._html._values import MAX_SHOWN, cut, json_text, text_of, value_view, whole_view
 
 __all__ = [
     "MAX_FIELDS",
@@ -30,7 +30,7 @@ __all__ = [
     "waterfall_view",
 ]
 
-# A conversation longer than this shows its first messages and says how many more there are.
+# A conversation shows at most this many messages: its first and its latest.
 MAX_MESSAGES = 60
 # An input's fields besides its messages (tools, options) shown one by one, at most this many.
 MAX_FIELDS = 20
@@ -139,27 +139,53 @@ def _messages(value: Any) -> tuple[list[Any], dict[str, Any]] | None:
     return None
 
 
+def _size(message: Any) -> int:
+    content = message.get("content") if isinstance(message, Mapping) else None
+    size = len(content) if isinstance(content, str) else len(json_text(message))
+    return min(size, _MESSAGE_SHOWN)
+
+
+def _chosen(messages: Sequence[Any]) -> list[int]:
+    """Which messages a conversation shows: the first (the system prompt, as a rule) and the
+    latest that fit in :data:`MAX_MESSAGES` and :data:`MAX_SHOWN` characters."""
+    budget = MAX_SHOWN - _size(messages[0])
+    latest: list[int] = []
+    for i in range(len(messages) - 1, 0, -1):
+        cost = _size(messages[i])
+        if len(latest) + 1 >= MAX_MESSAGES or (cost > budget and latest):
+            break
+        budget -= cost
+        latest.append(i)
+    return [0, *reversed(latest)]
+
+
 def conversation_view(value: Any, label: str = "input", *, full: str | None = None) -> Html | None:
     """An LLM call's input as a conversation, one message after another; None when it does
-    not hold messages (the caller shows it as a value)."""
+    not hold messages (the caller shows it as a value). A long one shows its first message
+    and its latest, and the way to the whole input."""
     found = _messages(value)
     if found is None or not found[0]:
         return None
     messages, rest = found
-    read = [_message(m) for m in messages[:MAX_MESSAGES]]
-    if any(m is None for m in read):
-        return None
-    items = [_turn(role, parts) for role, parts in (m for m in read if m is not None)]
-    if len(messages) > MAX_MESSAGES:
-        items.append(tag("li", f"… {len(messages) - MAX_MESSAGES} more messages", class_="muted"))
+    chosen = _chosen(messages)
+    read = [_message(messages[i]) for i in chosen]
+    items: list[Node] = []
+    before = -1
+    for i, message in zip(chosen, read, strict=True):
+        if message is None:
+            return None
+        if i > before + 1:
+            items.append(tag("li", f"… {i - before - 1} earlier messages", class_="muted"))
+        items.append(_turn(*message))
+        before = i
     chat = tag("ol", items, class_="chat", aria_label=f"{label}: {len(messages)} messages")
     more: list[Node] = []
     for key, field in list(rest.items())[:MAX_FIELDS]:
         more.append(tag("div", f"{key}: ", value_view(field, str(key), full=full)))
     if len(rest) > MAX_FIELDS:
         more.append(tag("div", f"… {len(rest) - MAX_FIELDS} more fields", class_="muted"))
-    if len(messages) > MAX_MESSAGES or _CUT_NOTE in chat:
-        more.append(tag("div", f"the whole {label}: ", value_view(value, label, full=full)))
+    if len(chosen) < len(messages) or _CUT_NOTE in chat:
+        more.append(whole_view(text_of(value), label, full=full))
     return join(chat, more)
 
 

@@ -10,16 +10,28 @@ from __future__ import annotations
 
 import json
 import re
+from html import escape
 from typing import Any
 
 import orjson
 
-from tracely_sdk._html._markup import Html, Node, join, tag
+from tracely_sdk._html._markup import Html, tag
 
-__all__ = ["MAX_SHOWN", "cut", "json_text", "json_view", "text_of", "value_view"]
+__all__ = [
+    "MAX_KEPT",
+    "MAX_SHOWN",
+    "cut",
+    "json_text",
+    "json_view",
+    "text_of",
+    "value_view",
+    "whole_view",
+]
 
 # A value longer than this is cut, with a way to see the whole of it.
 MAX_SHOWN = 20_000
+# A report keeps at most this much of a cut value (past that, the JSON report has it).
+MAX_KEPT = 1_000_000
 # JSON this short (compact) stays on the line it is part of.
 _INLINE = 60
 # A value shown as text up to this length stays open; a longer one is collapsed.
@@ -53,42 +65,46 @@ def cut(text: str, limit: int = MAX_SHOWN) -> tuple[str, int]:
     return text[:limit], len(text) - limit
 
 
+def _mark(token: re.Match[str]) -> str:
+    string, colon, number, literal = token.groups()
+    if string is not None:
+        return f'<span class="{"jk" if colon else "js"}">{escape(string)}</span>{colon or ""}'
+    if number is not None:
+        return f'<span class="jn">{number}</span>'
+    return f'<span class="jl">{literal}</span>'
+
+
 def json_view(text: str) -> Html:
-    """JSON text with its keys, strings, numbers and literals marked for colour."""
-    parts: list[Node] = []
+    """JSON text with its keys, strings, numbers and literals marked for colour (escaped)."""
+    # Written as strings, not with tag(): a long value has thousands of tokens.
+    parts: list[str] = []
     at = 0
     for token in _JSON_TOKEN.finditer(text):
-        parts.append(text[at : token.start()])
-        string, colon, number, literal = token.groups()
-        if string is not None:
-            parts.append(tag("span", string, class_="jk" if colon else "js"))
-            parts.append(colon)
-        elif number is not None:
-            parts.append(tag("span", number, class_="jn"))
-        else:
-            parts.append(tag("span", literal, class_="jl"))
+        parts.append(escape(text[at : token.start()]))
+        parts.append(_mark(token))
         at = token.end()
-    parts.append(text[at:])
-    return join(parts)
+    parts.append(escape(text[at:]))
+    return Html("".join(parts))
+
+
+def whole_view(text: str, label: str, *, full: str | None = None, note: str = "") -> Html:
+    """The way to the whole ``text`` of a value shown cut short: a link to ``full``, or (in a
+    report) the text in a closed ``<details>``, up to :data:`MAX_KEPT` characters."""
+    size = f"{len(text):,} characters"
+    if full is not None:
+        return tag("p", note, tag("a", f"the whole {label} ({size})", href=full), class_="cut")
+    kept, lost = cut(text, MAX_KEPT)
+    return tag(
+        "details",
+        tag("summary", note, f"the whole {label} ({size})"),
+        tag("textarea", kept, readonly=True, rows="12", aria_label=f"the whole {label}"),
+        tag("p", f"… {lost:,} more characters: see the JSON report (--json)") if lost else None,
+        class_="cut",
+    )
 
 
 def _rest(text: str, more: int, label: str, full: str | None) -> Html:
-    """The way to the whole ``text`` of a value cut ``more`` characters short: a link, or the
-    text kept out of the layout."""
-    size = f"{len(text):,} characters"
-    if full is not None:
-        return tag(
-            "p",
-            f"… {more:,} more characters not shown: ",
-            tag("a", f"the whole {label} ({size})", href=full),
-            class_="cut",
-        )
-    return tag(
-        "details",
-        tag("summary", f"… {more:,} more characters not shown: the whole {label} ({size})"),
-        tag("textarea", text, readonly=True, rows="12", aria_label=f"the whole {label}"),
-        class_="cut",
-    )
+    return whole_view(text, label, full=full, note=f"… {more:,} more characters not shown: ")
 
 
 def value_view(value: Any, label: str = "value", *, full: str | None = None) -> Html:
