@@ -255,6 +255,8 @@ def test_a_trace_a_case_and_a_run_fit_the_width_of_a_phone_and_a_desktop(
             f"/ui/runs/{seeded.run_id}",
             f"/ui/runs/{seeded.run_id}/cases/1",
             "/ui/traces",
+            "/ui/cases",
+            "/ui/runs",
         ):
             page.goto(server.url + path)
             assert page.evaluate(OVERFLOW) == 0, path

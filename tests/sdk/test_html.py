@@ -94,7 +94,13 @@ def test_a_report_carries_a_policy_that_allows_only_its_own_style_and_script() -
     assert head.index("Content-Security-Policy") < head.index("<style>")  # before what it guards
     rules = dict(rule.strip().split(" ", 1) for rule in unescape(policy).split(";"))
     assert rules["default-src"] == "'none'" and rules["base-uri"] == "'none'"
-    assert rules["form-action"] == "'none'" and rules["img-src"] == "data:"
+    assert rules["form-action"] == "'none'" and set(rules) == {
+        "default-src",
+        "style-src",
+        "script-src",
+        "base-uri",
+        "form-action",
+    }
     style = re.search(r"<style>(.*?)</style>", document, re.S)
     script = re.search(r"<script>(.*?)</script>", document, re.S)
     assert style is not None and script is not None

@@ -448,7 +448,7 @@ def _source_hash(text: str) -> str:
 # recorded value that made it into markup could neither run a script nor load anything.
 REPORT_CSP = (
     f"default-src 'none'; style-src {_source_hash(CSS)}; script-src {_source_hash(JS)}; "
-    "img-src data:; base-uri 'none'; form-action 'none'"
+    "base-uri 'none'; form-action 'none'"
 )
 
 
