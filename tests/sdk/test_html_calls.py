@@ -127,6 +127,9 @@ def test_a_conversation_is_escaped_and_bounded() -> None:
     assert chat.count('<li class="msg r-other">') == 1  # the last, with its role escaped
     assert "… 6 earlier messages" in chat
     assert "the whole input (" in chat  # what was left out is one click away
+    parts = [{"type": "text", "text": str(i)} for i in range(MAX_MESSAGES + 3)]
+    blocks = conversation_view([{"role": "user", "content": parts}]) or ""
+    assert blocks.count('class="said"') == MAX_MESSAGES and "… 3 more parts" in blocks
     long = conversation_view([{"role": "user", "content": "z" * 50_000}]) or ""
     assert "more characters not shown here" in long and "the whole input (" in long
 

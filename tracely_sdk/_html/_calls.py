@@ -30,7 +30,8 @@ __all__ = [
     "waterfall_view",
 ]
 
-# A conversation shows at most this many messages: its first and its latest.
+# A conversation shows at most this many messages (its first and its latest), and a message
+# at most this many parts.
 MAX_MESSAGES = 60
 # An input's fields besides its messages (tools, options) shown one by one, at most this many.
 MAX_FIELDS = 20
@@ -103,7 +104,9 @@ def _message(message: Any) -> tuple[str, list[Html]] | None:
     if isinstance(content, str):
         parts.append(_said(content))
     elif isinstance(content, list):
-        parts += [_block(b) for b in content]
+        parts += [_block(b) for b in content[:MAX_MESSAGES]]
+        if len(content) > MAX_MESSAGES:
+            parts.append(tag("div", f"… {len(content) - MAX_MESSAGES} more parts", class_="muted"))
     elif content is not None:
         return None
     calls = message.get("tool_calls")
