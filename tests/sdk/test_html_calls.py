@@ -170,6 +170,8 @@ def test_the_waterfall_is_bounded_and_absent_without_times() -> None:
     assert drawn.count("<rect") == MAX_WATERFALL and "… 7 more calls" in drawn
     assert "<script>" not in drawn
     assert waterfall_view([{"label": "tools:t", "output": 1}]) is None
+    one = waterfall_view([{"label": "tools:t", "started_at": 5, "ended_at": 9}]) or ""
+    assert "1 call in 0 µs" in one
 
 
 JSON = st.recursive(

@@ -40,4 +40,5 @@ def test_a_difference_of_strings_is_marked_and_others_are_json() -> None:
     assert "<th>version 1</th><th>version 2</th>" in table
     assert "a <del>cloudy</del> day" in table and "a <ins>sunny</ins> day" in table
     assert '<td data-side="version 2"><span class="absent">(absent)</span></td>' in table
+    assert '<pre class="json">[\n  <span class="jn">1</span>\n]</pre>' in table
     assert table.startswith('<div class="scroll"><table class="diff">')

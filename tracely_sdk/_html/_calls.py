@@ -323,7 +323,8 @@ def waterfall_view(
     if len(timed) > MAX_WATERFALL:
         rows.append(tag("li", f"… {len(timed) - MAX_WATERFALL} more calls", class_="muted"))
     usage = [u for s, _ in timed if (u := _tokens(s)) is not None]
-    summary = [f"{len(timed)} calls in {duration_text(end - start)}"]
+    calls = "1 call" if len(timed) == 1 else f"{len(timed)} calls"
+    summary = [f"{calls} in {duration_text(end - start)}"]
     if usage:
         summary.append(f"{sum(u[0] for u in usage):,} in · {sum(u[1] for u in usage):,} out tokens")
     return tag(

@@ -15,7 +15,7 @@ from difflib import SequenceMatcher
 from typing import Any
 
 from tracely_sdk._html._markup import Html, Node, join, tag
-from tracely_sdk._html._values import cut, text_of
+from tracely_sdk._html._values import cut, json_view, text_of
 
 __all__ = ["MAX_WORDS", "differences_view", "word_diff"]
 
@@ -76,8 +76,12 @@ def _row(d: Mapping[str, Any], labels: tuple[str, str]) -> Html:
             if side not in d:
                 sides.append(tag("span", "(absent)", class_="absent"))
                 continue
-            text, more = cut(text_of(d[side]))
-            sides.append(tag("pre", text, _more(more)))
+            value = d[side]
+            text, more = cut(text_of(value))
+            if isinstance(value, str):
+                sides.append(tag("pre", text, _more(more)))
+            else:
+                sides.append(tag("pre", json_view(text), _more(more), class_="json"))
     return tag(
         "tr",
         tag("td", d.get("path") or "(the whole value)", class_="path"),
