@@ -156,6 +156,7 @@ def test_a_trace_shows_its_calls_in_order_and_recorded_markup_as_text(
     assert links.count() == 4
     assert links.first.inner_text() == seeded.hostile  # newest first
     links.first.click()
+    page.wait_for_url(re.compile(rf"/ui/traces/{seeded.hostile}$"))
     assert page.locator("li.step").count() == 1
     assert page.locator("li.step").first.get_attribute("data-outcome") == "recorded"
     assert page.get_by_text(SCRIPT).first.is_visible()
