@@ -145,11 +145,17 @@ def summary_line(results: Sequence[CaseResult], elapsed: float | None = None) ->
     )
 
 
-def difference_lines(diff: str | None, divergences: Sequence[Mapping[str, Any]]) -> list[str]:
+def difference_lines(
+    diff: str | None, divergences: Sequence[Mapping[str, Any] | str]
+) -> list[str]:
     """What differed in a case, as indented text: each diverged call with its differences,
-    then the output's. A stored run's cases are shown with the same lines."""
+    then the output's. A stored run's cases are shown with the same lines (a divergence its
+    store collapsed to a note is shown as that note)."""
     lines = []
     for d in divergences:
+        if not isinstance(d, Mapping):
+            lines.append(str(d))
+            continue
         what = "different args" if d.get("field") == "args" else "a different input"
         lines.append(f"{d.get('entry') or d.get('label')} was served despite {what}:")
         lines += [

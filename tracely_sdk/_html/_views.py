@@ -34,7 +34,7 @@ from tracely_sdk._html._render import (
 from tracely_sdk._html._values import json_text
 from tracely_sdk._replay import recorded_calls
 from tracely_sdk.errors import NotFound
-from tracely_sdk.store import Case, Recording, Run, Store
+from tracely_sdk.store import Case, Recording, Run, Store, readable_case_result
 
 __all__ = ["PAGE_SIZE", "PageError", "Pages", "Viewer"]
 
@@ -631,7 +631,8 @@ class Pages:
         text = query.get("q") or None
         offset = _offset(query)
         run = self.store.get_run(run_id)
-        chosen = [(n, c) for n, c in enumerate(run.cases, start=1) if matches(c, verdict, text)]
+        cases = [readable_case_result(c) for c in run.cases]
+        chosen = [(n, c) for n, c in enumerate(cases, start=1) if matches(c, verdict, text)]
         shown = chosen[offset : offset + self.page_size]
         facts = [
             ("started", when(run.started_at)),
@@ -671,7 +672,7 @@ class Pages:
             raise PageError(
                 f"run {run.id} has cases 1 to {len(run.cases)}, not {number[:20]!r}", 404
             )
-        case = run.cases[int(number) - 1]
+        case = readable_case_result(run.cases[int(number) - 1])
         body = [
             tag("p", tag("a", f"← run {run.id}", href=self.url("runs", run.id))),
             case_page(case),

@@ -94,6 +94,7 @@ def cmd_list(args: argparse.Namespace, ctx: Context) -> int:
 
 def cmd_show(args: argparse.Namespace, ctx: Context) -> int:
     from tracely_sdk._reports import difference_lines
+    from tracely_sdk.store import readable_case_result
 
     run = ctx.store().get_run(args.run_id)
     if args.json:
@@ -113,7 +114,7 @@ def cmd_show(args: argparse.Namespace, ctx: Context) -> int:
             ("tracely", run.tracely_version),
         ]
     )
-    for case in run.cases:
+    for case in map(readable_case_result, run.cases):
         version = f" v{case['version']}" if case.get("version") is not None else ""
         out.line("")
         out.line(f"{case.get('verdict')} {case['case_id']}{version} ({case.get('name') or '-'})")

@@ -71,6 +71,7 @@ from tracely_sdk.store import (
     Recording,
     Run,
     Store,
+    check_case_result,
     open_store,
     redact_url,
     validate_case_id,
@@ -902,12 +903,32 @@ def _run_id(value: str) -> str:
     return value
 
 
+_SUMMARY_COUNTS = ("total", "passed", "failed", "incomplete", "errored", "lenient", "not_run")
+
+
+def _check_run_fields(body: dict[str, Any]) -> None:
+    """ValueError naming the field of a posted run whose type the run's readers cannot use:
+    a run is kept as sent, and its pages and ``tracely runs show`` read these fields."""
+    summary = body.get("summary")
+    if isinstance(summary, dict):
+        for key in _SUMMARY_COUNTS:
+            value = summary.get(key)
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
+                raise ValueError(f"summary.{key} must be an integer, got {value!r:.40}")
+    cases = body.get("cases")
+    if cases is not None and not isinstance(cases, list):
+        raise ValueError("cases must be a list of objects, each with a case_id")
+    for n, case in enumerate(cases or ()):
+        check_case_result(case, f"cases[{n}]")
+
+
 def _save_run(app: App, request: Request, params: dict[str, str]) -> Response:
     _query(request, frozenset())
     body = app.json_body(request)
     _fields(body, "the run", RUN_FIELDS, RUN_FIELDS - {"source", "otlp_endpoint", "cases"})
     _run_id(body["id"] if isinstance(body["id"], str) else "")
     try:
+        _check_run_fields(body)
         run = Run.from_dict(body)
     except (ValueError, TypeError) as exc:
         raise HTTPError(400, f"the run: {exc}", code="invalid") from None

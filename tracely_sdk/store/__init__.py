@@ -51,6 +51,8 @@ from tracely_sdk.store._model import (
     InvalidCase,
     Recording,
     Run,
+    check_case_result,
+    readable_case_result,
     redact_url,
     slugify,
     validate_case_id,

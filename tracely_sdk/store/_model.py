@@ -33,6 +33,8 @@ __all__ = [
     "Run",
     "bound_json",
     "bundle_weight",
+    "check_case_result",
+    "readable_case_result",
     "new_run_id",
     "dumps_json",
     "dumps_json_bytes",
@@ -494,6 +496,109 @@ def bound_case_result(case: Mapping[str, Any]) -> dict[str, Any]:
 
 
 RUN_MODES: Final = ("recorded", "lenient", "scenarios")
+
+# The type of each known field of a run's case (see Run): what its readers (the pages,
+# ``tracely runs show``, the reports) rely on. Unknown fields are kept as they came.
+_STR, _INT, _NUMBER, _BOOL, _OBJECT, _LIST, _STR_LIST, _ENTRIES = (
+    "a string",
+    "an integer",
+    "a number",
+    "true or false",
+    "an object",
+    "a list",
+    "a list of strings",
+    "a list of objects",
+)
+CASE_RESULT_TYPES: Final[Mapping[str, str]] = {
+    "case_id": _STR,
+    "version": _INT,
+    "name": _STR,
+    "tags": _STR_LIST,
+    "entrypoint": _STR,
+    "verdict": _STR,
+    "ok": _BOOL,
+    "reasons": _STR_LIST,
+    "diff": _STR,
+    "output_differences": _ENTRIES,
+    "mode": _STR,
+    "served": _LIST,
+    "unused": _LIST,
+    "diverged": _LIST,
+    "divergences": _ENTRIES,
+    "live": _LIST,
+    "live_patterns": _LIST,
+    "live_checks": _LIST,
+    "misses": _LIST,
+    "masked": _OBJECT,
+    "timeline": _ENTRIES,
+    "duration_s": _NUMBER,
+    "trace_id": _STR,
+    "agent_version": _STR,
+    "tracely_version": _STR,
+    "error": _OBJECT,
+    "traceback": _STR,
+    "scenario": _OBJECT,
+}
+
+
+def _has_type(value: Any, kind: str) -> bool:
+    if value is None:
+        return True  # every field but case_id may be null (checked by Run)
+    if kind == _STR:
+        return isinstance(value, str)
+    if kind == _INT:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if kind == _NUMBER:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if kind == _BOOL:
+        return isinstance(value, bool)
+    if kind == _OBJECT:
+        return isinstance(value, Mapping)
+    if not isinstance(value, (list, tuple)):
+        return False
+    if kind == _STR_LIST:
+        return all(isinstance(v, str) for v in value)
+    if kind == _ENTRIES:
+        # a string stands for an entry bound_case_result collapsed
+        return all(isinstance(v, (Mapping, str)) for v in value)
+    return True
+
+
+def check_case_result(case: Any, where: str = "the case") -> None:
+    """ValueError naming the first field of a run's case whose type its readers cannot use."""
+    if not isinstance(case, Mapping):
+        raise ValueError(f"{where} must be an object, got {_kind(case)}")
+    for name, kind in CASE_RESULT_TYPES.items():
+        if name in case and not _has_type(case[name], kind):
+            raise ValueError(f"{where}: {name} must be {kind} or null, got {_kind(case[name])}")
+
+
+def _kind(value: Any) -> str:
+    shown = orjson.dumps(value, default=str).decode()
+    return shown if len(shown) <= 40 else shown[:39] + "…"
+
+
+def readable_case_result(case: Mapping[str, Any]) -> dict[str, Any]:
+    """A stored case of a run as its readers can show it, even one kept by an older server that
+    took any type: each field of the wrong type is shown as its JSON text, in the place of a
+    value of the right type (the stored run itself is left as it is)."""
+    shown = dict(case)
+    for name, kind in CASE_RESULT_TYPES.items():
+        value = case.get(name)
+        if _has_type(value, kind):
+            continue
+        text = orjson.dumps(value, default=str).decode()
+        if kind == _STR:
+            shown[name] = text
+        elif kind in (_STR_LIST, _ENTRIES, _LIST):
+            items = value if isinstance(value, (list, tuple)) else [value]
+            ok = str if kind == _STR_LIST else (Mapping, str)
+            shown[name] = [
+                v if isinstance(v, ok) else orjson.dumps(v, default=str).decode() for v in items
+            ]
+        else:
+            shown[name] = None
+    return shown
 
 
 @dataclass(frozen=True)
