@@ -63,7 +63,7 @@ from tracely_sdk.server._ingest import (
     JournalError,
     Unavailable,
 )
-from tracely_sdk.server._ui import UI_ROUTES, is_local_host
+from tracely_sdk.server._ui import UI_ROUTES, is_local_host, is_same_origin
 from tracely_sdk.store import (
     Case,
     CaseVersion,
@@ -414,6 +414,15 @@ class App:
         ):
             # No token guards `tracely ui`: a page elsewhere must not reach it by DNS rebinding.
             raise HTTPError(400, "this server answers for 127.0.0.1 only")
+        if (
+            self.config.local_ui
+            and request.method not in ("GET", "HEAD", "OPTIONS")
+            and request.segments[0] != "ui"  # the pages' forms check it and say so as a page
+            and not is_same_origin(request)
+        ):
+            # No token guards `tracely ui` either against a page of another site that posts
+            # to 127.0.0.1 (a form or a fetch needs no DNS trick for that).
+            raise HTTPError(403, "a request from another site was refused")
         allowed: list[str] = []
         for route in ROUTES + PAGES:
             params = route.match(request.segments)

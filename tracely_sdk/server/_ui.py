@@ -42,7 +42,7 @@ from tracely_sdk.server._auth import READ, WRITE, Principal
 from tracely_sdk.server._http import Request, Response
 from tracely_sdk.store import InvalidCase
 
-__all__ = ["COOKIE", "PREFIX", "UI_ROUTES", "csrf_value", "is_local_host"]
+__all__ = ["COOKIE", "PREFIX", "UI_ROUTES", "csrf_value", "is_local_host", "is_same_origin"]
 
 PREFIX = "/ui"
 COOKIE = "tracely_token"
@@ -187,7 +187,7 @@ class _Visit:
     def form(self) -> dict[str, str] | Response:
         """The posted form, once it is shown to come from this server's own page."""
         request = self.request
-        if not _same_origin(request):
+        if not is_same_origin(request):
             return _html(
                 403, self.pages.error(403, "a form from another site was refused", Viewer())
             )
@@ -222,7 +222,7 @@ def is_local_host(host: str) -> bool:
     return _host_name(host) in _LOCAL_HOSTS
 
 
-def _same_origin(request: Request) -> bool:
+def is_same_origin(request: Request) -> bool:
     """Whether a posted form may come from this server's own page.
 
     ``Origin`` is checked when the browser sends it; ``null`` (a sandboxed frame, a page from

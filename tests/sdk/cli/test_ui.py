@@ -11,8 +11,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import orjson
 import pytest
 
+from tests.sdk.store._helpers import make_recording, make_run, trace_id
 from tracely_sdk.cli import main
 from tracely_sdk.store import SQLiteStore
 
@@ -50,8 +52,13 @@ class UI:
         self.stderr = ""
 
     def get(self, path: str, host: str | None = None) -> http.client.HTTPResponse:
+        return self.request("GET", path, {"Host": host} if host else {})
+
+    def request(
+        self, method: str, path: str, headers: dict[str, str], body: bytes | None = None
+    ) -> http.client.HTTPResponse:
         conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
-        conn.request("GET", path, headers={"Host": host} if host else {})
+        conn.request(method, path, body=body, headers=headers)
         response = conn.getresponse()
         response.read()
         conn.close()
@@ -116,3 +123,41 @@ def test_ui_answers_no_other_host_name(project: Path) -> None:
         assert ui.get("/api/cases", host="rebound.example:8712").status == 400
         assert ui.get("/ui/cases", host="rebound.example").status == 400
         assert ui.get("/api/cases", host=f"localhost:{ui.port}").status == 200
+
+
+def test_every_route_refuses_another_host_and_every_write_another_site(project: Path) -> None:
+    store = SQLiteStore(project / ".tracely" / "tracely.db")
+    store.put_recording(make_recording(1))
+    case = store.promote(trace_id(1), name="Paris")
+    store.close()
+    run = orjson.dumps(make_run(1).to_dict())
+    otlp = ("/v1/traces", {"Content-Type": "application/json"}, b'{"resourceSpans": []}')
+    json_ = {"Content-Type": "application/json"}
+    with running_ui(project) as ui:
+        here = f"127.0.0.1:{ui.port}"
+        rebound = f"rebind.attacker.example:{ui.port}"
+        # DNS rebinding: the attacker's name now points at 127.0.0.1, and the browser sends it
+        for method, path, headers, body in [
+            ("GET", "/api/traces", {}, None),
+            ("GET", f"/api/cases/{case.id}", {}, None),
+            ("POST", "/api/runs", json_, run),
+            ("DELETE", f"/api/cases/{case.id}", {}, None),
+            ("POST", *otlp),
+            ("GET", "/healthz", {}, None),
+        ]:
+            answer = ui.request(method, path, {**headers, "Host": rebound}, body)
+            assert answer.status == 400, (method, path, answer.status)
+        # A page of another site posting to 127.0.0.1 itself (no DNS trick needed)
+        for origin in ("https://attacker.example", "null", f"http://{rebound}"):
+            foreign = {"Host": here, "Origin": origin}
+            assert ui.request("POST", "/api/runs", {**json_, **foreign}, run).status == 403
+            assert ui.request("DELETE", f"/api/cases/{case.id}", foreign).status == 403
+            assert ui.request("POST", otlp[0], {**otlp[1], **foreign}, otlp[2]).status == 403
+        cross = {"Host": here, "Sec-Fetch-Site": "cross-site"}
+        assert ui.request("DELETE", f"/api/cases/{case.id}", cross).status == 403
+        assert ui.get(f"/api/cases/{case.id}").status == 200
+        assert ui.get("/api/runs").status == 200
+        # The same site, and a client that is no browser (no Origin), may write
+        same = {"Host": here, "Origin": f"http://{here}"}
+        assert ui.request("POST", "/api/runs", {**json_, **same}, run).status == 201
+        assert ui.request("DELETE", f"/api/cases/{case.id}", {"Host": here}).status == 204
