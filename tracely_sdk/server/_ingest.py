@@ -34,6 +34,7 @@ import os
 import queue
 import re
 import struct
+import sys
 import threading
 import time
 import zlib
@@ -651,6 +652,48 @@ def decode_journal(kind: int, payload: bytes) -> list[SpanRecord]:
     return records_from_otlp_json(payload)
 
 
+# What a decoded span costs beyond its values: the record, its ids and name, its dicts.
+_SPAN_OVERHEAD: Final = 512
+
+
+def held_size(records: Iterable[SpanRecord]) -> int:
+    """The bytes the decoded spans take in memory, as held until their trace is written.
+
+    Counted from what was decoded, not from the request: a small request can decode into much
+    more (many tiny attributes cost a hundred bytes each as Python objects, a few in protobuf),
+    and the bound on held bytes must hold whatever the shape of the spans. A value shared by
+    several spans (the resource of a batch) is counted once."""
+    total = 0
+    seen: set[int] = set()
+    stack: list[Any] = []
+    for record in records:
+        total += _SPAN_OVERHEAD + sys.getsizeof(record.name) + sys.getsizeof(record.status_message)
+        stack.append(record.attributes)
+        stack.append(record.resource)
+        for event in record.events:
+            total += _SPAN_OVERHEAD + sys.getsizeof(event.name)
+            stack.append(event.attributes)
+        while stack:
+            value = stack.pop()
+            if isinstance(value, (dict, list, tuple)):
+                if id(value) in seen:
+                    continue
+                seen.add(id(value))
+                total += sys.getsizeof(value)
+                if isinstance(value, dict):
+                    stack.extend(value.keys())
+                    stack.extend(value.values())
+                else:
+                    stack.extend(value)
+            elif isinstance(value, Mapping):
+                total += sys.getsizeof(value)
+                stack.extend(value.keys())
+                stack.extend(value.values())
+            else:
+                total += sys.getsizeof(value)
+    return total
+
+
 def _group(records: Iterable[SpanRecord]) -> dict[str, list[SpanRecord]]:
     by_trace: dict[str, list[SpanRecord]] = {}
     for record in records:
@@ -747,9 +790,8 @@ class IngestPipeline:
                     logger.error("journal segment %d: a record cannot be decoded: %s", segment, exc)
                     continue
                 with self._lock:
-                    self._add(
-                        _group(batch), segment, time.monotonic(), len(payload) / max(1, len(batch))
-                    )
+                    held = max(len(payload), held_size(batch))
+                    self._add(_group(batch), segment, time.monotonic(), held / max(1, len(batch)))
                 spans += len(batch)
                 records += 1
             # Recovery holds what was acknowledged whatever the bounds; relieve memory
@@ -829,19 +871,21 @@ class IngestPipeline:
         ``body``/``kind`` is the request as received, journaled as is when every span is
         taken; otherwise the spans taken are journaled as OTLP/JSON. Spans past the per-trace
         cap are rejected and counted in the receipt. ``size`` is the request's bytes as
-        decoded (default: ``body``'s), what the held-bytes bound counts.
+        decoded (default: ``body``'s), what the journal's bound counts; the held-bytes bound
+        counts the larger of it and the spans' size in memory (:func:`held_size`).
         """
         if not records:
             return Receipt(0)
         by_trace = _group(records)
         size = size if size is not None else len(body) if body is not None else 0
+        held = max(size, held_size(records))
         with self._lock:
             if self._closing:
                 raise Unavailable("the server is shutting down")
             if self._store_error is not None:
                 self.counters["requests_refused"] += 1
                 raise Unavailable(f"the store cannot be written ({self._store_error})", 5.0)
-            if self._held_bytes + self._reserved_bytes + size > self.max_held_bytes:
+            if self._held_bytes + self._reserved_bytes + held > self.max_held_bytes:
                 self.counters["requests_refused"] += 1
                 self._wake.set()
                 raise Backpressure("the server holds as many bytes of spans as it may")
@@ -862,7 +906,7 @@ class IngestPipeline:
                 raise Backpressure("the server holds as many spans as it may")
             taken, rejected, over = self._admit(by_trace)
             self._reserved += len(records)
-            self._reserved_bytes += size
+            self._reserved_bytes += held
         accepted = len(records) - rejected
         try:
             segment = -1
@@ -872,7 +916,7 @@ class IngestPipeline:
                     body, kind = orjson.dumps(encode_records_otlp_json(taken_records)), KIND_JSON
                 segment = self._journal(self.journal, kind, body)
             with self._lock:
-                self._add(taken, segment, time.monotonic(), size / len(records))
+                self._add(taken, segment, time.monotonic(), held / len(records))
                 self.counters["spans_accepted"] += accepted
                 self.counters["spans_rejected"] += rejected
             if segment >= 0 and self.journal is not None:
@@ -880,7 +924,7 @@ class IngestPipeline:
         finally:
             with self._lock:
                 self._reserved -= len(records)
-                self._reserved_bytes -= size
+                self._reserved_bytes -= held
         message = ""
         if rejected:
             message = (
