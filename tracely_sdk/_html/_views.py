@@ -40,6 +40,7 @@ __all__ = ["PAGE_SIZE", "PageError", "Pages", "Viewer"]
 
 PAGE_SIZE = 50
 _SHORT = 80
+_FACT = 500
 
 
 class PageError(ValueError):
@@ -65,6 +66,14 @@ class Viewer:
 def _short(value: Any) -> str:
     text = value if isinstance(value, str) else json_text(value)
     return text if len(text) <= _SHORT else text[: _SHORT - 1] + "…"
+
+
+def _fact(value: str | None) -> str | None:
+    """A name shown among a page's facts, cut (its JSON has it whole): a span's service or agent
+    name is whatever the exporter sent, megabytes of it as well."""
+    if value is None or len(value) <= _FACT:
+        return value
+    return f"{value[:_FACT]}… ({len(value) - _FACT} more characters)"
 
 
 def _table(headings: Sequence[str], rows: Node) -> Html:
@@ -232,7 +241,7 @@ class Pages:
             tag(
                 "tr",
                 tag("td", tag("a", c.id, href=self.url("cases", c.id))),
-                tag("td", c.name),
+                tag("td", _short(c.name)),
                 tag("td", c.version),
                 tag(
                     "td", [tag("a", t, href=self.url("cases", tag=t), class_="tag") for t in c.tags]
@@ -479,8 +488,8 @@ class Pages:
                 "tr",
                 tag("td", tag("a", r.trace_id, href=self.url("traces", r.trace_id), class_="mono")),
                 tag("td", when(r.started_at)),
-                tag("td", r.service),
-                tag("td", r.agent_name or "—"),
+                tag("td", _short(r.service)),
+                tag("td", _short(r.agent_name) if r.agent_name else "—"),
                 tag("td", r.status),
                 tag("td", _short(r.input)),
                 tag("td", _short(r.output)),
@@ -508,8 +517,8 @@ class Pages:
         recording: Recording = self.store.get_recording(trace_id)
         steps = recorded_calls(recording.bundle)
         facts = [
-            ("service", recording.service),
-            ("agent", recording.agent_name),
+            ("service", _fact(recording.service)),
+            ("agent", _fact(recording.agent_name)),
             ("started", when(recording.started_at)),
             ("status", recording.status),
             ("replay mode", recording.replay_mode),
@@ -554,7 +563,8 @@ class Pages:
                         type="text",
                         name="name",
                         required=True,
-                        value=recording.agent_name or "",
+                        # a default only: a name longer than the form may send is no help
+                        value=(recording.agent_name or "")[:_FACT],
                     ),
                 ),
                 tag("label", " case id ", tag("input", type="text", name="id")),
@@ -607,7 +617,7 @@ class Pages:
                     )
                     or "—",
                 ),
-                tag("td", r.source or "—"),
+                tag("td", _short(r.source) if r.source else "—"),
                 class_="row",
             )
             for r in shown
@@ -638,8 +648,8 @@ class Pages:
             ("started", when(run.started_at)),
             ("duration", f"{run.duration_s:.2f}s"),
             ("mode", run.mode),
-            ("store", run.source),
-            ("spans exported to", run.otlp_endpoint),
+            ("store", _fact(run.source)),
+            ("spans exported to", _fact(run.otlp_endpoint)),
             ("tracely", run.tracely_version),
         ]
         body = [
