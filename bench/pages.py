@@ -3,7 +3,7 @@
 Seeds a SQLite store with 10,000 recordings (the reference agent's shape: an LLM call, a tool
 call, an LLM call), promotes 1,000 of them to cases with tags, and keeps 20 replay runs of
 those 1,000 cases; adds one chat agent's trace of 200 LLM calls (each sent the conversation so
-far); then renders every list page (first and last page, filtered) and one of each detail page
+far) and one of 200 tool calls of 20 kB each way; then renders every list page (first and last page, filtered) and one of each detail page
 through :class:`tracely_sdk._html._views.Pages`, the functions the server calls, and prints the
 median and worst time of each over several rounds. The issue's target is under 200 ms of
 server time per page.
@@ -111,6 +111,30 @@ def long_run(calls: int) -> dict[str, Any]:
     )
 
 
+BIG_TRACE = "e" * 32
+
+
+def big_values_run(calls: int, size: int) -> dict[str, Any]:
+    """An agent of ``calls`` tool calls, each with arguments and a result of ``size`` bytes of
+    JSON in many small tokens (what the issue's 7 MiB ingest request held)."""
+    value = {"rows": [[n, f"r{n}", n % 2 == 0] for n in range(size // 20)]}
+    entries = [
+        {"seq": i + 1, "args": {"query": value}, "output": value, "started_at": BASE + i * 10**8,
+         "ended_at": BASE + i * 10**8 + 5 * 10**7}
+        for i in range(calls)
+    ]
+    return seal(
+        {
+            "format": FORMAT,
+            "trace_id": BIG_TRACE,
+            "service": "big-svc",
+            "started_at": BASE,
+            "tools": {"lookup": entries},
+            "agent": {"name": "big-agent", "input": {"args": [calls], "kwargs": {}}, "output": "ok"},
+        }
+    )
+
+
 def seed(store: SQLiteStore, recordings: int, cases: int) -> None:
     batch: list[Recording] = []
     for n in range(recordings):
@@ -189,6 +213,7 @@ def main() -> int:
                 f"seeded {args.recordings} recordings, {args.cases} cases, 20 runs in {time.perf_counter() - started:.1f}s"
             )
         store.put_recording(Recording.from_bundle(long_run(200)))  # kept once, by trace id
+        store.put_recording(Recording.from_bundle(big_values_run(200, 20_000)))
         pages = Pages(store)
         viewer = Viewer(csrf="x")
         run_id = store.list_runs(limit=1)[0].id
@@ -203,6 +228,9 @@ def main() -> int:
             ("traces, last page", lambda: pages.traces({"offset": last}, viewer)),
             ("one trace", lambda: pages.trace(f"{args.recordings // 2:032x}", viewer)),
             ("one trace, 200 LLM calls", lambda: pages.trace(LONG_TRACE, viewer)),
+            ("one trace, 200 × 20 kB", lambda: pages.trace(BIG_TRACE, viewer)),
+            ("  its last calls", lambda: pages.trace(BIG_TRACE, viewer, {"calls": "180"})),
+
             ("runs", lambda: pages.runs({}, viewer)),
             (f"one run ({args.cases} cases)", lambda: pages.run(run_id, {}, viewer)),
             ("one run, failed only", lambda: pages.run(run_id, {"verdict": "FAIL"}, viewer)),

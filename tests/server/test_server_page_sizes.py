@@ -11,8 +11,9 @@ from typing import Any
 
 import pytest
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.sdk.trace.export import SpanExportResult
 
-from server._support import ROOT, ServerProcess, wait_for
+from server._support import ROOT, ServerProcess, exporter, wait_for
 from server.test_server_ui import cookie_of, sign_in
 
 HUGE = 500_000
@@ -91,3 +92,56 @@ def test_names_of_megabytes_are_cut_in_the_lists(
     )
     assert listed.returncode == 0, listed.stderr
     assert trace_id in listed.stdout and len(listed.stdout) < 2_000
+
+
+CALLS = 200
+BOUND = 3_000_000  # bytes: CALLS_PAGE_SIZE calls, each of its values cut to 20,000 characters
+
+
+def big_agent(calls: int) -> None:
+    """An agent of ``calls`` tool calls, each with arguments and a result of about 20 kB of
+    JSON in many small tokens: a 7 MiB export, megabytes of page if shown at once."""
+    import tracely_sdk as tracely
+
+    rows = [[n, f"row-{n}", n % 3 == 0] for n in range(1000)]
+    with tracely.agent("big-agent", input=calls) as run:
+        for i in range(calls):
+            args = {"query": i, "rows": rows}
+            tracely.call_tool("lookup", lambda: {"page": i, "rows": rows}, args=args)
+        run.output = "done"
+
+
+def test_a_trace_of_hundreds_of_big_calls_is_shown_a_page_at_a_time(
+    served: Callable[..., ServerProcess], capture: Any
+) -> None:
+    server = served("--quiet-seconds", "0.2")
+    before = len(capture.spans)
+    big_agent(CALLS)
+    spans = capture.spans[before:]
+    send = exporter(server, token=server.tokens.ingest, timeout=60)
+    try:
+        assert send.export(spans) is SpanExportResult.SUCCESS
+    finally:
+        send.shutdown()
+    trace_id = format(spans[0].context.trace_id, "032x")
+    wait_for(lambda: server.recording(trace_id), what="the recording")
+    reader = Reader(server)
+
+    first = reader.page(f"/ui/traces/{trace_id}")
+    assert len(first) < BOUND
+    text = first.decode()
+    assert f"Calls ({CALLS})" in text and "calls 1 to 20 of 200" in text
+    assert f'href="/ui/traces/{trace_id}?calls=20#calls"' in text
+    last = reader.page(f"/ui/traces/{trace_id}?calls=180").decode()
+    assert len(last) < BOUND and "calls 181 to 200 of 200" in last and "later calls" not in last
+    assert f'href="/ui/traces/{trace_id}?calls=160#calls"' in last
+    beyond = server.get(
+        f"/ui/traces/{trace_id}?calls=200", token=None, headers={"Cookie": reader.cookie}
+    )
+    assert beyond.status == 404
+
+    promoted = server.request("POST", "/api/cases", {"trace_id": trace_id, "name": "big"})
+    assert promoted.status == 201, promoted
+    case_id = promoted.json()["id"]
+    case_page = reader.page(f"/ui/cases/{case_id}?calls=40").decode()
+    assert len(case_page) < BOUND and "calls 41 to 60 of 200" in case_page

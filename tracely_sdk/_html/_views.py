@@ -40,6 +40,8 @@ __all__ = ["PAGE_SIZE", "PageError", "Pages", "Viewer"]
 
 PAGE_SIZE = 50
 _SHORT = 80
+# The calls of a recording shown on one page of a trace or a case.
+CALLS_PAGE_SIZE = 20
 _FACT = 500
 
 
@@ -89,10 +91,10 @@ def _table(headings: Sequence[str], rows: Node) -> Html:
     )
 
 
-def _offset(query: Mapping[str, str]) -> int:
-    raw = query.get("offset") or "0"
+def _offset(query: Mapping[str, str], key: str = "offset") -> int:
+    raw = query.get(key) or "0"
     if not (raw.isascii() and raw.isdigit()) or len(raw) > 9:
-        raise PageError(f"offset must be a whole number of rows, got {raw[:20]!r}")
+        raise PageError(f"{key} must be a whole number of rows, got {raw[:20]!r}")
     return int(raw)
 
 
@@ -147,6 +149,36 @@ class Pages:
                 tag("a", "next →", href=self.url(*parts, **query, offset=offset + self.page_size))
             )
         return tag("nav", links, class_="pager", aria_label="pages")
+
+    def _calls(
+        self, steps: Sequence[Any], query: Mapping[str, str], full: str, *parts: str, **keep: Any
+    ) -> tuple[Node, Html]:
+        """A recording's calls, CALLS_PAGE_SIZE at a time from ``?calls=`` (its heading's
+        count is of them all): each value is cut already, so a page's size is bounded by a
+        constant whatever the recording holds. Returns (heading and links, the calls)."""
+        offset = _offset(query, "calls")
+        if offset and offset >= len(steps):
+            raise PageError(f"this recording has {len(steps)} calls, none from {offset + 1}", 404)
+        shown = steps[offset : offset + CALLS_PAGE_SIZE]
+        heading: list[Node] = [tag("h2", f"Calls ({len(steps)})", id="calls")]
+        if len(steps) > CALLS_PAGE_SIZE:
+            links: list[Node] = []
+            if offset > 0:
+                before = max(0, offset - CALLS_PAGE_SIZE)
+                href = self.url(*parts, **keep, calls=before) + "#calls"
+                links.append(tag("a", "← earlier calls", href=href))
+            links.append(
+                tag(
+                    "span",
+                    f"calls {offset + 1} to {offset + len(shown)} of {len(steps)}",
+                    class_="muted",
+                )
+            )
+            if offset + len(shown) < len(steps):
+                href = self.url(*parts, **keep, calls=offset + CALLS_PAGE_SIZE) + "#calls"
+                links.append(tag("a", "later calls →", href=href))
+            heading.append(tag("nav", join(links, " "), class_="pager", aria_label="calls"))
+        return heading, timeline_view(shown, right=None, full=full)
 
     def _hidden_csrf(self, viewer: Viewer) -> Html:
         return tag("input", type="hidden", name="csrf", value=viewer.csrf)
@@ -366,6 +398,9 @@ class Pages:
         ]
         if len(history) > 1:
             body.append(self._versions_diff(case, by_number[a], by_number[b], numbers))
+        calls_heading, calls = self._calls(
+            steps, query, raw, "cases", case.id, a=query.get("a"), b=query.get("b")
+        )
         body += [
             tag("h2", f"Recorded calls (version {case.version})"),
             waterfall_view(
@@ -373,7 +408,8 @@ class Pages:
                 started_at=case.bundle.get("started_at"),
                 ended_at=agent.get("ended_at") if isinstance(agent, Mapping) else None,
             ),
-            timeline_view(steps, right=None, full=raw),
+            calls_heading,
+            calls,
             tag("p", tag("a", "the case as JSON", href=raw), class_="muted"),
         ]
         if viewer.csrf:
@@ -512,7 +548,14 @@ class Pages:
         ]
         return self._page("Traces", body, viewer)
 
-    def trace(self, trace_id: str, viewer: Viewer, *, problem: str | None = None) -> str:
+    def trace(
+        self,
+        trace_id: str,
+        viewer: Viewer,
+        query: Mapping[str, str] | None = None,
+        *,
+        problem: str | None = None,
+    ) -> str:
         """One recorded trace: its facts, its calls in order, and (for a writer) the promote form."""
         recording: Recording = self.store.get_recording(trace_id)
         steps = recorded_calls(recording.bundle)
@@ -526,6 +569,7 @@ class Pages:
         raw = self.url("traces", recording.trace_id, "raw")
         agent = recording.bundle.get("agent")
         ended = agent.get("ended_at") if isinstance(agent, Mapping) else None
+        calls_heading, calls = self._calls(steps, query or {}, raw, "traces", recording.trace_id)
         body: list[Node] = [
             tag("h1", "Trace ", tag("code", recording.trace_id)),
             tag(
@@ -536,8 +580,8 @@ class Pages:
             tag("div", "input: ", value_view(recording.input, "input", full=raw)),
             tag("div", "output: ", value_view(recording.output, "output", full=raw)),
             waterfall_view(steps, started_at=recording.started_at, ended_at=ended),
-            tag("h2", f"Calls ({len(steps)})"),
-            timeline_view(steps, right=None, full=raw),
+            calls_heading,
+            calls,
             tag("p", tag("a", "the recording as JSON", href=raw), class_="muted"),
         ]
         if viewer.csrf:
