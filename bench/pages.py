@@ -119,8 +119,13 @@ def big_values_run(calls: int, size: int) -> dict[str, Any]:
     JSON in many small tokens (what the issue's 7 MiB ingest request held)."""
     value = {"rows": [[n, f"r{n}", n % 2 == 0] for n in range(size // 20)]}
     entries = [
-        {"seq": i + 1, "args": {"query": value}, "output": value, "started_at": BASE + i * 10**8,
-         "ended_at": BASE + i * 10**8 + 5 * 10**7}
+        {
+            "seq": i + 1,
+            "args": {"query": value},
+            "output": value,
+            "started_at": BASE + i * 10**8,
+            "ended_at": BASE + i * 10**8 + 5 * 10**7,
+        }
         for i in range(calls)
     ]
     return seal(
@@ -130,7 +135,11 @@ def big_values_run(calls: int, size: int) -> dict[str, Any]:
             "service": "big-svc",
             "started_at": BASE,
             "tools": {"lookup": entries},
-            "agent": {"name": "big-agent", "input": {"args": [calls], "kwargs": {}}, "output": "ok"},
+            "agent": {
+                "name": "big-agent",
+                "input": {"args": [calls], "kwargs": {}},
+                "output": "ok",
+            },
         }
     )
 
@@ -228,9 +237,8 @@ def main() -> int:
             ("traces, last page", lambda: pages.traces({"offset": last}, viewer)),
             ("one trace", lambda: pages.trace(f"{args.recordings // 2:032x}", viewer)),
             ("one trace, 200 LLM calls", lambda: pages.trace(LONG_TRACE, viewer)),
-            ("one trace, 200 × 20 kB", lambda: pages.trace(BIG_TRACE, viewer)),
+            ("one trace, 200 calls of 20 kB", lambda: pages.trace(BIG_TRACE, viewer)),
             ("  its last calls", lambda: pages.trace(BIG_TRACE, viewer, {"calls": "180"})),
-
             ("runs", lambda: pages.runs({}, viewer)),
             (f"one run ({args.cases} cases)", lambda: pages.run(run_id, {}, viewer)),
             ("one run, failed only", lambda: pages.run(run_id, {"verdict": "FAIL"}, viewer)),

@@ -145,9 +145,7 @@ def summary_line(results: Sequence[CaseResult], elapsed: float | None = None) ->
     )
 
 
-def difference_lines(
-    diff: str | None, divergences: Sequence[Mapping[str, Any] | str]
-) -> list[str]:
+def difference_lines(diff: str | None, divergences: Sequence[Mapping[str, Any] | str]) -> list[str]:
     """What differed in a case, as indented text: each diverged call with its differences,
     then the output's. A stored run's cases are shown with the same lines (a divergence its
     store collapsed to a note is shown as that note)."""

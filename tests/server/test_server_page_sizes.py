@@ -107,7 +107,7 @@ def big_agent(calls: int) -> None:
     with tracely.agent("big-agent", input=calls) as run:
         for i in range(calls):
             args = {"query": i, "rows": rows}
-            tracely.call_tool("lookup", lambda: {"page": i, "rows": rows}, args=args)
+            tracely.call_tool("lookup", lambda i=i: {"page": i, "rows": rows}, args=args)
         run.output = "done"
 
 

@@ -492,7 +492,11 @@ UI_ROUTES: tuple[tuple[str, str, Handler], ...] = (
     ("POST", PREFIX + "/cases/{case_id}/recapture", _recapture),
     ("GET", PREFIX + "/cases/{case_id}/raw", _raw(lambda p, a: p.case_json(a["case_id"]))),
     ("GET", PREFIX + "/traces", _page(lambda p, r, a, v: p.traces(_query(r), v))),
-    ("GET", PREFIX + "/traces/{trace_id}", _page(lambda p, r, a, v: p.trace(a["trace_id"], v, _query(r)))),
+    (
+        "GET",
+        PREFIX + "/traces/{trace_id}",
+        _page(lambda p, r, a, v: p.trace(a["trace_id"], v, _query(r))),
+    ),
     ("POST", PREFIX + "/traces/{trace_id}/promote", _promote),
     ("GET", PREFIX + "/traces/{trace_id}/raw", _raw(lambda p, a: p.trace_json(a["trace_id"]))),
     ("GET", PREFIX + "/runs", _page(lambda p, r, a, v: p.runs(_query(r), v))),
