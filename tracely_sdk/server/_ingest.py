@@ -665,32 +665,28 @@ def held_size(records: Iterable[SpanRecord]) -> int:
     several spans (the resource of a batch) is counted once."""
     total = 0
     seen: set[int] = set()
-    stack: list[Any] = []
+    size = sys.getsizeof
     for record in records:
-        total += _SPAN_OVERHEAD + sys.getsizeof(record.name) + sys.getsizeof(record.status_message)
-        stack.append(record.attributes)
-        stack.append(record.resource)
+        total += _SPAN_OVERHEAD + size(record.name) + size(record.status_message)
+        stack: list[Any] = [record.attributes, record.resource]
         for event in record.events:
-            total += _SPAN_OVERHEAD + sys.getsizeof(event.name)
+            total += _SPAN_OVERHEAD + size(event.name)
             stack.append(event.attributes)
         while stack:
             value = stack.pop()
-            if isinstance(value, (dict, list, tuple)):
-                if id(value) in seen:
-                    continue
-                seen.add(id(value))
-                total += sys.getsizeof(value)
-                if isinstance(value, dict):
-                    stack.extend(value.keys())
-                    stack.extend(value.values())
-                else:
-                    stack.extend(value)
-            elif isinstance(value, Mapping):
-                total += sys.getsizeof(value)
-                stack.extend(value.keys())
-                stack.extend(value.values())
+            if id(value) in seen:
+                continue
+            seen.add(id(value))
+            items = list(value.items()) if isinstance(value, Mapping) else None
+            if items is not None:
+                keys, values = [k for k, _ in items], [v for _, v in items]
+                total += size(value) + sum(map(size, keys))
             else:
-                total += sys.getsizeof(value)
+                values = list(value)
+                total += size(value)
+            # scalars summed at once; containers (arrays, kvlists) looked into
+            total += sum(map(size, values))
+            stack.extend(v for v in values if isinstance(v, (Mapping, list, tuple)))
     return total
 
 
