@@ -231,3 +231,20 @@ def test_a_start_time_the_store_cannot_hold_loses_no_trace(
     assert kept.started_at == MAX_STORED_INT  # clamped into the range the store holds
     assert kept.bundle["started_at"] == 2**64 - 1  # the recording itself is unchanged
     assert not list((tmp_path / "journal").glob("segment-*")), "nothing waits in the journal"
+
+
+def test_held_bytes_count_what_spans_take_in_memory(tmp_path: Path, weather_run: Any) -> None:
+    spans, _ = weather_run("Paris")
+    recs = records(spans)
+    # A string of ASCII and one character outside the BMP takes 4 bytes a character in memory,
+    # four times its UTF-8; an array nested in a kvlist takes its items' objects too.
+    wide = "x" * 1_000_000 + "\U0001f600"
+    nested = {"outer": {"inner": list(range(200_000))}}
+    for extra in ({"wide": wide}, nested):
+        big = dataclasses.replace(recs[0], attributes={**recs[0].attributes, **extra})
+        p = pipeline(tmp_path / str(len(extra)) / str(id(extra)), max_held_bytes=3_000_000)
+        with pytest.raises(Backpressure, match="holds as many bytes"):
+            p.submit([big], size=1_100_000)  # what the wire said
+        assert p.stats()["spans_in_memory"] == 0
+        assert p.submit(recs, size=1_100_000).accepted == len(recs)  # the same, flat, fits
+        p.shutdown()

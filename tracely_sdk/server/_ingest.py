@@ -664,29 +664,36 @@ def held_size(records: Iterable[SpanRecord]) -> int:
     and the bound on held bytes must hold whatever the shape of the spans. A value shared by
     several spans (the resource of a batch) is counted once."""
     total = 0
-    seen: set[int] = set()
-    size = sys.getsizeof
+    resources: set[int] = set()
     for record in records:
-        total += _SPAN_OVERHEAD + size(record.name) + size(record.status_message)
-        stack: list[Any] = [record.attributes, record.resource]
+        total += _SPAN_OVERHEAD + _size(record.name) + _size(record.status_message)
+        total += _mapping_size(record.attributes)
+        if id(record.resource) not in resources:
+            resources.add(id(record.resource))
+            total += _mapping_size(record.resource)
         for event in record.events:
-            total += _SPAN_OVERHEAD + size(event.name)
-            stack.append(event.attributes)
+            total += _SPAN_OVERHEAD + _size(event.name) + _mapping_size(event.attributes)
+    return total
+
+
+_size = sys.getsizeof
+_CONTAINERS: Final = frozenset({dict, list, tuple})
+
+
+def _mapping_size(values: Mapping[str, Any]) -> int:
+    """An attribute mapping's bytes: its table, keys and values, arrays and kvlists within.
+    The sums run in C (map), so that the common flat mapping costs little on the ingest path."""
+    # keys are strings (str.__sizeof__ is several times cheaper than sys.getsizeof)
+    total = _size(values) + sum(map(str.__sizeof__, values)) + sum(map(_size, values.values()))
+    if not _CONTAINERS.isdisjoint(map(type, values.values())):
+        stack = [v for v in values.values() if type(v) in _CONTAINERS]
         while stack:
             value = stack.pop()
-            if id(value) in seen:
-                continue
-            seen.add(id(value))
-            items = list(value.items()) if isinstance(value, Mapping) else None
-            if items is not None:
-                keys, values = [k for k, _ in items], [v for _, v in items]
-                total += size(value) + sum(map(size, keys))
-            else:
-                values = list(value)
-                total += size(value)
-            # scalars summed at once; containers (arrays, kvlists) looked into
-            total += sum(map(size, values))
-            stack.extend(v for v in values if isinstance(v, (Mapping, list, tuple)))
+            inner = list(value.values()) if isinstance(value, dict) else list(value)
+            if isinstance(value, dict):
+                total += sum(map(str.__sizeof__, value))
+            total += sum(map(_size, inner))
+            stack.extend(v for v in inner if type(v) in _CONTAINERS)
     return total
 
 
