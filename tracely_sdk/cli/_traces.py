@@ -247,7 +247,7 @@ def cmd_list(args: argparse.Namespace, ctx: Context) -> int:
         [
             r.trace_id,
             format_time(r.started_at),
-            shorten(r.agent_name or "-", 40),
+            shorten(r.agent_name or "-", 60),
             r.status + (f" ({r.replay_mode} replay)" if r.replay_mode else ""),
             str(call_count(r.bundle)),
             shorten(format_input(r.input), 60),
