@@ -30,7 +30,14 @@ from typing import Any, Final
 
 from tracely_sdk._runner import ERRORED, FAIL, INCOMPLETE, PASS, CaseResult
 from tracely_sdk.errors import NotFound, StoreError
-from tracely_sdk.scenarios._checks import Failure, TraceCalls, check_reply, check_trace
+from tracely_sdk.scenarios._checks import (
+    Failure,
+    NotEvaluated,
+    TraceCalls,
+    check_budget,
+    check_reply,
+    check_trace,
+)
 from tracely_sdk.scenarios._jsonpath import MISSING
 from tracely_sdk.scenarios._spec import Scenario, ScenarioError, Target, expand_env, fill
 
@@ -78,6 +85,7 @@ class TurnOutcome:
     error: str | None = None
     trace: str = "none"  # none | passed | failed | not evaluated: <why>
     calls: dict[str, Any] | None = None
+    unread: list[str] = field(default_factory=list)  # trace checks the trace could not decide
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -90,6 +98,7 @@ class TurnOutcome:
             "failures": [f.to_dict() for f in self.failures],
             "error": self.error,
             "trace_checks": self.trace,
+            "not_evaluated": list(self.unread),
             "calls": self.calls,
         }
 
@@ -185,7 +194,10 @@ def _attempt(
 def _trace_checks(
     scenario: Scenario, outcomes: list[TurnOutcome], source: TraceSource | None, check_traces: bool
 ) -> None:
-    wanted = [(o, t) for o, t in zip(outcomes, scenario.turns, strict=False) if t.trace_checks]
+    budget = scenario.max_tokens is not None and len(outcomes) == len(scenario.turns)
+    wanted = [
+        (o, t) for o, t in zip(outcomes, scenario.turns, strict=False) if t.trace_checks or budget
+    ]
     if not wanted:
         return
     if not check_traces:
@@ -201,6 +213,8 @@ def _trace_checks(
         return
     # One deadline for the whole conversation: the turns' traces were assembled meanwhile.
     deadline = time.monotonic() + source.timeout
+    complete = scenario.assume_complete or bool(scenario.span_format)
+    read: list[TraceCalls] = []
     for outcome, turn in wanted:
         try:
             recording = source.fetch(outcome.trace_id, deadline)
@@ -209,16 +223,40 @@ def _trace_checks(
             continue
         if recording is None:
             outcome.trace = (
-                f"not evaluated: trace {outcome.trace_id} did not reach {source.describe} within "
-                f"{source.timeout:g} s (does the service export its spans there, and continue "
-                "the traceparent it is sent?)"
+                f"not evaluated: no span of trace {outcome.trace_id} reached "
+                f"{source.describe} within {source.timeout:g} s, though the service answered; "
+                "does it export its spans there (OTEL_EXPORTER_OTLP_ENDPOINT), and continue the "
+                "traceparent it is sent?"
             )
             continue
         calls = TraceCalls.of(recording.bundle, recording.status)
+        read.append(calls)
         outcome.calls = calls.to_dict()
-        failures = [f for c in turn.trace_checks if (f := check_trace(c, calls)) is not None]
-        outcome.failures.extend(failures)
-        outcome.trace = "failed" if failures else "passed"
+        results = [check_trace(c, calls, assume_complete=complete) for c in turn.trace_checks]
+        _judged(outcome, results)
+    if budget and scenario.max_tokens is not None and outcomes:
+        last = outcomes[-1]
+        if len(read) == len(outcomes):
+            what = f"scenario max_tokens {scenario.max_tokens}"
+            result = check_budget(what, scenario.max_tokens, read, assume_complete=complete)
+            _judged(last, [result])
+        elif not last.trace.startswith("not evaluated"):
+            last.trace = "not evaluated: the scenario's max_tokens needs every turn's trace"
+
+
+def _judged(outcome: TurnOutcome, results: Sequence[Failure | NotEvaluated | None]) -> None:
+    """Record trace check results on a turn: failed, else not evaluated, else passed."""
+    if not results:
+        return
+    failed = [r for r in results if isinstance(r, Failure)]
+    outcome.failures.extend(failed)
+    outcome.unread.extend(str(r) for r in results if isinstance(r, NotEvaluated))
+    if failed or outcome.trace == "failed":
+        outcome.trace = "failed"
+    elif outcome.unread:
+        outcome.trace = "not evaluated: " + "; ".join(outcome.unread)
+    else:
+        outcome.trace = "passed"
 
 
 def _clip(value: Any, limit: int = 200) -> str:
@@ -233,6 +271,8 @@ def _attempt_verdict(outcomes: Sequence[TurnOutcome]) -> tuple[str, list[str]]:
             return ERRORED, [f"turn {o.index}: {o.error}"]
         reasons.extend(f"turn {o.index}: {f}" for f in o.failures)
     if reasons:
+        # What could not be decided is said too: fixing the failure leaves it to settle.
+        reasons.extend(f"turn {o.index}: {u}" for o in outcomes for u in o.unread)
         return FAIL, reasons
     unchecked = [
         f"turn {o.index}: trace checks {o.trace}"
