@@ -291,18 +291,19 @@ def _turn_of(recording: Any) -> dict[str, Any]:
     return turn
 
 
-def _conversation(store: Any, conversation: str, scan: int = 5000) -> list[Any]:
+def _conversation(store: Any, conversation: str, scan: int = 1000) -> list[Any]:
     """The recorded turns of ``conversation`` (``gen_ai.conversation.id`` / ``session.id``),
     oldest first, among the ``scan`` most recent recordings."""
     found: list[Any] = []
-    page = 200
+    page = 100
     for offset in range(0, scan, page):
         batch = store.list_recordings(limit=page, offset=offset)
-        found.extend(
+        turns = [
             r for r in batch if (r.bundle.get("trace") or {}).get("conversation") == conversation
-        )
-        if len(batch) < page:
-            break
+        ]
+        found.extend(turns)
+        if len(batch) < page or (found and not turns):
+            break  # a conversation's turns are recorded together: past them, none is left
     if not found:
         raise ConfigError(
             f"no recorded trace of conversation {conversation!r} among the {scan} most recent "
