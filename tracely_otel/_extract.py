@@ -525,7 +525,7 @@ def _summary(
             call["seq"] = seq_of[record.span_id]
             for key in ("args", "result", "input"):
                 call.pop(key, None)
-        elif isinstance(result, ExtractedCall) and call["by"] == "tracely":
+        elif isinstance(result, ExtractedCall):
             entry = result.entry
             if "args" in entry:
                 call["args"] = entry["args"]

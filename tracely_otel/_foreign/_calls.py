@@ -208,8 +208,8 @@ def _llm(
         usage = tuple(read.entry["usage"])
     if usage[0] is not None and usage[1] is not None:
         call["usage"] = [usage[0], usage[1]]
-    if isinstance(read, ExtractedCall) and "input" in read.entry:
-        call["input"] = read.entry["input"]
+    if isinstance(read, ExtractedCall) or source == "tracely":
+        pass  # its input is the read's entry: the extractor names or copies it
     elif source == "openinference" and "input.value" in attrs:
         call["input"] = _json(attrs["input.value"])
     elif A.GEN_AI_INPUT_MESSAGES in attrs:
