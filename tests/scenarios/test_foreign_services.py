@@ -294,3 +294,22 @@ def test_a_scenario_is_written_from_a_recorded_conversation(
     status, out, report = cli("scenarios", "run", str(written), "--target", target.url)
     assert status == 0, out
     assert verdicts(report) == {"orders": "PASS"}
+
+
+def test_a_turn_with_no_model_call_gives_its_user_message_where_the_trace_holds_it(
+    service: tuple[Service, str], cli: Run, tmp_path: Path
+) -> None:
+    target, span_format = service
+    report = run(
+        cli, tmp_path, target.url, {"id": "chat", "assume_complete": True, "turns": [CHAT_TURN]}
+    )
+    assert verdicts(report) == {"chat": "PASS"}, report["out"]
+    (turn,) = turns(report, "chat")
+    written = tmp_path / "chat.yaml"
+    status, out, _ = cli("scenarios", "new", "--from-trace", turn["trace_id"], "-o", str(written))
+    if span_format == "otel-genai":  # the invoke_agent span holds the user's message
+        assert status == 0, out
+        assert yaml.safe_load(written.read_text())["turns"][0]["user"] == "thanks!"
+    else:  # only the request's span: the message is nowhere in the trace, and that is said
+        assert status == 2
+        assert "no user message in it" in out and "gen_ai.input.messages" in out
