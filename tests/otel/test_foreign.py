@@ -1895,3 +1895,17 @@ def test_calls_started_in_one_millisecond_keep_the_order_they_arrived_in() -> No
     bundle = bundle_from_spans([first, second])
     assert bundle is not None
     assert [c["name"] for c in bundle["trace"]["calls"]] == ["lookup_order", "issue_refund"]
+
+
+def test_a_tool_call_with_arguments_too_deep_for_a_bundle_is_kept_with_them_as_text() -> None:
+    deep = "[" * 300 + "]" * 300
+    attrs = {
+        "gen_ai.operation.name": "execute_tool",
+        "gen_ai.tool.name": "t",
+        "gen_ai.tool.call.arguments": deep,
+    }
+    bundle = bundle_from_spans([span("execute_tool t", attrs)])
+    assert bundle is not None
+    (call,) = bundle["trace"]["calls"]
+    assert (call["name"], call["args"]) == ("t", deep)
+    validate_bundle(orjson.loads(orjson.dumps(bundle)))

@@ -35,6 +35,7 @@ from typing import Any, Final
 import orjson
 
 from tracely_otel import _attributes as A
+from tracely_otel._bundle import value_problem
 from tracely_otel._foreign._common import (
     _LLM_OPERATIONS,
     _OI_KIND,
@@ -69,14 +70,16 @@ _CONVERSATION_KEYS: Final = (
 
 
 def _json(value: Any) -> Any:
-    """An attribute that may hold JSON text, parsed when it does."""
+    """An attribute that may hold JSON text, parsed when it does and the parse is a value a
+    bundle can hold (else the text itself: a call is never lost to its values)."""
     if isinstance(value, str):
         stripped = value.strip()
         if stripped[:1] in ("{", "[", '"'):
             try:
-                return orjson.loads(stripped)
+                parsed = orjson.loads(stripped)
             except (orjson.JSONDecodeError, ValueError, TypeError):
                 return value
+            return value if value_problem(parsed) is not None else parsed
         return value
     return _plain(value)
 
