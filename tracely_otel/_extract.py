@@ -539,7 +539,15 @@ def _summary(
     summary: TraceSummary = {
         "spans": len(records),
         "calls": calls,
-        "errored": sorted({r.name for r in records if r.status_code == "ERROR" and r.is_root}),
+        # A root: no parent, a remote one, or one that is not in the trace (an SDK that does
+        # not flag a remote parent).
+        "errored": sorted(
+            {
+                r.name
+                for r in records
+                if r.status_code == "ERROR" and (r.is_root or r.parent_span_id not in by_id)
+            }
+        ),
     }
     services = sorted({s for r in records if isinstance(s := r.resource.get("service.name"), str)})
     if services:

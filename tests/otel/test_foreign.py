@@ -1909,3 +1909,15 @@ def test_a_tool_call_with_arguments_too_deep_for_a_bundle_is_kept_with_them_as_t
     (call,) = bundle["trace"]["calls"]
     assert (call["name"], call["args"]) == ("t", deep)
     validate_bundle(orjson.loads(orjson.dumps(bundle)))
+
+
+def test_a_failed_root_span_is_named_even_when_its_remote_parent_is_not_flagged() -> None:
+    request = span("POST /chat", {"http.route": "/chat"}, status="ERROR", parent="00000000000000ff")
+    agent = span(
+        "invoke_agent a",
+        {"gen_ai.operation.name": "invoke_agent"},
+        span_id="00000000000000a2",
+        parent="00000000000000a1",
+    )
+    bundle = bundle_from_spans([request, agent])
+    assert bundle is not None and bundle["trace"]["errored"] == ["POST /chat"]
