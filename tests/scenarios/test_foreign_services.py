@@ -88,10 +88,12 @@ def service(
 Run = Callable[..., tuple[int, str, dict[str, Any]]]
 
 
-def run(cli: Run, tmp_path: Path, target: str, scenario: dict[str, Any]) -> dict[str, Any]:
+def run(
+    cli: Run, tmp_path: Path, target: str, scenario: dict[str, Any], *options: str
+) -> dict[str, Any]:
     path = tmp_path / f"{scenario['id']}.json"
     path.write_text(json.dumps({"target": {"shape": "message"}, **scenario}))
-    status, out, report = cli("scenarios", "run", str(path), "--target", target)
+    status, out, report = cli("scenarios", "run", str(path), "--target", target, *options)
     report["status"], report["out"] = status, out
     return report
 
@@ -137,6 +139,8 @@ def test_every_check_passes_on_a_service_that_behaves(
             "max_tokens": 400,
             "turns": [ORDER_TURN, CHAT_TURN],
         },
+        "--html",
+        str(tmp_path / "report.html"),
     )
     assert report["status"] == 0, report["out"]
     first, second = turns(report, "order-status")
@@ -147,6 +151,8 @@ def test_every_check_passes_on_a_service_that_behaves(
     assert first["calls"]["held"]["tool"] == {span_format: 1}
     assert first["calls"]["held"]["llm"] == {span_format: 1}
     assert second["calls"]["held"]["spans"] >= 1  # the turn's trace arrived, with no call in it
+    page = (tmp_path / "report.html").read_text()
+    assert f"tool: {span_format} 1; llm: {span_format} 1" in page  # who made the turn's calls
 
 
 def test_the_false_passes_of_a_refund_now_fail(
