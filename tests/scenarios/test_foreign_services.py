@@ -240,7 +240,7 @@ def test_a_check_the_trace_cannot_decide_is_incomplete_unless_the_scenario_opts_
     assert report["status"] == 1
     assert verdicts(report) == {"just-chat": "INCOMPLETE"}
     (turn,) = turns(report, "just-chat")
-    assert turn["trace_checks"].startswith("not evaluated: max_llm_calls 0: not evaluated: ")
+    assert turn["trace_checks"].startswith("not evaluated: max_llm_calls 0: the trace's ")
     assert "hold no span read as an LLM call" in turn["trace_checks"]
     assert "hold no span read as a tool call" in turn["trace_checks"]
     assert "did not reach" not in turn["trace_checks"]  # the trace arrived

@@ -85,7 +85,7 @@ class TurnOutcome:
     error: str | None = None
     trace: str = "none"  # none | passed | failed | not evaluated: <why>
     calls: dict[str, Any] | None = None
-    unread: list[str] = field(default_factory=list)  # trace checks the trace could not decide
+    unread: list[NotEvaluated] = field(default_factory=list)  # checks the trace cannot decide
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -98,7 +98,7 @@ class TurnOutcome:
             "failures": [f.to_dict() for f in self.failures],
             "error": self.error,
             "trace_checks": self.trace,
-            "not_evaluated": list(self.unread),
+            "not_evaluated": [u.to_dict() for u in self.unread],
             "calls": self.calls,
         }
 
@@ -250,11 +250,11 @@ def _judged(outcome: TurnOutcome, results: Sequence[Failure | NotEvaluated | Non
         return
     failed = [r for r in results if isinstance(r, Failure)]
     outcome.failures.extend(failed)
-    outcome.unread.extend(str(r) for r in results if isinstance(r, NotEvaluated))
+    outcome.unread.extend(r for r in results if isinstance(r, NotEvaluated))
     if failed or outcome.trace == "failed":
         outcome.trace = "failed"
     elif outcome.unread:
-        outcome.trace = "not evaluated: " + "; ".join(outcome.unread)
+        outcome.trace = "not evaluated: " + "; ".join(f"{u.check}: {u.why}" for u in outcome.unread)
     else:
         outcome.trace = "passed"
 
