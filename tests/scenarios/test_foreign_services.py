@@ -16,6 +16,7 @@ from __future__ import annotations
 import fcntl
 import json
 import shutil
+import socket
 import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -243,7 +244,7 @@ def test_a_check_the_trace_cannot_decide_is_incomplete_unless_the_scenario_opts_
     assert turn["trace_checks"].startswith("not evaluated: max_llm_calls 0: the trace's ")
     assert "hold no span read as an LLM call" in turn["trace_checks"]
     assert "hold no span read as a tool call" in turn["trace_checks"]
-    assert "did not reach" not in turn["trace_checks"]  # the trace arrived
+    assert "no span of trace" not in turn["trace_checks"]  # the trace arrived
     assert turn["calls"]["held"]["spans"] >= 1
 
     report = run(cli, tmp_path, target.url, {**scenario, "assume_complete": True})
@@ -319,3 +320,32 @@ def test_a_turn_with_no_model_call_gives_its_user_message_where_the_trace_holds_
     else:  # only the request's span: the message is nowhere in the trace, and that is said
         assert status == 2
         assert "no user message in it" in out and "gen_ai.input.messages" in out
+
+
+def test_a_trace_that_never_arrives_is_incomplete_saying_what_was_not_received(
+    start_service: Callable[..., Service],
+    llm: str,
+    cli: Run,
+    tmp_path: Path,
+) -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        nowhere = {"OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{sock.getsockname()[1]}"}
+    lost = start_service(str(OI_SERVICE), "--llm", llm, env=nowhere)
+    path = tmp_path / "lost.json"
+    path.write_text(
+        json.dumps(
+            {
+                "target": {"shape": "message"},
+                "turns": [{"user": "Where is my order 42?", "trace": [{"no_errors": True}]}],
+            }
+        )
+    )
+    status, _, report = cli(
+        "scenarios", "run", str(path), "--target", lost.url, "--trace-timeout", "1"
+    )
+    assert status == 1
+    assert verdicts(report) == {"lost": "INCOMPLETE"}
+    (reason,) = reasons(report)
+    assert reason.startswith("turn 1: trace checks not evaluated: no span of trace ")
+    assert "within 1 s, though the service answered" in reason

@@ -226,7 +226,9 @@ def _trace_checks(
                 f"not evaluated: no span of trace {outcome.trace_id} reached "
                 f"{source.describe} within {source.timeout:g} s, though the service answered; "
                 "does it export its spans there (OTEL_EXPORTER_OTLP_ENDPOINT), and continue the "
-                "traceparent it is sent?"
+                "traceparent it is sent? (A trace with no agent, tool or LLM span is recorded "
+                "only if its spans keep the tracestate the turn was sent with, as the W3C "
+                "propagator does.)"
             )
             continue
         calls = TraceCalls.of(recording.bundle, recording.status)
