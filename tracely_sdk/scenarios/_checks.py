@@ -178,7 +178,7 @@ class TraceCalls:
 
     calls: tuple[Call, ...]
     spans: int = 0
-    errored: tuple[str, ...] = ()  # the trace's root spans that failed
+    errored: tuple[str, ...] = ()  # what failed at the top of the trace, as a report says it
     counted: Mapping[str, int] = field(default_factory=dict)
 
     @property
@@ -235,9 +235,9 @@ class TraceCalls:
             )
             if item.get("by") == "tracely" and isinstance(item.get("counted"), Mapping):
                 counted.update(item["counted"])
-        errored = tuple(str(e) for e in summary.get("errored") or ())
-        if status == "error" and not errored:
-            errored = ("the agent run",)
+        errored = tuple(f"the turn's root span {e}" for e in summary.get("errored") or ())
+        if status == "error" and not errored and not any(c.error for c in calls):
+            errored = ("the turn's agent run",)
         spans = summary.get("spans")
         return cls(tuple(calls), spans if isinstance(spans, int) else 0, errored, counted)
 
@@ -276,7 +276,7 @@ class TraceCalls:
         calls.sort(key=lambda c: c[0])
         # tracely's own agent run records its calls: no entry of a kind is evidence of none.
         counted = {"tools": 0, "llm": 0} if isinstance(bundle.get("agent"), Mapping) else {}
-        errored = ("the agent run",) if status == "error" else ()
+        errored = ("the turn's root span",) if status == "error" else ()
         return cls(tuple(c for _, c in calls), 0, errored, counted)
 
     def held(self) -> dict[str, Any]:
@@ -415,7 +415,7 @@ def check_trace(
         failed = [
             f"{'tools' if c.kind == 'tool' else c.kind}:{c.name}" for c in calls.calls if c.error
         ]
-        failed += [f"the turn's root span {e}" for e in calls.errored]
+        failed += calls.errored
         if failed:
             return Failure(what, "no call errored", f"errored: {', '.join(failed)}")
         return None
