@@ -330,7 +330,7 @@ def _matches(expected: Any, actual: Any) -> bool:
 def _held(calls: TraceCalls) -> str:
     """What arrived, for a message about what could not be read from it."""
     if not calls.spans:
-        return "the trace's recording"
+        return "the trace's recorded calls"
     made = ", ".join(
         f"{n} {kind}" for kind in _KINDS if (n := len([c for c in calls.calls if c.kind == kind]))
     )
