@@ -252,6 +252,15 @@ def read_call(
         if conversation is not None:
             call["conversation"] = conversation
         call["span_id"] = span.span_id
+        if source == "tracely":
+            # tracely redacted its values before they became attributes; a name or an input
+            # from the wire may still hold what JSON cannot.
+            call["name"] = _json_safe(call["name"])
+            if "input" in call:
+                call["input"] = _json_safe(call["input"])
+            return call
+        # Another instrumentor recorded the values as they were: the secrets in them go no
+        # further.
         redacted, _ = redact_value(_plain(call))
         return dict(_json_safe(redacted))
     except Exception:
