@@ -1921,3 +1921,15 @@ def test_a_failed_root_span_is_named_even_when_its_remote_parent_is_not_flagged(
     )
     bundle = bundle_from_spans([request, agent])
     assert bundle is not None and bundle["trace"]["errored"] == ["POST /chat"]
+
+
+def test_secrets_in_another_instrumentors_tool_span_never_reach_the_summary() -> None:
+    attrs = {
+        "gen_ai.operation.name": "execute_tool",
+        "gen_ai.tool.name": "login",
+        "gen_ai.tool.call.arguments": '{"user": "ann", "password": "hunter2-xyz"}',
+        "gen_ai.tool.call.result": "token sk-proj-" + "Q" * 24,
+    }
+    call = read_call(span("execute_tool login", attrs))
+    assert call is not None and call["args"] == {"user": "ann", "password": "[REDACTED]"}
+    assert "Q" * 24 not in json.dumps(call)
