@@ -21,9 +21,6 @@ log() { printf 'install-postgres: %s\n' "$*" >&2; }
 die() { log "$*"; exit 1; }
 
 STATE="${TRACELY_PG_DIR:-${TMPDIR:-/tmp}/tracely-pg-$(id -u)}"
-DATA="$STATE/data"
-SOCK="$STATE/sock"
-LOGFILE="$STATE/server.log"
 DB=tracely
 USER_NAME=tracely
 WAIT="${TRACELY_PG_WAIT:-60}"
@@ -79,6 +76,14 @@ fi
 
 pg() { as_owner "$BINDIR/$1" "${@:2}"; }
 
+# The server runs as $OWNER, who must reach its data directory. A state directory inside a
+# private (0700) temporary directory of root's is out of its reach, so the cluster then lives in
+# a directory of its own, and $STATE/cluster names it for the next start, stop or destroy.
+CLUSTER="$(cat "$STATE/cluster" 2>/dev/null || printf '%s' "$STATE")"
+DATA="$CLUSTER/data"
+SOCK="$CLUSTER/sock"
+LOGFILE="$CLUSTER/server.log"
+
 running() { [ -f "$DATA/postmaster.pid" ] && pg pg_ctl -D "$DATA" status >/dev/null 2>&1; }
 
 case "${1:-start}" in
@@ -88,7 +93,7 @@ case "${1:-start}" in
         ;;
     destroy)
         if running; then pg pg_ctl -D "$DATA" -m fast -w stop >&2; fi
-        rm -rf "$STATE"
+        rm -rf "$CLUSTER" "$STATE"
         exit 0
         ;;
     start) ;;
@@ -115,6 +120,15 @@ for port in ([want] if want else []) + [0]:
 
 mkdir -p "$STATE"
 chmod 755 "$STATE"
+if [ "$CLUSTER" = "$STATE" ] && ! as_owner test -x "$STATE" 2>/dev/null; then
+    CLUSTER="$(mktemp -d "/tmp/tracely-pg-cluster.XXXXXX")"
+    chmod 755 "$CLUSTER"
+    printf '%s\n' "$CLUSTER" >"$STATE/cluster"
+    DATA="$CLUSTER/data"
+    SOCK="$CLUSTER/sock"
+    LOGFILE="$CLUSTER/server.log"
+    log "$STATE is out of the $OWNER user's reach; the cluster lives in $CLUSTER"
+fi
 if [ ! -f "$DATA/PG_VERSION" ]; then
     log "initialising a cluster in $DATA"
     rm -rf "$DATA" "$SOCK"

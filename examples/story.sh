@@ -43,7 +43,7 @@ expect_exit() {
 
 latest_trace() {
     tracely traces list --limit 1 --json |
-        "$PYTHON" -c 'import json, sys; print(json.load(sys.stdin)[0]["trace_id"])'
+        "$PYTHON" -c 'import json, sys; print(json.load(sys.stdin)["traces"][0]["trace_id"])'
 }
 
 step "1. Production: the agent silently skips the weather tool (run_broken), recorded live"

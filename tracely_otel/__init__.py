@@ -1,7 +1,10 @@
 """tracely_otel: the OpenTelemetry layer of Tracely.
 
 Attribute names, pipeline setup from the standard ``OTEL_*`` variables, the
-:class:`FixtureSpanProcessor` and the spans → fixture bundle extractor. This package depends
+:class:`FixtureSpanProcessor`, the spans → fixture bundle extractor, the bundle format and the
+redaction rules. Two public submodules are imported on their own: :mod:`tracely_otel.genai`
+(the GenAI message model and the conversion into it) and :mod:`tracely_otel.otlp` (OTLP
+payloads, which load the protobuf classes). This package depends
 on OpenTelemetry and orjson only; it never imports ``tracely_sdk``.
 """
 
@@ -10,11 +13,16 @@ from __future__ import annotations
 from tracely_otel import _attributes as attributes
 from tracely_otel._bundle import (
     FORMAT,
+    JSON_SPACE,
+    MAX_NESTING,
+    Bundle,
     BundleFormatError,
+    RecordedError,
     bundle_checksum,
     entry_labels,
     seal,
     validate_bundle,
+    value_problem,
 )
 from tracely_otel._extract import (
     bundle_from_spans,
@@ -24,17 +32,23 @@ from tracely_otel._extract import (
 )
 from tracely_otel._processor import BundleCallback, FixtureSpanProcessor
 from tracely_otel._reads import ExtractedCall, NotReplayable
+from tracely_otel._redact import REDACTED, is_secret_key, redact_json, redact_str
 from tracely_otel._setup import SetupError, find_fixture_processor, sdk_disabled, setup
 from tracely_otel._spans import SpanEvent, SpanRecord, record_from_readable
 
 __all__ = [
     # bundles
     "FORMAT",
+    "JSON_SPACE",
+    "MAX_NESTING",
+    "Bundle",
     "BundleFormatError",
+    "RecordedError",
     "bundle_checksum",
     "entry_labels",
     "seal",
     "validate_bundle",
+    "value_problem",
     # extraction
     "BundleCallback",
     "ExtractedCall",
@@ -47,6 +61,11 @@ __all__ = [
     "record_from_readable",
     "register_reader",
     "value_digest",
+    # redaction
+    "REDACTED",
+    "is_secret_key",
+    "redact_json",
+    "redact_str",
     # pipeline
     "SetupError",
     "attributes",

@@ -605,9 +605,3 @@ def _lost_calls(
             }
         )
     return lost
-
-
-def agent_status(bundle: Mapping[str, Any]) -> str:
-    """``"error"`` when the recorded agent run raised, else ``"ok"``."""
-    agent = bundle.get("agent") or {}
-    return "error" if "error" in agent else "ok"

@@ -14,7 +14,7 @@ from typing import Any
 
 import orjson
 
-from tracely_otel._bundle import JSON_SPACE, MAX_NESTING
+from tracely_otel import JSON_SPACE, MAX_NESTING
 from tracely_sdk._types import dumps
 
 _MAX_DEPTH = MAX_NESTING

@@ -17,6 +17,8 @@ from stat import S_ISREG
 from typing import Any
 
 from tracely_sdk._masks import NO_MASKS, Masks, masks_from
+from tracely_sdk._network_guard import ENV_VAR as ALLOW_NETWORK_VAR
+from tracely_sdk._network_guard import Endpoint, endpoints_from
 from tracely_sdk.errors import ConfigError
 
 _UNSET: Any = object()
@@ -39,12 +41,29 @@ def _bool(source: str, value: Any) -> bool:
     raise ConfigError(f"{source}={value!r} is not a boolean; use true or false")
 
 
+# The providers live here, beside the setting that names them, so that the settings table
+# imports nothing above it (tracely_sdk.providers re-exports the table).
+PROVIDERS: dict[str, tuple[str, str]] = {
+    # name: (the SDK's top-level module, tracely's patch module)
+    "openai": ("openai", "tracely_sdk.providers.openai"),
+    "anthropic": ("anthropic", "tracely_sdk.providers.anthropic"),
+    "google": ("google.genai", "tracely_sdk.providers.google_genai"),  # the google-genai SDK
+    "mcp": ("mcp", "tracely_sdk.providers.mcp"),  # ClientSession tool calls (providers/mcp.py)
+}
+"""The providers tracely patches; each name is also its extra: ``pip install 'tracely-replay[openai]'``."""
+
+
+def instrument_values() -> tuple[str, ...]:
+    """What ``TRACELY_INSTRUMENT`` accepts: auto, off, and each provider tracely patches."""
+    return ("auto", "off", *PROVIDERS)
+
+
 def _instrument(source: str, value: Any) -> tuple[str, ...]:
     if isinstance(value, (list, tuple)):
         names = tuple(str(v).strip().lower() for v in value)
     else:
         names = tuple(n.strip().lower() for n in str(value).split(",") if n.strip())
-    allowed = ("auto", "off", "openai", "anthropic")
+    allowed = instrument_values()
     for name in names:
         if name not in allowed:
             raise ConfigError(
@@ -86,14 +105,8 @@ def _patterns(source: str, value: Any) -> tuple[str, ...]:
     return tuple(patterns)
 
 
-def _capture(source: str, value: Any) -> bool:
-    # The GenAI instrumentations' values as well as plain booleans.
-    lowered = str(value).strip().lower()
-    if lowered in ("span_only", "span_and_event"):
-        return True
-    if lowered in ("event_only", "no_content"):
-        return False
-    return _bool(source, value)
+def _hosts(source: str, value: Any) -> tuple[Endpoint, ...]:
+    return endpoints_from(value, source)
 
 
 @dataclass(frozen=True)
@@ -137,7 +150,8 @@ SETTINGS: dict[str, Setting] = {
             ("TRACELY_INSTRUMENT",),
             (),
             _instrument,
-            "Provider SDKs to instrument: auto (every installed one), openai, anthropic, off.",
+            "Provider SDKs to instrument: auto (every installed one), off, or provider names "
+            "(those of tracely_sdk.providers.PROVIDERS).",
         ),
         Setting(
             "entrypoints",
@@ -159,6 +173,15 @@ SETTINGS: dict[str, Setting] = {
             "What replay leaves out when it compares a call with its recording: JSON paths "
             "('$..request_id', 'messages[0].content'), 're:PATTERN' regular expressions and the "
             "built-ins '@iso-timestamp' and '@uuid' (see tracely_sdk._masks).",
+        ),
+        Setting(
+            "allow_network",
+            (ALLOW_NETWORK_VAR,),
+            (),
+            _hosts,
+            "Hosts strict replay may connect to besides tracely's own endpoints: HOST or "
+            "HOST:PORT (comma-separated in the environment, a list in [tool.tracely]), e.g. a "
+            "database the tests start. Loopback is not allowed unless listed.",
         ),
         Setting(
             "capture_content",

@@ -13,10 +13,10 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SpanExporter
 
 import tracely_otel
-from tracely_otel import BundleCallback
-from tracely_otel._bundle import Bundle
+from tracely_otel import Bundle, BundleCallback
 from tracely_sdk import _redact
 from tracely_sdk._config import resolve
+from tracely_sdk._network_guard import allow_own
 from tracely_sdk.errors import ConfigError
 
 logger = logging.getLogger("tracely")
@@ -116,6 +116,8 @@ def init(
         from tracely_sdk.providers import instrument as instrument_providers
 
         instrument_providers(providers)
+    if endpoint:
+        allow_own(endpoint)  # strict replay lets spans reach tracely's exporter
     try:
         provider = tracely_otel.setup(
             on_bundle=on_bundle,

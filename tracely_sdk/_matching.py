@@ -21,7 +21,7 @@ from typing import Any, cast
 
 import orjson
 
-from tracely_otel._bundle import Bundle, RecordedError
+from tracely_otel import Bundle, RecordedError
 from tracely_sdk._canonical import canonical, canonical_from_json, canonical_json_bytes
 from tracely_sdk._diff import Difference, diff_values, render
 from tracely_sdk._masks import Masks

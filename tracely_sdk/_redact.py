@@ -19,7 +19,7 @@ from typing import Any
 
 import orjson
 
-from tracely_otel._redact import REDACTED, is_secret_key, redact_json, redact_str
+from tracely_otel import REDACTED, is_secret_key, redact_json, redact_str
 
 __all__ = [
     "REDACTED",

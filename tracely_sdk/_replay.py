@@ -22,9 +22,8 @@ from typing import Any, Literal, TypedDict
 
 import orjson
 
-from tracely_otel import BundleFormatError, validate_bundle
-from tracely_otel._bundle import Bundle
-from tracely_sdk import _config
+from tracely_otel import Bundle, BundleFormatError, validate_bundle
+from tracely_sdk import _config, _network_guard
 from tracely_sdk._diff import Difference, diff_values
 from tracely_sdk._masks import NO_MASKS, Masks
 from tracely_sdk._matching import LLM, TOOLS, CallKey, Entry, Match, Recording, call_key
@@ -140,6 +139,8 @@ class ReplayReport:
     # fixtures(live=...): the label patterns run live, and each such call's comparison
     live_patterns: list[str] = field(default_factory=list)
     live_checks: list[LiveCheck] = field(default_factory=list)
+    # Network operations the strict block refused (each also a ReplayError in ``errors``).
+    refused: list[_network_guard.Refusal] = field(default_factory=list)
 
     @property
     def clean(self) -> bool:
@@ -171,6 +172,7 @@ class ReplayReport:
             "case_version": self.case_version,
             "live_patterns": list(self.live_patterns),
             "live_checks": [dict(c) for c in self.live_checks],
+            "refused": [dict(r) for r in self.refused],
         }
 
 
@@ -392,6 +394,7 @@ def fixtures(
     case_version: int | None = None,
     ignore: Any = None,
     live: Iterable[str] | None = None,
+    allow_network: Iterable[str] | None = None,
 ) -> Iterator[ReplayReport]:
     """Serve every call in the block from ``bundle`` and yield the :class:`ReplayReport`.
 
@@ -404,14 +407,20 @@ def fixtures(
     ``live`` is label patterns (``["tools:*"]``, ``fnmatch`` syntax): the calls they match run
     live while the rest are served, and each is compared with the recorded call it replaces
     (``rep.live_checks``; a difference makes the run unclean, and a case FAIL).
+    A strict block refuses every network connection and name lookup except tracely's own and
+    the hosts in ``allow_network`` (``HOST[:PORT]``; default: the ``allow_network`` setting),
+    raising ReplayError and recording it in ``rep.errors`` and ``rep.refused`` (see
+    :mod:`tracely_sdk._network_guard`).
     """
     if bundle is None:
         report = ReplayReport("live", case_id=case_id, case_version=case_version)
-        yield report
+        with _network_guard.open_scope():
+            yield report
         return
     patterns = live_patterns(live)
     loaded = load_bundle(bundle)
     masks = _config.resolve("ignore", ignore)
+    allowed = _config.resolve("allow_network", allow_network)
     report = ReplayReport(
         "recorded" if strict else "lenient",
         case_id=case_id,
@@ -427,7 +436,8 @@ def fixtures(
     with _active_lock:
         _active.append(session)
     try:
-        yield report
+        with _network_guard.Guard(report, allowed) if strict else _network_guard.open_scope():
+            yield report
     finally:
         with _active_lock:
             _active.remove(session)

@@ -1,9 +1,9 @@
 """Replay results as files for CI: JUnit XML, a JSON report, an HTML report, and a Markdown
 step summary.
 
-The JSON report's field names are a contract for scripts::
+The JSON report's field names are a contract for scripts (docs/json-output.md)::
 
-    {"format": "tracely.replay-report/1",
+    {"schema": "tracely.replay/1", "format": "tracely.replay-report/1",
      "summary": {"total": 3, "passed": 1, "failed": 1, "incomplete": 1, "errored": 0,
                  "lenient": 0, "not_run": 0, "ok": false, "mode": "recorded", "duration_s": 0.12},
      "cases": [{"case_id": "paris-weather", "version": 2, "tags": ["weather"],
@@ -24,7 +24,12 @@ The JSON report's field names are a contract for scripts::
                               "differences": [...], "omitted": 0},
                              {"outcome": "never made", "label": "tools:get_weather", ...}],
                 "duration_s": 0.004, "trace_id": "...", "agent_version": null,
-                "tracely_version": "0.4.3"}, ...]}
+                "tracely_version": "0.4.3",
+                "error": {"type": "...", "message": "..."}, "traceback": "..."}, ...]}
+
+``error`` and ``traceback`` are what the agent raised (null when it did not), redacted, the
+traceback cut to the agent's frames. With ``--shard K/N`` the summary has ``"shard": {"index":
+K, "count": N, "selected": M}``, for :func:`merge_reports` to check the shards by.
 
 A difference leaves out ``recorded`` (or ``actual``) when that side has nothing at the path.
 ``timeline`` is every recorded call in ``seq`` order beside what the replay did with it
@@ -38,8 +43,9 @@ from __future__ import annotations
 
 import os
 import re
+import textwrap
 import xml.etree.ElementTree as ET
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -47,18 +53,33 @@ from typing import Any
 import orjson
 
 from tracely_sdk._diff import render
-from tracely_sdk._runner import ERRORED, FAIL, INCOMPLETE, LENIENT, NOT_RUN, PASS, CaseResult
+from tracely_sdk._runner import (
+    ERRORED,
+    FAIL,
+    INCOMPLETE,
+    LENIENT,
+    NOT_RUN,
+    PASS,
+    CaseResult,
+    natural_key,
+)
 from tracely_sdk._version import __version__
+from tracely_sdk.errors import ConfigError
 from tracely_sdk.store._model import Run, new_run_id, redact_url
 
 __all__ = [
     "REPORT_FORMAT",
+    "REPORT_SCHEMA",
     "append_step_summary",
     "difference_lines",
+    "failure_groups",
+    "format_group",
     "format_result",
+    "in_case_order",
     "json_report",
     "junit_xml",
     "markdown_summary",
+    "merge_reports",
     "otlp_endpoint",
     "run_of",
     "summarize",
@@ -68,6 +89,7 @@ __all__ = [
 ]
 
 REPORT_FORMAT = "tracely.replay-report/1"
+REPORT_SCHEMA = "tracely.replay/1"
 GITHUB_STEP_SUMMARY = "GITHUB_STEP_SUMMARY"
 
 # Characters XML 1.0 cannot carry at all (an agent's output may hold any of them).
@@ -139,18 +161,60 @@ def difference_lines(diff: str | None, divergences: Sequence[Mapping[str, Any]])
     return lines
 
 
-def format_result(result: CaseResult) -> str:
-    """A case's verdict with its reasons and diff, as plain text (the CLI and pytest share it)."""
-    version = f" v{result.version}" if result.version is not None else ""
-    lines = [f"{result.verdict} {result.case_id}{version} ({result.name})"]
-    lines += [f"  - {reason}" for reason in result.reasons]
+def _details_lines(result: CaseResult) -> list[str]:
+    """What a case's verdict rests on, below its heading: reasons, differences, traceback."""
+    lines = [f"  - {reason}" for reason in result.reasons]
     lines += ["    " + line for line in difference_lines(result.diff, result.divergences)]
     masked = (result.report or {}).get("masked") or {}
     if masked:
         lines.append("  masked " + "; ".join(f"{k}: {', '.join(v)}" for k, v in masked.items()))
+    if result.traceback:
+        lines += [("    " + line).rstrip() for line in result.traceback.rstrip().splitlines()]
+    return lines
+
+
+def format_result(result: CaseResult) -> str:
+    """A case's verdict with its reasons and diff, as plain text (the CLI and pytest share it)."""
+    version = f" v{result.version}" if result.version is not None else ""
+    lines = [f"{result.verdict} {result.case_id}{version} ({result.name})"]
+    lines += _details_lines(result)
     if result.trace_id:
         lines.append(f"  trace {result.trace_id}")
     return "\n".join(lines)
+
+
+def in_case_order(results: Iterable[CaseResult]) -> list[CaseResult]:
+    """``results`` in the natural order of their case ids (``city2`` before ``city10``)."""
+    return sorted(results, key=lambda r: natural_key(r.case_id))
+
+
+def failure_groups(results: Sequence[CaseResult]) -> list[list[CaseResult]]:
+    """The cases that did not pass and have something to show, alike ones together.
+
+    Cases are alike when they have the same verdict and the same reasons, differences and
+    traceback, word for word. Groups come in the order of their first case.
+    """
+    groups: dict[tuple[str, tuple[str, ...]], list[CaseResult]] = {}
+    for r in in_case_order(results):
+        if r.verdict != PASS and (r.reasons or r.diff):
+            groups.setdefault((r.verdict, tuple(_details_lines(r))), []).append(r)
+    return list(groups.values())
+
+
+def format_group(group: Sequence[CaseResult], width: int = 100) -> str:
+    """A group of alike cases (see :func:`failure_groups`) as plain text: one case is shown
+    by :func:`format_result`; several by their verdict, the case ids, and what they share."""
+    if len(group) == 1:
+        return format_result(group[0])
+    head = f"{group[0].verdict} {len(group)} cases alike:"
+    names = textwrap.wrap(
+        ", ".join(r.case_id for r in group),
+        width=max(40, width),
+        initial_indent="  cases ",
+        subsequent_indent="        ",
+        break_on_hyphens=False,
+    )
+    return "\n".join([head, *names, *_details_lines(group[0])])
 
 
 # -- JSON ----------------------------------------------------------------------------------
@@ -187,6 +251,8 @@ def case_entry(result: CaseResult) -> dict[str, Any]:
         "trace_id": result.trace_id,
         "agent_version": result.agent_version,
         "tracely_version": __version__,
+        "error": dict(result.error) if result.error else None,
+        "traceback": result.traceback,
     }
     if report.get("kind") == "scenario":
         # A scenario's turns: each one's reply, failed checks, trace id and what its trace held.
@@ -194,29 +260,198 @@ def case_entry(result: CaseResult) -> dict[str, Any]:
     return entry
 
 
-def json_report(results: Sequence[CaseResult], elapsed: float | None = None) -> dict[str, Any]:
-    """The whole run as JSON-compatible data (see the module docstring)."""
+def json_report(
+    results: Sequence[CaseResult],
+    elapsed: float | None = None,
+    *,
+    shard: Mapping[str, int] | None = None,
+) -> dict[str, Any]:
+    """The whole run as JSON-compatible data (see the module docstring); ``shard`` is the
+    shard the run replayed (``index``, ``count``, ``selected``), kept in the summary."""
+    summary = summarize(results, elapsed)
+    if shard is not None:
+        summary["shard"] = dict(shard)
     return {
+        "schema": REPORT_SCHEMA,
         "format": REPORT_FORMAT,
-        "summary": summarize(results, elapsed),
-        "cases": [case_entry(r) for r in results],
+        "summary": summary,
+        "cases": [case_entry(r) for r in in_case_order(results)],
     }
 
 
 def write_json(
-    results: Sequence[CaseResult], path: str | os.PathLike[str], elapsed: float | None = None
+    results: Sequence[CaseResult],
+    path: str | os.PathLike[str],
+    elapsed: float | None = None,
+    *,
+    shard: Mapping[str, int] | None = None,
 ) -> Path:
     """Write :func:`json_report` to ``path`` (2-space indent, trailing newline)."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_bytes(
         orjson.dumps(
-            json_report(results, elapsed),
+            json_report(results, elapsed, shard=shard),
             option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE | orjson.OPT_NON_STR_KEYS,
             default=str,
         )
     )
     return target
+
+
+# -- merging the reports of shards -----------------------------------------------------------
+
+# The keys of a JSON report's case that come from the case's ReplayReport.
+_REPORT_KEYS = (
+    *("mode", "served", "unused", "diverged", "divergences"),
+    *("live", "live_patterns", "live_checks", "masked", "timeline"),
+)
+
+
+def _result_of_entry(entry: Mapping[str, Any]) -> CaseResult:
+    """A case of a JSON report back as a result (the inverse of :func:`case_entry`)."""
+    scenario = entry.get("scenario")
+    if isinstance(scenario, Mapping):
+        report: dict[str, Any] = dict(scenario)
+    else:
+        report = {k: entry[k] for k in _REPORT_KEYS if k in entry}
+        report["errors"] = list(entry.get("misses") or ())
+    error = entry.get("error")
+    for key in ("reasons", "tags", "output_differences"):
+        if not isinstance(entry.get(key) or [], list):
+            raise ValueError(f"{key} must be a list")
+    return CaseResult(
+        case_id=entry["case_id"],
+        version=entry.get("version"),
+        name=str(entry.get("name") or entry["case_id"]),
+        verdict=entry["verdict"],
+        reasons=[str(r) for r in entry.get("reasons") or ()],
+        output=entry.get("output"),
+        expected_output=entry.get("expected_output"),
+        diff=entry.get("diff"),
+        report=report,
+        duration=float(entry.get("duration_s") or 0.0),
+        trace_id=entry.get("trace_id"),
+        entrypoint=entry.get("entrypoint"),
+        traceback=entry.get("traceback"),
+        output_differences=list(entry.get("output_differences") or ()),
+        agent_version=entry.get("agent_version"),
+        tags=[str(t) for t in entry.get("tags") or ()],
+        error=dict(error) if isinstance(error, Mapping) else None,
+    )
+
+
+def _read_report(path: Path) -> tuple[dict[str, Any], list[CaseResult]]:
+    """A JSON report's summary and cases; ConfigError saying what is wrong with the file."""
+    from tracely_sdk._runner import VERDICTS
+
+    def bad(problem: str) -> ConfigError:
+        return ConfigError(
+            f"{path} is not a tracely replay report ({problem}): merge the files "
+            "`tracely replay --json FILE` wrote"
+        )
+
+    try:
+        doc = orjson.loads(path.read_bytes())
+    except OSError as exc:
+        raise ConfigError(f"cannot read the report {path}: {exc.strerror or exc}") from None
+    except orjson.JSONDecodeError as exc:
+        raise bad(f"not JSON: {exc}") from None
+    if not isinstance(doc, Mapping):
+        raise bad("not a JSON object")
+    if doc.get("schema") != REPORT_SCHEMA and doc.get("format") != REPORT_FORMAT:
+        raise bad(f'no "schema": "{REPORT_SCHEMA}"')
+    summary, cases = doc.get("summary"), doc.get("cases")
+    if not isinstance(summary, Mapping) or not isinstance(cases, list):
+        raise bad('"summary" must be an object and "cases" a list')
+    results = []
+    for n, entry in enumerate(cases):
+        if not (
+            isinstance(entry, Mapping)
+            and isinstance(entry.get("case_id"), str)
+            and entry.get("verdict") in VERDICTS
+        ):
+            raise bad(f"case #{n + 1} has no case_id or no verdict")
+        try:
+            results.append(_result_of_entry(entry))
+        except (TypeError, ValueError) as exc:
+            raise bad(f"case {entry['case_id']!r}: {exc}") from None
+    return dict(summary), results
+
+
+def _check_shards(reports: Sequence[tuple[Path, Mapping[str, Any], int]]) -> None:
+    """Every shard of one sharded run, each once, holding between them every selected case."""
+    if all(summary.get("shard") is None for _, summary, _ in reports):
+        return
+    shards: list[tuple[Path, Mapping[str, Any], int]] = []
+    unsharded = []
+    for path, summary, n in reports:
+        shard = summary.get("shard")
+        if isinstance(shard, Mapping) and all(
+            type(shard.get(k)) is int for k in ("index", "count")
+        ):
+            shards.append((path, shard, n))
+        else:
+            unsharded.append(str(path))
+    if unsharded:
+        raise ConfigError(
+            f"{unsharded[0]} is not the report of a shard, but other reports are: merge the "
+            "reports of the shards of one run (`tracely replay --shard K/N --json FILE`)"
+        )
+    counts = {s["count"] for _, s, _ in shards}
+    selected = {s.get("selected") for _, s, _ in shards}
+    if len(counts) != 1 or len(selected) != 1:
+        raise ConfigError(
+            "the reports are shards of different runs (their N in K/N, or the cases selected, "
+            "differ): merge the reports of one run's shards"
+        )
+    (count,) = counts
+    seen: dict[Any, Path] = {}
+    for path, shard, _ in shards:
+        if shard["index"] in seen:
+            raise ConfigError(
+                f"{seen[shard['index']]} and {path} are both shard {shard['index']}/{count}"
+            )
+        seen[shard["index"]] = path
+    missing = [f"{k}/{count}" for k in range(1, count + 1) if k not in seen]
+    if missing:
+        raise ConfigError(
+            f"the report of shard {', '.join(missing)} is missing: a merged gate must hold "
+            "every shard's report, or cases would pass by not being run"
+        )
+    (total,) = selected
+    held = sum(n for _, _, n in shards)
+    if isinstance(total, int) and held != total:
+        raise ConfigError(
+            f"the shards hold {held} cases between them, but {total} were selected: the "
+            "shards replayed different suites (the same store or case directory, and the "
+            "same filters, for every shard)"
+        )
+
+
+def merge_reports(paths: Sequence[str | os.PathLike[str]]) -> tuple[list[CaseResult], float]:
+    """The cases of JSON reports (the shards of one run, or separate runs) as one run, and its
+    duration (the longest report's: shards run side by side).
+
+    Raises ConfigError when a file is not a report, a case is in two reports, or the reports
+    are shards (``--shard``) but not every shard of one run, each once.
+    """
+    read = []
+    for path in map(Path, paths):
+        summary, results = _read_report(path)
+        read.append((path, summary, results))
+    _check_shards([(path, summary, len(results)) for path, summary, results in read])
+    merged: dict[str, tuple[Path, CaseResult]] = {}
+    for path, _, results in read:
+        for result in results:
+            if result.case_id in merged:
+                raise ConfigError(
+                    f"case {result.case_id!r} is in both {merged[result.case_id][0]} and {path}: "
+                    "merge each report once, and the reports of one run's shards"
+                )
+            merged[result.case_id] = (path, result)
+    elapsed = max((float(s.get("duration_s") or 0.0) for _, s, _ in read), default=0.0)
+    return in_case_order(r for _, r in merged.values()), elapsed
 
 
 # -- HTML ----------------------------------------------------------------------------------
@@ -287,7 +522,7 @@ def run_of(
         source=source,
         otlp_endpoint=otlp_endpoint(environ),
         tracely_version=__version__,
-        cases=tuple({**case_entry(r), "traceback": r.traceback} for r in results),
+        cases=tuple(case_entry(r) for r in in_case_order(results)),
     )
 
 
@@ -334,7 +569,7 @@ def junit_xml(
         "testsuite",
         {**attrs, "timestamp": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")},
     )
-    for r in results:
+    for r in in_case_order(results):
         classname = f"tracely.{r.entrypoint}" if r.entrypoint else "tracely"
         case = ET.SubElement(
             testsuite,
@@ -401,14 +636,14 @@ def markdown_summary(
         lines += [f"[The full report, call by call]({link})", ""]
     if results:
         lines += ["| Case | Version | Verdict | Reasons |", "| --- | --- | --- | --- |"]
-        for r in results:
+        for r in in_case_order(results):
             reasons = "<br>".join(_cell(x) for x in r.reasons) or "—"
             version = "" if r.version is None else str(r.version)
             lines.append(
                 f"| `{_cell(r.case_id)}` | {version} | {_ICONS.get(r.verdict, '')} {r.verdict} | {reasons} |"
             )
         lines.append("")
-    for r in results:
+    for r in in_case_order(results):
         shown = difference_lines(r.diff, r.divergences)
         if shown:
             lines += [

@@ -6,8 +6,9 @@ One case, one verdict, each with the reasons a person can act on:
   the output canonically equal to the expected output.
 - ``FAIL``: the output differs (with a path-level diff), recorded calls were never made (the
   regression that drops a tool call fails on the missing tool), or an input diverged.
-- ``INCOMPLETE``: a strict miss (the recording cannot answer a call the code made), even if
-  the agent swallowed the ReplayError; the call never ran live.
+- ``INCOMPLETE``: a strict miss (the recording cannot answer a call the code made), or a
+  network operation strict replay refused (``tracely_sdk._network_guard``; the reason names
+  the host and port), even if the agent swallowed the ReplayError; nothing ran live.
 - ``ERRORED``: the agent raised, or the case's recording cannot be loaded. In that second case
   the agent is not run at all and a trace for the case is emitted with ERROR status.
 - ``LENIENT``: a lenient run (``strict=False``); the reasons are listed as for a strict run,
@@ -27,12 +28,14 @@ import contextvars
 import dataclasses
 import difflib
 import functools
+import hashlib
 import importlib
 import importlib.metadata
 import inspect
 import math
 import os
 import re
+import sysconfig
 import threading
 import time
 import traceback
@@ -53,6 +56,7 @@ from tracely_otel import value_digest
 from tracely_sdk._canonical import canonical_equal
 from tracely_sdk._diff import Difference, diff_values, render
 from tracely_sdk._entrypoints import EntrypointPolicy, ensure_cwd_on_path
+from tracely_sdk._redact import redact_text
 from tracely_sdk._replay import ReplayReport, fixtures
 from tracely_sdk._types import dumps
 from tracely_sdk._version import __version__
@@ -69,12 +73,15 @@ __all__ = [
     "CaseResult",
     "EntrypointError",
     "ReplayCase",
+    "Shard",
     "Verdict",
+    "agent_traceback",
     "check_entrypoint",
     "load_case_dir",
     "load_cases",
     "entrypoint_version",
     "load_entrypoint",
+    "natural_key",
     "output_diff",
     "refuse_disallowed",
     "run_case",
@@ -178,6 +185,57 @@ class ReplayCase:
         )
 
 
+_DIGITS = re.compile(r"([0-9]+)")
+
+
+def natural_key(text: str) -> tuple[Any, ...]:
+    """The key that sorts names as people read them: ``city2`` before ``city10``.
+
+    Runs of digits compare as numbers, the text between them without regard to case; ties
+    (``city02``, ``city2``, ``City2``) fall back to the plain text, so the order is total.
+    """
+    parts = _DIGITS.split(text)
+    return (
+        tuple(int(p) if i % 2 else p.casefold() for i, p in enumerate(parts)),
+        text,
+    )
+
+
+@dataclass(frozen=True)
+class Shard:
+    """Shard ``index`` of ``count`` (1-based): the cases whose id hashes to it.
+
+    A case's shard depends on its id alone, never on the other cases, so adding or removing a
+    case moves no other case to another shard; every case is in exactly one shard.
+    """
+
+    index: int
+    count: int
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.index <= self.count:
+            raise ConfigError(
+                f"shard {self.index}/{self.count} does not exist: K/N needs 1 <= K <= N"
+            )
+
+    @classmethod
+    def parse(cls, text: str) -> Shard:
+        """``"2/4"`` as Shard(2, 4); ConfigError naming the expected form otherwise."""
+        index, sep, count = text.strip().partition("/")
+        if not (
+            sep and index.isascii() and index.isdigit() and count.isascii() and count.isdigit()
+        ):
+            raise ConfigError(f"invalid shard {text!r}: expected K/N, e.g. 2/4 (the 2nd of 4)")
+        return cls(int(index), int(count))
+
+    def holds(self, case_id: str) -> bool:
+        digest = hashlib.sha256(case_id.encode("utf-8", "surrogatepass")).digest()
+        return int.from_bytes(digest[:8], "big") % self.count == self.index - 1
+
+    def __str__(self) -> str:
+        return f"{self.index}/{self.count}"
+
+
 def _optional_str(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
 
@@ -209,7 +267,8 @@ def _broken_case_file(path: Path, problem: str) -> ReplayCase:
 
 
 def load_case_dir(directory: str | os.PathLike[str]) -> list[ReplayCase]:
-    """Every case file in ``directory`` (as written by ``tracely cases export``), by id.
+    """Every case file in ``directory`` (as written by ``tracely cases export``), in the
+    natural order of their ids.
 
     A file that does not load is not skipped: it becomes a case with a ``problem``, which the
     runner reports ERRORED without running anything. A missing directory raises StoreError.
@@ -233,7 +292,11 @@ def load_case_dir(directory: str | os.PathLike[str]) -> list[ReplayCase]:
             cases.append(_broken_case_file(path, str(exc)))
         else:
             cases.append(ReplayCase.of(case))
-    return sorted(cases, key=lambda c: c.id)
+    return _in_order(cases)
+
+
+def _in_order(cases: Iterable[ReplayCase]) -> list[ReplayCase]:
+    return sorted(cases, key=lambda c: natural_key(c.id))
 
 
 def load_cases(
@@ -243,12 +306,22 @@ def load_cases(
     case_ids: Sequence[str] = (),
     tags: Sequence[str] = (),
 ) -> list[ReplayCase]:
-    """The selected cases, from a store (an open :class:`~tracely_sdk.store.Store`) or a directory.
+    """The selected cases, from a store (an open :class:`~tracely_sdk.store.Store`) or a directory,
+    in the natural order of their ids (:func:`natural_key`).
 
     ``case_ids`` picks cases by id (an unknown id raises NotFound); ``tags`` keeps the cases with
     any of the tags. A case file too broken to tell its tags is kept whatever the tags, so a
     corrupt file never silently drops out of a gate.
     """
+    return _in_order(_select(store, cases_dir, case_ids, tags))
+
+
+def _select(
+    store: Any,
+    cases_dir: str | os.PathLike[str] | None,
+    case_ids: Sequence[str],
+    tags: Sequence[str],
+) -> list[ReplayCase]:
     from tracely_sdk.errors import NotFound
 
     if cases_dir is not None:
@@ -278,7 +351,7 @@ def load_cases(
         for tag in dict.fromkeys(tags):
             for case in store.list_cases(tag=tag):
                 tagged.setdefault(case.id, ReplayCase.of(case))
-        return [tagged[k] for k in sorted(tagged)]
+        return list(tagged.values())
     return [ReplayCase.of(c) for c in store.list_cases()]
 
 
@@ -403,6 +476,8 @@ class CaseResult:
     output_differences: list[Difference] = field(default_factory=list)
     agent_version: str | None = None
     tags: list[str] = field(default_factory=list)
+    # What the agent raised: {"type": ..., "message": ...}, redacted; ``traceback`` its frames.
+    error: dict[str, str] | None = None
     replay: ReplayReport | None = field(default=None, repr=False, compare=False)
 
     @property
@@ -450,6 +525,7 @@ class CaseResult:
             "output_differences": list(self.output_differences),
             "agent_version": self.agent_version,
             "tags": list(self.tags),
+            "error": self.error,
         }
 
     @classmethod
@@ -471,6 +547,7 @@ class CaseResult:
             output_differences=list(data.get("output_differences") or ()),
             agent_version=data.get("agent_version"),
             tags=list(data.get("tags") or ()),
+            error=data.get("error"),
         )
 
 
@@ -606,6 +683,10 @@ def _await(coro: Any) -> Any:
     try:
         asyncio.get_running_loop()
     except RuntimeError:
+        running = False
+    else:
+        running = True
+    if not running:  # outside the except block: the agent's failure is not chained to ours
         return asyncio.run(coro)
     # Called from inside a running event loop: run the coroutine on its own loop in a thread,
     # in a copy of this context so it is served from the same recording.
@@ -615,9 +696,94 @@ def _await(coro: Any) -> Any:
 
 
 def _exception_identity(exc: BaseException) -> tuple[str, str]:
+    """The exception's type name and its message, redacted (a recorded one already is)."""
     if isinstance(exc, RecordedError):
         return exc.type, exc.message
-    return type(exc).__qualname__, str(exc)
+    return type(exc).__qualname__, redact_text(str(exc))
+
+
+def _package_dirs() -> tuple[str, ...]:
+    import tracely_otel
+    import tracely_sdk
+
+    return tuple(
+        os.path.join(os.path.dirname(os.path.abspath(m.__file__ or "")), "")
+        for m in (tracely_sdk, tracely_otel)
+    )
+
+
+@functools.lru_cache(maxsize=1)
+def _frame_places() -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+    """Where tracely's own code, the standard library, and installed packages live."""
+    paths = sysconfig.get_paths()
+    stdlib = {os.path.join(os.path.abspath(paths[k]), "") for k in ("stdlib", "platstdlib")}
+    installed = {os.path.join(os.path.abspath(paths[k]), "") for k in ("purelib", "platlib")}
+    return _package_dirs(), tuple(stdlib), tuple(installed)
+
+
+def _frame_kind(filename: str) -> str:
+    """``tracely``, ``stdlib`` or ``agent`` (the project's code, or a library it uses)."""
+    own, stdlib, installed = _frame_places()
+    if filename.startswith("<frozen "):
+        return "stdlib"
+    path = os.path.abspath(filename)
+    if path.startswith(own):
+        return "tracely"
+    if path.startswith(stdlib) and not path.startswith(installed):
+        return "stdlib"
+    return "agent"
+
+
+def _agent_frames(stack: traceback.StackSummary) -> tuple[traceback.StackSummary, int]:
+    """The frames of ``stack`` that belong to the agent's run, and how many were left out.
+
+    tracely's frames (the runner that called the agent, the seam and replay code the agent
+    called) are left out; so is a standard-library frame reached only through them (the event
+    loop the runner awaits the agent on). A standard-library frame the agent's code called is
+    kept: it is where the agent's call failed.
+    """
+    kept = []
+    caller = "tracely"  # the kind of the nearest frame above that is not the standard library
+    for frame in stack:
+        kind = _frame_kind(frame.filename)
+        if kind != "stdlib":
+            caller = kind
+        if kind == "agent" or (kind == "stdlib" and caller == "agent"):
+            kept.append(frame)
+    if not kept:  # nothing of the agent's own: the innermost frame still says where it failed
+        kept = list(stack)[-1:]
+    return traceback.StackSummary.from_list(kept), len(stack) - len(kept)
+
+
+def agent_traceback(exc: BaseException) -> str:
+    """``exc``'s traceback (with its causes) as text: the agent's frames only, redacted.
+
+    Each exception of the chain keeps the frames of the agent's code (see
+    :func:`_agent_frames`); a line says how many of tracely's frames were left out.
+    """
+    top = traceback.TracebackException.from_exception(exc)
+    seen: set[int] = set()
+    pending = [top]
+    hidden = 0
+    while pending:
+        te = pending.pop()
+        if id(te) in seen:
+            continue
+        seen.add(id(te))
+        te.stack, left_out = _agent_frames(te.stack)
+        hidden += left_out
+        pending += [t for t in (te.__cause__, te.__context__) if t is not None]
+    text = "".join(top.format())
+    if hidden:
+        text += (
+            f"({hidden} frame{'s' if hidden != 1 else ''} of tracely and its runner not shown)\n"
+        )
+    return redact_text(text)
+
+
+def _error_of(exc: BaseException) -> dict[str, str]:
+    kind, message = _exception_identity(exc)
+    return {"type": kind, "message": message}
 
 
 def _dedupe(items: Iterable[str]) -> list[str]:
@@ -722,7 +888,7 @@ def _run_case(
                 output = _await(output)
         except (Exception, SystemExit) as exc:  # the agent's failure is the verdict, not ours
             raised = exc
-            tb_text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+            tb_text = agent_traceback(exc)
     # the block has exited: report.unused is final
 
     trace_id = format(sink[0], "032x") if sink else None
@@ -747,6 +913,7 @@ def _run_case(
         if raised is not None and not any(raised is e for e in report.errors):
             kind, message = _exception_identity(raised)
             reasons.append(f"the agent then raised {kind}: {message}")
+            result.error = _error_of(raised)
             result.traceback = tb_text
         result.reasons = reasons
         result.duration = time.perf_counter() - started
@@ -762,6 +929,7 @@ def _run_case(
             reasons.append(f"the agent raised {kind}: {message}")
             if recorded_error is not None:
                 reasons.append(f"the recorded run raised {recorded_error[0]}: {recorded_error[1]}")
+            result.error = {"type": kind, "message": message}
             result.traceback = tb_text
             result.reasons = reasons
             result.duration = time.perf_counter() - started

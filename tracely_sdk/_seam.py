@@ -24,7 +24,7 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from tracely_otel import attributes as A
 from tracely_otel import digest_item
-from tracely_sdk import _redact, _startup, _tool_calls
+from tracely_sdk import _redact, _tool_calls
 from tracely_sdk._masks import NO_MASKS, Masks, masks_from
 from tracely_sdk._matching import LLM, TOOLS, Entry, Match
 from tracely_sdk._replay import ReplaySession, current_session, unrebuildable
@@ -44,6 +44,20 @@ T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+class _BeforeNextSpan:
+    """What runs once before the next tracely span starts: set by start-up code
+    (``_startup``), which must attach the recorder only once the application has set its
+    provider. The seam only calls it, so it depends on nothing above it."""
+
+    __slots__ = ("hook",)
+
+    def __init__(self) -> None:
+        self.hook: Callable[[], None] | None = None
+
+
+before_next_span = _BeforeNextSpan()
+
+
 class _TracerCache:
     """The tracer of the current global provider, re-fetched only when the provider changes."""
 
@@ -54,8 +68,9 @@ class _TracerCache:
         self.tracer: trace.Tracer = trace.NoOpTracer()
 
     def get(self) -> trace.Tracer:
-        if _startup.pending.wanted:
-            _startup.attach()
+        hook = before_next_span.hook
+        if hook is not None:
+            hook()
         provider = trace.get_tracer_provider()
         if provider is not self.provider:
             self.tracer = provider.get_tracer("tracely_sdk", __version__)

@@ -21,23 +21,13 @@ from __future__ import annotations
 import logging
 import threading
 
+from tracely_sdk._seam import before_next_span
+
 logger = logging.getLogger("tracely")
 
 PTH_FILE = "tracely_autoinstrument.pth"
 
 _lock = threading.Lock()
-
-
-class _Request:
-    """Whether the recorder is still to be attached; read before every tracely span."""
-
-    __slots__ = ("wanted",)
-
-    def __init__(self) -> None:
-        self.wanted = False
-
-
-pending = _Request()
 
 
 def start() -> None:
@@ -59,20 +49,25 @@ def start() -> None:
 
 def request() -> None:
     """Attach the recorder when the next tracely span starts (once; idempotent)."""
-    pending.wanted = True
+    before_next_span.hook = attach
 
 
 def cancel() -> None:
     """Forget a :func:`request` that no span has acted on yet."""
-    pending.wanted = False
+    before_next_span.hook = None
+
+
+def requested() -> bool:
+    """Whether the recorder is still to be attached by the next span."""
+    return before_next_span.hook is not None
 
 
 def attach() -> None:
     """Attach the recorder if it was requested, as ``tracely.init()`` would; never raises."""
     with _lock:
-        if not pending.wanted:
+        if before_next_span.hook is None:
             return
-        pending.wanted = False
+        before_next_span.hook = None
     try:
         from tracely_sdk._init import init
 

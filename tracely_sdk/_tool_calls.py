@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from contextvars import ContextVar
 from typing import Any, NamedTuple
 
-from tracely_otel._genai import ChatMessage
+from tracely_otel.genai import ChatMessage
 from tracely_sdk._canonical import canonical_equal
 
 

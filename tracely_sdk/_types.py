@@ -67,7 +67,7 @@ from typing import Any, Final, NamedTuple
 
 import orjson
 
-from tracely_otel._bundle import MAX_NESTING
+from tracely_otel import MAX_NESTING
 
 __all__ = [
     "MARKER_KEY",

@@ -43,7 +43,7 @@ class ConfigError(TracelyError, ValueError):
 
 def install_hint(extra: str) -> str:
     """How to install the ``extra``, from a checkout of tracely as from a package index."""
-    return f"pip install '.[{extra}]' in a tracely checkout (or 'tracely[{extra}]' from an index)"
+    return f"pip install '.[{extra}]' in a tracely checkout (or 'tracely-replay[{extra}]' from an index)"
 
 
 class MissingDependency(TracelyError, ImportError):

@@ -1,15 +1,19 @@
 """Run tracely regression cases inside a pytest suite.
 
-    pytest --tracely-entrypoint examples.weather_agent:run              # one test per case
+    pytest --tracely-store sqlite:///ci.db                              # one test per case
     pytest --tracely-cases cases/ -k paris                              # from exported files
     pytest --tracely-store sqlite:///ci.db --tracely-tag smoke
+    pytest --tracely-cases cases/ --tracely-entrypoint agent:run        # for cases without one
 
 Each case is a test item named by its case id (``tracely::paris-weather``), so ``-k`` selects
-cases, and its failure shows the same verdict, reasons and diff as ``tracely replay``. In a
-hand-written test, the ``tracely_replay`` fixture replays one case; a verdict that is not a
-pass fails the test with those same reasons and diff. It returns the
+cases, and its failure shows the same verdict, reasons and diff as ``tracely replay``. A case
+replays through its own entrypoint; ``--tracely-entrypoint`` is the default for cases without
+one. In a hand-written test, the ``tracely_replay`` fixture replays one case; a verdict that is
+not a pass fails the test with those same reasons and diff. It returns the
 :class:`~tracely_sdk._runner.CaseResult` (``.replay`` is the ReplayReport) to assert more on;
 ``check=False`` returns a failing result instead, for a test that inspects it::
+
+    import pytest
 
     @pytest.mark.tracely_case("paris-weather")
     def test_paris(tracely_replay):
@@ -23,14 +27,25 @@ pass fails the test with those same reasons and diff. It returns the
 
 A case's own entrypoint is imported only if the project allows it (see
 ``tracely_sdk._entrypoints``); an entrypoint given by ``--tracely-entrypoint``, the marker or
-the test is the project's own choice and always allowed.
+the test is the project's own choice and always allowed. An entrypoint given by the marker or
+the test replaces the case's own.
+
+The plugin lives in the same process as the suite's other tests, so nothing it meets stops
+them: a store that cannot be read, a case file that does not load, or agent code that fails to
+import is a failing test item saying why, and the other tests run. Options that select no case
+at all are a usage error (``--tracely-allow-empty`` when that is intended). Strict replay gives
+agent code the placeholder API keys ``tracely replay`` gives it, only while tracely imports and
+replays it: the suite's other tests see the environment they were given.
 
 Without a ``--tracely-*`` option the plugin collects nothing and changes nothing.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import dataclasses
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,7 +55,7 @@ import pytest
 from tracely_sdk._reports import format_result
 from tracely_sdk._runner import CaseResult, ReplayCase
 
-__all__ = ["TracelyCaseItem", "TracelyReplay"]
+__all__ = ["TracelyCaseItem", "TracelyProblem", "TracelyReplay"]
 
 
 @dataclass
@@ -54,11 +69,15 @@ class _State:
     strict: bool
     allow_empty: bool = False
     store: Any = None
+    # TRACELY_ALLOW_NETWORK before --tracely-allow-network replaced it (restored at the end)
+    network_env: tuple[str | None] | None = None
     functions: dict[str, Callable[..., Any]] = field(default_factory=dict)
+    failed: dict[str, str] = field(default_factory=dict)  # entrypoint -> why it did not import
+    problems: list[TracelyProblem] = field(default_factory=list)
 
     @property
     def collects(self) -> bool:
-        return bool(self.entrypoint or self.cases_dir or self.tags)
+        return bool(self.entrypoint or self.store_url or self.cases_dir or self.tags)
 
     def open_store(self) -> Any:
         if self.store is None:
@@ -68,40 +87,82 @@ class _State:
             self.store = open_store(resolve("store", self.store_url), create=False)
         return self.store
 
-    def function(self, entrypoint: str) -> Callable[..., Any]:
-        from tracely_sdk._runner import load_entrypoint
+    def source(self) -> str:
+        """Where the cases come from, safe to show."""
+        if self.cases_dir is not None:
+            return f"the case directory {self.cases_dir}"
+        from tracely_sdk._config import resolve
+        from tracely_sdk.store import default_store_url, redact_url
 
+        return f"the store {redact_url(resolve('store', self.store_url) or default_store_url())}"
+
+    @contextmanager
+    def api_keys(self, strict: bool) -> Iterator[None]:
+        """Placeholder provider API keys for agent code under strict replay, as ``tracely
+        replay`` sets them; those it set are removed after, for the suite's other tests."""
+        from tracely_sdk._entrypoints import PLACEHOLDER_API_KEY, placeholder_api_keys
+
+        filled = placeholder_api_keys() if strict else []
+        try:
+            yield
+        finally:
+            for name in filled:
+                if os.environ.get(name) == PLACEHOLDER_API_KEY:
+                    del os.environ[name]
+
+    def function(self, entrypoint: str) -> Callable[..., Any]:
+        """The function ``entrypoint`` names, imported once; a failed import raises the same
+        EntrypointError each time it is asked for, without importing again."""
+        from tracely_sdk._runner import EntrypointError, load_entrypoint
+
+        if entrypoint in self.failed:
+            raise EntrypointError(self.failed[entrypoint])
         fn = self.functions.get(entrypoint)
         if fn is None:
-            fn = self.functions[entrypoint] = load_entrypoint(entrypoint)
+            try:
+                with self.api_keys(self.strict):
+                    fn = load_entrypoint(entrypoint)
+            except EntrypointError as exc:
+                self.failed[entrypoint] = str(exc)
+                raise
+            self.functions[entrypoint] = fn
         return fn
+
+    def policy(self, override: str | None) -> Any:
+        from tracely_sdk._entrypoints import EntrypointPolicy
+
+        return EntrypointPolicy.for_project(explicit=[override, self.entrypoint])
 
     def load(
         self,
         case_ids: tuple[str, ...] = (),
         tags: tuple[str, ...] = (),
-        entrypoint: str | None = None,
+        override: str | None = None,
     ) -> list[ReplayCase]:
-        """The cases, each whose own entrypoint the project does not allow marked not to run."""
-        from tracely_sdk._entrypoints import EntrypointPolicy
+        """The cases, each whose own entrypoint the project does not allow marked not to run
+        (unless ``override``, the test's own choice, replaces it)."""
         from tracely_sdk._runner import load_cases, refuse_disallowed
 
         if self.cases_dir is not None:
             cases = load_cases(cases_dir=self.cases_dir, case_ids=case_ids, tags=tags)
         else:
             cases = load_cases(store=self.open_store(), case_ids=case_ids, tags=tags)
-        policy = EntrypointPolicy.for_project(explicit=[entrypoint])
-        return refuse_disallowed(cases, entrypoint, policy)
+        return refuse_disallowed(cases, override, self.policy(override))
 
-    def checked(self, cases: list[ReplayCase], entrypoint: str | None) -> list[ReplayCase]:
-        """``cases`` with those whose loaded function is not the project's marked not to run."""
-        from tracely_sdk._entrypoints import EntrypointPolicy
+    def checked(self, cases: list[ReplayCase], override: str | None) -> list[ReplayCase]:
+        """``cases`` with those whose imported function is not the project's marked not to run."""
         from tracely_sdk._runner import refuse_disallowed
 
-        policy = EntrypointPolicy.for_project(explicit=[entrypoint])
-        return refuse_disallowed(cases, entrypoint, policy, self.functions)
+        return refuse_disallowed(cases, override, self.policy(override), self.functions)
 
     def close(self) -> None:
+        if self.network_env is not None:
+            from tracely_sdk._network_guard import ENV_VAR
+
+            (previous,), self.network_env = self.network_env, None
+            os.environ.pop(ENV_VAR, None)
+            if previous is not None:
+                os.environ[ENV_VAR] = previous
         store, self.store = self.store, None
         if store is not None:
             store.close()
@@ -115,13 +176,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--tracely-entrypoint",
         metavar="MODULE:FUNCTION",
-        help="collect one test per tracely case, replayed through this agent function "
-        "(default for the tracely_replay fixture and for cases without their own)",
+        help="the agent function for the cases without an entrypoint of their own (in the "
+        "collected tests and in tracely_replay); collects one test per case, as --tracely-store",
     )
     group.addoption(
         "--tracely-store",
         metavar="URL",
-        help="the tracely store (default: $TRACELY_STORE, else .tracely/tracely.db)",
+        help="collect one test per case in this tracely store (default store: $TRACELY_STORE, "
+        "else .tracely/tracely.db)",
     )
     group.addoption(
         "--tracely-cases",
@@ -147,6 +209,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=False,
         help="replay leniently (live fall-through on a miss); verdicts say LENIENT",
     )
+    group.addoption(
+        "--tracely-allow-network",
+        action="append",
+        default=[],
+        metavar="HOST[:PORT]",
+        help="let strict replay connect to this host (repeatable); any other connection, "
+        "loopback included, is refused and fails its case",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -165,6 +235,17 @@ def pytest_configure(config: pytest.Config) -> None:
         strict=not config.getoption("--tracely-lenient"),
         allow_empty=config.getoption("--tracely-allow-empty"),
     )
+    allowed = config.getoption("--tracely-allow-network")
+    if allowed:
+        from tracely_sdk._network_guard import allow_in_process
+        from tracely_sdk.errors import ConfigError
+
+        try:
+            config.stash[_STATE].network_env = (
+                allow_in_process(allowed, "--tracely-allow-network"),
+            )
+        except ConfigError as exc:
+            raise pytest.UsageError(f"tracely: {exc}") from None
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -203,14 +284,16 @@ class TracelyCaseItem(pytest.Item):
         from tracely_sdk._runner import run_case
 
         state = self.config.stash[_STATE]
+        # Collection imported the entrypoint, or put why it could not on the case as a problem.
         fn = (
             state.function(self.entrypoint)
             if self.entrypoint and self.case.problem is None
-            else None
+            else _unused
         )
-        self.result = result = run_case(
-            self.case, fn or _unused, strict=state.strict, entrypoint=self.entrypoint
-        )
+        with state.api_keys(state.strict):
+            self.result = result = run_case(
+                self.case, fn, strict=state.strict, entrypoint=self.entrypoint
+            )
         self.user_properties.append(("tracely.verdict", result.verdict))
         if result.version is not None:
             self.user_properties.append(("tracely.case.version", result.version))
@@ -232,8 +315,73 @@ class TracelyCaseItem(pytest.Item):
         return self.path, None, f"tracely case {self.case.id}"
 
 
+class _Problem(Exception):
+    """Why cases could not be collected."""
+
+
+class TracelyProblem(pytest.Item):
+    """A failing test standing for cases that could not be collected: ``tracely::[cases]``."""
+
+    def __init__(self, *, problem: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.problem = problem
+
+    def runtest(self) -> None:
+        raise _Problem(self.problem)
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
+        if isinstance(excinfo.value, _Problem):
+            return f"tracely: {self.problem}"
+        return super().repr_failure(excinfo, style=style)  # pragma: no cover - never raised
+
+    def reportinfo(self) -> tuple[Path, int | None, str]:
+        return self.path, None, f"tracely {self.name}"
+
+
 def _unused(*args: Any, **kwargs: Any) -> Any:  # pragma: no cover - never called
     raise AssertionError("a case that cannot be loaded is never run")
+
+
+def _describe(exc: BaseException) -> str:
+    from tracely_sdk.errors import TracelyError
+
+    return str(exc) if isinstance(exc, TracelyError) else f"{type(exc).__name__}: {exc}"
+
+
+def _not_run(case: ReplayCase, problem: str) -> ReplayCase:
+    return dataclasses.replace(case, problem=problem, problem_type="EntrypointError")
+
+
+def _ready(state: _State, cases: list[ReplayCase]) -> tuple[list[ReplayCase], dict[str, str]]:
+    """``cases`` with their entrypoints imported, each that cannot run marked with why; and
+    the problems that belong to no case."""
+    from tracely_sdk.errors import ConfigError
+
+    ready = []
+    for case in cases:
+        ep = case.entrypoint or state.entrypoint
+        if case.problem is None and ep is None:
+            case = _not_run(
+                case,
+                "the case has no entrypoint, so it was not run: pass --tracely-entrypoint "
+                "module:function, or set one with `tracely cases promote ... --entrypoint "
+                "module:function`",
+            )
+        elif case.problem is None and ep is not None:
+            try:
+                state.function(ep)
+            except ConfigError as exc:
+                case = _not_run(case, f"{exc}; the case was not run")
+        ready.append(case)
+    problems = {}
+    used = {c.entrypoint or state.entrypoint for c in cases}
+    if state.entrypoint and state.entrypoint not in used:
+        # Checked even when every case has its own: a typo must not pass unnoticed.
+        try:
+            state.function(state.entrypoint)
+        except ConfigError as exc:
+            problems["[entrypoint]"] = f"--tracely-entrypoint: {exc}"
+    return state.checked(ready, None), problems
 
 
 @pytest.hookimpl(tryfirst=True)  # before -k/-m deselect, so they select among the cases
@@ -243,56 +391,55 @@ def pytest_collection_modifyitems(
     state = config.stash.get(_STATE, None)
     if state is None or not state.collects:
         return
-    from tracely_sdk.errors import ConfigError, StoreError
-
-    try:
-        cases = state.load(tags=tuple(state.tags), entrypoint=state.entrypoint)
-        if not cases and not state.allow_empty:
-            raise ConfigError(_nothing_selected(state))
-        missing = [
-            c.id for c in cases if c.problem is None and not (state.entrypoint or c.entrypoint)
-        ]
-        if missing:
-            raise ConfigError(
-                f"tracely case(s) {', '.join(missing)} have no entrypoint: pass "
-                "--tracely-entrypoint module:function"
-            )
-        for ep in dict.fromkeys(
-            state.entrypoint or c.entrypoint for c in cases if c.problem is None
-        ):
-            if ep is not None:
-                state.function(ep)
-        cases = state.checked(cases, state.entrypoint)
-    except (ConfigError, StoreError) as exc:
-        raise pytest.UsageError(f"tracely: {exc}") from None
     parent = TracelyCases.from_parent(session, name="tracely", nodeid="tracely")
-    collected: list[pytest.Item | pytest.Collector] = [
+    cases: list[ReplayCase] = []
+    problems: dict[str, str] = {}  # item name -> why
+    try:
+        cases = state.load(tags=tuple(state.tags))
+    except Exception as exc:  # a store or directory that fails must not stop the other tests
+        problems["[cases]"] = f"no case could be read from {state.source()}: {_describe(exc)}"
+    else:
+        if not cases and not state.allow_empty:
+            raise pytest.UsageError(f"tracely: {_nothing_selected(state)}")
+        cases, problems = _ready(state, cases)
+    collected: list[pytest.Item] = [
         TracelyCaseItem.from_parent(
-            parent, name=case.id, case=case, entrypoint=state.entrypoint or case.entrypoint
+            parent, name=case.id, case=case, entrypoint=case.entrypoint or state.entrypoint
         )
         for case in cases
     ]
+    state.problems = [
+        TracelyProblem.from_parent(parent, name=name, problem=problem)
+        for name, problem in problems.items()
+    ]
     # Reported like any collected node, so `collected N items` and --collect-only count them.
+    reported: list[pytest.Item | pytest.Collector] = [*collected, *state.problems]
     config.hook.pytest_collectreport(
-        report=pytest.CollectReport(parent.nodeid, "passed", None, collected)
+        report=pytest.CollectReport(parent.nodeid, "passed", None, reported)
     )
-    items.extend(item for item in collected if isinstance(item, pytest.Item))
+    items.extend(collected)
+
+
+@pytest.hookimpl(tryfirst=True)  # before the terminal reports what was collected
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """The problem items join after -k/-m selection: they are no case, and a selection of
+    cases must not hide that the cases could not be read."""
+    state = session.config.stash.get(_STATE, None)
+    if state is not None and state.problems:
+        session.items.extend(state.problems)
 
 
 def _nothing_selected(state: _State) -> str:
-    from tracely_sdk.store import redact_url
-
-    source = (
-        f"the case directory {state.cases_dir}"
-        if state.cases_dir is not None
-        else f"the store {redact_url(state.open_store().url)}"
-    )
     total = len(state.load())
     filters = " ".join(f"--tracely-tag {t}" for t in state.tags)
-    found = f"holds {total} case(s), none selected by {filters}" if total else "holds no cases"
+    found = (
+        f"holds {total} case(s), none selected by {filters}"
+        if total
+        else "holds no cases (promote a recording with `tracely cases promote TRACE_ID`)"
+    )
     return (
-        f"no cases to replay: {source} {found}. A run that replays nothing is not a pass: "
-        "check the options, or pass --tracely-allow-empty if that is intended"
+        f"no cases to replay: {state.source()} {found}. A run that replays nothing is not a "
+        "pass: check the options, or pass --tracely-allow-empty if that is intended"
     )
 
 
@@ -313,7 +460,7 @@ class TracelyReplay:
 
         wanted = case_id or self._marked_id()
         try:
-            return self._state.load(case_ids=(wanted,), entrypoint=entrypoint)[0]
+            return self._state.load(case_ids=(wanted,), override=entrypoint)[0]
         except (ConfigError, StoreError) as exc:
             problem = str(exc)
         pytest.fail(f"tracely: {problem}", pytrace=False)
@@ -338,11 +485,11 @@ class TracelyReplay:
 
         The failure shows the verdict, reasons and diff as ``tracely replay`` prints them.
         With ``check=False`` the result is returned whatever the verdict, to inspect it.
-        The entrypoint is ``entrypoint``, else the marker's ``entrypoint=``, else
-        ``--tracely-entrypoint``, else the case's own (if the project allows it).
+        The entrypoint is ``entrypoint``, else the marker's ``entrypoint=``, else the case's
+        own (if the project allows it), else ``--tracely-entrypoint``.
         """
         marked = self._marker.kwargs.get("entrypoint") if self._marker is not None else None
-        given = entrypoint or marked or self._state.entrypoint
+        given = entrypoint or marked
         result = self._replay(self.case(case_id, given), given, strict)
         if check and not result.ok:
             text = format_result(result)
@@ -355,7 +502,8 @@ class TracelyReplay:
         from tracely_sdk._runner import run_case
         from tracely_sdk.errors import ConfigError
 
-        ep = given or case.entrypoint
+        ep = given or case.entrypoint or self._state.entrypoint
+        strict = self._state.strict if strict is None else strict
         if ep is None and case.problem is None:
             pytest.fail(
                 f"tracely case {case.id} has no entrypoint: pass entrypoint='module:function' "
@@ -370,9 +518,8 @@ class TracelyReplay:
             case = self._state.checked([case], given)[0]
             if case.problem is not None:
                 fn = _unused
-            return run_case(
-                case, fn, strict=self._state.strict if strict is None else strict, entrypoint=ep
-            )
+            with self._state.api_keys(strict):
+                return run_case(case, fn, strict=strict, entrypoint=ep)
         pytest.fail(f"tracely: {problem}", pytrace=False)
 
 

@@ -69,9 +69,9 @@ def test_the_summary_and_the_cases_table_filter_by_verdict_and_search(
     counts = page.locator("ul.counts").inner_text()
     assert "3 cases" in counts and "FAIL 2" in " ".join(counts.split())
     assert "sqlite:///ci.db" in page.locator("dl.meta").first.inner_text()
-    assert _visible_rows(page) == ["paris-weather", "oslo-weather", "hostile-output"]
+    assert _visible_rows(page) == ["hostile-output", "oslo-weather", "paris-weather"]  # by id
     page.select_option("#verdict-filter", "FAIL")
-    assert _visible_rows(page) == ["paris-weather", "hostile-output"]
+    assert _visible_rows(page) == ["hostile-output", "paris-weather"]
     page.select_option("#verdict-filter", "")
     page.fill("#case-search", "smoke")
     assert _visible_rows(page) == ["paris-weather"]
@@ -132,8 +132,8 @@ def test_the_keyboard_reaches_a_case_and_its_calls(page: Any, report: Path) -> N
     page.keyboard.press("Tab")
     assert page.evaluate("document.activeElement.textContent") == "paris-weather"
     page.keyboard.press("Enter")
-    page.wait_for_url("**#case-1")
-    assert page.locator("#case-1").is_visible()
+    page.wait_for_url("**#case-3")
+    assert page.locator("#case-3").is_visible()
     page.keyboard.press("j")
     focused = page.evaluate("document.activeElement.getAttribute('data-outcome')")
     assert focused == "diverged"
@@ -144,8 +144,8 @@ def test_the_keyboard_reaches_a_case_and_its_calls(page: Any, report: Path) -> N
 def test_a_recorded_script_is_shown_as_text_and_never_runs(page: Any, report: Path) -> None:
     dialogs: list[str] = []
     page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
-    page.goto(report.as_uri() + "#case-3")
-    case = page.locator("#case-3")
+    page.goto(report.as_uri() + "#case-1")
+    case = page.locator("#case-1")
     assert case.get_by_text(SCRIPT, exact=True).first.is_visible()
     assert page.locator("script").count() == 1  # the report's own
     page.get_by_role("link", name="← all cases").last.click()

@@ -234,3 +234,26 @@ def test_a_trace_of_500_calls_loads_collapsed_and_stays_interactive(
     assert '"i": 321' in output.locator("pre").inner_text()
     page.keyboard.press("j")
     assert page.evaluate("document.activeElement.dataset.outcome") == "recorded"
+
+
+def test_a_sandboxed_frame_elsewhere_cannot_sign_the_visitor_in(
+    page: Any, server: ServerProcess, watch: Watch
+) -> None:
+    # The attack: a page on another site frames a sandboxed form (its origin is opaque, so the
+    # browser sends "Origin: null") that posts the attacker's own token to the sign-in form and
+    # navigates the whole tab there; the visitor would then work as the attacker, unaware.
+    watch.expected_statuses = [403]
+    frame = (
+        f"<form method='post' action='{server.url}/ui/login' target='_top'>"
+        f"<input name='token' value='{server.tokens.write}'>"
+        "<input name='next' value='/ui/cases'></form>"
+        "<script>document.forms[0].submit()</script>"
+    )
+    page.set_content(
+        '<iframe sandbox="allow-forms allow-scripts allow-top-navigation" '
+        f'srcdoc="{frame}"></iframe>'
+    )
+    page.wait_for_url(re.compile(re.escape(server.url) + r"/ui/"))
+    assert page.context.cookies() == [], "the attacker's token signed the visitor in"
+    assert page.url == f"{server.url}/ui/login"
+    assert "a form from another site was refused" in page.content()

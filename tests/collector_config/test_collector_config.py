@@ -558,7 +558,9 @@ def check_compose(compose: Any, otelcol: Any, tempo: Any, base: Path) -> list[st
     for name, svc in services.items():
         image = str(svc.get("image", ""))
         tag = image.rsplit(":", 1)[1] if ":" in image.rsplit("/", 1)[-1] else ""
-        if not tag or tag == "latest" or not re.search(r"\d", tag):
+        if svc.get("build"):
+            pass  # built from this repository, not pulled
+        elif not tag or tag == "latest" or not re.search(r"\d", tag):
             errors.append(f"services.{name}.image: pin a released version tag: {image!r}")
         for source, target in bind_mounts(svc):
             if not (base / source).exists():
@@ -610,16 +612,16 @@ def check_compose(compose: Any, otelcol: Any, tempo: Any, base: Path) -> list[st
             )
 
     # tracely server.
-    if tracely.get("image") != "python:3.11-slim":
-        errors.append("tracely must run python:3.11-slim")
-    src = {t.split(":")[0]: s for s, t in bind_mounts(tracely)}
-    ro = [str(v) for v in tracely.get("volumes") or [] if str(v).split(":")[1:2] == ["/src"]]
-    if "/src" not in src or not (base / src["/src"] / "pyproject.toml").exists():
-        errors.append("tracely must mount the repository (with pyproject.toml) at /src")
-    if not ro or not ro[0].endswith(":ro"):
-        errors.append("tracely must mount /src read-only")
-    if "[server]" not in command or "tracely serve" not in command:
-        errors.append("tracely command must install the [server] extra and run tracely serve")
+    build = tracely.get("build") or {}
+    dockerfile = base / str(build.get("context", "")) / str(build.get("dockerfile", "Dockerfile"))
+    if not build or not dockerfile.is_file():
+        errors.append("tracely must be built from the repository's Dockerfile")
+    else:
+        errors.extend(dockerfile_errors(dockerfile))
+    if any(str(v).split(":")[1:2] == ["/src"] for v in tracely.get("volumes") or []):
+        errors.append("tracely must not mount the source tree: the image holds the built wheel")
+    if "serve" not in command:
+        errors.append("tracely command must run tracely serve")
     if "--store sqlite:////data/" not in command:
         errors.append("tracely must store in sqlite under /data")
     if not any(
@@ -647,6 +649,31 @@ def check_compose(compose: Any, otelcol: Any, tempo: Any, base: Path) -> list[st
         errors.append("jaeger: UI port 16686 is not published")
     if not str(services["jaeger"].get("image", "")).startswith("jaegertracing/jaeger:2."):
         errors.append("jaeger must run the v2 image jaegertracing/jaeger:2.x")
+    return errors
+
+
+def dockerfile_errors(path: Path) -> list[str]:
+    """What keeps a Dockerfile from building the tracely server as users install it."""
+    text = path.read_text(encoding="utf-8")
+    stages = re.findall(r"^FROM\s+(\S+)", text, re.M)
+    errors = []
+    if not stages or any(not s.startswith("python:3.") for s in stages):
+        errors.append(f"{path.name}: every stage must start from an official python:3.x image")
+    if not re.search(r"^COPY\s+\.\s+\.", text, re.M):
+        errors.append(f"{path.name}: the build stage must copy this repository")
+    if "python -m build --wheel" not in text:
+        errors.append(f"{path.name}: the image must be built from the wheel of this repository")
+    if (
+        not re.search(r"pip install [^\n]*tracely_replay-\*\.whl", text)
+        and "${WHEEL}[server" not in text
+    ):
+        errors.append(f"{path.name}: the wheel must be installed with the server extra")
+    if re.search(r"pip install[^\n]*(-e |--editable)", text):
+        errors.append(f"{path.name}: the install must not be editable")
+    if not re.search(r"^USER\s+(?!root)\S+", text, re.M):
+        errors.append(f"{path.name}: the server must not run as root")
+    if not re.search(r'^ENTRYPOINT\s+\["tracely"\]', text, re.M):
+        errors.append(f"{path.name}: the entrypoint must be the tracely command")
     return errors
 
 
@@ -918,7 +945,8 @@ BROKEN_COMPOSE = {
         "otel-collector", 0, "./otelcol-missing.yaml:/etc/otelcol-contrib/config.yaml:ro"
     ),
     "repo mounted read-write": _compose_mount("tracely", 0, "..:/src"),
-    "undeclared named volume": _compose_mount("tracely", 1, "other-data:/data"),
+    "undeclared named volume": _compose_mount("tracely", 0, "other-data:/data"),
+    "tracely from a package index": lambda c: c["services"]["tracely"].pop("build"),
     "no tempo service": _compose_drop("tempo"),
     "unpinned image": _compose_image("jaeger", "jaegertracing/jaeger:latest"),
     "jaeger v1 image": _compose_image("jaeger", "jaegertracing/all-in-one:1.76.0"),
@@ -954,3 +982,23 @@ def test_broken_tempo_config_is_rejected(tempo, mutation):
     broken = copy.deepcopy(tempo)
     mutation(broken)
     assert check_tempo_config(broken) != []
+
+
+def test_the_dockerfile_builds_the_server_from_this_repository() -> None:
+    assert dockerfile_errors(CONFIG_DIR.parent / "Dockerfile") == []
+
+
+BROKEN_DOCKERFILE = {
+    "from a package index": ("python -m build --wheel --outdir /dist .", "true"),
+    "editable install": ('"${WHEEL}[server,postgres]"', "-e /src[server]"),
+    "runs as root": ("USER tracely", "USER root"),
+    "not the tracely command": ('ENTRYPOINT ["tracely"]', 'ENTRYPOINT ["python"]'),
+}
+
+
+@pytest.mark.parametrize("change", BROKEN_DOCKERFILE.values(), ids=BROKEN_DOCKERFILE.keys())
+def test_a_broken_dockerfile_is_rejected(tmp_path: Path, change: tuple[str, str]) -> None:
+    text = (CONFIG_DIR.parent / "Dockerfile").read_text(encoding="utf-8")
+    assert change[0] in text
+    (tmp_path / "Dockerfile").write_text(text.replace(change[0], change[1]), encoding="utf-8")
+    assert dockerfile_errors(tmp_path / "Dockerfile")

@@ -8,7 +8,7 @@ through the decoders, the extractor and the store), ``bundle`` (``fixtures()`` a
 every recorded call) or ``case-file`` (``tracely cases import``). The seed corpus is recorded
 fresh from the reference agent (``examples/weather_agent.py``) on every start and written to
 ``--corpus`` (a temporary directory by default), where libFuzzer also keeps what it finds.
-Install atheris with ``pip install 'tracely[fuzz]'`` (it ships wheels for Linux and macOS).
+Install atheris with ``pip install 'tracely-replay[fuzz]'`` (it ships wheels for Linux and macOS).
 
 A finding is any exception other than the documented error types, an extracted bundle its own
 validator refuses, a recording the store cannot hold, or extraction work that grows faster

@@ -14,7 +14,9 @@ SDK = {
 }  # fmt: skip
 
 OTEL = {
-    "FORMAT", "BundleFormatError", "bundle_checksum", "entry_labels", "seal", "validate_bundle",
+    "FORMAT", "JSON_SPACE", "MAX_NESTING", "Bundle", "BundleFormatError", "RecordedError",
+    "bundle_checksum", "entry_labels", "seal", "validate_bundle", "value_problem",
+    "REDACTED", "is_secret_key", "redact_json", "redact_str",
     "BundleCallback", "ExtractedCall", "FixtureSpanProcessor", "NotReplayable", "SpanEvent",
     "SpanRecord", "bundle_from_spans", "digest_item", "record_from_readable", "register_reader", "value_digest",
     "SetupError", "attributes", "find_fixture_processor", "sdk_disabled", "setup",
@@ -32,6 +34,16 @@ def test_tracely_otel_all() -> None:
     assert set(tracely_otel.__all__) == OTEL
     for name in OTEL:
         assert hasattr(tracely_otel, name), name
+
+
+def test_tracely_otel_public_submodules_export_what_they_list() -> None:
+    import tracely_otel.genai
+    import tracely_otel.otlp
+
+    for module in (tracely_otel.genai, tracely_otel.otlp):
+        assert module.__all__, module.__name__
+        for name in module.__all__:
+            assert hasattr(module, name), f"{module.__name__}.{name}"
 
 
 def test_errors_form_one_tree() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -91,9 +92,24 @@ def test_failures_show_the_same_reasons_as_the_cli(
     assert "Traceback" not in result.stdout.str()
 
 
-def test_the_regression_fails_on_the_missing_tool(
-    pytester: pytest.Pytester, store_url: str
+def test_the_entrypoint_option_is_the_default_for_cases_without_their_own(
+    pytester: pytest.Pytester, store_url: str, capture: Any
 ) -> None:
+    store = SQLiteStore(store_url.removeprefix("sqlite://"))
+    try:
+        lisbon = _record(capture, store, weather_agent.run, "Lisbon")
+        store.promote(lisbon, name="Lisbon weather")  # no entrypoint of its own
+    finally:
+        store.close()
+    pytester.makepyfile(
+        test_handwritten="""
+        def test_its_own(tracely_replay):
+            assert tracely_replay("paris-weather").verdict == "PASS"
+
+        def test_the_default(tracely_replay):
+            assert tracely_replay("lisbon-weather", check=False).verdict == "FAIL"
+        """
+    )
     result = pytester.runpytest(
         *PLUGIN,
         "--tracely-store",
@@ -101,15 +117,21 @@ def test_the_regression_fails_on_the_missing_tool(
         "--tracely-entrypoint",
         f"{WEATHER}:run_broken",
         "-k",
-        "paris",
+        "paris or lisbon or handwritten",
+        "-v",
     )
-    result.assert_outcomes(failed=1, deselected=1)
+    # paris-weather replays through its own run; lisbon-weather through the default, broken
+    result.assert_outcomes(passed=3, failed=1, deselected=1)
     result.stdout.fnmatch_lines(
         [
-            "FAIL paris-weather v1 (Paris weather)",
+            "*test_handwritten.py::test_its_own PASSED*",
+            "*test_handwritten.py::test_the_default PASSED*",
+            "*tracely::lisbon-weather FAILED*",
+            "*tracely::paris-weather PASSED*",
+            "FAIL lisbon-weather v1 (Lisbon weather)",
             "  - recorded call(s) never made: tools:get_weather, llm:local-weather-model",
             "  - output differs from the expected output",
-            '    output: recorded "It*" now "Let me check the weather in Paris."',
+            '    output: recorded "It*" now "Let me check the weather in Lisbon."',
         ]
     )
 
@@ -177,8 +199,8 @@ def test_the_fixture_and_marker_in_a_hand_written_test(
             tracely_replay("lima")
         """
     )
-    result = pytester.runpytest(*PLUGIN, "--tracely-store", store_url)
-    result.assert_outcomes(passed=4, failed=2)  # --tracely-store alone collects no cases
+    result = pytester.runpytest(*PLUGIN, "--tracely-store", store_url, "-k", "handwritten")
+    result.assert_outcomes(passed=4, failed=2, deselected=2)
     result.stdout.fnmatch_lines(
         [
             "*_ test_needs_an_id _*",
@@ -198,13 +220,21 @@ def test_nothing_happens_without_tracely_options(pytester: pytest.Pytester, stor
     assert "tracely::" not in result.stdout.str()
 
 
-def test_a_bad_entrypoint_is_a_usage_error(pytester: pytest.Pytester, store_url: str) -> None:
+def test_a_bad_entrypoint_option_fails_without_stopping_other_tests(
+    pytester: pytest.Pytester, store_url: str
+) -> None:
+    pytester.makepyfile(test_plain="def test_one():\n    assert True\n")
     result = pytester.runpytest(
-        *PLUGIN, "--tracely-store", store_url, "--tracely-entrypoint", f"{WEATHER}:nope"
+        *PLUGIN, "--tracely-store", store_url, "--tracely-entrypoint", f"{WEATHER}:nope", "-k", "x"
     )
-    assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(
-        ["*tracely: entrypoint 'examples.weather_agent:nope'*has no attribute 'nope'*"]
+    # every case has its own entrypoint, and a selection of cases does not hide the typo
+    result.assert_outcomes(passed=0, failed=1, deselected=3)
+    result.stdout.fnmatch_lines(
+        [
+            "*_ tracely [[]entrypoint] _*",
+            "tracely: --tracely-entrypoint: entrypoint 'examples.weather_agent:nope'*"
+            "has no attribute 'nope'*",
+        ]
     )
     both = pytester.runpytest(*PLUGIN, "--tracely-store", store_url, "--tracely-cases", "x")
     assert both.ret == pytest.ExitCode.USAGE_ERROR
@@ -261,8 +291,8 @@ def test_a_failing_verdict_fails_the_hand_written_test(
             assert result.verdict == "INCOMPLETE"
         """
     )
-    result = pytester.runpytest(*PLUGIN, "--tracely-store", store_url)
-    result.assert_outcomes(passed=1, failed=2)
+    result = pytester.runpytest(*PLUGIN, "--tracely-store", store_url, "-k", "handwritten")
+    result.assert_outcomes(passed=1, failed=2, deselected=2)
     # the same verdict, reasons and diff as `tracely replay` prints
     result.stdout.fnmatch_lines(
         [
@@ -324,3 +354,131 @@ def test_no_case_selected_is_an_error(pytester: pytest.Pytester, store_url: str)
         *PLUGIN, "--tracely-store", store_url, "--tracely-tag", "smok", "--tracely-allow-empty"
     )
     assert allowed.ret == pytest.ExitCode.NO_TESTS_COLLECTED
+
+
+def test_the_store_option_alone_collects_the_store_cases(
+    pytester: pytest.Pytester, store_url: str, tmp_path: Path
+) -> None:
+    result = pytester.runpytest(*PLUGIN, "--tracely-store", store_url, "-v")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(
+        ["*tracely::oslo-weather FAILED*", "*tracely::paris-weather PASSED*"]
+    )
+
+    empty = tmp_path / "empty.db"
+    SQLiteStore(empty).close()
+    empty_url = f"sqlite:///{empty.as_posix().lstrip('/')}"
+    nothing = pytester.runpytest(*PLUGIN, "--tracely-store", empty_url)
+    assert nothing.ret == pytest.ExitCode.USAGE_ERROR
+    nothing.stderr.fnmatch_lines(
+        [f"*tracely: no cases to replay: the store {empty_url} holds no cases*not a pass*"]
+    )
+
+
+def test_a_case_whose_agent_fails_to_import_fails_alone(
+    pytester: pytest.Pytester, store_url: str, capture: Any
+) -> None:
+    store = SQLiteStore(store_url.removeprefix("sqlite://"))
+    try:
+        lisbon = _record(capture, store, weather_agent.run, "Lisbon")
+        store.promote(lisbon, name="Lisbon weather", entrypoint="broken_agent:run")
+    finally:
+        store.close()
+    pytester.makepyfile(
+        broken_agent="raise RuntimeError('AGENT_CONFIG is not set')\n",
+        test_plain="def test_one():\n    assert True\n",
+    )
+    result = pytester.runpytest(*PLUGIN, "--tracely-store", store_url, "-v")
+    result.assert_outcomes(passed=2, failed=2)
+    result.stdout.fnmatch_lines(
+        [
+            "*test_plain.py::test_one PASSED*",
+            "*tracely::lisbon-weather FAILED*",
+            "ERRORED lisbon-weather v1 (Lisbon weather)",
+            "  - entrypoint 'broken_agent:run': importing 'broken_agent' failed: RuntimeError: "
+            "AGENT_CONFIG is not set; the case was not run",
+        ]
+    )
+
+
+@pytest.mark.parametrize("source", ["--tracely-cases", "--tracely-store"])
+def test_cases_that_cannot_be_read_fail_without_stopping_other_tests(
+    pytester: pytest.Pytester, store_url: str, tmp_path: Path, source: str
+) -> None:
+    missing = tmp_path / "nowhere"
+    where = str(missing) if source == "--tracely-cases" else f"sqlite:///{missing}/tracely.db"
+    pytester.makepyfile(test_plain="def test_one():\n    assert True\n")
+    result = pytester.runpytest(*PLUGIN, source, where, "-k", "one")
+    result.assert_outcomes(passed=1, failed=1)  # -k selects cases, never hides this
+    result.stdout.fnmatch_lines(
+        ["*_ tracely [[]cases] _*", f"tracely: no case could be read from the * {where}: *"]
+    )
+
+
+def test_an_openai_case_file_replays_with_no_key_beside_the_other_tests(
+    pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The agent builds ``openai.OpenAI()`` at import, which needs a key; strict replay gives it
+    the placeholder ``tracely replay`` gives, and only while tracely imports and replays it."""
+    import subprocess
+
+    from examples.llm_server import serve
+    from tracely_sdk.store import open_store
+
+    root = Path(__file__).resolve().parents[2]
+    url = f"sqlite:///{(tmp_path / 'tracely.db').as_posix().lstrip('/')}"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "TRACELY_"))}
+    with serve() as (server, base_url):
+        env.update(
+            PYTHONPATH=str(root),
+            TRACELY_STORE=url,
+            OTEL_TRACES_EXPORTER="none",
+            OPENAI_BASE_URL=f"{base_url}/v1",
+            OPENAI_API_KEY="test-key",
+        )
+        live = subprocess.run(
+            [sys.executable, str(root / "examples" / "openai_quickstart.py"), "What is OTel?"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+            cwd=tmp_path,
+        )
+        assert live.returncode == 0, live.stderr
+        assert len(server.requests) == 1
+    with open_store(url) as store:
+        (recording,) = store.list_recordings()
+        store.promote(
+            recording.trace_id, name="openai hello", entrypoint="examples.openai_quickstart:run"
+        )
+        export_cases(store, pytester.path / "cases")
+
+    pytester.makepyprojecttoml('[tool.tracely]\nentrypoints = ["examples.*"]\n')
+    pytester.makepyfile(
+        test_plain="""
+        import os
+
+        def test_the_environment_is_the_suites_own():
+            assert "OPENAI_API_KEY" not in os.environ
+        """
+    )
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", "GOOGLE_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.delenv("TRACELY_STORE", raising=False)
+    monkeypatch.setenv("PYTHONPATH", str(root))
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    result = pytester.runpytest_subprocess(*PLUGIN, "--tracely-cases", "cases", "-v", timeout=120)
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["*test_plain.py::*PASSED*", "*tracely::openai-hello PASSED*"])
+
+
+def test_the_readme_pytest_example_runs_as_written(
+    pytester: pytest.Pytester, store_url: str
+) -> None:
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = readme[readme.index("**pytest.**") :]
+    example = section[section.index("```python\n") + 10 :].partition("\n```")[0]
+    pytester.makepyfile(test_readme=example)
+    result = pytester.runpytest(*PLUGIN, "--tracely-store", store_url, "-k", "readme", "-v")
+    result.assert_outcomes(passed=2, deselected=2)

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import orjson
 
+from tracely_sdk._html._render import report_document
 from tracely_sdk._reports import (
     REPORT_FORMAT,
     append_step_summary,
@@ -14,12 +15,13 @@ from tracely_sdk._reports import (
     json_report,
     junit_xml,
     markdown_summary,
+    merge_reports,
     summarize,
     summary_line,
     write_json,
     write_junit,
 )
-from tracely_sdk._runner import CaseResult
+from tracely_sdk._runner import CaseResult, ReplayCase, run_case
 
 MISS = "no recorded call for tools:get_weather (the recording has no tool calls)"
 
@@ -309,3 +311,60 @@ def test_a_tool_served_on_other_args_in_lenient_mode_shows_its_args() -> None:
         '  city: recorded "Paris" now "Lyon"',
         "  ... and 3 more differences",
     ]
+
+
+def _unreachable_backend(city: str) -> str:
+    raise ConnectionError(f"backend refused {city}: token=ghp_0123456789abcdefghijABCDEFGHIJ")
+
+
+def errored_result() -> CaseResult:
+    case = ReplayCase("lima", "Lima", 1, None, {"args": ["Lima"]}, "18°C", {})
+    return run_case(case, _unreachable_backend)
+
+
+def test_an_errored_case_shows_its_traceback_in_every_report(tmp_path: Path) -> None:
+    result = errored_result()
+    assert result.verdict == "ERRORED"
+    raised = "ConnectionError: backend refused Lima: token=[REDACTED]"
+    where = "in _unreachable_backend"
+
+    text = format_result(result)
+    assert f"  - the agent raised {raised}" in text
+    assert "    Traceback (most recent call last):" in text and where in text
+    assert f"    {raised}" in text
+
+    case = orjson.loads(write_json([result], tmp_path / "r.json").read_bytes())["cases"][0]
+    assert case["error"] == {"type": "ConnectionError", "message": raised.partition(": ")[2]}
+    assert where in case["traceback"] and case["traceback"].rstrip().endswith("not shown)")
+
+    error = ET.fromstring(junit_xml([result])).find("testsuite/testcase/error")
+    assert error is not None and where in (error.text or "") and raised in (error.text or "")
+
+    page = report_document(json_report([result]))
+    assert "actual: the agent raised <code>" + raised + "</code>" in page
+    assert "<details open><summary>Traceback</summary>" in page and where in page
+
+    for shown in (text, orjson.dumps(case).decode(), junit_xml([result]).decode(), page):
+        assert "ghp_" not in shown and "_runner.py" not in shown
+
+
+def test_every_report_lists_cases_in_natural_order() -> None:
+    ids = ["city10", "City2", "city1", "city02", "city"]
+    named = [CaseResult(i, 1, i, "FAIL", ["output differs"]) for i in ids]
+    natural = ["city", "city1", "City2", "city02", "city10"]
+    assert [c["case_id"] for c in json_report(named)["cases"]] == natural
+    junit = ET.fromstring(junit_xml(named)).findall("testsuite/testcase")
+    assert [t.get("name") for t in junit] == natural
+    table = [line for line in markdown_summary(named).splitlines() if line.startswith("| `")]
+    assert [line.split("`")[1] for line in table] == natural
+
+
+def test_a_merged_report_keeps_every_field_of_every_case(tmp_path: Path) -> None:
+    first, second = [*results()[:2], errored_result()], results()[2:]
+    paths = [write_json(first, tmp_path / "1.json"), write_json(second, tmp_path / "2.json")]
+    merged, _ = merge_reports(paths)
+    expected = json_report([*first, *second])["cases"]
+    assert json_report(merged)["cases"] == expected
+    assert [c["case_id"] for c in expected] == [
+        "a-pass", "b-fail", "c-incomplete", "d-errored", "e-lenient", "lima",
+    ]  # fmt: skip

@@ -25,9 +25,11 @@ from tracely_sdk._runner import (
     CaseResult,
     EntrypointError,
     ReplayCase,
+    Shard,
     load_case_dir,
     load_cases,
     load_entrypoint,
+    natural_key,
     run_case,
     run_cases,
 )
@@ -198,6 +200,59 @@ def test_errored_when_the_agent_raises(capture: Any) -> None:
     assert result.verdict == ERRORED
     assert result.reasons == ["the agent raised RuntimeError: boom"]
     assert result.traceback is not None and "RuntimeError: boom" in result.traceback
+
+
+SECRET = "api_key=sk-live-0123456789abcdefghij"
+
+
+def _connect(city: str) -> str:
+    raise ConnectionError(f"weather backend refused {city} with {SECRET}")
+
+
+def failing_agent(city: str) -> str:
+    return _connect(city)
+
+
+async def failing_async_agent(city: str) -> str:
+    return _connect(city)
+
+
+@pytest.mark.parametrize("agent", [failing_agent, failing_async_agent])
+def test_an_errored_case_keeps_the_agents_frames_redacted(capture: Any, agent: Any) -> None:
+    result = run_case(case_of(record(capture, weather_agent.run, "Paris")), agent)
+    assert result.verdict == ERRORED
+    assert result.error == {
+        "type": "ConnectionError",
+        "message": "weather backend refused Paris with api_key=[REDACTED]",
+    }
+    assert result.reasons == [f"the agent raised ConnectionError: {result.error['message']}"]
+    tb = result.traceback or ""
+    assert tb.startswith("Traceback (most recent call last):\n")
+    assert f"in {agent.__name__}\n" in tb and "in _connect\n" in tb
+    assert "ConnectionError: weather backend refused Paris with api_key=[REDACTED]" in tb
+    assert "sk-live" not in tb
+    # the runner that called the agent, and the event loop it awaited it on, are not the agent's
+    assert "tracely_sdk" not in tb and "asyncio" not in tb and "During handling" not in tb
+    assert "of tracely and its runner not shown" in tb
+
+
+def test_tracelys_frames_are_left_out_of_every_exception_in_the_chain(capture: Any) -> None:
+    def agent(city: str) -> str:
+        try:
+            tracely.call_tool("get_forecast", lambda: {}, args={"city": city})
+        except tracely.ReplayError as exc:
+            raise RuntimeError("no forecast") from exc
+        return "unreachable"
+
+    result = run_case(case_of(record(capture, weather_agent.run, "Paris")), agent)
+    assert result.verdict == INCOMPLETE
+    assert result.reasons[-1] == "the agent then raised RuntimeError: no forecast"
+    assert result.error == {"type": "RuntimeError", "message": "no forecast"}
+    tb = result.traceback or ""
+    assert "ReplayError: no recorded call for tools:get_forecast" in tb
+    assert "The above exception was the direct cause" in tb
+    assert tb.count("in agent\n") == 2  # the call_tool line, then the raise
+    assert "tracely_sdk/" not in tb and "tracely_otel/" not in tb
 
 
 def test_a_recorded_failure_reproduced_is_the_expected_outcome(
@@ -611,3 +666,24 @@ def test_the_timeline_travels_in_the_json_report_and_the_stored_run(
     assert case["timeline"] == result.timeline
     (stored,) = run_of([result], started_at=1).cases
     assert stored["timeline"] == result.timeline
+
+
+def test_natural_order_reads_numbers_as_numbers() -> None:
+    names = ["city10", "city2", "b", "City1", "city1", "a10b2", "a10b10", "a9"]
+    assert sorted(names, key=natural_key) == [
+        "a9", "a10b2", "a10b10", "b", "City1", "city1", "city2", "city10",
+    ]  # fmt: skip
+
+
+def test_a_cases_shard_is_chosen_by_its_id_alone() -> None:
+    ids = [f"case-{n}" for n in range(400)]
+    shards = [Shard(k, 4) for k in range(1, 5)]
+    where = {i: [s.index for s in shards if s.holds(i)] for i in ids}
+    assert all(len(found) == 1 for found in where.values())  # every case in exactly one shard
+    sizes = [sum(1 for found in where.values() if found == [k]) for k in range(1, 5)]
+    assert min(sizes) > 60  # spread over the shards, not all in one
+    # adding cases, or listing them in another order, moves no case to another shard
+    more = [*reversed(ids), "new-a", "new-b"]
+    assert all([s.index for s in shards if s.holds(i)] == where[i] for i in more if i in where)
+    assert Shard.parse(" 2/4 ") == Shard(2, 4) and str(Shard(2, 4)) == "2/4"
+    assert Shard(1, 1).holds("anything")

@@ -129,7 +129,9 @@ def with_schema(url: str, schema: str) -> str:
 @pytest.fixture
 def schema_url(postgres_url: str) -> Iterator[str]:
     """The URL of a fresh, empty schema (dropped afterwards)."""
-    psycopg = pytest.importorskip("psycopg", reason="psycopg is not installed (tracely[postgres])")
+    psycopg = pytest.importorskip(
+        "psycopg", reason="psycopg is not installed (tracely-replay[postgres])"
+    )
     name = f"t_{uuid.uuid4().hex[:16]}"
     with psycopg.connect(postgres_url, autocommit=True) as conn:
         conn.execute(f"CREATE SCHEMA {name}")

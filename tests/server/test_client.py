@@ -126,6 +126,13 @@ test_threads_share_one_store = shared.test_threads_share_one_store
 test_promote = shared.test_promote
 test_promote_ids_are_unique_slugs = shared.test_promote_ids_are_unique_slugs
 test_promote_validates_fields = shared.test_promote_validates_fields
+test_promote_many_makes_every_case_in_one_go = shared.test_promote_many_makes_every_case_in_one_go
+test_a_refused_promotion_leaves_the_whole_batch_unpromoted = (
+    shared.test_a_refused_promotion_leaves_the_whole_batch_unpromoted
+)
+test_a_trace_recorded_without_an_agent_span_is_promoted_with_a_stated_run = (
+    shared.test_a_trace_recorded_without_an_agent_span_is_promoted_with_a_stated_run
+)
 test_promote_errored_run = shared.test_promote_errored_run
 test_recapture_bumps_version_and_keeps_history = (
     shared.test_recapture_bumps_version_and_keeps_history
@@ -158,8 +165,11 @@ def test_promote_refusals(store: HTTPStore) -> None:
     with pytest.raises(Conflict) as info:
         store.promote(trace_id("noinput"), name="x")
     assert str(info.value) == (
-        f"trace {trace_id('noinput')} has no recorded agent input: record the run under "
-        "`tracely.agent(name, input=...)` or `@observe(as_type='agent')`"
+        f"trace {trace_id('noinput')} has no recorded agent input (it was recorded without "
+        "an agent span, e.g. by `tracely run` or TRACELY_INSTRUMENT): record the run under "
+        "`tracely.agent(name, input=...)` or `@observe(as_type='agent')`, or state what to "
+        "replay it through: `tracely cases promote TRACE_ID --input JSON --expected JSON "
+        "--entrypoint MODULE:FUNCTION`"
     )
     store.put_recording(make_recording("replayed", replay="recorded"))
     with pytest.raises(Conflict, match="replay run"):

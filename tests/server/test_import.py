@@ -437,7 +437,7 @@ def test_cli(
     assert f"skipped {tid_of(plain_trace)}: no tracely spans" in out
     assert run_cli(["import", "--json", str(good)], db) == 0
     doc = orjson.loads(capsys.readouterr().out)
-    assert (doc["recordings"], doc["stored"], doc["unchanged"], doc["skipped"]) == (1, 0, 1, 1)
+    assert (doc["recording_count"], doc["stored"], doc["unchanged"], doc["skipped"]) == (1, 0, 1, 1)
     only_plain = tmp_path / "plain.pb"
     only_plain.write_bytes(proto_bytes(plain_trace))
     assert run_cli(["import", str(only_plain)], db) == 1  # nothing in it to record

@@ -27,7 +27,9 @@ from tracely_sdk.errors import ConfigError, Conflict, MissingDependency, NotFoun
 from tracely_sdk.store import Case, NewerSchema, Recording, _migrations
 from tracely_sdk.store._model import dumps_json
 
-psycopg = pytest.importorskip("psycopg", reason="psycopg is not installed (tracely[postgres])")
+psycopg = pytest.importorskip(
+    "psycopg", reason="psycopg is not installed (tracely-replay[postgres])"
+)
 
 from tracely_sdk.store import _postgres as _pg  # noqa: E402
 from tracely_sdk.store._postgres import PostgresStore  # noqa: E402
@@ -64,6 +66,13 @@ test_promote = shared.test_promote
 test_promote_ids_are_unique_slugs = shared.test_promote_ids_are_unique_slugs
 test_promote_refusals = shared.test_promote_refusals
 test_promote_validates_fields = shared.test_promote_validates_fields
+test_promote_many_makes_every_case_in_one_go = shared.test_promote_many_makes_every_case_in_one_go
+test_a_refused_promotion_leaves_the_whole_batch_unpromoted = (
+    shared.test_a_refused_promotion_leaves_the_whole_batch_unpromoted
+)
+test_a_trace_recorded_without_an_agent_span_is_promoted_with_a_stated_run = (
+    shared.test_a_trace_recorded_without_an_agent_span_is_promoted_with_a_stated_run
+)
 test_promote_errored_run = shared.test_promote_errored_run
 test_recapture_bumps_version_and_keeps_history = (
     shared.test_recapture_bumps_version_and_keeps_history
@@ -110,6 +119,7 @@ def test_schema_is_current(store: PostgresStore) -> None:
         "runs",
         "run_traces",
         "trace_spans",
+        "ui_sessions",
     }
 
 
@@ -184,7 +194,7 @@ def test_open_store_picks_postgres(schema_url: str) -> None:
 
 def test_missing_psycopg(monkeypatch: pytest.MonkeyPatch, schema_url: str) -> None:
     monkeypatch.setattr(_pg, "psycopg", None)
-    with pytest.raises(MissingDependency, match=r"tracely\[postgres\]") as info:
+    with pytest.raises(MissingDependency, match=r"tracely-replay\[postgres\]") as info:
         PostgresStore(schema_url)
     assert info.value.package == "psycopg"
     assert isinstance(info.value, ImportError)

@@ -155,6 +155,28 @@ def test_promotion_refusals(server: ServerProcess, ingest: Any) -> None:
     assert bad.status == 400 and bad.error["code"] == "invalid"
 
 
+def test_batch_promotion_refusals(server: ServerProcess, ingest: Any) -> None:
+    rec = ingest("Oslo")
+    one = {"trace_id": rec["trace_id"], "name": "oslo"}
+    for body, says in [
+        ({"promotions": []}, "non-empty list"),
+        ({"promotions": [one], "all": True}, "unknown field"),
+        ({"promotions": [{**one, "colour": "red"}]}, "promotions[0]: unknown field"),
+        ({"promotions": [{**one, "stated": {"input": {"args": [], "kwargs": {}}}}]}, "missing"),
+        ({"promotions": [{**one, "stated": {"input": [], "expected_output": 1}}]}, "stated input"),
+    ]:
+        answer = server.request("POST", "/api/promotions", body)
+        assert answer.status == 400 and says in answer.error["message"], (body, answer.error)
+    refused = server.request(
+        "POST", "/api/promotions", {"promotions": [one, {"trace_id": "ab" * 16, "name": "x"}]}
+    )
+    assert refused.status == 404 and "ab" * 16 in refused.error["message"]
+    assert server.get(f"/api/cases/{'oslo'}", token="read").status == 404  # none of the batch
+    assert (
+        server.request("POST", "/api/promotions", {"promotions": [one]}, token="read").status == 403
+    )
+
+
 def test_recordings_posted_by_a_store_writer(server: ServerProcess, ingest: Any) -> None:
     rec = ingest("Lisbon")
     bundle = dict(rec["bundle"])

@@ -216,3 +216,34 @@ def test_a_grpc_port_in_use(tmp_path: Path) -> None:
     assert result.returncode == 2, result
     line = result.stderr.strip().splitlines()[-1]
     assert f"cannot listen for OTLP/gRPC on 127.0.0.1:{port}" in line, line
+
+
+FIT_OPEN_FILES = """
+import logging, resource, sys
+logging.basicConfig(stream=sys.stderr)
+from tracely_sdk.server import ServerConfig
+from tracely_sdk.server._cli import _fit_open_files
+_fit_open_files(ServerConfig.load({}, grpc_port=0, grpc_max_connections=300))
+print(resource.getrlimit(resource.RLIMIT_NOFILE)[0])
+"""
+
+
+@pytest.mark.parametrize(("soft", "hard", "raised"), [(128, 4096, 812), (128, 512, 512)])
+def test_serve_makes_room_for_both_ports_connection_caps(soft: int, hard: int, raised: int) -> None:
+    # 256 HTTP connections + 300 gRPC ones + 256 spare: raised when it may be, else a warning.
+    import resource
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+    done = subprocess.run(
+        [sys.executable, "-c", FIT_OPEN_FILES],
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        preexec_fn=limit,
+    )
+    assert done.returncode == 0, done.stderr
+    assert int(done.stdout) == raised
+    assert ("below the connection caps" in done.stderr) is (raised < 812)

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import gzip
 import socket
-from collections.abc import Iterator, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -268,3 +269,173 @@ def test_in_process_the_receiver_starts_and_stops_with_the_server(
     host, port = target.rsplit(":", 1)
     with pytest.raises(OSError), socket.create_connection((host, int(port)), timeout=2):
         pass
+
+
+# --------------------------------------------------------------------------------------------
+# calls and connections that hold the receiver up
+
+
+class Stalled:
+    """``Export`` calls that open their stream and never send the message, until released."""
+
+    def __init__(self, server: ServerProcess) -> None:
+        self.channel = grpc.insecure_channel(server.grpc_target)
+        self.release = threading.Event()
+        self.calls: list[grpc.Future] = []
+        self.export = self.channel.stream_unary(
+            EXPORT, response_deserializer=ExportTraceServiceResponse.FromString
+        )
+
+    def _never(self) -> Iterator[bytes]:
+        self.release.wait(30)
+        return
+        yield b""  # pragma: no cover - a generator that sends nothing
+
+    def open(self, count: int, token: str | None = None, timeout: float = 20) -> list[Any]:
+        metadata = [("authorization", f"Bearer {token}")] if token else []
+        calls = [
+            self.export.future(self._never(), metadata=metadata, timeout=timeout)
+            for _ in range(count)
+        ]
+        self.calls += calls
+        return calls
+
+    def close(self) -> None:
+        self.release.set()
+        for call in self.calls:
+            call.cancel()
+        self.channel.close()
+
+
+@pytest.fixture
+def stalled() -> Iterator[Callable[[ServerProcess], Stalled]]:
+    made: list[Stalled] = []
+
+    def make(server: ServerProcess) -> Stalled:
+        made.append(Stalled(server))
+        return made[-1]
+
+    yield make
+    for each in made:
+        each.close()
+
+
+def test_calls_without_a_token_are_refused_before_their_message(
+    make_server: Any, weather_run: Any, stalled: Any
+) -> None:
+    # More silent calls than workers: each is refused from its metadata alone, so none holds a
+    # worker while it never sends, and a valid export is served at once.
+    proc = make_server(*GRPC, name="stall", env={"TRACELY_SERVER_MAX_CONCURRENT_REQUESTS": "4"})
+    silent = stalled(proc)
+    calls = silent.open(6) + silent.open(6, token="not-a-token")
+    for call in calls:
+        assert call.exception(timeout=10).code() is grpc.StatusCode.UNAUTHENTICATED
+    spans, bundle = weather_run("Paris")
+    send = grpc_exporter(proc, timeout=5)
+    try:
+        assert send.export(spans) is SpanExportResult.SUCCESS
+    finally:
+        send.shutdown()
+    recorded(proc, bundle["trace_id"], bundle)
+
+
+def test_an_authorized_call_waits_for_its_message_only_so_long(
+    make_server: Any, weather_run: Any, stalled: Any
+) -> None:
+    proc = make_server(
+        *GRPC,
+        name="slow",
+        env={"TRACELY_SERVER_MAX_CONCURRENT_REQUESTS": "2", "TRACELY_SERVER_BODY_TIMEOUT": "0.5"},
+    )
+    calls = stalled(proc).open(3, token=proc.tokens.ingest, timeout=15)
+    # Cancelled by the server (the client's own deadline is far later), workers given back.
+    for call in calls:
+        assert call.exception(timeout=14).code() is grpc.StatusCode.CANCELLED
+    spans, _ = weather_run("Paris")
+    send = grpc_exporter(proc, timeout=5)
+    try:
+        assert send.export(spans) is SpanExportResult.SUCCESS
+    finally:
+        send.shutdown()
+    assert "sent no message within 0.5s" in proc.logs()
+
+
+HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"
+
+
+def http2_connection(server: ServerProcess) -> socket.socket:
+    """A raw HTTP/2 connection to the gRPC port: the preface and empty SETTINGS, then nothing."""
+    host, port = server.grpc_target.rsplit(":", 1)
+    sock = socket.create_connection((host, int(port)), timeout=10)
+    sock.sendall(HTTP2_PREFACE)
+    return sock
+
+
+def closed_by_server(sock: socket.socket, within: float) -> bool:
+    """Whether the server closes ``sock`` within ``within`` seconds (reading what it sends)."""
+    sock.settimeout(within)
+    try:
+        while sock.recv(65536):
+            pass
+    except TimeoutError:
+        return False
+    except ConnectionResetError:
+        pass
+    return True
+
+
+def test_grpc_connections_are_capped_and_http_keeps_serving(make_server: Any) -> None:
+    proc = make_server(*GRPC, name="capped", env={"TRACELY_SERVER_GRPC_MAX_CONNECTIONS": "8"})
+    socks = [http2_connection(proc) for _ in range(12)]
+    try:
+        kept = [s for s in socks if not closed_by_server(s, 1.0)]
+        assert len(kept) == 8, f"{len(kept)} of 12 connections kept open, over the cap of 8"
+        assert proc.healthy()
+    finally:
+        for sock in socks:
+            sock.close()
+    # Connections closed are given back: a real export connects again (once grpc has seen
+    # them close, hence wait_for_ready).
+    with grpc.insecure_channel(proc.grpc_target) as channel:
+        export = channel.unary_unary(
+            EXPORT, response_deserializer=ExportTraceServiceResponse.FromString
+        )
+        metadata = [("authorization", f"Bearer {proc.tokens.ingest}")]
+        assert export(b"", metadata=metadata, timeout=20, wait_for_ready=True).ByteSize() == 0
+
+
+def test_an_idle_grpc_connection_is_closed(make_server: Any) -> None:
+    proc = make_server(*GRPC, name="idle", env={"TRACELY_SERVER_GRPC_IDLE_TIMEOUT": "0.5"})
+    sock = http2_connection(proc)
+    try:
+        assert closed_by_server(sock, 10), "the idle connection was still open after 10 s"
+    finally:
+        sock.close()
+
+
+def test_a_connection_that_never_starts_http2_is_closed(make_server: Any) -> None:
+    proc = make_server(*GRPC, name="mute", env={"TRACELY_SERVER_HEADER_TIMEOUT": "0.5"})
+    host, port = proc.grpc_target.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        assert closed_by_server(sock, 10), "the silent connection was still open after 10 s"
+
+
+def test_http_and_grpc_share_one_rate_budget_per_token(make_server: Any) -> None:
+    proc = make_server(
+        "--grpc-port",
+        "0",
+        "--rate-limit",
+        "0.1",
+        name="budget",
+        env={"TRACELY_SERVER_RATE_BURST": "3"},
+    )
+    answers = [
+        proc.request(
+            "POST", "/v1/traces", b"", token="ingest", content_type="application/x-protobuf"
+        )
+        for _ in range(4)
+    ]
+    assert [a.status for a in answers] == [200, 200, 200, 429]
+    drained = refused(Call(proc), b"")
+    assert drained.code() is grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert "too many requests for this token" in drained.details()

@@ -23,7 +23,7 @@ from tracely_sdk.server import _ingest as ingest
 from tracely_sdk.server._ingest import IngestPipeline, Journal, _decode_shared, _encode_shared
 from tracely_sdk.store._postgres import PostgresStore
 
-pytest.importorskip("psycopg", reason="psycopg is not installed (tracely[postgres])")
+pytest.importorskip("psycopg", reason="psycopg is not installed (tracely-replay[postgres])")
 
 FAST = ["--quiet-seconds", "0.2", "--rate-limit", "0"]
 

@@ -240,10 +240,20 @@ def case_page(case: Mapping[str, Any]) -> Html:
         if differences:
             parts.append(differences_view(differences))
         parts.append(tag("div", "expected: ", value_view(case.get("expected_output"), "expected")))
-        parts.append(tag("div", "actual: ", value_view(case.get("output"), "output")))
+        error = case.get("error")
+        if isinstance(error, Mapping) and case.get("output") is None:
+            raised = f"{error.get('type')}: {error.get('message')}"
+            parts.append(tag("div", "actual: the agent raised ", tag("code", raised)))
+        else:
+            parts.append(tag("div", "actual: ", value_view(case.get("output"), "output")))
     if case.get("traceback"):
         parts.append(
-            tag("details", tag("summary", "Traceback"), tag("pre", _cut(case["traceback"])[0]))
+            tag(
+                "details",
+                tag("summary", "Traceback"),
+                tag("pre", _cut(case["traceback"])[0], class_="traceback"),
+                open=verdict == "ERRORED",
+            )
         )
     return join(parts)
 

@@ -3,9 +3,12 @@
     tracely traces list|show              what was recorded
     tracely cases promote|list|show|...   regression cases made from recordings
     tracely replay                        replay every case through your code; the CI gate
+    tracely reports merge                 the JSON reports of replay shards as one gate
     tracely runs list|show                the results of past replay runs
     tracely scenarios run|list|new        multi-turn checks of a live agent service
     tracely run -- CMD                    run a program traced and recorded, code unchanged
+    tracely serve                         the team's server: OTLP in, the cases API, pages
+    tracely tokens                        bearer tokens for the server
     tracely ui                            the local store's pages in a browser, on 127.0.0.1
 
 Exit status: 0 when everything asked for succeeded (every replayed case passed), 1 when a
@@ -17,10 +20,12 @@ stderr.
 from __future__ import annotations
 
 import argparse
+import difflib
 import os
+import re
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 from tracely_sdk._version import __version__
 from tracely_sdk.cli._output import Output
@@ -69,8 +74,8 @@ def _common(*, top: bool) -> argparse.ArgumentParser:
         "--store",
         metavar="URL",
         default=default,
-        help="the store: sqlite:///path.db, a path ending in .db, http(s)://server "
-        "(default: $TRACELY_STORE, else .tracely/tracely.db in the project)",
+        help="the store: sqlite:///path.db, a path ending in .db, http(s)://server, "
+        "postgresql://... (default: $TRACELY_STORE, else .tracely/tracely.db in the project)",
     )
     parent.add_argument(
         "--no-color",
@@ -81,29 +86,64 @@ def _common(*, top: bool) -> argparse.ArgumentParser:
     return parent
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, which also says which command a mistyped one was meant to be."""
+
+    def error(self, message: str) -> NoReturn:
+        hint = _did_you_mean(self, message)
+        super().error(message + hint)
+
+
+def _did_you_mean(parser: argparse.ArgumentParser, message: str) -> str:
+    # argparse words an unknown command as: argument COMMAND: invalid choice: 'x' (choose from ...)
+    match = re.search(r"invalid choice: '([^']*)'", message)
+    if match is None:
+        return ""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            close = difflib.get_close_matches(match.group(1), list(action.choices), n=1)
+            if close:
+                return f"; did you mean {close[0]!r}?"
+    return ""
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the whole command line."""
-    from tracely_sdk.cli import _cases, _replay, _run, _runs, _scenarios, _traces, _ui
+    from tracely_sdk.cli import (
+        _cases,
+        _replay,
+        _reports,
+        _run,
+        _runs,
+        _scenarios,
+        _tokens,
+        _traces,
+        _ui,
+    )
     from tracely_sdk.server._cli import add_serve_command
 
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="tracely",
         description="Turn production traces of LLM agents into regression cases and replay "
         "them hermetically: no API keys, no cost, no flakiness.",
-        epilog="Exit status: 0 all passed, 1 a case failed, 2 usage or configuration error.",
+        epilog="Exit status: 0 all passed, 1 a case failed, 2 usage or configuration error. "
+        "A tracely server store (--store http(s)://...) is sent the token in $TRACELY_TOKEN; "
+        "`tracely tokens` makes the server's tokens.",
         parents=[_common(top=True)],
     )
     parser.add_argument("--version", action="version", version=f"tracely {__version__}")
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     commands.required = True
     common = _common(top=False)
     _traces.register(commands, common)
     _cases.register(commands, common)
     _replay.register(commands, common)
+    _reports.register(commands, common)
     _runs.register(commands, common)
     _scenarios.register(commands, common)
     _run.register(commands, common)
     add_serve_command(commands, common)
+    _tokens.register(commands, common)
     _ui.register(commands, common)
     return parser
 
@@ -111,6 +151,11 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``tracely`` command line; returns the exit status."""
     parser = build_parser()
+    if argv is None:
+        argv = sys.argv[1:]
+    if not argv:  # like pip and git: the bare command is a request for help
+        parser.print_help()
+        return EXIT_OK
     try:
         args = parser.parse_args(list(argv) if argv is not None else None)
     except SystemExit as exc:  # --help, --version, or a usage error (argparse says which)

@@ -5,8 +5,15 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from tracely_otel import entry_labels
-from tracely_sdk.cli._traces import calls_of, compact, format_input, format_time, shorten
+from tracely_sdk.cli._output import rfc3339
+from tracely_sdk.cli._traces import (
+    add_trace_filters,
+    calls_of,
+    compact,
+    format_input,
+    format_time,
+    shorten,
+)
 
 if TYPE_CHECKING:
     from tracely_sdk.cli import Context
@@ -34,15 +41,32 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
 
     p = add(
         "promote",
-        "make a recorded trace a regression case (version 1)",
+        "make recorded traces regression cases (version 1)",
         cmd_promote,
-        "Make the recording of TRACE_ID a regression case. The trace's root agent span must "
-        "have a recorded input (tracely.agent(name, input=...) or @observe(as_type='agent')).",
+        "Make the recording of each TRACE_ID a regression case; or, with --latest, of the "
+        "newest trace; or of every trace the filters select (--agent, --service, --since, "
+        "--limit, as for `tracely traces list`). All are promoted in one store transaction: "
+        "if one is refused, none is. --name, --entrypoint and --tag apply to each case; ids "
+        "are the slug of the name, made unique with -2, -3, ... A case's input and expected "
+        "output are its trace's root agent span's (tracely.agent(name, input=...) or "
+        "@observe(as_type='agent')). A trace recorded without one (by `tracely run` or "
+        "TRACELY_INSTRUMENT) is promoted by stating them: --input and --expected.",
     )
-    p.add_argument("trace_id", metavar="TRACE_ID")
-    p.add_argument("--name", required=True, help="a human name for the case")
     p.add_argument(
-        "--id", dest="case_id", metavar="ID", help="the case id (default: the slug of the name)"
+        "trace_ids", metavar="TRACE_ID", nargs="*", help="the traces to promote (or choose below)"
+    )
+    p.add_argument(
+        "--latest",
+        action="store_true",
+        help="the newest trace (with filters: the newest they select)",
+    )
+    add_trace_filters(p, limit=None)
+    p.add_argument("--name", required=True, help="a human name for the case (each case)")
+    p.add_argument(
+        "--id",
+        dest="case_id",
+        metavar="ID",
+        help="the case id (default: the slug of the name); one trace only",
     )
     p.add_argument(
         "--entrypoint",
@@ -53,12 +77,29 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
         "--tag", dest="tags", action="append", default=[], metavar="TAG", help="a tag (repeatable)"
     )
     p.add_argument(
+        "--input",
+        metavar="JSON",
+        help="for one trace recorded without an agent span: the arguments to replay it with "
+        "(a JSON array: the positional arguments; an object: keyword arguments; any other "
+        "value: the one argument), e.g. --input '[\"Paris\"]'",
+    )
+    p.add_argument(
+        "--expected",
+        metavar="JSON",
+        help="with --input: what the entrypoint should return, as JSON (a trace without an "
+        "agent span recorded no return value)",
+    )
+    p.add_argument(
         "--strict",
         action="store_true",
         help="refuse (exit 2) a trace holding calls tracely could not record for replay "
         "(without it, they are listed as a warning)",
     )
-    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="machine-readable output (for one TRACE_ID a case, else a list of them)",
+    )
 
     p = add(
         "edit",
@@ -102,9 +143,11 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
         "delete a case and its whole history",
         cmd_delete,
         "Delete a case and its whole history. There is no undo: `tracely cases export DIR` first "
-        "to keep a copy.",
+        "to keep a copy. On a terminal it asks first; elsewhere (a script, CI) it deletes "
+        "only with --yes.",
     )
     p.add_argument("case_id", metavar="ID")
+    p.add_argument("-y", "--yes", action="store_true", help="delete without asking")
 
     p = add(
         "recapture",
@@ -143,9 +186,17 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
         "A case file carries a checksum over everything replay uses (entrypoint, input, "
         "expected output, recorded calls); a file that does not match it is refused. After "
         "editing FILE on purpose, review the change and reseal it: the file is checked as an "
-        "import would, its new checksum written, and the fields that changed printed.",
+        "import would, its new checksum written, and the fields that changed printed. A "
+        "recording (a history entry's bundle) has a checksum of its own, and an edit inside "
+        "it is refused unless --accept-recording-edit is given.",
     )
     p.add_argument("files", metavar="FILE", nargs="+")
+    p.add_argument(
+        "--accept-recording-edit",
+        action="store_true",
+        help="also seal a recording changed by hand, after printing what changed in it "
+        "(compared with the store's copy of that case version or trace, when it has one)",
+    )
 
 
 def case_summary(case: Any) -> dict[str, Any]:
@@ -157,8 +208,8 @@ def case_summary(case: Any) -> dict[str, Any]:
         "entrypoint": case.entrypoint,
         "tags": list(case.tags),
         "source_trace_id": case.source_trace_id,
-        "created_at": case.created_at,
-        "updated_at": case.updated_at,
+        "created_at": rfc3339(case.created_at),
+        "updated_at": rfc3339(case.updated_at),
     }
 
 
@@ -166,7 +217,7 @@ def _case_detail(case: Any) -> dict[str, Any]:
     data = case_summary(case)
     data["input"] = case.input
     data["expected_output"] = case.expected_output
-    data["calls"] = entry_labels(case.bundle)
+    data["calls"] = calls_of(case.bundle)
     data["bundle"] = case.bundle
     return data
 
@@ -175,37 +226,169 @@ def cmd_promote(args: argparse.Namespace, ctx: Context) -> int:
     from tracely_sdk._entrypoints import placeholder_api_keys
     from tracely_sdk._runner import check_entrypoint
     from tracely_sdk.cli import EXIT_USAGE
-    from tracely_sdk.store._base import unreplayable_calls
+    from tracely_sdk.store._base import Promotion, unreplayable_calls
+    from tracely_sdk.store._model import dumps_json
 
     store = ctx.store(create=False)
-    recording = store.get_recording(args.trace_id)
+    recordings = _chosen_recordings(args, ctx, store)
+    stated = _stated_run(args, recordings)
     if args.entrypoint is not None:
         placeholder_api_keys()
-        check_entrypoint(args.entrypoint, recording.input)
-    unreplayable = unreplayable_calls(recording.bundle)
-    if unreplayable:
+        checked: set[str] = set()
+        for recording in recordings:
+            given = stated.input if stated is not None else recording.input
+            if given is not None and dumps_json(given) not in checked:
+                check_entrypoint(args.entrypoint, given)
+                checked.add(dumps_json(given))
+    refused = False
+    for recording in recordings:
+        unreplayable = unreplayable_calls(recording.bundle)
+        if not unreplayable:
+            continue
         listed = "\n".join(f"  - {line}" for line in unreplayable)
         what = (
-            f"trace {args.trace_id} holds {len(unreplayable)} call(s) tracely could not record "
-            "for replay; replaying the case reports INCOMPLETE where the run makes them. Fix "
-            f"what each names and record the run again:\n{listed}"
+            f"trace {recording.trace_id} holds {len(unreplayable)} call(s) tracely could not "
+            "record for replay; replaying the case reports INCOMPLETE where the run makes "
+            f"them. Fix what each names and record the run again:\n{listed}"
         )
         if args.strict:
-            ctx.out.error(f"{what}\nnot promoted (--strict)")
-            return EXIT_USAGE
-        ctx.out.note(f"warning: {what}")
-    case = store.promote(
-        args.trace_id,
-        case_id=args.case_id,
-        name=args.name,
-        entrypoint=args.entrypoint,
-        tags=args.tags,
+            ctx.out.error(what)
+            refused = True
+        else:
+            ctx.out.note(f"warning: {what}")
+    if refused:
+        ctx.out.error("not promoted (--strict): no case was made")
+        return EXIT_USAGE
+    cases = store.promote_many(
+        [
+            Promotion(
+                trace_id=r.trace_id,
+                name=args.name,
+                case_id=args.case_id,
+                entrypoint=args.entrypoint,
+                tags=tuple(args.tags),
+                stated=stated,
+            )
+            for r in recordings
+        ]
     )
+    one = len(args.trace_ids) == 1
     if args.json:
-        ctx.out.json(case_summary(case))
-    else:
-        ctx.out.line(f"promoted trace {args.trace_id} as case {case.id} (version {case.version})")
+        if one:
+            ctx.out.document("tracely.cases.promote/1", case_summary(cases[0]))
+        else:
+            ctx.out.document("tracely.cases.promote/1", {"cases": [case_summary(c) for c in cases]})
+        return 0
+    for recording, case in zip(recordings, cases, strict=True):
+        ctx.out.line(
+            f"promoted trace {recording.trace_id} as case {case.id} (version {case.version})"
+        )
+    if not one:
+        ctx.out.line(f"{len(cases)} case{'s' if len(cases) != 1 else ''} promoted")
     return 0
+
+
+def _chosen_recordings(args: argparse.Namespace, ctx: Context, store: Any) -> list[Any]:
+    """The recordings ``cases promote`` was asked for: by id, the newest, or by filter."""
+    from tracely_sdk.cli._traces import select_recordings
+    from tracely_sdk.errors import ConfigError
+
+    filters = [
+        f"--{name} {value}"
+        for name, value in (("agent", args.agent), ("service", args.service))
+        if value is not None
+    ]
+    if args.since is not None:
+        filters.append(f"--since {format_time(args.since)}")
+    if args.limit is not None:
+        filters.append(f"--limit {args.limit}")
+    if args.trace_ids:
+        if args.latest or filters:
+            raise ConfigError(
+                "give either TRACE_IDs or --latest and filters (--agent, --service, --since, "
+                "--limit) to choose traces, not both"
+            )
+        recordings = [store.get_recording(trace_id) for trace_id in args.trace_ids]
+    elif not args.latest and not filters:
+        raise ConfigError(
+            "say which traces to promote: TRACE_ID ..., --latest (the newest), or filters "
+            "(--agent, --service, --since, --limit) to promote every trace they select"
+        )
+    else:
+        replayed: list[Any] = []
+
+        def live(recording: Any) -> bool:
+            if recording.replay_mode is not None:
+                replayed.append(recording)
+                return False
+            return True
+
+        limit = 1 if args.latest else args.limit
+        recordings = select_recordings(store, args, limit=limit, keep=live)
+        if replayed:
+            ctx.out.note(
+                f"left out {len(replayed)} trace(s) made by replay runs (they are not "
+                "production recordings)"
+            )
+        if not recordings:
+            chosen = " ".join((["--latest"] if args.latest else []) + filters)
+            raise ConfigError(
+                f"no recorded trace in {ctx.store_url or 'the store'} matches {chosen}: "
+                "nothing promoted (`tracely traces list` shows what is there)"
+            )
+    if args.case_id is not None and len(recordings) > 1:
+        raise ConfigError(
+            f"--id names one case, but {len(recordings)} traces were chosen; leave --id out "
+            "to name each case after --name"
+        )
+    return recordings
+
+
+def _stated_run(args: argparse.Namespace, recordings: list[Any]) -> Any:
+    """The ``--input``/``--expected`` of a trace recorded without an agent span, or None."""
+    from tracely_sdk.errors import ConfigError
+    from tracely_sdk.store._base import StatedRun
+
+    if args.input is None:
+        if args.expected is not None:
+            raise ConfigError(
+                "--expected goes with --input, for a trace recorded without an agent span; a "
+                "trace with one has its recorded output as the expected output"
+            )
+        return None
+    if len(recordings) != 1:
+        raise ConfigError(
+            f"--input states the input of one run, but {len(recordings)} traces were chosen: "
+            "promote one trace with it"
+        )
+    if args.expected is None:
+        raise ConfigError(
+            "--input needs --expected JSON too: what the entrypoint should return for that "
+            "input (a trace recorded without an agent span has no recorded return value), "
+            "e.g. --expected '\"Sunny in Paris\"'"
+        )
+    value = _json_option("--input", args.input)
+    if isinstance(value, list):
+        call = {"args": value, "kwargs": {}}
+    elif isinstance(value, dict):
+        call = {"args": [], "kwargs": value}
+    else:
+        call = {"args": [value], "kwargs": {}}
+    return StatedRun(input=call, expected_output=_json_option("--expected", args.expected))
+
+
+def _json_option(option: str, text: str) -> Any:
+    import orjson
+
+    from tracely_sdk.errors import ConfigError
+
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError as exc:
+        raise ConfigError(
+            f"{option} {text!r} is not JSON ({exc}); a string needs its quotes: "
+            f"{option} '\"Paris\"'"
+        ) from None
 
 
 def cmd_edit(args: argparse.Namespace, ctx: Context) -> int:
@@ -227,7 +410,7 @@ def cmd_edit(args: argparse.Namespace, ctx: Context) -> int:
         data = case_summary(after)
         data["previous_version"] = before.version
         data["changed"] = after.version != before.version
-        ctx.out.json(data)
+        ctx.out.document("tracely.cases.edit/1", data)
     elif after.version == before.version:
         ctx.out.line(f"case {after.id} already is so; nothing changed")
     else:
@@ -239,7 +422,7 @@ def cmd_edit(args: argparse.Namespace, ctx: Context) -> int:
 def cmd_list(args: argparse.Namespace, ctx: Context) -> int:
     cases = ctx.store(create=False).list_cases(tag=args.tag)
     if args.json:
-        ctx.out.json([case_summary(c) for c in cases])
+        ctx.out.document("tracely.cases.list/1", {"cases": [case_summary(c) for c in cases]})
         return 0
     if not cases:
         ctx.out.note("no cases yet: `tracely cases promote TRACE_ID --name NAME`")
@@ -262,7 +445,7 @@ def cmd_list(args: argparse.Namespace, ctx: Context) -> int:
 def cmd_show(args: argparse.Namespace, ctx: Context) -> int:
     case = ctx.store(create=False).get_case(args.case_id)
     if args.json:
-        ctx.out.json(_case_detail(case))
+        ctx.out.document("tracely.cases.show/1", _case_detail(case))
         return 0
     ctx.out.fields(
         [
@@ -295,20 +478,24 @@ def cmd_show(args: argparse.Namespace, ctx: Context) -> int:
 def cmd_history(args: argparse.Namespace, ctx: Context) -> int:
     versions = ctx.store(create=False).case_history(args.case_id)
     if args.json:
-        ctx.out.json(
-            [
-                {
-                    "case_id": v.case_id,
-                    "version": v.version,
-                    "source_trace_id": v.source_trace_id,
-                    "created_at": v.created_at,
-                    "note": v.note,
-                    "input": v.input,
-                    "expected_output": v.expected_output,
-                    "calls": entry_labels(v.bundle),
-                }
-                for v in versions
-            ]
+        ctx.out.document(
+            "tracely.cases.history/1",
+            {
+                "case_id": args.case_id,
+                "versions": [
+                    {
+                        "case_id": v.case_id,
+                        "version": v.version,
+                        "source_trace_id": v.source_trace_id,
+                        "created_at": rfc3339(v.created_at),
+                        "note": v.note,
+                        "input": v.input,
+                        "expected_output": v.expected_output,
+                        "calls": calls_of(v.bundle),
+                    }
+                    for v in versions
+                ],
+            },
         )
         return 0
     rows = [
@@ -326,8 +513,22 @@ def cmd_history(args: argparse.Namespace, ctx: Context) -> int:
 
 
 def cmd_delete(args: argparse.Namespace, ctx: Context) -> int:
+    from tracely_sdk.cli import EXIT_FAILED, EXIT_USAGE
+
     store = ctx.store(create=False)
     versions = len(store.case_history(args.case_id))
+    if not args.yes:
+        what = f"case {args.case_id} and its {versions} version{'s' if versions != 1 else ''}"
+        answer = ctx.out.confirm(f"delete {what}? There is no undo.")
+        if answer is None:
+            ctx.out.error(
+                f"not deleting {what} without a confirmation: no terminal to ask on; pass "
+                "--yes to delete from a script"
+            )
+            return EXIT_USAGE
+        if not answer:
+            ctx.out.line("nothing deleted")
+            return EXIT_FAILED
     store.delete_case(args.case_id)
     ctx.out.line(f"deleted case {args.case_id} ({versions} version{'s' if versions != 1 else ''})")
     return 0
@@ -342,7 +543,7 @@ def cmd_recapture(args: argparse.Namespace, ctx: Context) -> int:
         data = case_summary(after)
         data["previous_version"] = before.version
         data["changed"] = after.version != before.version
-        ctx.out.json(data)
+        ctx.out.document("tracely.cases.recapture/1", data)
     elif after.version == before.version:
         ctx.out.line(
             f"case {after.id} already is the recording of trace {args.trace_id} "
@@ -389,12 +590,64 @@ def _note_refused_entrypoints(ctx: Context, cases: Any) -> None:
 
 
 def cmd_reseal(args: argparse.Namespace, ctx: Context) -> int:
-    from tracely_sdk.store import reseal_case_file
+    from tracely_sdk.store import edited_recordings, reseal_case_file
 
     for path in args.files:
-        changed = reseal_case_file(path)
+        if args.accept_recording_edit:
+            for field, bundle in edited_recordings(path).items():
+                _show_recording_edit(ctx, path, field, bundle)
+        changed = reseal_case_file(path, accept_recording_edit=args.accept_recording_edit)
         if changed:
             ctx.out.line(f"resealed {path}: changed {', '.join(changed)}")
         else:
             ctx.out.line(f"{path}: already sealed, nothing changed")
     return 0
+
+
+def _show_recording_edit(ctx: Context, path: str, field: str, bundle: dict[str, Any]) -> None:
+    """Print what a hand edit changed in a recording: against the store's copy of the same
+    case version, else of the trace it was recorded from; the calls it now holds when the
+    store has neither."""
+    from tracely_sdk._diff import diff_values, render
+
+    original, source = _original_recording(ctx, path, field, bundle)
+    ctx.out.line(f"{path}: {field}: the recording was edited by hand")
+    if original is None:
+        ctx.out.line("  no copy of it in the store to compare with; it now holds:")
+        for call in calls_of(bundle):
+            result = call.get("error") if call.get("error") is not None else call.get("output")
+            ctx.out.line(f"  {call['label']}: {shorten(compact(result), 100)}")
+        return
+    original = {k: v for k, v in original.items() if k != "checksum"}
+    differences, total = diff_values(original, bundle)
+    ctx.out.line(f"  compared with {source}:")
+    for line in render(differences, total - len(differences)):
+        ctx.out.line(f"  {line}")
+
+
+def _original_recording(
+    ctx: Context, path: str, field: str, bundle: dict[str, Any]
+) -> tuple[dict[str, Any] | None, str]:
+    from pathlib import Path
+
+    import orjson
+
+    from tracely_sdk.errors import ConfigError, StoreError
+
+    try:
+        doc = orjson.loads(Path(path).read_bytes())
+        index = int(field[len("history[") : field.index("]")])
+        entry = doc["history"][index]
+        store = ctx.store(create=False)
+        try:
+            for version in store.case_history(doc["id"]):
+                if version.version == entry.get("version"):
+                    return dict(version.bundle), f"case {doc['id']} v{version.version} in the store"
+        except StoreError:
+            pass
+        trace_id = bundle.get("trace_id")
+        if isinstance(trace_id, str):
+            return dict(store.get_recording(trace_id).bundle), f"trace {trace_id} in the store"
+    except (ConfigError, StoreError, ValueError, KeyError, TypeError, OSError):
+        pass  # no store, or not this case's: the edited recording is shown as it is
+    return None, ""

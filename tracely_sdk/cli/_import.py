@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from tracely_otel import SpanRecord, bundle_from_spans
-from tracely_otel._otlp import (
+from tracely_otel.otlp import (
     OTLPDecodeError,
     decode_any,
     gunzip_bounded,
@@ -405,7 +405,20 @@ def cmd_import(args: argparse.Namespace, ctx: Context) -> int:
         ctx.out.error(" ".join(str(exc).split()))
         return 2
     if args.json:
-        ctx.out.json(result.to_dict())
+        data = result.to_dict()
+        ctx.out.document(
+            "tracely.traces.import/1",
+            {
+                "source": data["source"],
+                "span_count": data["spans"],
+                "trace_count": data["traces"],
+                "recording_count": data["recordings"],
+                "stored": data["stored"],
+                "unchanged": data["unchanged"],
+                "skipped": data["skipped"],
+                "traces": [{"span_count": t.pop("spans"), **t} for t in data["details"]],
+            },
+        )
     else:
         ctx.out.line(result.summary())
         for trace in result.traces:

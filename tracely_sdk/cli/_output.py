@@ -1,26 +1,43 @@
 """What the CLI prints: rich tables and a progress bar on a terminal, plain text elsewhere.
 
-rich is the optional extra ``tracely[cli]`` and is imported only when it will be used: output
+rich is the optional extra ``tracely-replay[cli]`` and is imported only when it will be used: output
 is plain when stdout is not a terminal, with ``--no-color``, with ``TERM=dumb``, or when rich
 is not installed. JSON output (``--json``) never depends on any of that.
+
+Every text printed goes through :func:`terminal_safe` here, whichever command prints it: stored
+values (an agent or service name sent with an ingest token, a run saved with a write token) are
+untrusted, and a control character in one must not clear the screen, move the cursor, set the
+window title or make a hyperlink. JSON keeps C0 controls escaped by JSON itself and gets the
+rest escaped as ``\\uXXXX``, the same value to any JSON reader.
 """
 
 from __future__ import annotations
 
 import importlib
 import os
+import re
 import shutil
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, TextIO
 
 import orjson
 
+from tracely_sdk._terminal import terminal_safe
+
 if TYPE_CHECKING:
     from tracely_sdk._runner import CaseResult
 
-__all__ = ["Output", "rich_available"]
+__all__ = ["Output", "rfc3339", "rich_available", "terminal_safe"]
+
+_UNSAFE_IN_JSON = re.compile(r"[\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def _json_escaped(match: re.Match[str]) -> str:
+    return f"\\u{ord(match.group()):04x}"
+
 
 _STYLES = {
     "PASS": "bold green",
@@ -33,12 +50,22 @@ _STYLES = {
 
 
 def rich_available() -> bool:
-    """True when rich can be imported (it is the optional extra ``tracely[cli]``)."""
+    """True when rich can be imported (it is the optional extra ``tracely-replay[cli]``)."""
     try:
         importlib.import_module("rich")
     except ImportError:
         return False
     return True
+
+
+def rfc3339(ns: int | None) -> str | None:
+    """Unix nanoseconds as an RFC 3339 time in UTC, ``2026-12-04T20:33:32.123456Z`` (None
+    when unknown, as 0 is in a store): how every ``--json`` document writes a time."""
+    if not ns or isinstance(ns, bool) or not isinstance(ns, int):
+        return None
+    seconds, rest = divmod(ns, 1_000_000_000)
+    moment = datetime.fromtimestamp(seconds, tz=timezone.utc)
+    return f"{moment:%Y-%m-%dT%H:%M:%S}.{rest // 1000:06d}Z"
 
 
 def _shorten(text: str, width: int) -> str:
@@ -84,7 +111,8 @@ class Output:
     # -- primitives ------------------------------------------------------------------------
 
     def line(self, text: str = "") -> None:
-        """Print ``text`` as is (never interpreted as markup)."""
+        """Print ``text`` (never interpreted as markup, control characters escaped)."""
+        text = terminal_safe(text)
         if self.fancy:
             self.console.print(text, markup=False, highlight=False, soft_wrap=True)
         else:
@@ -92,20 +120,35 @@ class Output:
 
     def error(self, message: str) -> None:
         """One line on stderr: ``tracely: error: message``."""
-        self.stderr.write(f"tracely: error: {message}\n")
+        self.stderr.write(f"tracely: error: {terminal_safe(message)}\n")
         self.stderr.flush()
 
     def note(self, message: str) -> None:
         """A remark on stderr that is not an error (so stdout stays machine-readable)."""
-        self.stderr.write(f"tracely: {message}\n")
+        self.stderr.write(f"tracely: {terminal_safe(message)}\n")
+
+    def confirm(self, question: str) -> bool | None:
+        """Ask ``question`` on the terminal: whether the answer was yes, or None when stdin
+        is not a terminal (nobody to ask: the caller refuses, or acts on an explicit --yes)."""
+        stdin = sys.stdin
+        if stdin is None or not stdin.isatty():
+            return None
+        self.stderr.write(f"{question} [y/N] ")
+        self.stderr.flush()
+        return stdin.readline().strip().lower() in ("y", "yes")
 
     def json(self, data: Any) -> None:
         """``data`` as indented JSON on stdout (plain, whatever the terminal)."""
         text = orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS, default=str)
-        self.stdout.write(text.decode() + "\n")
+        self.stdout.write(_UNSAFE_IN_JSON.sub(_json_escaped, text.decode()) + "\n")
+
+    def document(self, schema: str, body: Mapping[str, Any]) -> None:
+        """A command's ``--json`` output: ``{"schema": schema, **body}`` (see docs/json-output.md)."""
+        self.json({"schema": schema, **body})
 
     def fields(self, pairs: Sequence[tuple[str, str]]) -> None:
         """``key  value`` lines, keys aligned."""
+        pairs = [(terminal_safe(k), terminal_safe(v)) for k, v in pairs]
         width = max((len(k) for k, _ in pairs), default=0)
         if self.fancy:
             from rich.table import Table
@@ -130,6 +173,9 @@ class Output:
         shrink: int | None = None,
     ) -> None:
         """A table; ``shrink`` is the column that is cut short to fit the width in plain text."""
+        headers = [terminal_safe(h) for h in headers]
+        rows = [[terminal_safe(cell) for cell in row] for row in rows]
+        title = terminal_safe(title) if title is not None else None
         if self.fancy:
             from rich.table import Table
             from rich.text import Text
@@ -175,6 +221,7 @@ class Output:
         if not self.fancy or total == 0:
             yield lambda result: None
             return
+        from rich.markup import escape
         from rich.progress import (
             BarColumn,
             MofNCompleteColumn,
@@ -184,7 +231,7 @@ class Output:
         )
 
         columns = (
-            TextColumn(f"[bold]{label}"),
+            TextColumn(f"[bold]{escape(terminal_safe(label))}"),
             BarColumn(),
             MofNCompleteColumn(),
             TextColumn("{task.fields[last]}"),
@@ -194,38 +241,52 @@ class Output:
             task = bar.add_task("replay", total=total, last="")
 
             def advance(result: CaseResult) -> None:
-                bar.update(task, advance=1, last=f"{result.verdict} {result.case_id}")
+                last = terminal_safe(f"{result.verdict} {result.case_id}")
+                bar.update(task, advance=1, last=escape(last))
 
             yield advance
 
-    def verdicts(self, results: Sequence[CaseResult], elapsed: float | None = None) -> None:
-        """The summary table of a replay run, the details of every case that did not pass."""
-        from tracely_sdk._reports import format_result, summary_line
+    def verdicts(
+        self,
+        results: Sequence[CaseResult],
+        elapsed: float | None = None,
+        *,
+        failures_only: bool = False,
+    ) -> None:
+        """A replay run: the table of every case (not with ``failures_only``), the details of
+        the cases that did not pass, alike ones shown once, and the summary line."""
+        from tracely_sdk._reports import failure_groups, format_group, in_case_order, summary_line
 
-        rows = []
-        for r in results:
-            first = r.reasons[0] if r.reasons else ""
-            more = f" (+{len(r.reasons) - 1} more)" if len(r.reasons) > 1 else ""
-            version = "" if r.version is None else str(r.version)
-            rows.append([r.case_id, version, r.verdict, first + more])
-        styles = [lambda c: None, lambda c: None, lambda c: _STYLES.get(c), lambda c: None]
-        self.table(["CASE", "VERSION", "VERDICT", "REASON"], rows, styles=styles, shrink=3)
-        failing = [r for r in results if r.verdict != "PASS" and (r.reasons or r.diff)]
-        if failing:
-            self.line("")
-        for r in failing:
-            text = format_result(r)
+        if not failures_only:
+            rows = []
+            for r in in_case_order(results):
+                first = r.reasons[0] if r.reasons else ""
+                more = f" (+{len(r.reasons) - 1} more)" if len(r.reasons) > 1 else ""
+                version = "" if r.version is None else str(r.version)
+                rows.append([r.case_id, version, r.verdict, first + more])
+            styles = [lambda c: None, lambda c: None, lambda c: _STYLES.get(c), lambda c: None]
+            self.table(["CASE", "VERSION", "VERDICT", "REASON"], rows, styles=styles, shrink=3)
+        groups = failure_groups(results)
+        for n, group in enumerate(groups):
+            if n or not failures_only:
+                self.line("")
+            text = terminal_safe(format_group(group, self.width))
             if self.fancy:
                 from rich.text import Text
 
                 head, _, rest = text.partition("\n")
-                self.console.print(Text(head, style=_STYLES.get(r.verdict, "")))
+                self.console.print(Text(head, style=_STYLES.get(group[0].verdict, "")))
                 if rest:
                     self.console.print(Text(rest), soft_wrap=True)
             else:
                 self.stdout.write(text + "\n")
-        self.line("")
-        summary = summary_line(results, elapsed)
+        if groups or not failures_only:
+            self.line("")
+        summary = terminal_safe(summary_line(results, elapsed))
+        if failures_only:
+            listed = sum(len(g) for g in groups)
+            if listed < len(results):
+                summary += f" ({len(results) - listed} not listed: --all lists every case)"
         if self.fancy:
             from rich.text import Text
 

@@ -4,20 +4,29 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import signal
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from tracely_sdk.cli._traces import positive_int
 from tracely_sdk.errors import ConfigError, StoreError
 
 if TYPE_CHECKING:
-    from tracely_sdk._runner import CaseResult, ReplayCase
+    from tracely_sdk._runner import CaseResult, ReplayCase, Shard
     from tracely_sdk.cli import Context
 
-__all__ = ["add_report_options", "init_tracing", "keep_run", "register", "write_reports"]
+__all__ = [
+    "add_failures_only_options",
+    "add_report_options",
+    "failures_only",
+    "init_tracing",
+    "keep_run",
+    "register",
+    "write_reports",
+]
 
 DESCRIPTION = """\
 Replay regression cases through your own code under their recordings: every tool and LLM
@@ -27,16 +36,20 @@ are not recorded into the store, but each run's results are (see `tracely runs`)
 
 Verdicts: PASS (strict, every recorded call made, output equal to the expected output),
 FAIL (output differs, recorded calls never made, or an input diverged), INCOMPLETE (the code
-made a call the recording cannot answer), ERRORED (the agent raised, or the case cannot be
-run: its recording cannot be loaded or its entrypoint is not allowed; then the agent is not
-run), LENIENT (--lenient: never a recorded pass), NOT_RUN (interrupted before it finished).
+made a call the recording cannot answer, or tried a network connection strict replay refused:
+only tracely's own endpoints and --allow-network hosts are reached), ERRORED (the agent raised,
+or the case cannot be run: its recording cannot be loaded or its entrypoint is not allowed;
+then the agent is not run), LENIENT (--lenient: never a recorded pass), NOT_RUN (interrupted
+before it finished).
 """
 
 EPILOG = """\
 exit status: 0 every case passed (or ran lenient with nothing to report), 1 any case failed,
 was incomplete or errored, 2 usage or configuration error, including a selection of no cases
 (unless --allow-empty) and a store that does not exist; 130 / 143 when interrupted by SIGINT /
-SIGTERM (the reports are written for the cases that finished, the rest NOT_RUN).
+SIGTERM (the reports are written for the cases that finished, the rest NOT_RUN). With
+--shard K/N, a shard that holds none of the selected cases exits 0 with an empty report;
+`tracely reports merge` gates the shards' reports as one run.
 A Markdown summary is appended to $GITHUB_STEP_SUMMARY when it is set (with a link to the
 HTML report when --html-url says where it is published).
 
@@ -91,6 +104,16 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
         help="run the calls whose labels match PATTERN live ('tools:*', repeatable) and serve "
         "the rest; a live call whose outcome differs from the recorded one fails its case",
     )
+    p.add_argument(
+        "--allow-network",
+        dest="allow_network",
+        action="append",
+        default=[],
+        metavar="HOST[:PORT]",
+        help="let strict replay connect to this host (repeatable; e.g. a database the tests "
+        "start); replaces TRACELY_ALLOW_NETWORK and [tool.tracely] allow_network. Any other "
+        "connection, loopback included, is refused and fails its case",
+    )
     add_report_options(p, "each case's calls, recording beside replay")
     p.add_argument(
         "--cases",
@@ -104,6 +127,15 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
         help="exit 0 when no case is selected (by default that is an error: exit 2)",
     )
     p.add_argument(
+        "--shard",
+        type=_shard,
+        metavar="K/N",
+        help="replay only shard K of N (1-based): the selected cases whose id hashes to it, so "
+        "N jobs replay the suite between them; merge their --json reports with "
+        "`tracely reports merge`",
+    )
+    add_failures_only_options(p)
+    p.add_argument(
         "-j",
         "--jobs",
         type=positive_int,
@@ -112,6 +144,42 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
         help="run cases in N worker processes (default 1)",
     )
     p.set_defaults(handler=cmd_replay)
+
+
+def _shard(text: str) -> Shard:
+    from tracely_sdk._runner import Shard
+
+    try:
+        return Shard.parse(text)
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def add_failures_only_options(p: argparse.ArgumentParser) -> None:
+    """--failures-only and --all: which cases the terminal lists (see :func:`failures_only`)."""
+    shown = p.add_mutually_exclusive_group()
+    shown.add_argument(
+        "--failures-only",
+        dest="failures_only",
+        action="store_true",
+        default=None,
+        help="list only the cases that did not pass, alike failures once (the default when "
+        "the CI environment variable is set)",
+    )
+    shown.add_argument(
+        "--all",
+        dest="failures_only",
+        action="store_false",
+        help="list every case, passed ones too (the default outside CI)",
+    )
+
+
+def failures_only(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> bool:
+    """Whether to list only the failures: as --failures-only / --all say, else when in CI."""
+    if args.failures_only is not None:
+        return bool(args.failures_only)
+    ci = (os.environ if environ is None else environ).get("CI", "").strip().lower()
+    return ci not in ("", "0", "false", "no")
 
 
 def init_tracing() -> None:
@@ -228,10 +296,18 @@ def cmd_replay(args: argparse.Namespace, ctx: Context) -> int:
         raise ConfigError(
             "--store and --cases are alternatives: replay from a store or from a directory"
         )
+    if args.allow_network:
+        from tracely_sdk._network_guard import allow_in_process
+
+        allow_in_process(args.allow_network, "--allow-network")
     cases, source, total = _load(args, ctx)
     out = ctx.out
     if not cases and not args.allow_empty:
         raise ConfigError(_nothing_selected(args, source, total))
+    shard_info = None
+    if args.shard is not None:  # after the check: an empty shard of a suite is not an error
+        shard_info = {"index": args.shard.index, "count": args.shard.count, "selected": len(cases)}
+        cases = [c for c in cases if args.shard.holds(c.id)]
     if not args.lenient:
         from tracely_sdk._entrypoints import placeholder_api_keys
 
@@ -267,11 +343,16 @@ def cmd_replay(args: argparse.Namespace, ctx: Context) -> int:
         _flush_tracing()
     elapsed = time.perf_counter() - started
     if results:
-        out.verdicts(results, elapsed)
+        out.verdicts(results, elapsed, failures_only=failures_only(args))
+    elif shard_info and shard_info["selected"]:
+        out.note(
+            f"shard {args.shard} holds none of the {shard_info['selected']} selected case(s): "
+            "nothing to replay in this shard"
+        )
     else:
         out.note(f"no cases to replay: {source} holds none selected (--allow-empty)")
     where = args.cases_dir if args.cases_dir is not None else redact_url(ctx.store().url)
-    write_reports(args, ctx, results, elapsed, source=where)
+    write_reports(args, ctx, results, elapsed, source=where, shard=shard_info)
     if results:
         _keep_run(args, ctx, results, started_at, elapsed)
     if interrupted is not None:
@@ -301,15 +382,25 @@ def add_report_options(p: argparse.ArgumentParser, html_shows: str) -> None:
 
 
 def write_reports(
-    args: argparse.Namespace, ctx: Context, results: Any, elapsed: float, *, source: str | None
+    args: argparse.Namespace,
+    ctx: Context,
+    results: Any,
+    elapsed: float,
+    *,
+    source: str | None,
+    shard: Mapping[str, int] | None = None,
 ) -> None:
-    """Write the reports ``add_report_options`` asked for, and the GitHub step summary."""
+    """Write the reports ``add_report_options`` asked for, and the GitHub step summary.
+
+    ``shard`` (``index``, ``count``, ``selected``: the cases selected before sharding) goes
+    into the JSON report's summary, for ``tracely reports merge`` to check the shards by.
+    """
     from tracely_sdk._reports import append_step_summary, write_html, write_json, write_junit
 
     if args.junit:
         write_junit(results, args.junit, elapsed)
     if args.json_path:
-        write_json(results, args.json_path, elapsed)
+        write_json(results, args.json_path, elapsed, shard=shard)
     if args.html_path:
         write_html(results, args.html_path, elapsed, store=source)
     try:

@@ -13,7 +13,7 @@ import os
 import shutil
 from typing import Any
 
-from tracely_sdk._config import SETTINGS
+from tracely_sdk._config import SETTINGS, instrument_values
 from tracely_sdk.errors import ConfigError
 
 
@@ -29,8 +29,8 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
         "--instrument",
         metavar="NAMES",
         default=None,
-        help="provider SDKs to instrument: auto, openai, anthropic (default: "
-        "$TRACELY_INSTRUMENT, else auto)",
+        help=f"provider SDKs to instrument, comma-separated: {', '.join(instrument_values())} "
+        "(default: $TRACELY_INSTRUMENT, else auto)",
     )
     p.add_argument("command", nargs=argparse.REMAINDER, metavar="-- CMD ...")
     p.set_defaults(handler=cmd_run)

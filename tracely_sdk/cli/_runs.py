@@ -61,10 +61,18 @@ def _counts(summary: Mapping[str, Any]) -> str:
     return ", ".join(parts) or "nothing run"
 
 
+def _run_json(run: Any, *, cases: bool) -> dict[str, Any]:
+    """A run as the ``--json`` documents write it: ``run_id``, an RFC 3339 ``started_at``."""
+    from tracely_sdk.cli._output import rfc3339
+
+    data = run.to_dict() if cases else run.summary_dict()
+    return {"run_id": data.pop("id"), **data, "started_at": rfc3339(run.started_at)}
+
+
 def cmd_list(args: argparse.Namespace, ctx: Context) -> int:
     runs = ctx.store().list_runs(limit=args.limit)
     if args.json:
-        ctx.out.json([r.summary_dict() for r in runs])
+        ctx.out.document("tracely.runs.list/1", {"runs": [_run_json(r, cases=False) for r in runs]})
         return 0
     if not runs:
         ctx.out.note("no replay runs kept yet: `tracely replay` keeps each run in the store")
@@ -89,7 +97,7 @@ def cmd_show(args: argparse.Namespace, ctx: Context) -> int:
 
     run = ctx.store().get_run(args.run_id)
     if args.json:
-        ctx.out.json(run.to_dict())
+        ctx.out.document("tracely.runs.show/1", _run_json(run, cases=True))
         return 0
     out = ctx.out
     out.fields(
@@ -113,6 +121,9 @@ def cmd_show(args: argparse.Namespace, ctx: Context) -> int:
             out.line(f"  - {reason}")
         for line in difference_lines(case.get("diff"), case.get("divergences") or ()):
             out.line("    " + line)
+        traceback = case.get("traceback")
+        for line in traceback.rstrip().splitlines() if isinstance(traceback, str) else ():
+            out.line(("    " + line).rstrip())
         out.line(f"  trace {case.get('trace_id') or '-'}")
         duration = case.get("duration_s")
         out.line(f"  took {duration:.3f}s" if isinstance(duration, (int, float)) else "  took -")

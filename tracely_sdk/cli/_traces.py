@@ -3,18 +3,26 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from tracely_sdk.cli._output import rfc3339
 from tracely_sdk.errors import NotFound
 
 if TYPE_CHECKING:
     from tracely_sdk.cli import Context
 
-__all__ = ["calls_of", "format_input", "format_time", "register"]
+__all__ = [
+    "add_trace_filters",
+    "calls_of",
+    "format_input",
+    "format_time",
+    "register",
+    "select_recordings",
+]
 
 
 def positive_int(text: str) -> int:
@@ -43,11 +51,7 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
         help="recorded traces, newest first",
         description="Recorded traces, newest first.",
     )
-    p.add_argument(
-        "--limit", type=positive_int, default=20, metavar="N", help="at most N (default 20)"
-    )
-    p.add_argument("--service", help="only traces of this service")
-    p.add_argument("--agent", help="only traces of this agent")
+    add_trace_filters(p, limit=20)
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(handler=cmd_list)
 
@@ -64,6 +68,83 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
     from tracely_sdk.cli._import import add_import_command
 
     add_import_command(sub, common)
+
+
+# -- choosing traces, shared with `cases promote` -------------------------------------------
+
+
+def add_trace_filters(p: argparse.ArgumentParser, *, limit: int | None) -> None:
+    """``--service``, ``--agent``, ``--since`` and ``--limit`` (default ``limit``; None: all)."""
+    p.add_argument("--service", help="only traces of this service")
+    p.add_argument("--agent", help="only traces of this agent")
+    p.add_argument(
+        "--since",
+        type=since_ns,
+        metavar="WHEN",
+        help="only traces started at or after WHEN: a date or time (2026-12-01, "
+        "2026-12-01T08:00:00Z; UTC unless it says) or a time ago (30m, 2h, 7d)",
+    )
+    p.add_argument(
+        "--limit",
+        type=positive_int,
+        default=limit,
+        metavar="N",
+        help=f"at most N, the newest (default {limit})" if limit else "at most N, the newest",
+    )
+
+
+_AGO = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def since_ns(text: str) -> int:
+    """``--since``: a time ago (``30m``, ``2h``, ``7d``) or an ISO 8601 date or time, in Unix ns."""
+    value = text.strip()
+    if len(value) > 1 and value[-1] in _AGO and value[:-1].isdigit():
+        seconds = int(value[:-1]) * _AGO[value[-1]]
+        return int((datetime.now(timezone.utc).timestamp() - seconds) * 1e9)
+    try:
+        when = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is neither a date or time (2026-12-01, 2026-12-01T08:00:00Z) nor a time "
+            "ago (30m, 2h, 7d)"
+        ) from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    return int(when.timestamp() * 1e9)
+
+
+def select_recordings(
+    store: Any,
+    args: argparse.Namespace,
+    *,
+    limit: int | None,
+    keep: Callable[[Any], bool] = lambda recording: True,
+) -> list[Any]:
+    """The newest recordings that ``args``' filters select and ``keep`` accepts, at most
+    ``limit`` (None: every one)."""
+    since = getattr(args, "since", None)
+    chosen: list[Any] = []
+    offset = 0
+    while limit is None or len(chosen) < limit:
+        size = _PAGE if limit is None else min(_PAGE, limit - len(chosen))
+        page = store.list_recordings(
+            limit=size, offset=offset, service=args.service, agent=args.agent
+        )
+        for recording in page:
+            if since is not None and (recording.started_at or 0) < since:
+                return chosen  # newest first: every later one started earlier still
+            if keep(recording):
+                chosen.append(recording)
+                if limit is not None and len(chosen) == limit:
+                    break
+        if len(page) < size:
+            break
+        offset += len(page)
+    return chosen
+
+
+_PAGE = 200
 
 
 # -- formatting shared with the cases commands ----------------------------------------------
@@ -145,21 +226,19 @@ def _summary(rec: Any) -> dict[str, Any]:
         "trace_id": rec.trace_id,
         "service": rec.service,
         "agent_name": rec.agent_name,
-        "started_at": rec.started_at,
+        "started_at": rfc3339(rec.started_at),
         "status": rec.status,
         "input": rec.input,
         "output": rec.output,
-        "calls": call_count(rec.bundle),
+        "call_count": call_count(rec.bundle),
         "replay_mode": rec.replay_mode,
     }
 
 
 def cmd_list(args: argparse.Namespace, ctx: Context) -> int:
-    recordings = ctx.store(create=False).list_recordings(
-        limit=args.limit, service=args.service, agent=args.agent
-    )
+    recordings = select_recordings(ctx.store(create=False), args, limit=args.limit)
     if args.json:
-        ctx.out.json([_summary(r) for r in recordings])
+        ctx.out.document("tracely.traces.list/1", {"traces": [_summary(r) for r in recordings]})
         return 0
     if not recordings:
         ctx.out.note("no traces recorded yet: run your agent after tracely.init()")
@@ -188,16 +267,18 @@ def _replay_trace(args: argparse.Namespace, ctx: Context) -> int | None:
     run = ctx.store(create=False).get_run(runs[0].id)
     case_id = run.trace_ids().get(trace_id)
     if args.json:
-        ctx.out.json(
+        ctx.out.document(
+            "tracely.traces.show/1",
             {
+                "kind": "replay",
                 "trace_id": trace_id,
                 "replay": {
                     "run_id": run.id,
                     "case_id": case_id,
-                    "started_at": run.started_at,
+                    "started_at": rfc3339(run.started_at),
                     "otlp_endpoint": run.otlp_endpoint,
                 },
-            }
+            },
         )
         return 0
     where = (
@@ -226,10 +307,8 @@ def cmd_show(args: argparse.Namespace, ctx: Context) -> int:
     calls = calls_of(bundle)
     incomplete = list(bundle.get("incomplete") or [])
     if args.json:
-        data = _summary(rec)
-        data["calls"] = calls
-        data["incomplete"] = incomplete
-        ctx.out.json(data)
+        data = {"kind": "recording", **_summary(rec), "calls": calls, "incomplete": incomplete}
+        ctx.out.document("tracely.traces.show/1", data)
         return 0
     out = ctx.out
     pairs = [

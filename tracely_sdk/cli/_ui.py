@@ -36,20 +36,30 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
 
 
 def cmd_ui(args: argparse.Namespace, ctx: Context) -> int:
+    import dataclasses
+
     from tracely_sdk._config import resolve
     from tracely_sdk.server._cli import run
     from tracely_sdk.server._config import ServerConfig
-    from tracely_sdk.store import redact_url
+    from tracely_sdk.store import default_store_url, redact_url
 
-    url = resolve("store", ctx.store_url)
+    url = resolve("store", ctx.store_url) or default_store_url()
     if url.split("://", 1)[0].lower() in ("http", "https"):
         raise ConfigError(
             f"the store {redact_url(url)} is a tracely server: open its pages at "
             f"{redact_url(url).rstrip('/')}/ui instead (tracely ui shows a local store)"
         )
+    # A store that is not there is named, not made: the pages of an empty new file help nobody.
+    ctx.store(create=False)
+    ctx.close()
     # The environment's server settings (tokens, host) are not this command's: it always
     # listens on the loopback address, without tokens.
     config = ServerConfig.load(
         {}, insecure_no_auth=True, host="127.0.0.1", port=args.port, store=url, rate_limit="0"
     )
-    return run(config, banner="tracely ui: {url}/ui/ (the store " + redact_url(url) + ")")
+    config = dataclasses.replace(config, local_ui=True)
+    banner = (
+        "tracely ui: {url}/ui/ (the store " + redact_url(url) + "; no token: it listens on "
+        "127.0.0.1 and answers only requests for 127.0.0.1 or localhost)"
+    )
+    return run(config, banner=banner)

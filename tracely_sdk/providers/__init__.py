@@ -41,19 +41,12 @@ import threading
 from collections.abc import Iterable
 from types import ModuleType
 
+from tracely_sdk._config import PROVIDERS
 from tracely_sdk._replay import register_activation_hook
 from tracely_sdk.errors import MissingDependency
 
 __all__ = ["PROVIDERS", "instrument", "patched_methods", "uninstrument"]
 
-PROVIDERS: dict[str, tuple[str, str]] = {
-    # name: (the SDK's top-level module, tracely's patch module)
-    "openai": ("openai", "tracely_sdk.providers.openai"),
-    "anthropic": ("anthropic", "tracely_sdk.providers.anthropic"),
-    "google": ("google.genai", "tracely_sdk.providers.google_genai"),  # the google-genai SDK
-    "mcp": ("mcp", "tracely_sdk.providers.mcp"),  # ClientSession tool calls (providers/mcp.py)
-}
-"""The providers tracely patches; each name is also its extra: ``pip install 'tracely[openai]'``."""
 
 _lock = threading.RLock()
 _live: set[str] = set()  # providers whose calls are recorded live

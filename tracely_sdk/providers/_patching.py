@@ -38,7 +38,7 @@ from opentelemetry import trace
 from opentelemetry.context import Context
 
 from tracely_otel import attributes as A
-from tracely_otel._foreign import input_messages
+from tracely_otel.genai import input_messages
 from tracely_sdk import _redact, _replay
 from tracely_sdk._matching import LLM
 from tracely_sdk._seam import Call, error_status

@@ -23,7 +23,7 @@ from typing import Any, Literal, NoReturn, Protocol
 import orjson
 
 from tracely_otel import attributes as A
-from tracely_otel._genai import OutputMessage
+from tracely_otel.genai import OutputMessage
 from tracely_sdk import _replay
 from tracely_sdk import _tool_calls as tool_calls
 from tracely_sdk.errors import LLMError, ReplayError

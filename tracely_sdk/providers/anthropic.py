@@ -45,8 +45,7 @@ from anthropic.resources.beta.messages.messages import Messages as BetaMessages
 from anthropic.resources.messages.messages import AsyncMessages, Messages
 
 from tracely_otel import attributes as A
-from tracely_otel._foreign import content_parts, genai_finish_reason
-from tracely_otel._genai import ChatMessage, OutputMessage
+from tracely_otel.genai import ChatMessage, OutputMessage, content_parts, genai_finish_reason
 from tracely_sdk.errors import ReplayError
 from tracely_sdk.providers import _anthropic_beta_codec as beta_codec
 from tracely_sdk.providers import _anthropic_codec as codec

@@ -37,8 +37,7 @@ from google.genai._api_client import BaseApiClient
 from google.genai.models import AsyncModels, Models
 
 from tracely_otel import attributes as A
-from tracely_otel._foreign import content_parts, genai_finish_reason
-from tracely_otel._genai import OutputMessage
+from tracely_otel.genai import OutputMessage, content_parts, genai_finish_reason
 from tracely_sdk.errors import LLMError, ReplayError
 from tracely_sdk.providers import _google_genai_codec as codec
 from tracely_sdk.providers import _patching as P

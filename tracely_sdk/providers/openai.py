@@ -44,13 +44,15 @@ from openai.resources.chat.completions.completions import AsyncCompletions, Comp
 from openai.resources.responses.responses import AsyncResponses, Responses
 
 from tracely_otel import attributes as A
-from tracely_otel._foreign import (
+from tracely_otel.genai import (
+    ChatMessage,
+    MessagePart,
+    OutputMessage,
     content_parts,
     genai_finish_reason,
     tool_call_part,
     tool_response_part,
 )
-from tracely_otel._genai import ChatMessage, MessagePart, OutputMessage
 from tracely_sdk.errors import ReplayError
 from tracely_sdk.providers import _openai_codec as codec
 from tracely_sdk.providers import _patching as P

@@ -206,10 +206,6 @@ class Scenario:
     span_format: tuple[str, ...] = ()
     max_tokens: int | None = None  # the token budget of the whole conversation
 
-    @property
-    def has_trace_checks(self) -> bool:
-        return any(t.trace_checks for t in self.turns)
-
 
 def shown(value: Any, limit: int = 80) -> str:
     """``value`` as a report shows it: a string quoted, anything else as JSON, cut at ``limit``."""

@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Any, Final
 
 import orjson
 
-from tracely_otel._bundle import BundleFormatError, validate_bundle
-from tracely_otel._otlp import (
+from tracely_otel import BundleFormatError, validate_bundle
+from tracely_otel.otlp import (
     OTLPDecodeError,
     PayloadTooLarge,
     decode_export_request,
@@ -32,7 +32,15 @@ from tracely_otel._otlp import (
     rejected_message,
 )
 from tracely_sdk.errors import ConfigError, Conflict, NotFound, StoreError
-from tracely_sdk.server._auth import INGEST, READ, WRITE, RateLimiter, TokenSet, load_tokens
+from tracely_sdk.server._auth import (
+    INGEST,
+    READ,
+    WRITE,
+    RateLimiter,
+    SignInThrottle,
+    TokenSet,
+    load_tokens,
+)
 from tracely_sdk.server._config import ServerConfig
 from tracely_sdk.server._http import (
     Admitted,
@@ -55,7 +63,7 @@ from tracely_sdk.server._ingest import (
     JournalError,
     Unavailable,
 )
-from tracely_sdk.server._ui import UI_ROUTES
+from tracely_sdk.server._ui import UI_ROUTES, is_local_host
 from tracely_sdk.store import (
     Case,
     CaseVersion,
@@ -67,6 +75,7 @@ from tracely_sdk.store import (
     redact_url,
     validate_case_id,
 )
+from tracely_sdk.store._base import Promotion, StatedRun
 from tracely_sdk.store._model import RUN_FIELDS, RUN_ID_PATTERN, normalise_tags, now_ns
 
 if TYPE_CHECKING:
@@ -383,18 +392,27 @@ class App:
         store: Store,
         pipeline: IngestPipeline,
         tokens: TokenSet,
+        limiter: RateLimiter | None = None,
     ) -> None:
         self.config = config
         self.store = store
         self.pipeline = pipeline
         self.tokens = tokens
-        self.limiter = RateLimiter(config.rate_limit, config.rate_burst)
+        self.limiter = limiter or RateLimiter(config.rate_limit, config.rate_burst)
+        self.sign_ins = SignInThrottle(config.sign_in_failures)
         self.draining = False
         self._openapi: bytes | None = None
 
     def admit(self, request: Request) -> Admitted | Response:
         """Route the request and check what can be checked before its body is read: the
         method, shutdown and the token. Runs in the event loop, so it never blocks."""
+        if (
+            self.config.local_ui
+            and not is_local_host(request.header("Host"))
+            and request.segments[0] != "ui"  # the pages say so themselves, as a page
+        ):
+            # No token guards `tracely ui`: a page elsewhere must not reach it by DNS rebinding.
+            raise HTTPError(400, "this server answers for 127.0.0.1 only")
         allowed: list[str] = []
         for route in ROUTES + PAGES:
             params = route.match(request.segments)
@@ -708,6 +726,51 @@ def _promote(app: App, request: Request, params: dict[str, str]) -> Response:
     return json_response(201, case.to_dict(), {"Location": f"/api/cases/{case.id}"})
 
 
+_PROMOTION_FIELDS = frozenset({"trace_id", "name", "id", "entrypoint", "tags", "stated"})
+
+
+def _promote_many(app: App, request: Request, params: dict[str, str]) -> Response:
+    _query(request, frozenset())
+    body = _fields(
+        app.json_body(request),
+        "the promotions",
+        frozenset({"promotions"}),
+        frozenset({"promotions"}),
+    )
+    if not isinstance(body["promotions"], list) or not body["promotions"]:
+        raise HTTPError(
+            400, "promotions must be a non-empty list of promotions", field="promotions"
+        )
+    promotions = []
+    for i, item in enumerate(body["promotions"]):
+        what = f"promotions[{i}]"
+        item = _fields(item, what, _PROMOTION_FIELDS, frozenset({"trace_id", "name"}))
+        case_id = _string(item, "id", optional=True)
+        if case_id is not None:
+            _case_id(case_id)
+        stated = None
+        if item.get("stated") is not None:
+            given = _fields(
+                item["stated"],
+                f"{what}.stated",
+                frozenset({"input", "expected_output"}),
+                frozenset({"input", "expected_output"}),
+            )
+            stated = StatedRun(given["input"], given["expected_output"])
+        promotions.append(
+            Promotion(
+                trace_id=_trace_id(item["trace_id"]),
+                name=_string(item, "name") or "",
+                case_id=case_id,
+                entrypoint=_string(item, "entrypoint", optional=True),
+                tags=tuple(_tags(item["tags"]) if item.get("tags") is not None else ()),
+                stated=stated,
+            )
+        )
+    cases = app._call(lambda: app.store.promote_many(promotions))
+    return json_response(201, {"cases": [c.to_dict() for c in cases]})
+
+
 def _list_cases(app: App, request: Request, params: dict[str, str]) -> Response:
     q = _query(request, frozenset({"tag"}))
     tag = q.get("tag") or None
@@ -885,6 +948,7 @@ ROUTES: Final[tuple[Route, ...]] = (
     Route("POST", "/api/recordings", WRITE, _put_recording),
     Route("GET", "/api/cases", READ, _list_cases),
     Route("POST", "/api/cases", WRITE, _promote),
+    Route("POST", "/api/promotions", WRITE, _promote_many),
     Route("GET", "/api/cases/{case_id}", READ, _get_case),
     Route("PATCH", "/api/cases/{case_id}", WRITE, _update_case),
     Route("PUT", "/api/cases/{case_id}", WRITE, _put_case),
@@ -999,9 +1063,10 @@ class _Deferred:
 
 
 def _grpc_receiver(
-    config: ServerConfig, pipeline: IngestPipeline, tokens: TokenSet
+    config: ServerConfig, pipeline: IngestPipeline, tokens: TokenSet, limiter: RateLimiter
 ) -> GRPCReceiver | None:
-    """The OTLP/gRPC receiver, bound, when a port is configured (the HTTP side's limits)."""
+    """The OTLP/gRPC receiver, bound, when a port is configured (the HTTP side's limits and
+    its rate-limit buckets: one budget per token and client, whichever port it uses)."""
     if config.grpc_port is None:
         return None
     from tracely_sdk.server._grpc import GRPCReceiver
@@ -1009,12 +1074,17 @@ def _grpc_receiver(
     return GRPCReceiver(
         pipeline,
         tokens,
-        RateLimiter(config.rate_limit, config.rate_burst),
+        limiter,
         host=config.host,
         port=config.grpc_port,
         max_message_bytes=config.max_body_bytes,
         max_workers=config.max_concurrent_requests,
         rate_limit=config.rate_limit,
+        message_timeout=config.body_timeout,
+        max_connections=config.grpc_max_connections,
+        idle_timeout=config.grpc_idle_timeout,
+        max_streams=config.grpc_max_streams,
+        handshake_timeout=config.header_timeout,
     )
 
 
@@ -1028,7 +1098,12 @@ def create_server(
     setting is unusable, the store cannot be opened or the address cannot be bound.
     """
     config = config or ServerConfig.load()
-    tokens = load_tokens(config.tokens, config.tokens_file, insecure=config.insecure_no_auth)
+    tokens = load_tokens(
+        config.tokens,
+        config.tokens_file,
+        insecure=config.insecure_no_auth,
+        warn=not config.local_ui,
+    )
     owns_store = store is None
     if store is None:
         from tracely_sdk._config import resolve
@@ -1061,6 +1136,7 @@ def create_server(
                     body_timeout=config.body_timeout,
                     keep_alive_timeout=config.keep_alive_timeout,
                 ),
+                trusted_proxies=config.trusted_proxies,
             )
         except OSError as exc:
             reason = exc.strerror or str(exc)
@@ -1085,12 +1161,13 @@ def create_server(
             write_queue_size=config.write_queue_size,
             write_batch_size=config.write_batch_size,
         )
-        grpc = _grpc_receiver(config, pipeline, tokens)
+        limiter = RateLimiter(config.rate_limit, config.rate_burst)
+        grpc = _grpc_receiver(config, pipeline, tokens, limiter)
         try:
             pipeline.start()
         except JournalError as exc:
             raise ConfigError(f"the ingest journal cannot be used: {exc}") from exc
-        app = App(config, store, pipeline, tokens)
+        app = App(config, store, pipeline, tokens, limiter)
         app_ref.append(app)
         return TracelyServer(config, store, pipeline, app, httpd, owns_store=owns_store, grpc=grpc)
     except BaseException:

@@ -34,6 +34,7 @@ __all__ = [
     "WRITE",
     "Principal",
     "RateLimiter",
+    "SignInThrottle",
     "TokenSet",
     "load_tokens",
 ]
@@ -149,7 +150,22 @@ class TokenSet:
         token = _bearer(authorization)
         if token is None:
             return None
-        presented = _digest(token)
+        return self._principal(_digest(token))
+
+    def token_digest(self, token: str) -> str:
+        """What a sign-in session keeps of its token (hex): enough to find it again here."""
+        return _digest(token).hex()
+
+    def authenticate_digest(self, digest: str) -> Principal | None:
+        """The principal of a token known by :meth:`token_digest` (a sign-in session's); None
+        when no configured token has it (any more)."""
+        try:
+            presented = bytes.fromhex(digest)
+        except ValueError:
+            return None
+        return self._principal(presented)
+
+    def _principal(self, presented: bytes) -> Principal | None:
         scopes: set[str] = set()
         matched = -1
         for index, entry in enumerate(self._entries):
@@ -173,18 +189,21 @@ def _bearer(authorization: str | None) -> str | None:
     return value or None
 
 
-def load_tokens(tokens: str, tokens_file: str | None, *, insecure: bool) -> TokenSet:
-    """The token set from ``TRACELY_SERVER_TOKENS`` text and an optional tokens file."""
+def load_tokens(
+    tokens: str, tokens_file: str | None, *, insecure: bool, warn: bool = True
+) -> TokenSet:
+    """The token set from ``TRACELY_SERVER_TOKENS`` text and an optional tokens file;
+    ``warn=False`` when the caller says itself why no token is asked."""
     entries = TokenSet.parse(tokens) if tokens else []
     if tokens_file:
         entries += TokenSet.read_file(tokens_file)
     token_set = TokenSet(entries, insecure=insecure)
-    if insecure and not entries:
+    if insecure and not entries and warn:
         logger.warning(
             "authentication is OFF (--insecure-no-auth): anyone who can reach this server may "
             "send traces and change cases; use it for local demos only"
         )
-    elif insecure:
+    elif insecure and entries:
         logger.warning("--insecure-no-auth is ignored because tokens are configured")
     return token_set
 
@@ -203,6 +222,18 @@ class RateLimiter:
         self.burst = float(burst if burst is not None else max(1, int(2 * rate)))
         self._buckets: dict[str, list[float]] = {}
         self._lock = threading.Lock()
+
+    def wait(self, key: str) -> float:
+        """How many seconds until ``key`` has a request's worth (0.0: now); takes nothing."""
+        if self.rate <= 0:
+            return 0.0
+        now = time.monotonic()
+        with self._lock:
+            bucket = self._buckets.get(key)
+            if bucket is None:
+                return 0.0
+            level = min(self.burst, bucket[0] + (now - bucket[1]) * self.rate)
+            return 0.0 if level >= 1.0 else (1.0 - level) / self.rate
 
     def acquire(self, key: str) -> float:
         if self.rate <= 0:
@@ -229,3 +260,30 @@ class RateLimiter:
                 del self._buckets[key]
         if len(self._buckets) >= self._MAX_KEYS:
             self._buckets.clear()
+
+
+class SignInThrottle:
+    """Failed sign-ins, counted per client and per token prefix: ``per_minute`` of each a
+    minute, as many at once.
+
+    The prefix is a token's first :attr:`PREFIX` characters (kept hashed): guesses spread over
+    many clients still share it. A sign-in is checked with :meth:`wait` before its token is, so
+    that a throttled guesser learns nothing, and only a failure is counted (:meth:`failed`).
+    """
+
+    PREFIX = 6
+
+    def __init__(self, per_minute: int) -> None:
+        self._limiter = RateLimiter(per_minute / 60.0, per_minute)
+
+    def _keys(self, client: str, token: str) -> tuple[str, str]:
+        prefix = hashlib.sha256(token[: self.PREFIX].encode("utf-8", "surrogateescape"))
+        return f"client:{client}", f"prefix:{prefix.hexdigest()[:32]}"
+
+    def wait(self, client: str, token: str) -> float:
+        """Seconds until this client may try this token (0.0: now)."""
+        return max(self._limiter.wait(key) for key in self._keys(client, token))
+
+    def failed(self, client: str, token: str) -> None:
+        for key in self._keys(client, token):
+            self._limiter.acquire(key)

@@ -85,11 +85,22 @@ def add_serve_arguments(parser: argparse.ArgumentParser, *, store_option: bool =
         metavar="DIR",
         help="the write-ahead journal of accepted spans (default: beside the SQLite store)",
     )
+    from tracely_sdk.server._config import DEFAULT_MAX_BODY_BYTES, MIB
+
     parser.add_argument(
-        "--max-body-bytes", metavar="N", help="largest request body (default 16 MiB)"
+        "--max-body-bytes",
+        metavar="N",
+        help=f"largest request body (default {DEFAULT_MAX_BODY_BYTES // MIB} MiB, the "
+        "OpenTelemetry Collector's)",
     )
     parser.add_argument(
         "--rate-limit", metavar="R", help="requests per second per token (default 200; 0: off)"
+    )
+    parser.add_argument(
+        "--trusted-proxies",
+        metavar="ADDRS",
+        help="proxies (IP addresses or networks, comma-separated) whose X-Forwarded-For "
+        "gives the client address (default: none; the TCP peer is the client)",
     )
     parser.add_argument("--verbose", action="store_true", help="log every request (stderr)")
 
@@ -126,6 +137,7 @@ def _config(args: argparse.Namespace) -> Any:
         journal_dir=getattr(args, "journal_dir", None),
         max_body_bytes=getattr(args, "max_body_bytes", None),
         rate_limit=getattr(args, "rate_limit", None),
+        trusted_proxies=getattr(args, "trusted_proxies", None),
     )
 
 
@@ -138,11 +150,21 @@ def _grpc_port(args: argparse.Namespace) -> Any:
     return port
 
 
+class _TerminalFormatter(logging.Formatter):
+    """Log lines with the control characters a client put in a value (a path, a name) escaped,
+    as the ``tracely`` command prints everything."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        from tracely_sdk._terminal import terminal_safe
+
+        return terminal_safe(super().format(record))
+
+
 def _setup_logging(verbose: bool) -> None:
     logger = logging.getLogger("tracely")
     if not logger.handlers:
         handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter("tracely server: %(levelname)s %(message)s"))
+        handler.setFormatter(_TerminalFormatter("tracely server: %(levelname)s %(message)s"))
         logger.addHandler(handler)
         logger.propagate = False
     logger.setLevel(logging.DEBUG if verbose else logging.INFO)
@@ -154,6 +176,41 @@ def cmd_serve(args: argparse.Namespace, ctx: Any = None) -> int:
     return run(_config(args))
 
 
+# Descriptors beyond the two ports' connections: the store, the journal, logs, worker pipes.
+_SPARE_FILES = 256
+
+
+def _fit_open_files(config: Any) -> None:
+    """Raise the open-files limit so both ports' connection caps fit in it, or warn.
+
+    Each port has its own cap, so whatever the gRPC port suffers, the HTTP port (health checks
+    included) still has descriptors to accept with."""
+    try:
+        import resource
+    except ImportError:  # pragma: no cover - not on POSIX
+        return
+    needed = config.max_connections + _SPARE_FILES
+    if config.grpc_port is not None:
+        needed += config.grpc_max_connections
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY or soft >= needed:
+        return
+    target = needed if hard == resource.RLIM_INFINITY else min(needed, hard)
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+    except (ValueError, OSError):
+        target = soft
+    if target < needed:
+        logging.getLogger("tracely.server").warning(
+            "the open-files limit (%d) is below the connection caps plus %d spare (%d): "
+            "lower TRACELY_SERVER_MAX_CONNECTIONS / TRACELY_SERVER_GRPC_MAX_CONNECTIONS or "
+            "raise the limit (ulimit -n)",
+            target,
+            _SPARE_FILES,
+            needed,
+        )
+
+
 def run(
     config: Any, *, out: TextIO | None = None, banner: str = "tracely server listening on {url}"
 ) -> int:
@@ -162,6 +219,7 @@ def run(
     ``banner`` is the first line printed, once the port is bound (``{url}``: where)."""
     from tracely_sdk.server._app import create_server
 
+    _fit_open_files(config)
     server = create_server(config)
     stop = threading.Event()
     handlers: dict[signal.Signals, Any] = {}

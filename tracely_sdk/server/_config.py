@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +72,26 @@ def _timeout(source: str, value: Any) -> float:
     if number <= 0:
         raise ConfigError(f"{source}={value!r} must be more than 0 seconds")
     return number
+
+
+def _networks(source: str, value: Any) -> tuple[str, ...]:
+    import ipaddress
+
+    if isinstance(value, (tuple, list)):
+        items = [str(v).strip() for v in value]
+    else:
+        items = [v.strip() for v in _text(source, value).split(",")]
+    networks = []
+    for item in filter(None, items):
+        try:
+            networks.append(str(ipaddress.ip_network(item, strict=False)))
+        except ValueError:
+            shown = item if len(item) <= 60 else item[:60] + "..."
+            raise ConfigError(
+                f"{source}: {shown!r} is not an IP address or network (e.g. 10.0.0.5, "
+                "10.0.0.0/8, ::1); list the proxies in front of the server, comma-separated"
+            ) from None
+    return tuple(networks)
 
 
 def _rate(source: str, value: Any) -> float:
@@ -222,6 +242,32 @@ SERVER_SETTINGS: dict[str, Setting] = {
             "Requests a token may make at once before the rate applies (default: 2 x rate).",
         ),
         Setting(
+            "sign_in_failures",
+            ("TRACELY_SERVER_SIGN_IN_FAILURES",),
+            10,
+            _positive,
+            "Failed sign-ins to the pages allowed a minute from one client, and with tokens "
+            "sharing their first 6 characters; further sign-ins get 429 until the minute "
+            "refills.",
+        ),
+        Setting(
+            "session_seconds",
+            ("TRACELY_SERVER_SESSION_SECONDS",),
+            12 * 3600.0,
+            _timeout,
+            "How long a sign-in to the pages lasts (a session kept in the store; signing out "
+            "ends it at once, on every server sharing the store).",
+        ),
+        Setting(
+            "trusted_proxies",
+            ("TRACELY_SERVER_TRUSTED_PROXIES",),
+            (),
+            _networks,
+            "Addresses or networks of the proxies in front of the server, comma-separated: "
+            "only a request from one of them has its client address (for rate limits and "
+            "sign-in throttling) taken from X-Forwarded-For. Empty: the TCP peer, always.",
+        ),
+        Setting(
             "max_concurrent_requests",
             ("TRACELY_SERVER_MAX_CONCURRENT_REQUESTS",),
             32,
@@ -235,6 +281,28 @@ SERVER_SETTINGS: dict[str, Setting] = {
             _positive,
             "Open client connections; further ones are answered 503 and closed (an idle one "
             "is closed after the header or keep-alive timeout).",
+        ),
+        Setting(
+            "grpc_max_connections",
+            ("TRACELY_SERVER_GRPC_MAX_CONNECTIONS",),
+            256,
+            _positive,
+            "Open connections to the OTLP/gRPC port; further ones are closed as they are accepted.",
+        ),
+        Setting(
+            "grpc_idle_timeout",
+            ("TRACELY_SERVER_GRPC_IDLE_TIMEOUT",),
+            300.0,
+            _timeout,
+            "How long an OTLP/gRPC connection with no call in flight is kept open; then it is "
+            "sent a GOAWAY and closed (clients reconnect when they next export).",
+        ),
+        Setting(
+            "grpc_max_streams",
+            ("TRACELY_SERVER_GRPC_MAX_STREAMS",),
+            16,
+            _positive,
+            "OTLP/gRPC calls one connection may have in flight at once.",
         ),
         Setting(
             "header_timeout",
@@ -289,6 +357,9 @@ class ServerConfig:
     tokens: str = ""
     tokens_file: str | None = None
     insecure_no_auth: bool = False
+    # ``tracely ui``: no tokens by design (loopback only, its pages check the Host), so the
+    # warning meant for --insecure-no-auth would be false there.
+    local_ui: bool = False
     quiet_seconds: float = 2.0
     orphan_seconds: float = 300.0
     retain_seconds: float = 30.0
@@ -302,8 +373,14 @@ class ServerConfig:
     max_journal_bytes: int = 1024 * MIB
     rate_limit: float = 200.0
     rate_burst: int | None = None
+    sign_in_failures: int = 10
+    session_seconds: float = 12 * 3600.0
+    trusted_proxies: tuple[str, ...] = ()
     max_concurrent_requests: int = 32
     max_connections: int = 256
+    grpc_max_connections: int = 256
+    grpc_idle_timeout: float = 300.0
+    grpc_max_streams: int = 16
     header_timeout: float = 10.0
     body_timeout: float = 60.0
     keep_alive_timeout: float = 15.0
@@ -345,11 +422,6 @@ class ServerConfig:
             )
         return self
 
-    @property
-    def listen_url(self) -> str:
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{self.port}"
-
     def journal_path(self, store: Any) -> Path | None:
         """The journal directory for ``store`` (None for an in-memory store: nothing survives)."""
         if self.journal_dir:
@@ -376,8 +448,3 @@ def _resolve(setting: Setting, argument: Any, env: Mapping[str, str]) -> Any:
         if raw:
             return setting.parse(var, raw)
     return setting.default
-
-
-def setting_names() -> tuple[str, ...]:
-    """The settings :meth:`ServerConfig.load` takes as arguments."""
-    return tuple(f.name for f in fields(ServerConfig) if f.name in SERVER_SETTINGS)

@@ -4,9 +4,17 @@
 as the OTLP specification gives for gRPC, with the HTTP receiver's tokens, limits and
 pipeline:
 
-- the bearer token comes in the ``authorization`` metadata: none, or one that is not valid, is
-  ``UNAUTHENTICATED``; a token without the ingest scope is ``PERMISSION_DENIED``; a token (or,
-  for failed attempts, a client) above its rate is ``RESOURCE_EXHAUSTED`` with a ``RetryInfo``;
+- the bearer token comes in the ``authorization`` metadata and is checked before the message
+  is read, so a call without one costs no worker while its client dawdles: none, or one that
+  is not valid, is ``UNAUTHENTICATED``; a token without the ingest scope is
+  ``PERMISSION_DENIED``; a token (or, for failed attempts, a client) above its rate is
+  ``RESOURCE_EXHAUSTED`` with a ``RetryInfo``. The rate is the HTTP receiver's own bucket: one
+  budget per token and per client, whichever port it comes in on;
+- an authorized call whose message has not arrived within ``message_timeout`` seconds is
+  cancelled (the client sees ``CANCELLED``), so that it gives its worker back;
+- connections are capped (``max_connections``; grpc closes further ones as they are
+  accepted), one with no call for ``idle_timeout`` seconds is closed (after a ``GOAWAY``, so
+  clients reconnect cleanly), and one connection carries at most ``max_streams`` calls at once;
 - a message larger than the body limit, compressed or after gzip (which grpc negotiates and
   undoes), is refused by grpc with ``RESOURCE_EXHAUSTED``;
 - a request that cannot be decoded is ``INVALID_ARGUMENT`` (with a ``BadRequest`` naming the
@@ -25,7 +33,8 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -40,7 +49,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2_grpc import TraceServiceServicer
 
-from tracely_otel._otlp import OTLPDecodeError, decode_export_request, rejected_message
+from tracely_otel.otlp import OTLPDecodeError, decode_export_request, rejected_message
 from tracely_sdk.errors import ConfigError
 from tracely_sdk.server._auth import INGEST, RateLimiter, TokenSet
 from tracely_sdk.server._ingest import KIND_PROTO, Backpressure, IngestPipeline, Unavailable
@@ -114,11 +123,17 @@ class GRPCReceiver(TraceServiceServicer):
         max_message_bytes: int,
         max_workers: int = 32,
         rate_limit: float = 0.0,
+        message_timeout: float = 60.0,
+        max_connections: int = 256,
+        idle_timeout: float = 300.0,
+        max_streams: int = 16,
+        handshake_timeout: float = 10.0,
     ) -> None:
         self.pipeline = pipeline
         self.tokens = tokens
         self.limiter = limiter
         self.rate_limit = rate_limit
+        self.message_timeout = message_timeout
         self.host = host
         self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="tracely-grpc")
         self._server = grpc.server(
@@ -127,6 +142,12 @@ class GRPCReceiver(TraceServiceServicer):
             maximum_concurrent_rpcs=max_workers * 4,
             options=[
                 ("grpc.max_receive_message_length", max_message_bytes),
+                ("grpc.max_allowed_incoming_connections", max_connections),
+                ("grpc.max_connection_idle_ms", max(1, round(idle_timeout * 1000))),
+                ("grpc.max_concurrent_streams", max_streams),
+                # A connection that never finishes its HTTP/2 preface is closed as an HTTP one
+                # that never sends its head would be.
+                ("grpc.server_handshake_timeout_ms", max(1, round(handshake_timeout * 1000))),
                 # Without it a second server could bind the same port and share its calls.
                 ("grpc.so_reuseport", 0),
             ],
@@ -134,8 +155,11 @@ class GRPCReceiver(TraceServiceServicer):
         # The generated servicer, registered as add_TraceServiceServicer_to_server does, but
         # taking the request's bytes: grpc answers a request its deserializer fails on with
         # INTERNAL, where OTLP wants INVALID_ARGUMENT; and the bytes are what is journaled.
-        handler = grpc.unary_unary_rpc_method_handler(
-            self.Export, response_serializer=ExportTraceServiceResponse.SerializeToString
+        # Registered as a client stream (the same on the wire as a unary call), because grpc
+        # reads a unary call's message before its handler runs: the handler checks the
+        # metadata first and bounds the wait for the message.
+        handler = grpc.stream_unary_rpc_method_handler(
+            self._call, response_serializer=ExportTraceServiceResponse.SerializeToString
         )
         self._server.add_generic_rpc_handlers(
             (grpc.method_handlers_generic_handler(_SERVICE, {"Export": handler}),)
@@ -172,7 +196,7 @@ class GRPCReceiver(TraceServiceServicer):
 
     # the service ---------------------------------------------------------------------------
 
-    def Export(self, request: bytes, context: Any) -> ExportTraceServiceResponse:
+    def _call(self, messages: Iterator[bytes], context: Any) -> ExportTraceServiceResponse:
         """``TraceService/Export``: the request's spans into the pipeline, or a status."""
         try:
             if self.pipeline.closing:
@@ -180,11 +204,45 @@ class GRPCReceiver(TraceServiceServicer):
                     grpc.StatusCode.UNAVAILABLE, "the server is shutting down", retry_after=1
                 )
             self._authorize(context)
+            request = self._message(messages, context)
             return self._ingest(request)
         except _Refused as refused:
             context.set_trailing_metadata(refused.trailing_metadata())
             context.abort(refused.code, refused.message)
             raise AssertionError("unreachable") from None  # pragma: no cover - abort raises
+
+    def _message(self, messages: Iterator[bytes], context: Any) -> bytes:
+        """The call's one message, once it has arrived; cancels the call after the timeout."""
+        expired = threading.Event()
+
+        def expire() -> None:
+            expired.set()
+            context.cancel()
+
+        # The wait cannot be given a timeout of its own: cancelling the call ends it.
+        timer = threading.Timer(self.message_timeout, expire)
+        timer.daemon = True
+        timer.start()
+        try:
+            return next(messages)
+        except StopIteration:
+            raise _Refused(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                "the call ended without its ExportTraceServiceRequest",
+                field="request",
+            ) from None
+        except grpc.RpcError:
+            # Cancelled (by the client, by grpc for a message over the size limit, or by the
+            # timer): the status is already sent, and this one goes nowhere.
+            if expired.is_set():
+                logger.info(
+                    "an OTLP/gRPC call from %s sent no message within %gs; cancelled it",
+                    _client(context.peer()),
+                    self.message_timeout,
+                )
+            raise _Refused(grpc.StatusCode.CANCELLED, "the call was cancelled") from None
+        finally:
+            timer.cancel()
 
     def _authorize(self, context: Any) -> None:
         authorization = _metadata(context.invocation_metadata(), "authorization")

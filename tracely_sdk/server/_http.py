@@ -234,10 +234,6 @@ class Limits:
     max_head_bytes: int = 32 * 1024
 
 
-class _BodyTimeout(Exception):
-    pass
-
-
 class _Disconnected(Exception):
     pass
 
@@ -517,7 +513,14 @@ def _protocol_class(limits: Limits) -> type[Any]:
 class HTTPServer:
     """A bound socket and a uvicorn server on it, run in a background thread."""
 
-    def __init__(self, address: tuple[str, int], handler: Handler, limits: Limits) -> None:
+    def __init__(
+        self,
+        address: tuple[str, int],
+        handler: Handler,
+        limits: Limits,
+        *,
+        trusted_proxies: tuple[str, ...] = (),
+    ) -> None:
         host, port = address
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         sock = socket.socket(family, socket.SOCK_STREAM)
@@ -533,6 +536,7 @@ class HTTPServer:
         self.server_address = sock.getsockname()[:2]
         self.handler = handler
         self.limits = limits
+        self.trusted_proxies = trusted_proxies
         self._server: uvicorn.Server | None = None
         self._started = threading.Event()
         self._done = threading.Event()
@@ -553,6 +557,10 @@ class HTTPServer:
             timeout_keep_alive=max(1, round(self.limits.keep_alive_timeout)),
             h11_max_incomplete_event_size=self.limits.max_head_bytes,
             backlog=128,
+            # The client address comes from X-Forwarded-For only when the peer is a proxy the
+            # operator named; uvicorn would otherwise trust any client on this machine.
+            proxy_headers=bool(self.trusted_proxies),
+            forwarded_allow_ips=list(self.trusted_proxies),
         )
         server = uvicorn.Server(config)
         self._server = server

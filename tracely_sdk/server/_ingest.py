@@ -45,8 +45,8 @@ from typing import Any, Final, Protocol, runtime_checkable
 
 import orjson
 
-from tracely_otel._extract import bundle_from_spans
-from tracely_otel._otlp import (
+from tracely_otel import SpanEvent, SpanRecord, bundle_from_spans
+from tracely_otel.otlp import (
     MAX_VALUE_DEPTH,
     OTLPDecodeError,
     encode_records_otlp_json,
@@ -54,7 +54,6 @@ from tracely_otel._otlp import (
     records_from_otlp_json,
     records_from_otlp_proto,
 )
-from tracely_otel._spans import SpanEvent, SpanRecord
 from tracely_sdk.errors import ConfigError, StoreError
 from tracely_sdk.store import Recording, Store
 

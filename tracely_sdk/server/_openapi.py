@@ -349,6 +349,48 @@ def _schemas() -> dict[str, Any]:
                 "tags": {"type": ["array", "null"], "items": {"type": "string"}},
             },
         },
+        "PromotionsRequest": {
+            "type": "object",
+            "required": ["promotions"],
+            "additionalProperties": False,
+            "properties": {
+                "promotions": {
+                    "type": "array",
+                    "minItems": 1,
+                    "items": {
+                        "type": "object",
+                        "required": ["trace_id", "name"],
+                        "additionalProperties": False,
+                        "properties": {
+                            "trace_id": _TRACE_ID,
+                            "name": {"type": "string", "minLength": 1},
+                            "id": {"type": ["string", "null"], "pattern": CASE_ID_PATTERN},
+                            "entrypoint": {"type": ["string", "null"]},
+                            "tags": {"type": ["array", "null"], "items": {"type": "string"}},
+                            "stated": {
+                                "type": ["object", "null"],
+                                "description": "for a trace recorded without an agent span: "
+                                "the input to replay it with and the expected output",
+                                "required": ["input", "expected_output"],
+                                "additionalProperties": False,
+                                "properties": {
+                                    "input": {
+                                        "type": "object",
+                                        "required": ["args", "kwargs"],
+                                        "additionalProperties": False,
+                                        "properties": {
+                                            "args": {"type": "array"},
+                                            "kwargs": {"type": "object"},
+                                        },
+                                    },
+                                    "expected_output": {},
+                                },
+                            },
+                        },
+                    },
+                }
+            },
+        },
         "RecaptureRequest": {
             "type": "object",
             "required": ["trace_id"],
@@ -647,6 +689,21 @@ def openapi_document() -> dict[str, Any]:
                 {"201": _json(_ref("Case"), "The new case."), **_errors(*_WRITE_ERRORS, 409)},
                 body=_json_body(_ref("PromoteRequest"), "which trace, and the case's name"),
             ),
+        },
+        "/api/promotions": {
+            "post": _op(
+                "promoteMany",
+                "Promote several recorded traces to regression cases, in one transaction",
+                "write",
+                {
+                    "201": _json(_ref("CaseList"), "The new cases, in the order asked."),
+                    **_errors(*_WRITE_ERRORS, 409),
+                },
+                body=_json_body(_ref("PromotionsRequest"), "the promotions"),
+                description="All of them or none: one refused (404 for a trace not recorded, "
+                "409 for one that cannot be a case, 400 for an invalid field) leaves no case "
+                "made, and the error names it. Ids made from a name are unique across the batch.",
+            )
         },
         "/api/cases/{case_id}": {
             "parameters": [case_id],

@@ -5,10 +5,18 @@ the static HTML report; the script only enhances them. Every page answers with a
 Content-Security-Policy that allows styles, scripts and forms from the server itself only.
 
 Signing in: ``POST /ui/login`` with a token (read scope at least, as for ``GET /api/...``)
-sets it in a cookie (HttpOnly, SameSite=Strict, path ``/ui``) that every page checks exactly as
-the API checks a bearer token. The write actions (promote a trace, recapture a case) need the
-write scope, a same-origin request (``Origin``, when the browser sends it, must be this host),
-and the form's ``csrf`` value, an HMAC of the token the browser cannot be tricked into sending.
+starts a session. The cookie (HttpOnly, SameSite=Strict, path ``/ui``, ``Max-Age`` the
+session's lifetime) holds a random session id, never the token: a stolen cookie is no API
+token, and it dies with the session. Sessions live in the store (the id's hash, the token's
+hash, the expiry), not in the process, so that every server sharing a PostgreSQL store knows
+them and signing out (which deletes the row) ends the session on all of them; a signed cookie
+would need a secret shared by the servers and a revocation record in the store anyway. A
+session's scopes are its token's in the server's configuration: a token taken out of it ends
+its sessions. Failed sign-ins are throttled per client and per token prefix
+(:class:`~tracely_sdk.server._auth.SignInThrottle`). The write actions (promote a trace,
+recapture a case) need the write scope, a same-origin request (``Origin``, when the browser
+sends it, must be this host; ``null`` is another site), and the form's ``csrf`` value, an HMAC
+of the session id the browser cannot be tricked into sending.
 A server started with ``--insecure-no-auth`` (``tracely ui``) needs no sign-in; its forms carry
 an HMAC under a key made at start, and a request for another host name is refused so that a
 page elsewhere cannot reach it through DNS rebinding.
@@ -16,11 +24,12 @@ page elsewhere cannot reach it through DNS rebinding.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import hashlib
 import hmac
+import math
+import re
 import secrets
+import time
 import urllib.parse
 from collections.abc import Callable, Mapping
 from http.cookies import CookieError, SimpleCookie
@@ -33,7 +42,7 @@ from tracely_sdk.server._auth import READ, WRITE, Principal
 from tracely_sdk.server._http import Request, Response
 from tracely_sdk.store import InvalidCase
 
-__all__ = ["COOKIE", "PREFIX", "UI_ROUTES", "csrf_value"]
+__all__ = ["COOKIE", "PREFIX", "UI_ROUTES", "csrf_value", "is_local_host"]
 
 PREFIX = "/ui"
 COOKIE = "tracely_token"
@@ -46,21 +55,25 @@ CSP = (
 _HEADERS = {
     "Content-Security-Policy": CSP,
     "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "no-referrer",
+    # Not no-referrer: under it a browser sends "Origin: null" with the pages' own forms, which
+    # cannot then be told from a sandboxed frame's elsewhere. same-origin sends nothing to others.
+    "Referrer-Policy": "same-origin",
     "Cache-Control": "no-store",
     "X-Frame-Options": "DENY",
 }
 # The key of the forms' csrf values when there are no tokens (a server without auth).
 _NO_AUTH_KEY = secrets.token_bytes(32)
 _LOCAL_HOSTS = frozenset({"127.0.0.1", "localhost", "[::1]"})
+_VISIBLE_ASCII = re.compile(r"[!-~]+")
+_SESSION_ID = re.compile(r"[A-Za-z0-9_-]{43}")  # secrets.token_urlsafe(32)
 
 Handler = Callable[[Any, Request, dict[str, str]], Response]
 
 
-def csrf_value(token: str | None) -> str:
-    """The value a form must send back: an HMAC of the signed-in token (or of nothing, under
-    the per-process key, when the server has no tokens)."""
-    key = token.encode("utf-8") if token is not None else _NO_AUTH_KEY
+def csrf_value(session: str | None) -> str:
+    """The value a form must send back: an HMAC of the sign-in session's id (or of nothing,
+    under the per-process key, when the server has no tokens)."""
+    key = session.encode("utf-8") if session is not None else _NO_AUTH_KEY
     return hmac.new(key, b"tracely-ui-csrf", hashlib.sha256).hexdigest()
 
 
@@ -75,16 +88,17 @@ def _redirect(location: str, headers: Mapping[str, str] | None = None) -> Respon
     return Response(303, b"", None, {**_HEADERS, "Location": location, **(headers or {})})
 
 
-def _cookie_header(token: str | None, request: Request) -> str:
+def _cookie_header(session: str | None, request: Request, max_age: int = 0) -> str:
     secure = "; Secure" if request.header("X-Forwarded-Proto").lower() == "https" else ""
-    if token is None:
+    if session is None:
         return f"{COOKIE}=; Path={PREFIX}; Max-Age=0; HttpOnly; SameSite=Strict{secure}"
-    # Tokens may hold characters a cookie cannot (";", quotes): the cookie holds it encoded.
-    value = base64.urlsafe_b64encode(token.encode("utf-8")).decode("ascii")
-    return f"{COOKIE}={value}; Path={PREFIX}; HttpOnly; SameSite=Strict{secure}"
+    return (
+        f"{COOKIE}={session}; Path={PREFIX}; Max-Age={max_age}; HttpOnly; SameSite=Strict{secure}"
+    )
 
 
-def _cookie_token(request: Request) -> str | None:
+def _cookie_session(request: Request) -> str | None:
+    """The session id in the request's cookie (None: none, or not one this server makes)."""
     raw = request.header("Cookie")
     if not raw:
         return None
@@ -93,12 +107,14 @@ def _cookie_token(request: Request) -> str | None:
     except CookieError:
         return None
     morsel = jar.get(COOKIE)
-    if morsel is None or not morsel.value:
+    if morsel is None or not _SESSION_ID.fullmatch(morsel.value):
         return None
-    try:
-        return base64.urlsafe_b64decode(morsel.value.encode("ascii")).decode("utf-8")
-    except (binascii.Error, UnicodeError, ValueError):
-        return None
+    return morsel.value
+
+
+def _session_key(session: str) -> str:
+    """What the store keeps of a session id: its hash, so that the store alone signs no one in."""
+    return hashlib.sha256(session.encode("ascii")).hexdigest()
 
 
 def _query(request: Request) -> dict[str, str]:
@@ -120,25 +136,37 @@ class _Visit:
         self.app = app
         self.request = request
         self.pages = Pages(app.store, prefix=PREFIX)
-        self.token = _cookie_token(request)
-        header = f"Bearer {self.token}" if self.token is not None else None
-        self.principal: Principal | None = app.tokens.authenticate(header, request.client)
         self.no_auth = bool(app.tokens.insecure and len(app.tokens) == 0)
+        self.session = None if self.no_auth else _cookie_session(request)
+        self.unavailable: str | None = None
+        self.principal: Principal | None = None
+        if self.no_auth:
+            self.principal = app.tokens.authenticate(None, request.client)
+        elif self.session is not None:
+            try:
+                token = app.store.session_token(_session_key(self.session), time.time_ns())
+            except StoreError as exc:
+                self.unavailable = _clean(app, str(exc))
+            else:
+                if token is not None:
+                    self.principal = app.tokens.authenticate_digest(token)
 
     def viewer(self, notice: str | None = None, error: str | None = None) -> Viewer:
         may_write = self.principal is not None and self.principal.may(WRITE)
-        csrf = csrf_value(None if self.no_auth else self.token) if may_write else None
+        csrf = csrf_value(None if self.no_auth else self.session) if may_write else None
         signed_in = self.principal is not None and not self.no_auth
         return Viewer(csrf=csrf, notice=notice, error=error, signed_in=signed_in)
 
     def refusal(self, scope: str) -> Response | None:
         """The answer when this request may not go on: another host, no or a weak token."""
-        if self.no_auth and _host_name(self.request.header("Host")) not in _LOCAL_HOSTS:
+        if self.no_auth and not is_local_host(self.request.header("Host")):
             return _html(
                 400, self.pages.error(400, "this server answers for 127.0.0.1 only", Viewer())
             )
+        if self.unavailable is not None:
+            return _html(503, self.pages.error(503, self.unavailable, Viewer()))
         if self.principal is None:
-            if self.token is not None and self._throttled():
+            if self.session is not None and self._throttled():
                 return self._too_many()
             return _redirect(self.pages.url("login", next=_here(self.request)))
         if self.app.limiter.acquire(self.principal.key):
@@ -152,15 +180,14 @@ class _Visit:
     def _throttled(self) -> bool:
         return bool(self.app.limiter.acquire(f"client:{self.request.client}"))
 
-    def _too_many(self) -> Response:
+    def _too_many(self, wait: float = 1.0) -> Response:
         page = self.pages.error(429, "too many requests; try again in a moment", Viewer())
-        return _html(429, page, {"Retry-After": "1"})
+        return _html(429, page, {"Retry-After": str(max(1, math.ceil(wait)))})
 
     def form(self) -> dict[str, str] | Response:
         """The posted form, once it is shown to come from this server's own page."""
         request = self.request
-        origin = request.header("Origin")
-        if origin and origin != "null" and _host_of(origin) != request.header("Host").lower():
+        if not _same_origin(request):
             return _html(
                 403, self.pages.error(403, "a form from another site was refused", Viewer())
             )
@@ -181,13 +208,30 @@ class _Visit:
         form = self.form()
         if isinstance(form, Response):
             return form
-        expected = csrf_value(None if self.no_auth else self.token)
+        expected = csrf_value(None if self.no_auth else self.session)
         if not hmac.compare_digest(form.get("csrf", "").encode(), expected.encode()):
             page = self.pages.error(
                 403, "the form has expired; reload the page and try again", self.viewer()
             )
             return _html(403, page)
         return form
+
+
+def is_local_host(host: str) -> bool:
+    """Whether a ``Host`` header names this machine's loopback (127.0.0.1, localhost, [::1])."""
+    return _host_name(host) in _LOCAL_HOSTS
+
+
+def _same_origin(request: Request) -> bool:
+    """Whether a posted form may come from this server's own page.
+
+    ``Origin`` is checked when the browser sends it; ``null`` (a sandboxed frame, a page from
+    a file or data URL) is another site. ``Sec-Fetch-Site``, where sent, must say the same."""
+    fetch_site = request.header("Sec-Fetch-Site").lower()
+    if fetch_site and fetch_site not in ("same-origin", "none"):
+        return False
+    origin = request.header("Origin")
+    return not origin or _host_of(origin) == request.header("Host").lower()
 
 
 def _host_name(host: str) -> str:
@@ -271,12 +315,15 @@ def _login_page(app: Any, request: Request, params: dict[str, str]) -> Response:
 
 
 def _safe_next(value: str | None) -> str:
-    """Where to go after signing in: a page of this server, never another site."""
+    """Where to go after signing in: a page of this server, never another site, and only
+    visible ASCII (what the pages' own links hold, percent-encoded), so that it is a valid
+    ``Location`` header: a line break or a non-ASCII character gives the default."""
     if (
         value
         and value.startswith(PREFIX + "/")
         and not value.startswith("//")
         and "\\" not in value
+        and _VISIBLE_ASCII.fullmatch(value)
     ):
         return value
     return PREFIX + "/cases"
@@ -289,19 +336,40 @@ def _login(app: Any, request: Request, params: dict[str, str]) -> Response:
         return form
     token = form.get("token", "").strip()
     next_url = _safe_next(form.get("next"))
+    # Checked before the token is: a throttled guesser learns nothing, not even a right guess.
+    wait = app.sign_ins.wait(request.client, token)
+    if wait:
+        return visit._too_many(wait)
     principal = app.tokens.authenticate(f"Bearer {token}", request.client) if token else None
     if principal is None or not principal.may(READ):
-        if app.limiter.acquire(f"client:{request.client}"):
-            return visit._too_many()
+        app.sign_ins.failed(request.client, token)
         problem = "that token is not valid" if principal is None else "that token may not read"
         return _html(401, visit.pages.login(Viewer(), next_url=next_url, problem=problem))
-    return _redirect(next_url, {"Set-Cookie": _cookie_header(token, request)})
+    session = secrets.token_urlsafe(32)
+    lifetime = app.config.session_seconds
+    try:
+        app.store.create_session(
+            _session_key(session),
+            app.tokens.token_digest(token),
+            time.time_ns() + round(lifetime * 1e9),
+        )
+    except StoreError as exc:
+        return _html(503, visit.pages.error(503, _clean(app, str(exc)), Viewer()))
+    cookie = _cookie_header(session, request, max_age=math.ceil(lifetime))
+    return _redirect(next_url, {"Set-Cookie": cookie})
 
 
 def _logout(app: Any, request: Request, params: dict[str, str]) -> Response:
-    form = _Visit(app, request).form()  # from this server's page; signing out needs no token
+    visit = _Visit(app, request)
+    form = visit.form()  # from this server's page; signing out needs no token
     if isinstance(form, Response):
         return form
+    if visit.session is not None:
+        # Ended in the store: on every server sharing it, and whoever else holds the cookie.
+        try:
+            app.store.delete_session(_session_key(visit.session))
+        except StoreError as exc:
+            return _html(503, visit.pages.error(503, _clean(app, str(exc)), Viewer()))
     location = f"{PREFIX}/login?done=signed-out"
     return _redirect(location, {"Set-Cookie": _cookie_header(None, request)})
 
@@ -387,6 +455,7 @@ def _inputs(app: Any, case_id: str, trace_id: str) -> tuple[Any, Any] | None:
 
 
 UI_ROUTES: tuple[tuple[str, str, Handler], ...] = (
+    ("GET", "/", _home),
     ("GET", PREFIX, _home),
     ("GET", PREFIX + "/assets/{name}", _asset),
     ("GET", PREFIX + "/login", _login_page),

@@ -6,8 +6,8 @@ One interface (:class:`Store`) behind a URL::
     store = open_store("sqlite:///abs/tracely.db")
     store = open_store("sqlite:relative/tracely.db")
     store = open_store("ci.db")                # a bare path ending in .db
-    store = open_store("http://tracely:8000")  # the tracely server (tracely[server])
-    store = open_store("postgresql://...")     # PostgreSQL (tracely[postgres])
+    store = open_store("http://tracely:8000")  # the tracely server (tracely-replay[server])
+    store = open_store("postgresql://...")     # PostgreSQL (tracely-replay[postgres])
 
 A ``sqlite:`` URL takes ``?timeout=SECONDS`` (how long a write waits for another process,
 default 30) and ``?synchronous=normal|full`` (default ``full``: a committed recording survives a
@@ -33,9 +33,10 @@ from pathlib import Path
 from typing import Any
 
 from tracely_sdk.errors import ConfigError, MissingDependency, install_hint
-from tracely_sdk.store._base import Store
+from tracely_sdk.store._base import Promotion, StatedRun, Store
 from tracely_sdk.store._files import (
     CaseFileError,
+    edited_recordings,
     export_cases,
     import_cases,
     project_root,
@@ -64,12 +65,15 @@ __all__ = [
     "CaseVersion",
     "InvalidCase",
     "NewerSchema",
+    "Promotion",
     "Recording",
     "Run",
     "SQLStore",
     "SQLiteStore",
+    "StatedRun",
     "Store",
     "default_store_url",
+    "edited_recordings",
     "spool_path_for",
     "export_cases",
     "import_cases",
@@ -199,6 +203,9 @@ def open_store(url: str | None = None, *, create: bool = True) -> Store:
         return SQLiteStore(path, url=url if path != ":memory:" else None, create=create, **options)
     match = _SCHEME_RE.match(url)
     if match:
+        from tracely_sdk._network_guard import allow_own
+
+        allow_own(url)  # strict replay lets tracely reach its own store
         scheme = match.group(1).lower()
         if scheme not in _backends and scheme in _PROVIDED_BY:
             module, _ = _PROVIDED_BY[scheme]

@@ -14,16 +14,15 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
-from tracely_otel._bundle import Bundle, BundleFormatError, validate_bundle
+from tracely_otel import Bundle, BundleFormatError, validate_bundle
 from tracely_sdk._canonical import canonical_equal
-from tracely_sdk.errors import Conflict
+from tracely_sdk.errors import Conflict, StoreError
 from tracely_sdk.store._model import (
     Case,
     CaseVersion,
     InvalidCase,
     Recording,
     Run,
-    bundle_weight,
     dumps_json,
     normalise_tags,
     slugify,
@@ -32,13 +31,46 @@ from tracely_sdk.store._model import (
 )
 
 __all__ = [
+    "Promotion",
+    "StatedRun",
     "Store",
+    "check_call_input",
     "plan_edit",
     "plan_promotion",
     "plan_recapture",
-    "should_replace",
     "unreplayable_calls",
 ]
+
+
+@dataclasses.dataclass(frozen=True)
+class StatedRun:
+    """The agent call of a trace recorded without one, as the person promoting it states it.
+
+    A trace recorded by ``tracely run`` or ``TRACELY_INSTRUMENT`` (no code change, so no
+    ``tracely.agent`` root span) holds the tool and LLM calls, but not the call of the agent
+    function that made them: what to replay them through (``input``, the
+    ``{"args": [...], "kwargs": {...}}`` the entrypoint is called with) and what it returned
+    (``expected_output``).
+    """
+
+    input: Any
+    expected_output: Any
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"input": self.input, "expected_output": self.expected_output}
+
+
+@dataclasses.dataclass(frozen=True)
+class Promotion:
+    """One trace to make a case of: what :meth:`Store.promote` takes, as a value, so that
+    :meth:`Store.promote_many` can take many."""
+
+    trace_id: str
+    name: str
+    case_id: str | None = None
+    entrypoint: str | None = None
+    tags: tuple[str, ...] = ()
+    stated: StatedRun | None = None
 
 
 class Store(abc.ABC):
@@ -92,8 +124,16 @@ class Store(abc.ABC):
         name: str,
         entrypoint: str | None = None,
         tags: Iterable[str] = (),
+        stated: StatedRun | None = None,
     ) -> Case:
         """Make the recording of ``trace_id`` a regression case (version 1). See :func:`plan_promotion`."""
+
+    @abc.abstractmethod
+    def promote_many(self, promotions: Sequence[Promotion]) -> list[Case]:
+        """Every promotion of ``promotions``, in one transaction: all the cases (in order), or,
+        when one is refused, an error naming it and no case at all. Ids made from a name are
+        unique across the batch (``-2``, ``-3``, ...), as one promotion after another makes them.
+        """
 
     @abc.abstractmethod
     def get_case(self, case_id: str) -> Case:
@@ -152,6 +192,21 @@ class Store(abc.ABC):
         """Runs newest first, without their cases (:meth:`get_run` has them); with
         ``trace_id``, only the runs one of whose cases made that replay trace."""
 
+    # the pages' sign-in sessions (the server's; a store that cannot share them refuses) ---
+
+    def create_session(self, session: str, token: str, expires_at: int) -> None:
+        """Keep a sign-in session: ``session`` and ``token`` are hashes (hex), ``expires_at``
+        ns since the epoch. Expired sessions are let go of."""
+        raise StoreError(f"the store {self.url} keeps no sign-in sessions")
+
+    def session_token(self, session: str, now: int) -> str | None:
+        """The token hash of a session that has not expired at ``now``, else None."""
+        raise StoreError(f"the store {self.url} keeps no sign-in sessions")
+
+    def delete_session(self, session: str) -> None:
+        """End a session (signing out); ending one that is gone is not an error."""
+        raise StoreError(f"the store {self.url} keeps no sign-in sessions")
+
     # lifecycle ----------------------------------------------------------------------------
 
     @abc.abstractmethod
@@ -190,25 +245,36 @@ def recording_content(recording: Recording) -> tuple[Any, ...]:
     )
 
 
-def should_replace(stored: Recording, new: Recording) -> bool:
-    """True when ``new`` is a more complete recording of ``stored``'s trace."""
-    if recording_content(stored) == recording_content(new):
-        return False
-    return bundle_weight(new.bundle) > bundle_weight(stored.bundle)
+def check_recorded(
+    recording: Recording, stated: StatedRun | None = None, *, promoting: bool = True
+) -> Bundle:
+    """The recording's validated bundle, or Conflict saying why it cannot be a case.
 
-
-def check_recorded(recording: Recording) -> Bundle:
-    """The recording's validated bundle, or Conflict saying why it cannot be a case."""
+    A recording without an agent input needs ``stated`` when promoting (and one with an input
+    refuses it: the recorded call is the case's); a recapture needs the recorded input."""
     trace = recording.trace_id
     if recording.replay_mode is not None:
         raise Conflict(
             f"trace {trace} was made by a replay run ({recording.replay_mode} mode): a replayed "
             "run is not a production recording; promote or recapture from a live run"
         )
-    if recording.input is None:
+    if recording.input is None and stated is None:
+        stating = (
+            ", or state what to replay it through: `tracely cases promote TRACE_ID --input "
+            "JSON --expected JSON --entrypoint MODULE:FUNCTION`"
+            if promoting
+            else " (a recapture compares the case's input with the one the trace recorded)"
+        )
         raise Conflict(
-            f"trace {trace} has no recorded agent input: record the run under "
-            "`tracely.agent(name, input=...)` or `@observe(as_type='agent')`"
+            f"trace {trace} has no recorded agent input (it was recorded without an agent "
+            "span, e.g. by `tracely run` or TRACELY_INSTRUMENT): record the run under "
+            f"`tracely.agent(name, input=...)` or `@observe(as_type='agent')`{stating}"
+        )
+    if recording.input is not None and stated is not None:
+        raise Conflict(
+            f"trace {trace} has a recorded agent input, {dumps_json(recording.input)}, which "
+            "is the case's; an input and expected output are given only for a trace recorded "
+            "without an agent span"
         )
     try:
         bundle = validate_bundle(recording.bundle)
@@ -264,18 +330,22 @@ def plan_promotion(
     tags: Iterable[str],
     now: int,
     exists: Callable[[str], bool],
+    stated: StatedRun | None = None,
 ) -> tuple[Case, CaseVersion]:
     """The case (version 1) and its first history entry that promoting ``recording`` writes.
 
-    Refuses (Conflict) a recording made by a replay run, one without an agent input, one whose
-    bundle fails validation, and an explicit ``case_id`` that is taken. Without ``case_id``
-    the id is the slug of ``name``, made unique with ``-2``, ``-3``, ...
+    Refuses (Conflict) a recording made by a replay run, one without an agent input (unless
+    ``stated`` gives it, with the expected output), one whose bundle fails validation, and an
+    explicit ``case_id`` that is taken. Without ``case_id`` the id is the slug of ``name``,
+    made unique with ``-2``, ``-3``, ...
     """
     if not isinstance(name, str) or not name.strip():
         raise InvalidCase(f"a case needs a non-empty name, got {name!r}")
     validate_entrypoint(entrypoint)
     tag_tuple = normalise_tags(tags)
-    bundle = check_recorded(recording)
+    if stated is not None:
+        check_call_input(stated.input)
+    bundle = check_recorded(recording, stated)
     if case_id is not None:
         validate_case_id(case_id)
         if exists(case_id):
@@ -290,8 +360,8 @@ def plan_promotion(
         id=case_id,
         name=name,
         entrypoint=entrypoint,
-        input=recording.input,
-        expected_output=recording.output,
+        input=recording.input if stated is None else stated.input,
+        expected_output=recording.output if stated is None else stated.expected_output,
         bundle=bundle,
         source_trace_id=recording.trace_id,
         version=1,
@@ -299,7 +369,24 @@ def plan_promotion(
         created_at=now,
         updated_at=now,
     )
-    return case, _version_of(case, now, f"promoted from trace {recording.trace_id}")
+    note = f"promoted from trace {recording.trace_id}"
+    if stated is not None:
+        note += " (recorded without an agent span; input and expected output as stated)"
+    return case, _version_of(case, now, note)
+
+
+def check_call_input(value: Any) -> None:
+    """InvalidCase unless ``value`` is an agent call's input: ``{"args": [...], "kwargs": {...}}``."""
+    if (
+        not isinstance(value, Mapping)
+        or set(value) != {"args", "kwargs"}
+        or not isinstance(value["args"], list)
+        or not isinstance(value["kwargs"], Mapping)
+        or not all(isinstance(k, str) for k in value["kwargs"])
+    ):
+        raise InvalidCase(
+            f'a stated input must be {{"args": [...], "kwargs": {{...}}}}, got {dumps_json(value)}'
+        )
 
 
 def plan_recapture(
@@ -311,7 +398,7 @@ def plan_recapture(
     canonically (key order and tuple/list ignored); a different input raises Conflict showing
     both. Recapturing from the trace and bundle the case already holds changes nothing (None).
     """
-    bundle = check_recorded(recording)
+    bundle = check_recorded(recording, promoting=False)
     if not canonical_equal(recording.input, case.input):
         raise Conflict(
             f"trace {recording.trace_id} ran with a different input than case {case.id}: "

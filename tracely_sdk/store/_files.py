@@ -25,7 +25,8 @@ a ``checksum``: a SHA-256 per field replay uses (``id``, ``entrypoint``, ``versi
 history entry's ``version``, ``input``, ``expected_output`` and ``bundle``; see ``_seal``). A
 file without one, or with one that does not match, is refused naming the file and the field; a
 deliberate hand edit is sealed with ``tracely cases reseal FILE``, which prints the fields that
-changed. A hand-written file needs only ``format``, ``id``, ``name`` and ``history`` entries
+changed; an edit inside a recording (a history entry's ``bundle``, which carries a checksum of
+its own) only with ``--accept-recording-edit``, which also shows what changed in it. A hand-written file needs only ``format``, ``id``, ``name`` and ``history`` entries
 with ``version``, ``input`` and ``bundle``, and then a reseal; the rest defaults. ``import_cases`` reads every ``*.json`` in the directory, checks
 them all first and writes nothing if any is malformed (:class:`CaseFileError` names the file and
 the field); each case is then stored with exactly the file's history, replacing a stored case of
@@ -42,7 +43,8 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from tracely_otel._bundle import BundleFormatError, validate_bundle, value_problem
+from tracely_otel import BundleFormatError, bundle_checksum, validate_bundle, value_problem
+from tracely_otel import seal as seal_bundle
 from tracely_sdk.errors import StoreError
 from tracely_sdk.store._model import (
     MAX_STORED_INT,
@@ -311,12 +313,59 @@ def read_case_file(path: str | os.PathLike[str]) -> tuple[Case, list[CaseVersion
     return parsed
 
 
-def reseal_case_file(path: str | os.PathLike[str]) -> list[str]:
+def edited_recordings(path: str | os.PathLike[str]) -> dict[str, dict[str, Any]]:
+    """The recordings (history bundles) of a case file that were changed after they were
+    recorded, by field (``history[0].bundle``): each is well formed but no longer matches its
+    own checksum. A recording edited by hand is not one tracely made, so reseal refuses it
+    unless asked to accept it."""
+    return _edited(_load_doc(Path(path)))
+
+
+def _edited(doc: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    history = doc.get("history")
+    edited: dict[str, dict[str, Any]] = {}
+    for i, entry in enumerate(history if isinstance(history, list) else ()):
+        bundle = entry.get("bundle") if isinstance(entry, Mapping) else None
+        if not isinstance(bundle, Mapping) or "checksum" not in bundle:
+            continue
+        content = {k: v for k, v in bundle.items() if k != "checksum"}
+        try:
+            validate_bundle(content)
+            if bundle_checksum(content) == bundle["checksum"]:
+                continue
+        except BundleFormatError:
+            continue  # not a recording at all: the import check names what is wrong
+        edited[f"history[{i}].bundle"] = content
+    return edited
+
+
+def reseal_case_file(
+    path: str | os.PathLike[str], *, accept_recording_edit: bool = False
+) -> list[str]:
     """Seal a case file edited by hand: check it as an import would, then write its new
     ``checksum``. Returns the fields whose content changed since the last seal (every field
-    when the file had none); an empty list leaves the file untouched."""
+    when the file had none); an empty list leaves the file untouched.
+
+    A recording changed inside (see :func:`edited_recordings`) is refused, naming the field,
+    unless ``accept_recording_edit``: then it is sealed as it now is, too."""
     path = Path(path)
-    doc = _load_doc(path)
+    doc = dict(_load_doc(path))
+    edited = _edited(doc)
+    if edited and not accept_recording_edit:
+        field = next(iter(edited))
+        raise CaseFileError(
+            path,
+            field,
+            "the recording was changed after it was recorded (it no longer matches its own "
+            "checksum); if that edit is deliberate, run `tracely cases reseal "
+            f"--accept-recording-edit {path}`, which shows what changed in it and seals it",
+        )
+    if edited:
+        history = [dict(entry) for entry in doc["history"]]
+        for field, content in edited.items():
+            index = int(field[len("history[") : field.index("]")])
+            history[index]["bundle"] = seal_bundle(validate_bundle(content))
+        doc["history"] = history
     _parse_doc(path, doc)
     fields = case_file_fields(doc)
     changed = broken_fields(doc.get("checksum"), fields) if "checksum" in doc else list(fields)

@@ -52,7 +52,7 @@ from tracely_sdk.store import (
     redact_url,
     validate_case_id,
 )
-from tracely_sdk.store._base import check_history
+from tracely_sdk.store._base import Promotion, StatedRun, check_call_input, check_history
 from tracely_sdk.store._model import RUN_ID_PATTERN, normalise_tags, validate_entrypoint
 
 __all__ = ["HTTPStore", "TOKEN_ENV"]
@@ -486,24 +486,53 @@ class HTTPStore(Store):
         name: str,
         entrypoint: str | None = None,
         tags: Iterable[str] = (),
+        stated: StatedRun | None = None,
     ) -> Case:
-        # The same checks, in the same words, as every other backend, before anything is sent.
-        if not isinstance(name, str) or not name.strip():
-            raise InvalidCase(f"a case needs a non-empty name, got {name!r}")
-        validate_entrypoint(entrypoint)
-        tag_list = list(normalise_tags(tags))
-        if case_id is not None:
-            validate_case_id(case_id)
-        if not isinstance(trace_id, str) or not _TRACE_ID_RE.fullmatch(trace_id):
-            raise self._no_trace(trace_id)
-        body: dict[str, Any] = {"trace_id": trace_id, "name": name, "tags": tag_list}
-        if case_id is not None:
-            body["id"] = case_id
-        if entrypoint is not None:
-            body["entrypoint"] = entrypoint
+        tags = tuple(tags) if not isinstance(tags, (str, bytes)) else tags
+        promotion = Promotion(trace_id, name, case_id, entrypoint, tags, stated)  # type: ignore[arg-type]
+        if stated is not None:  # POST /api/cases takes no stated run; /api/promotions does
+            return self.promote_many([promotion])[0]
+        body = self._promotion_body(promotion)
         # Not repeated after a lost answer: a second promotion would make a second case.
         doc = self._request("POST", "/api/cases", body, idempotent=False, what=f"trace {trace_id}")
         return self._case(doc)
+
+    def _promotion_body(self, p: Promotion) -> dict[str, Any]:
+        # The same checks, in the same words, as every other backend, before anything is sent.
+        if not isinstance(p.name, str) or not p.name.strip():
+            raise InvalidCase(f"a case needs a non-empty name, got {p.name!r}")
+        validate_entrypoint(p.entrypoint)
+        tag_list = list(normalise_tags(p.tags))
+        if p.case_id is not None:
+            validate_case_id(p.case_id)
+        if not isinstance(p.trace_id, str) or not _TRACE_ID_RE.fullmatch(p.trace_id):
+            raise self._no_trace(p.trace_id)
+        body: dict[str, Any] = {"trace_id": p.trace_id, "name": p.name, "tags": tag_list}
+        if p.case_id is not None:
+            body["id"] = p.case_id
+        if p.entrypoint is not None:
+            body["entrypoint"] = p.entrypoint
+        if p.stated is not None:
+            check_call_input(p.stated.input)
+            body["stated"] = p.stated.to_dict()
+        return body
+
+    def promote_many(self, promotions: Sequence[Promotion]) -> list[Case]:
+        bodies = [self._promotion_body(p) for p in promotions]
+        if not bodies:
+            return []
+        # One request, one transaction on the server; not repeated after a lost answer.
+        doc = self._request(
+            "POST",
+            "/api/promotions",
+            {"promotions": bodies},
+            idempotent=False,
+            what=f"{len(bodies)} promotion{'s' if len(bodies) != 1 else ''}",
+        )
+        items = self._field(doc, "cases")
+        if not isinstance(items, list) or len(items) != len(bodies):
+            raise self._malformed("promotions", TypeError("cases is not one case a promotion"))
+        return [self._case(item) for item in items]
 
     def get_case(self, case_id: str) -> Case:
         if not isinstance(case_id, str) or not _valid_case_id(case_id):

@@ -265,6 +265,23 @@ MIGRATIONS: tuple[Migration, ...] = (
             "CREATE INDEX trace_spans_received_at ON trace_spans (received_at)",
         ),
     ),
+    Migration(
+        6,
+        "the pages' sign-in sessions, shared by the servers on one store",
+        (
+            # ``id`` is the SHA-256 of the session id the browser's cookie holds (the row
+            # alone signs nobody in), ``token`` the SHA-256 of the token that signed in (its
+            # scopes are the server's configuration's, so a token taken out of it ends the
+            # session); times in ns. Sign-out deletes the row.
+            """CREATE TABLE ui_sessions (
+                id TEXT PRIMARY KEY,
+                token TEXT NOT NULL,
+                created_at BIGINT NOT NULL,
+                expires_at BIGINT NOT NULL
+            )""",
+            "CREATE INDEX ui_sessions_expires_at ON ui_sessions (expires_at)",
+        ),
+    ),
 )
 
 _SCHEMA_TABLE = """CREATE TABLE IF NOT EXISTS tracely_schema (

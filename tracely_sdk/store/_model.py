@@ -22,7 +22,7 @@ from typing import Any, Final, cast
 
 import orjson
 
-from tracely_otel._bundle import Bundle
+from tracely_otel import Bundle
 from tracely_sdk.errors import StoreError
 
 __all__ = [

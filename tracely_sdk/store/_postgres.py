@@ -40,6 +40,7 @@ from typing import Any, TypeVar
 
 from tracely_sdk.errors import ConfigError, MissingDependency, NotFound, StoreError
 from tracely_sdk.store import Case, CaseVersion, Recording, SQLStore, redact_url
+from tracely_sdk.store._base import Promotion, StatedRun
 from tracely_sdk.store._migrations import POSTGRES, migrate
 from tracely_sdk.store._model import bundle_weight, dumps_json
 from tracely_sdk.store._sqlite import CASE_COLUMNS, REC_COLUMNS, case_from_row
@@ -473,13 +474,24 @@ class PostgresStore(SQLStore):
         name: str,
         entrypoint: str | None = None,
         tags: Iterable[str] = (),
+        stated: StatedRun | None = None,
     ) -> Case:
         tags = tuple(tags) if not isinstance(tags, (str, bytes)) else tags
         return self._retrying(
             lambda: SQLStore.promote(
-                self, trace_id, case_id=case_id, name=name, entrypoint=entrypoint, tags=tags
+                self,
+                trace_id,
+                case_id=case_id,
+                name=name,
+                entrypoint=entrypoint,
+                tags=tags,
+                stated=stated,
             )
         )
+
+    def promote_many(self, promotions: Sequence[Promotion]) -> list[Case]:
+        promotions = list(promotions)
+        return self._retrying(lambda: SQLStore.promote_many(self, promotions))
 
     def recapture(self, case_id: str, trace_id: str, *, note: str | None = None) -> Case:
         return self._retrying(lambda: SQLStore.recapture(self, case_id, trace_id, note=note))

@@ -30,6 +30,8 @@ import orjson
 
 from tracely_sdk.errors import Conflict, NotFound, StoreError
 from tracely_sdk.store._base import (
+    Promotion,
+    StatedRun,
     Store,
     check_history,
     plan_edit,
@@ -471,22 +473,32 @@ class SQLStore(Store):
         name: str,
         entrypoint: str | None = None,
         tags: Iterable[str] = (),
+        stated: StatedRun | None = None,
     ) -> Case:
         tags = tuple(tags) if not isinstance(tags, (str, bytes)) else tags
+        promotion = Promotion(trace_id, name, case_id, entrypoint, tags, stated)  # type: ignore[arg-type]
+        # Not self.promote_many: a subclass that retries both must not retry within a retry.
+        return SQLStore.promote_many(self, [promotion])[0]
+
+    def promote_many(self, promotions: Sequence[Promotion]) -> list[Case]:
+        cases = []
         with self._write() as conn:
-            recording = self._load_recording(conn, trace_id)
-            case, first = plan_promotion(
-                recording,
-                case_id=case_id,
-                name=name,
-                entrypoint=entrypoint,
-                tags=tags,
-                now=now_ns(),
-                exists=lambda cid: self._case_exists(conn, cid),
-            )
-            self._insert_case(conn, case)
-            self._insert_version(conn, first)
-        return case
+            for p in promotions:
+                recording = self._load_recording(conn, p.trace_id)
+                case, first = plan_promotion(
+                    recording,
+                    case_id=p.case_id,
+                    name=p.name,
+                    entrypoint=p.entrypoint,
+                    tags=p.tags,
+                    now=now_ns(),
+                    exists=lambda cid: self._case_exists(conn, cid),
+                    stated=p.stated,
+                )
+                self._insert_case(conn, case)
+                self._insert_version(conn, first)
+                cases.append(case)
+        return cases
 
     def get_case(self, case_id: str) -> Case:
         with self._read() as conn:
@@ -662,6 +674,32 @@ class SQLStore(Store):
         with self._read() as conn:
             rows = conn.execute(self._q(sql), (*params, limit, offset)).fetchall()
         return [_run(r[0], r[1], None) for r in rows]
+
+    # the pages' sign-in sessions ------------------------------------------------------------
+
+    def create_session(self, session: str, token: str, expires_at: int) -> None:
+        now = now_ns()
+        with self._write() as conn:
+            conn.execute(self._q("DELETE FROM ui_sessions WHERE expires_at <= ?"), (now,))
+            conn.execute(
+                self._q(
+                    "INSERT INTO ui_sessions (id, token, created_at, expires_at) "
+                    "VALUES (?, ?, ?, ?)"
+                ),
+                (session, token, now, expires_at),
+            )
+
+    def session_token(self, session: str, now: int) -> str | None:
+        with self._read() as conn:
+            row = conn.execute(
+                self._q("SELECT token FROM ui_sessions WHERE id = ? AND expires_at > ?"),
+                (session, now),
+            ).fetchone()
+        return str(row[0]) if row is not None else None
+
+    def delete_session(self, session: str) -> None:
+        with self._write() as conn:
+            conn.execute(self._q("DELETE FROM ui_sessions WHERE id = ?"), (session,))
 
 
 class SQLiteStore(SQLStore):

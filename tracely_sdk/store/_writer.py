@@ -230,12 +230,6 @@ class Spool:
         with self.locked(), open(self.rejected_path, "a+b") as f:
             self._append_to(f, data)
 
-    def pending_size(self) -> int:
-        try:
-            return self.path.stat().st_size
-        except OSError:
-            return 0
-
 
 class _SpoolUnreadable(Exception):
     """The spool itself cannot be read or claimed (the cause says why); the store is not at fault."""

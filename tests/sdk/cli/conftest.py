@@ -15,4 +15,5 @@ def cli(capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.
     monkeypatch.setattr("tracely_sdk.cli._replay.init_tracing", lambda: None)
     monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
     monkeypatch.delenv("TRACELY_STORE", raising=False)
+    monkeypatch.delenv("CI", raising=False)  # CI changes what replay lists by default
     return CLI(capsys, f"sqlite:///{(tmp_path / 'tracely.db').as_posix().lstrip('/')}")

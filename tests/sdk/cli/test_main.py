@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -40,6 +41,8 @@ COMMANDS = [
         )
     ),
     ["replay"],
+    ["reports"],
+    ["reports", "merge"],
     ["runs"],
     ["runs", "list"],
     ["runs", "show"],
@@ -49,6 +52,7 @@ COMMANDS = [
     ["scenarios", "new"],
     ["run"],
     ["serve"],
+    ["tokens"],
     ["ui"],
 ]
 
@@ -84,7 +88,6 @@ def test_every_command_is_listed_for_help() -> None:
 @pytest.mark.parametrize(
     "argv",
     [
-        [],
         ["traces"],
         ["cases"],
         ["nope"],
@@ -96,6 +99,70 @@ def test_every_command_is_listed_for_help() -> None:
 def test_usage_errors_exit_2(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     assert main(argv) == 2
     assert "usage: tracely" in capsys.readouterr().err
+
+
+def test_bare_tracely_prints_help_like_pip(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([]) == 0
+    captured = capsys.readouterr()
+    assert captured.out.startswith("usage: tracely") and "replay" in captured.out
+    assert captured.err == ""
+
+
+@pytest.mark.parametrize(
+    ("argv", "meant"),
+    [(["replya"], "replay"), (["trace", "list"], "traces"), (["cases", "promte", "x"], "promote")],
+)
+def test_a_mistyped_command_says_which_was_meant(
+    argv: list[str], meant: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(argv) == 2
+    assert f"did you mean {meant!r}?" in capsys.readouterr().err
+
+
+def test_a_command_nothing_like_any_suggests_nothing(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["zzzzzz"]) == 2
+    assert "did you mean" not in capsys.readouterr().err
+
+
+def _help(*command: str) -> str:
+    parser = build_parser()
+    for name in command:
+        parser = next(
+            a for a in parser._actions if isinstance(a, argparse._SubParsersAction)
+        ).choices[name]
+    return " ".join(parser.format_help().split())
+
+
+def test_the_body_limit_in_help_and_readme_is_the_one_the_server_applies() -> None:
+    from tracely_sdk.server._config import DEFAULT_MAX_BODY_BYTES, ServerConfig
+
+    mib = DEFAULT_MAX_BODY_BYTES // (1024 * 1024)
+    assert ServerConfig.load({}).max_body_bytes == DEFAULT_MAX_BODY_BYTES
+    assert f"--max-body-bytes N largest request body (default {mib} MiB" in _help("serve")
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    assert f"Bodies are limited to {mib} MiB (`--max-body-bytes`" in readme
+    assert "16 MiB" not in readme
+
+
+def test_store_help_names_every_kind_of_store() -> None:
+    text = _help("traces", "list")
+    for form in ("sqlite:///path.db", "http(s)://server", "postgresql://"):
+        assert form in text
+
+
+def test_run_help_lists_every_value_instrument_accepts() -> None:
+    from tracely_sdk._config import SETTINGS
+    from tracely_sdk.providers import PROVIDERS
+
+    text = _help("run")
+    for value in ("auto", "off", *PROVIDERS):
+        SETTINGS["instrument"].parse("--instrument", value)  # accepted...
+        assert f" {value}," in text or f" {value} (" in text  # ...and listed
+
+
+def test_help_names_the_token_a_server_store_is_sent(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--help"]) == 0
+    assert "TRACELY_TOKEN" in capsys.readouterr().out
 
 
 def test_a_bad_store_url_is_one_line_on_stderr(capsys: pytest.CaptureFixture[str]) -> None:
@@ -115,7 +182,7 @@ def test_the_store_comes_from_the_environment(
     cli.store().close()  # an empty store
     # --store wins over the environment, before or after the command
     assert main(["--store", cli.url, "cases", "list", "--json"]) == 0
-    assert capsys.readouterr().out.strip() == "[]"
+    assert json.loads(capsys.readouterr().out)["cases"] == []
     assert main(["cases", "list", "--json", "--store", cli.url]) == 0
 
 
@@ -167,5 +234,5 @@ def test_a_postgresql_store_without_psycopg_is_one_line_with_an_install_hint(
         assert proc.stderr == (
             "tracely: error: store URL 'postgresql://u:***@127.0.0.1:9/x': psycopg is not "
             "installed; install it with: pip install '.[postgres]' in a tracely checkout "
-            "(or 'tracely[postgres]' from an index)\n"
+            "(or 'tracely-replay[postgres]' from an index)\n"
         )

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from tracely_sdk._runner import CaseResult
-from tracely_sdk.cli._output import Output, rich_available
+from tracely_sdk.cli._output import Output, rich_available, terminal_safe
 
 
 class Terminal(io.StringIO):
@@ -75,10 +75,10 @@ def test_plain_verdicts() -> None:
     text = stream.getvalue()
     lines = text.splitlines()
     assert lines[0].split() == ["CASE", "VERSION", "VERDICT", "REASON"]
-    assert lines[1].split() == ["paris-weather", "2", "PASS"]
-    assert lines[2].startswith(
+    assert lines[1].startswith(  # natural order of case ids
         "oslo-weather   1        FAIL     recorded call(s) never made: tools:get_weather (+1 more)"
     )
+    assert lines[2].split() == ["paris-weather", "2", "PASS"]
     assert (
         "FAIL oslo-weather v1 (Oslo)\n  - recorded call(s) never made: tools:get_weather\n" in text
     )
@@ -114,3 +114,41 @@ def test_errors_are_one_line_on_stderr() -> None:
     err = io.StringIO()
     Output(stdout=io.StringIO(), stderr=err).error("no case 'x'")
     assert err.getvalue() == "tracely: error: no case 'x'\n"
+
+
+UNSAFE = "\x1b[2J\x1b]8;;https://x.example/\x1b\\link\x1b]8;;\x1b\\\x07\r\x9b31m\u202egnp.exe"
+
+
+def test_terminal_safe_escapes_what_a_terminal_would_act_on() -> None:
+    assert terminal_safe(UNSAFE) == (
+        "\\x1b[2J\\x1b]8;;https://x.example/\\x1b\\link\\x1b]8;;\\x1b\\\\x07\\x0d\\x9b31m"
+        "\\u202egnp.exe"
+    )
+    assert terminal_safe("line\n\tindented, é, 😀") == "line\n\tindented, é, 😀"
+
+
+@pytest.mark.parametrize("fancy", [False, True])
+def test_every_primitive_prints_stored_values_escaped(
+    fancy: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("TERM", raising=False)
+    if fancy and not rich_available():
+        pytest.skip("rich is not installed")
+    stdout, stderr = (Terminal(), Terminal()) if fancy else (io.StringIO(), io.StringIO())
+    out = Output(stdout=stdout, stderr=stderr)
+    assert out.fancy is fancy
+    out.line(UNSAFE)
+    out.fields([("name", UNSAFE)])
+    out.table(["CASE", "REASON"], [[UNSAFE, UNSAFE]], title=UNSAFE, shrink=1)
+    result = CaseResult(UNSAFE, 1, UNSAFE, "FAIL", [UNSAFE], diff=UNSAFE, duration=0.01)
+    with out.progress(1) as advance:
+        advance(result)
+    out.verdicts([result])
+    out.json({"value": UNSAFE})
+    out.note(UNSAFE)
+    out.error(UNSAFE)
+    printed = stdout.getvalue() + stderr.getvalue()
+    # (rich's progress bar redraws with carriage returns and colours with CSI of its own.)
+    for control in ("\x1b]", "\x1b[2J", "\x07", "\x9b", "\u202e"):
+        assert control not in printed
+    assert "\\x1b[2J" in printed and "\\x0d" in printed

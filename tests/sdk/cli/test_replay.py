@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
@@ -103,7 +104,7 @@ def test_selecting_cases_by_id_and_tag(capture: Any, cli: CLI) -> None:
     assert replayed() == ["oslo", "paris", "tokyo"]
     assert replayed("--tag", "eu") == ["oslo", "paris"]
     assert replayed("--tag", "asia", "--tag", "eu") == ["oslo", "paris", "tokyo"]
-    assert replayed("--case", "tokyo", "--case", "paris") == ["tokyo", "paris"]
+    assert replayed("--case", "tokyo", "--case", "paris") == ["paris", "tokyo"]
     status, _, err = cli("replay", "--case", "lima")
     assert status == 2 and err.startswith("tracely: error: no case 'lima'")
     status, out, err = cli("replay", "--tag", "none")
@@ -395,3 +396,83 @@ def test_live_tools_run_for_real_and_the_summary_says_so(
     assert [c["label"] for c in case["live_checks"]] == ["tools:get_weather"]
     assert case["live_checks"][0]["equal"] is True
     assert report["summary"]["live_patterns"] == ["tools:*"]
+
+
+def big_suite(capture: Any, cli: CLI, broken: int) -> None:
+    """``broken`` cases city1..cityN that fail alike (their agent drops the tool call), and
+    one case, oslo, that passes."""
+    paris = record(capture, cli, weather_agent.run, "Paris")
+    for n in range(1, broken + 1):
+        status, _, err = cli(
+            "cases", "promote", paris, "--name", f"City {n}", "--id", f"city{n}",
+            "--entrypoint", f"{WEATHER}:run_broken",
+        )  # fmt: skip
+        assert status == 0, err
+    oslo = record(capture, cli, weather_agent.run, "Oslo")
+    status, _, err = cli(
+        "cases", "promote", oslo, "--name", "Oslo", "--entrypoint", f"{WEATHER}:run"
+    )
+    assert status == 0, err
+
+
+def test_all_lists_every_case_in_natural_order_and_alike_failures_once(
+    capture: Any, cli: CLI
+) -> None:
+    big_suite(capture, cli, broken=11)
+    status, out, _ = cli("replay", "--all")
+    assert status == 1
+    rows = verdict_rows(out)
+    assert [r[0] for r in rows] == [*(f"city{n}" for n in range(1, 12)), "oslo"]
+    assert [r[2] for r in rows] == ["FAIL"] * 11 + ["PASS"]
+    blocks = out.split("\n\n")
+    assert len(blocks) == 3  # the table, one block for the eleven alike failures, the summary
+    group = blocks[1].splitlines()
+    assert group[0] == "FAIL 11 cases alike:"
+    assert group[1] == "  cases " + ", ".join(f"city{n}" for n in range(1, 12))
+    assert group[2].startswith("  - recorded call(s) never made: tools:get_weather")
+    assert out.count("recorded call(s) never made") == 11 + 1  # 11 table rows, 1 block
+    assert blocks[2].startswith("12 cases: 1 passed, 11 failed in")
+
+
+def test_failures_only_lists_only_what_failed(capture: Any, cli: CLI) -> None:
+    big_suite(capture, cli, broken=2)
+    status, out, _ = cli("replay", "--failures-only")
+    assert status == 1
+    assert "CASE" not in out and "oslo" not in out
+    assert out.startswith("FAIL 2 cases alike:\n  cases city1, city2\n")
+    last = out.rstrip("\n").splitlines()[-1]
+    assert last.startswith("3 cases: 1 passed, 2 failed in")
+    assert last.endswith("(1 not listed: --all lists every case)")
+
+
+def test_failures_only_is_the_default_in_ci_and_all_overrides_it(
+    capture: Any, cli: CLI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    big_suite(capture, cli, broken=1)
+    assert "oslo" in cli("replay")[1]
+    monkeypatch.setenv("CI", "true")
+    status, out, _ = cli("replay")
+    assert status == 1 and "oslo" not in out and out.startswith("FAIL city1 v1 (City 1)\n")
+    assert "oslo" in cli("replay", "--all")[1]
+    status, _, err = cli("replay", "--all", "--failures-only")
+    assert status == 2 and "not allowed with argument" in err
+
+
+def test_an_errored_case_shows_the_agents_traceback_now_and_in_the_kept_run(
+    capture: Any, cli: CLI
+) -> None:
+    handled = record(capture, cli, weather_agent.run_handles, "Atlantis")
+    cli("cases", "promote", handled, "--name", "Atlantis", "--entrypoint", f"{WEATHER}:run_handles")
+    status, out, err = cli("replay", "--entrypoint", f"{WEATHER}:run")  # run does not handle it
+    assert status == 1
+    details = out.split("ERRORED atlantis v1 (Atlantis)\n")[1].split("\n  trace ")[0].splitlines()
+    assert details[0] == "  - the agent raised WeatherServiceError: no weather data for 'Atlantis'"
+    assert details[1] == "    Traceback (most recent call last):"
+    assert "weather_agent.py" in details[2] and details[2].endswith(", in run")
+    assert details[-2] == "    tracely_sdk.errors.ToolError: no weather data for 'Atlantis'"
+    assert details[-1].endswith("of tracely and its runner not shown)")
+    assert not any("tracely_sdk/" in line for line in details)
+    run_id = re.search(r"run ([0-9a-f]{16}) kept in", err)
+    assert run_id is not None
+    kept = cli("runs", "show", run_id.group(1))[1]
+    assert "\n".join(details[1:]) in kept

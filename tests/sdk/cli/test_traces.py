@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from datetime import datetime, timezone
 from typing import Any
 
 import tracely_sdk as tracely
@@ -17,7 +18,7 @@ def test_list_is_newest_first_with_stable_json(capture: Any, cli: CLI) -> None:
     second = record(capture, cli, weather_agent.run, "Oslo")
     status, out, _ = cli("traces", "list", "--json")
     assert status == 0
-    data = json.loads(out)
+    data = json.loads(out)["traces"]
     assert [t["trace_id"] for t in data] == [second, first]
     assert set(data[0]) == {
         "trace_id",
@@ -27,14 +28,43 @@ def test_list_is_newest_first_with_stable_json(capture: Any, cli: CLI) -> None:
         "status",
         "input",
         "output",
-        "calls",
+        "call_count",
         "replay_mode",
     }
     assert data[0]["input"] == {"args": ["Oslo"], "kwargs": {}}
-    assert data[0]["calls"] == 3 and data[1]["calls"] == 1
+    assert data[0]["call_count"] == 3 and data[1]["call_count"] == 1
     assert data[0]["agent_name"] == "weather-agent" and data[0]["status"] == "ok"
     status, out, _ = cli("traces", "list", "--json", "--limit", "1")
-    assert [t["trace_id"] for t in json.loads(out)] == [second]
+    assert [t["trace_id"] for t in json.loads(out)["traces"]] == [second]
+
+
+def test_list_since_a_time_or_a_time_ago(cli: CLI) -> None:
+    from tests.sdk.store._helpers import make_bundle, trace_id
+    from tracely_sdk.store import Recording
+
+    day = 86_400 * 10**9
+    now = int(datetime.now(timezone.utc).timestamp() * 10**9)
+    store = cli.store()
+    try:
+        for n, age in enumerate((0, 2 * day, 40 * day)):
+            bundle = make_bundle(trace_id(n), started_at=now - age)
+            store.put_recording(Recording.from_bundle(bundle))
+    finally:
+        store.close()
+
+    def listed(*args: str) -> list[str]:
+        status, out, err = cli("traces", "list", "--json", *args)
+        assert status == 0, err
+        return [t["trace_id"] for t in json.loads(out)]
+
+    assert listed("--since", "1d") == [trace_id(0)]
+    assert listed("--since", "3d") == [trace_id(0), trace_id(1)]
+    since = datetime.fromtimestamp((now - 39 * day) / 1e9, tz=timezone.utc).date().isoformat()
+    assert listed("--since", since) == [trace_id(0), trace_id(1)]
+    assert listed("--since", "1w", "--limit", "1") == [trace_id(0)]
+    assert len(listed()) == 3
+    status, _, err = cli("traces", "list", "--since", "yesterday")
+    assert status == 2 and "'yesterday' is neither a date or time" in err
 
 
 def test_list_as_a_plain_table(capture: Any, cli: CLI) -> None:
@@ -49,7 +79,8 @@ def test_list_as_a_plain_table(capture: Any, cli: CLI) -> None:
 
 def test_an_empty_store(cli: CLI) -> None:
     cli.store().close()
-    assert cli("traces", "list", "--json")[:2] == (0, "[]\n")
+    status, out, _ = cli("traces", "list", "--json")
+    assert status == 0 and json.loads(out) == {"schema": "tracely.traces.list/1", "traces": []}
     status, out, err = cli("traces", "list")
     assert status == 0 and out == "" and "no traces recorded yet" in err
 

@@ -24,10 +24,10 @@ from tracely_sdk.errors import MissingDependency
 
 ROOT = Path(__file__).resolve().parents[3]
 ENTRY_POINTS = {
-    "tracely_openai": "tracely_sdk.providers._instrumentors:TracelyOpenAIInstrumentor",
-    "tracely_anthropic": "tracely_sdk.providers._instrumentors:TracelyAnthropicInstrumentor",
-    "tracely_google_genai": "tracely_sdk.providers._instrumentors:TracelyGoogleGenAIInstrumentor",
-    "tracely_mcp": "tracely_sdk.providers._instrumentors:TracelyMCPInstrumentor",
+    "tracely_openai": "tracely_sdk._instrumentors:TracelyOpenAIInstrumentor",
+    "tracely_anthropic": "tracely_sdk._instrumentors:TracelyAnthropicInstrumentor",
+    "tracely_google_genai": "tracely_sdk._instrumentors:TracelyGoogleGenAIInstrumentor",
+    "tracely_mcp": "tracely_sdk._instrumentors:TracelyMCPInstrumentor",
 }
 
 
@@ -104,7 +104,7 @@ def test_a_missing_sdk_names_the_extra_to_install() -> None:
     lines = result.stdout.splitlines()
     assert lines[0] == (
         "missing: openai openai | openai is not installed; install it with: "
-        "pip install '.[openai]' in a tracely checkout (or 'tracely[openai]' from an index)"
+        "pip install '.[openai]' in a tracely checkout (or 'tracely-replay[openai]' from an index)"
     )
     assert lines[1] == "auto: []"
     assert (
@@ -131,7 +131,7 @@ def test_a_missing_google_genai_names_the_google_extra() -> None:
     lines = result.stdout.splitlines()
     assert lines[0] == (
         "missing: google.genai google | google.genai is not installed; install it with: "
-        "pip install '.[google]' in a tracely checkout (or 'tracely[google]' from an index)"
+        "pip install '.[google]' in a tracely checkout (or 'tracely-replay[google]' from an index)"
     )
     assert lines[1] == "auto: []"
 
@@ -175,7 +175,7 @@ def clean_patches() -> Iterator[None]:
 
 def test_the_instrumentors_patch_and_restore(clean_patches: None) -> None:
     pytest.importorskip("opentelemetry.instrumentation.instrumentor")
-    from tracely_sdk.providers._instrumentors import (
+    from tracely_sdk._instrumentors import (
         TracelyAnthropicInstrumentor,
         TracelyGoogleGenAIInstrumentor,
         TracelyOpenAIInstrumentor,
@@ -207,7 +207,7 @@ def test_the_mcp_instrumentor_patches_the_client_session(clean_patches: None) ->
     pytest.importorskip("opentelemetry.instrumentation.instrumentor")
     from mcp.client.session import ClientSession
 
-    from tracely_sdk.providers._instrumentors import TracelyMCPInstrumentor
+    from tracely_sdk._instrumentors import TracelyMCPInstrumentor
 
     original = ClientSession.__dict__["call_tool"]
     instrumentor = TracelyMCPInstrumentor()
@@ -222,7 +222,7 @@ def test_the_mcp_instrumentor_patches_the_client_session(clean_patches: None) ->
 
 
 def test_every_instrumentor_is_an_entry_point() -> None:
-    from tracely_sdk.providers import _instrumentors
+    from tracely_sdk import _instrumentors
 
     pyproject = (ROOT / "pyproject.toml").read_text()
     section = pyproject.split("[project.entry-points.opentelemetry_instrumentor]")[1]

@@ -27,7 +27,8 @@ from tracely_sdk.store import (
     slugify,
     validate_case_id,
 )
-from tracely_sdk.store._base import plan_recapture
+from tracely_sdk.store._base import Promotion, StatedRun, plan_recapture
+from tracely_sdk.store._model import now_ns
 
 from ._helpers import make_bundle, make_recording, trace_id, write_many
 
@@ -120,11 +121,11 @@ def test_server_and_postgres_urls_need_their_extra(monkeypatch: pytest.MonkeyPat
         monkeypatch.delitem(_backends, scheme, raising=False)
     # as when the server extra is not installed: the module that registers them is missing
     monkeypatch.setitem(sys.modules, "tracely_sdk.server", None)
-    with pytest.raises(ConfigError, match=r"tracely\[server\]"):
+    with pytest.raises(ConfigError, match=r"tracely-replay\[server\]"):
         open_store("http://localhost:8000")
-    with pytest.raises(ConfigError, match=r"tracely\[server\]"):
+    with pytest.raises(ConfigError, match=r"tracely-replay\[server\]"):
         open_store("https://tracely.example.com")
-    with pytest.raises(ConfigError, match=r"tracely\[postgres\]") as info:
+    with pytest.raises(ConfigError, match=r"tracely-replay\[postgres\]") as info:
         open_store("postgresql://user:s3cret@db/tracely")
     assert "s3cret" not in str(info.value)  # the password never appears in the message
 
@@ -385,8 +386,11 @@ def test_promote_refusals(store: SQLiteStore) -> None:
     with pytest.raises(Conflict) as info:
         store.promote(trace_id("noinput"), name="x")
     assert str(info.value) == (
-        f"trace {trace_id('noinput')} has no recorded agent input: record the run under "
-        "`tracely.agent(name, input=...)` or `@observe(as_type='agent')`"
+        f"trace {trace_id('noinput')} has no recorded agent input (it was recorded without "
+        "an agent span, e.g. by `tracely run` or TRACELY_INSTRUMENT): record the run under "
+        "`tracely.agent(name, input=...)` or `@observe(as_type='agent')`, or state what to "
+        "replay it through: `tracely cases promote TRACE_ID --input JSON --expected JSON "
+        "--entrypoint MODULE:FUNCTION`"
     )
     store.put_recording(make_recording("replayed", replay="recorded"))
     with pytest.raises(Conflict, match="replay run"):
@@ -399,6 +403,68 @@ def test_promote_refusals(store: SQLiteStore) -> None:
     with pytest.raises(NotFound, match="missing"):
         store.promote("missing", name="x")
     assert store.list_cases() == []
+
+
+def test_promote_many_makes_every_case_in_one_go(store: SQLiteStore) -> None:
+    store.put_recordings([make_recording(n, city=f"City{n}") for n in range(3)])
+    cases = store.promote_many(
+        [
+            Promotion(trace_id(n), "Weather", entrypoint="weather_agent:run", tags=("batch",))
+            for n in range(3)
+        ]
+    )
+    assert [c.id for c in cases] == ["weather", "weather-2", "weather-3"]
+    assert [c.source_trace_id for c in cases] == [trace_id(n) for n in range(3)]
+    assert [c.input for c in cases] == [{"args": [f"City{n}"], "kwargs": {}} for n in range(3)]
+    for case in cases:
+        assert (case.name, case.entrypoint, case.tags, case.version) == (
+            "Weather",
+            "weather_agent:run",
+            ("batch",),
+            1,
+        )
+        assert store.get_case(case.id) == case
+        assert [v.version for v in store.case_history(case.id)] == [1]
+    assert store.promote_many([]) == []
+
+
+def test_a_refused_promotion_leaves_the_whole_batch_unpromoted(store: SQLiteStore) -> None:
+    store.put_recordings(
+        [make_recording(1), make_recording(2, replay="recorded"), make_recording(3)]
+    )
+    batch = [Promotion(trace_id(n), "Weather") for n in (1, 2, 3)]
+    with pytest.raises(Conflict, match=f"trace {trace_id(2)} was made by a replay run"):
+        store.promote_many(batch)
+    assert store.list_cases() == []
+    with pytest.raises(NotFound, match=trace_id("missing")):
+        store.promote_many([batch[0], Promotion(trace_id("missing"), "Weather")])
+    assert store.list_cases() == []
+    with pytest.raises(Conflict, match="case taken already exists"):
+        store.promote_many(
+            [Promotion(trace_id(1), "a", "taken"), Promotion(trace_id(3), "b", "taken")]
+        )
+    assert store.list_cases() == []
+    assert [c.id for c in store.promote_many([batch[0], batch[2]])] == ["weather", "weather-2"]
+
+
+def test_a_trace_recorded_without_an_agent_span_is_promoted_with_a_stated_run(
+    store: SQLiteStore,
+) -> None:
+    store.put_recording(make_recording("bare", agent=False))
+    stated = StatedRun({"args": ["Paris"], "kwargs": {}}, "Sunny in Paris")
+    case = store.promote(trace_id("bare"), name="bare", stated=stated)
+    assert (case.input, case.expected_output) == (stated.input, "Sunny in Paris")
+    (first,) = store.case_history(case.id)
+    assert first.input == stated.input and "input and expected output as stated" in (
+        first.note or ""
+    )
+    # A trace with a recorded agent input keeps it: nothing stated overrides a recording.
+    store.put_recording(make_recording("agent"))
+    with pytest.raises(Conflict, match="has a recorded agent input"):
+        store.promote(trace_id("agent"), name="x", stated=stated)
+    with pytest.raises(InvalidCase, match="a stated input must be"):
+        store.promote(trace_id("bare"), name="y", stated=StatedRun(["Paris"], None))
+    assert [c.id for c in store.list_cases()] == ["bare"]
 
 
 def test_promote_validates_fields(store: SQLiteStore) -> None:
@@ -491,8 +557,10 @@ def test_recapture_refusals(store: SQLiteStore, promoted: Case) -> None:
     with pytest.raises(Conflict, match="replay run"):
         store.recapture(promoted.id, trace_id("replayed"))
     store.put_recording(make_recording("noinput", with_input=False))
-    with pytest.raises(Conflict, match="no recorded agent input"):
+    with pytest.raises(Conflict, match="no recorded agent input") as info:
         store.recapture(promoted.id, trace_id("noinput"))
+    assert "a recapture compares the case's input" in str(info.value)
+    assert "--input" not in str(info.value)  # that is promotion's way, not recapture's
     with pytest.raises(NotFound, match="nope"):
         store.recapture("nope", trace_id(1))
     with pytest.raises(NotFound, match="missing-trace"):
@@ -917,3 +985,15 @@ def test_a_runs_timeline_keeps_its_steps_and_collapses_their_values(store: SQLit
     assert first["timeline"][0]["output"].startswith("… [collapsed: ")
     store.save_run(run)
     assert store.get_run(run.id) == run
+
+
+def test_sign_in_sessions_expire_and_are_deleted(tmp_path: Path) -> None:
+    with SQLiteStore(tmp_path / "s.db") as store:
+        store.create_session("a" * 64, "t" * 64, expires_at=2_000)
+        assert store.session_token("a" * 64, now=1_999) == "t" * 64
+        assert store.session_token("a" * 64, now=2_000) is None
+        store.create_session("b" * 64, "t" * 64, expires_at=now_ns() + 10**12)
+        assert store.session_token("a" * 64, now=0) is None  # expired rows are let go of
+        store.delete_session("b" * 64)
+        store.delete_session("b" * 64)
+        assert store.session_token("b" * 64, now=0) is None
