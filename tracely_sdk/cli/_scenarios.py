@@ -241,7 +241,7 @@ def _user_message(recording: Any, calls: Any) -> str:
     """The user's message of a turn: an agent run's input messages (the GenAI conventions'
     ``gen_ai.input.messages``, OpenInference's ``input.value``, ...), else the first LLM
     call's last user message, else the text tracely's agent was called with."""
-    from tracely_otel._foreign import user_text
+    from tracely_otel.genai import user_text
     from tracely_sdk.scenarios import MISSING
 
     for kind in ("agent", "llm"):

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from tracely_otel._foreign import SOURCES
+from tracely_otel import CALL_SOURCES
 from tracely_sdk.errors import ConfigError, MissingDependency
 from tracely_sdk.scenarios._jsonpath import JSONPath, PathError
 
@@ -94,7 +94,7 @@ TRACE_CHECKS: Final = frozenset(
         "max_tokens",
     }
 )
-SPAN_FORMATS: Final = SOURCES
+SPAN_FORMATS: Final = CALL_SOURCES
 """What ``span_format:`` may declare: the forms of spans trace checks read."""
 _MODIFIERS: Final[Mapping[str, frozenset[str]]] = {
     "contains": frozenset({"ignore_case"}),
