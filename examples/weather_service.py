@@ -1,9 +1,10 @@
 """A multi-turn weather chat service over HTTP, wrapping the reference agent.
 
 ``POST /chat`` with ``{"message": "...", "conversation_id": "..."}`` answers
-``{"reply": "...", "conversation_id": "..."}``. The service remembers, per conversation, the
-city last asked about, so a follow-up without a city ("Is it still like that?") is about the
-same city. ``GET /healthz`` answers ``ok``.
+``{"reply": "...", "conversation_id": "..."}``; without a ``conversation_id`` the service
+starts a conversation and its reply carries the id it issued. The service remembers, per
+conversation, the city last asked about, so a follow-up without a city ("Is it still like
+that?") is about the same city. ``GET /healthz`` answers ``ok``.
 
 It is instrumented the way a production service is: ``tracely.init()`` sets up the
 OpenTelemetry pipeline from the standard ``OTEL_*`` variables, and each request continues the
@@ -28,6 +29,7 @@ import json
 import re
 import sys
 import threading
+import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -123,7 +125,7 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             body = json.loads(self.rfile.read(length))
             message = body["message"]
-            conversation_id = str(body.get("conversation_id") or "default")
+            conversation_id = str(body.get("conversation_id") or f"c-{uuid.uuid4().hex[:12]}")
             if not isinstance(message, str):
                 raise TypeError("message must be a string")
         except (ValueError, KeyError, TypeError) as exc:

@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import subprocess
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, HTTPServer
+from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tracely_sdk.scenarios import (
     Check,
@@ -18,6 +27,8 @@ from tracely_sdk.scenarios import (
     check_trace,
 )
 from tracely_sdk.scenarios._spec import scenario_from_data
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def check(spec: dict[str, Any], *, on_trace: bool = False) -> Check:
@@ -273,3 +284,115 @@ def test_evidence_settings_and_new_checks_are_validated(change: dict[str, Any], 
     data = {"name": "x", "target": {"shape": "message"}, "turns": [{"user": "hi"}], **change}
     with pytest.raises(ScenarioError, match=re.escape(words)):
         scenario_from_data(data)
+
+
+EVIL = "^(a+)+$"  # exponential on a backtracking engine
+REDOS = f"""
+import json, sys
+from tracely_sdk.scenarios import check_reply, scenario_from_data
+
+checks = [
+    {{"regex": "{EVIL}"}},
+    {{"json_path": {{"path": "$.reply", "regex": "{EVIL}"}}}},
+    {{"json_schema": {{"type": "string", "pattern": "{EVIL}"}}}},
+]
+data = {{"name": "x", "target": {{"shape": "message"}}, "turns": [{{"user": "hi", "expect": checks}}]}}
+reply = "a" * 34 + "!"
+json_reply = json.dumps(reply)
+for check in scenario_from_data(data).turns[0].checks:
+    text = json_reply if check.kind == "json_schema" else reply
+    failure = check_reply(check, text, {{"reply": reply}}, 1.0)
+    print(check.kind, failure is not None)
+"""
+
+
+def test_patterns_run_in_linear_time_on_a_catastrophic_input() -> None:
+    """In a process of its own: a backtracking engine would hold it for hours."""
+    done = subprocess.run(
+        [sys.executable, "-c", REDOS],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[:3] == ["regex True", "json_path True", "json_schema True"]
+    assert done.stderr == ""  # RE2 says nothing on stderr either
+
+
+def test_a_schema_that_loops_on_one_value_only_fails_its_check_without_raising() -> None:
+    schema = {"if": {"const": "spin"}, "then": {"$ref": "#"}}
+    c = check({"json_schema": schema})  # no probe of the file's reader meets "spin"
+    assert check_reply(c, '"calm"', {}, 1.0) is None
+    failure = check_reply(c, '"spin"', {}, 1.0)
+    assert failure is not None and "a loop" in failure.got
+
+
+def test_a_schema_made_in_code_never_fetches_its_reference() -> None:
+    """Files are checked when read; a schema given in code still resolves nothing remote."""
+    hits: list[str] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            hits.append(self.path)
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(b'{"type": "integer"}')
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    server = HTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/schema.json"
+        failure = check_reply(Check("json_schema", {"$ref": url}), "1", {}, 1.0)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert hits == []
+    assert failure is not None and f"refers to {url!r}, which is not in it" in failure.got
+
+
+_schema_leaf = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-2, 2),
+    st.sampled_from(["#", "#/$defs/a", "#a", "string", "object", "^a", "(a+)+$", "http://x/s"]),
+)
+_keywords = st.sampled_from(
+    [
+        *("$ref", "$defs", "a", "type", "pattern", "patternProperties", "properties", "items"),
+        *("additionalProperties", "$anchor", "$id", "$schema", "required", "allOf", "not"),
+    ]
+)
+_schemas = st.dictionaries(
+    _keywords,
+    st.recursive(
+        _schema_leaf,
+        lambda inner: st.one_of(
+            st.lists(inner, max_size=3), st.dictionaries(_keywords, inner, max_size=4)
+        ),
+        max_leaves=20,
+    ),
+    max_size=5,
+)
+_instances = st.recursive(
+    st.one_of(st.none(), st.integers(), st.text(max_size=4)),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=3), inner, max_size=3)
+    ),
+    max_leaves=10,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(_schemas, _instances)
+def test_a_schema_the_file_may_hold_judges_any_reply_without_raising(
+    schema: dict[str, Any], instance: Any
+) -> None:
+    try:
+        c = check({"json_schema": schema})
+    except ScenarioError:
+        return
+    check_reply(c, json.dumps(instance), {}, 1.0)

@@ -132,14 +132,19 @@ def test_the_example_scenarios_pass_on_replies_and_traces(
     service = start_service("-m", "examples.weather_service")
     status, out, report = cli("scenarios", "run", str(EXAMPLES), "--target", service.url, "-j", "2")
     assert status == 0, out
-    assert verdicts(report) == {"oslo": "PASS", "paris-follow-up": "PASS", "unknown-city": "PASS"}
+    assert verdicts(report) == {
+        "oslo": "PASS",
+        "paris-follow-up": "PASS",
+        "service-conversation": "PASS",
+        "unknown-city": "PASS",
+    }
     paris = turns(report, "paris-follow-up")
     assert [t["trace_checks"] for t in paris] == ["passed", "passed"]
     assert paris[0]["calls"]["tools"] == [
         {"name": "get_weather", "args": {"city": "Paris"}, "error": False, "by": "tracely"}
     ]
     assert {c["model"] for c in paris[0]["calls"]["llm"]} == {"local-weather-model"}
-    assert "3 cases: 3 passed" in out
+    assert "4 cases: 4 passed" in out
 
 
 def test_a_regression_fails_a_content_check_and_a_trace_check(
@@ -192,7 +197,7 @@ def test_an_empty_selection_is_a_usage_error(
 ) -> None:
     status, out, _ = cli("scenarios", "run", str(EXAMPLES), "--target", "http://x", "--tag", "smok")
     assert status == 2
-    assert "no scenarios to run: 3 scenario(s) in" in out and "none tagged smok" in out
+    assert "no scenarios to run: 4 scenario(s) in" in out and "none tagged smok" in out
     status, out, _ = cli(
         "scenarios", "run", str(EXAMPLES), "--target", "http://x", "--tag", "smok", "--allow-empty"
     )
@@ -295,3 +300,24 @@ def test_a_scenario_run_is_kept_in_the_store_like_a_replay_run(
     run = json.loads(out)
     assert run["mode"] == "scenarios"
     assert [(c["case_id"], c["verdict"]) for c in run["cases"]] == [("oslo", "PASS")]
+
+
+def test_the_follow_up_needs_the_id_the_service_issued(
+    start_service: Callable[..., Service],
+    cli: Callable[..., tuple[int, str, dict[str, Any]]],
+    tmp_path: Path,
+) -> None:
+    """The example's second turn, sent without the saved id, starts a conversation of its own."""
+    import yaml
+
+    service = start_service("-m", "examples.weather_service")
+    data = yaml.safe_load((EXAMPLES / "service-conversation.yaml").read_text())
+    del data["turns"][0]["save"], data["turns"][1]["body"]
+    forgetful = tmp_path / "forgetful.yaml"
+    forgetful.write_text(yaml.safe_dump(data))
+    status, out, report = cli(
+        "scenarios", "run", str(forgetful), "--target", service.url, "--no-trace-checks"
+    )
+    assert status == 1, out
+    assert report["cases"][0]["reasons"][0].startswith("turn 2: regex")
+    assert turns(report, "forgetful")[1]["reply"].startswith("Which city?")

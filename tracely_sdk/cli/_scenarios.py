@@ -30,8 +30,9 @@ from the store: --store / TRACELY_STORE, usually the tracely server the service 
 
 Verdicts: PASS (every check held), FAIL (a check did not: which turn and check, what was
 expected, what came back), INCOMPLETE (trace checks could not be evaluated: no store, or the
-trace did not arrive in time; never a pass), ERRORED (the service could not be reached, timed
-out or answered with an HTTP error).
+trace did not arrive in time; never a pass), ERRORED (the service could not be reached, did
+not answer in full within the turn's timeout_s, answered with an HTTP error, or redirected to
+an origin the scenario does not allow).
 """
 
 RUN_EPILOG = """\

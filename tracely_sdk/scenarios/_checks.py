@@ -10,7 +10,6 @@ spans that arrived cannot decide is :class:`NotEvaluated`, never a pass.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -18,6 +17,7 @@ from typing import Any, Final
 from tracely_sdk._canonical import canonical_equal
 from tracely_sdk.errors import MissingDependency
 from tracely_sdk.scenarios._jsonpath import MISSING, JSONPath
+from tracely_sdk.scenarios._patterns import LOOP, schema_validator, search
 from tracely_sdk.scenarios._spec import Check, shown
 
 __all__ = [
@@ -70,9 +70,15 @@ def _schema_error(schema: Mapping[str, Any], instance: Any) -> str | None:
         import jsonschema
     except ImportError as exc:
         raise MissingDependency("jsonschema (for json_schema checks)", "scenarios") from exc
-    validator_cls = jsonschema.validators.validator_for(schema)
-    validator = validator_cls(schema)
-    error = jsonschema.exceptions.best_match(validator.iter_errors(instance))
+    import referencing.exceptions
+
+    try:
+        error = jsonschema.exceptions.best_match(schema_validator(schema).iter_errors(instance))
+    except referencing.exceptions.Unresolvable as exc:
+        # A file's schema was checked when it was read; one built in code may still point out.
+        return f"the schema refers to {exc.ref!r}, which is not in it; nothing is fetched"
+    except RecursionError:
+        return LOOP
     if error is None:
         return None
     where = "".join(f"[{p!r}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path)
@@ -94,7 +100,7 @@ def check_reply(check: Check, reply: Any, response: Any, latency_ms: float) -> F
                 return Failure(what, f"the reply {verb} {needle!r}", _show(reply))
         return None
     if kind == "regex":
-        if re.search(value, _as_text(reply)) is None:
+        if not search(value, _as_text(reply)):
             return Failure(what, f"the reply to match /{value}/", _show(reply))
         return None
     if kind == "equals":
@@ -122,7 +128,7 @@ def check_reply(check: Check, reply: Any, response: Any, latency_ms: float) -> F
             if test == "equals"
             else (str(expected) in _as_text(found))
             if test == "contains"
-            else re.search(str(expected), _as_text(found)) is not None
+            else search(str(expected), _as_text(found))
         )
         return None if ok else Failure(what, f"{path} {test} {_show(expected)}", _show(found))
     if kind == "latency_ms":

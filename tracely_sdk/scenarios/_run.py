@@ -11,16 +11,26 @@ are evaluated. Verdicts are the replay gate's:
   what came back.
 - INCOMPLETE: trace checks could not be evaluated (no store configured, or the turn's trace
   did not arrive in time). Never a pass.
-- ERRORED: the service could not be reached, timed out, or answered with an HTTP error, or
-  its response has no reply where the scenario says.
+- ERRORED: the service could not be reached, did not answer in full within the turn's
+  timeout, answered with an HTTP error or a redirect to an origin the scenario does not allow,
+  or its response has no reply (or no value to save) where the scenario says.
+
+A turn is one exchange, bounded as a whole by ``target.timeout_s``: redirects (within the
+target's origin; to another only when ``allow_redirects_to`` names it, and never with the
+scenario's headers) and a streamed reply (``text/event-stream``, read to its end) included.
+Its latency is that of the whole turn.
 """
 
 from __future__ import annotations
 
+import base64
+import http.client
 import json
 import secrets
+import socket
+import threading
 import time
-import urllib.error
+import urllib.parse
 import urllib.request
 import uuid
 from collections.abc import Callable, Sequence
@@ -39,11 +49,24 @@ from tracely_sdk.scenarios._checks import (
     check_trace,
 )
 from tracely_sdk.scenarios._jsonpath import MISSING
-from tracely_sdk.scenarios._spec import Scenario, ScenarioError, Target, expand_env, fill
+from tracely_sdk.scenarios._spec import (
+    Scenario,
+    ScenarioError,
+    Target,
+    TemplateError,
+    Turn,
+    fill,
+    fill_header,
+    fill_path,
+)
 
 __all__ = ["TraceSource", "run_scenario", "run_scenarios"]
 
 _MAX_RESPONSE: Final = 10 << 20
+# Deeper JSON is refused: checks, reports and the JSON writer all walk it.
+_MAX_DEPTH: Final = 64
+_MAX_REDIRECTS: Final = 5
+_REDIRECTS: Final = frozenset({301, 302, 303, 307, 308})
 _USER_AGENT: Final = "tracely-scenarios"
 SKIPPED: Final = "not evaluated: --no-trace-checks"
 
@@ -103,41 +126,227 @@ class TurnOutcome:
         }
 
 
-class _Transport(Exception):
-    """The turn could not be completed over HTTP: the scenario is ERRORED, not FAIL."""
+class _Errored(Exception):
+    """The turn could not be completed (unreachable, timed out, an HTTP error, a redirect that
+    may not be followed, a response tracely cannot read): the scenario is ERRORED, not FAIL."""
 
 
-def _send(target: Target, body: Any, headers: dict[str, str]) -> tuple[int, Any, float]:
-    url = (target.url or "") + target.path
-    data = None if target.method == "GET" else json.dumps(body).encode()
-    request = urllib.request.Request(url, data=data, method=target.method)
-    request.add_header("Content-Type", "application/json")
-    request.add_header("Accept", "application/json")
-    request.add_header("User-Agent", _USER_AGENT)
-    for name, value in headers.items():
-        request.add_header(name, value)
-    started = time.perf_counter()
+def _origin(url: str) -> str:
+    """``scheme://host:port`` of ``url``, the port written out, for comparing origins."""
+    parts = urllib.parse.urlsplit(url)
     try:
-        with urllib.request.urlopen(request, timeout=target.timeout) as response:
-            raw = response.read(_MAX_RESPONSE + 1)
-            status = response.status
-    except urllib.error.HTTPError as exc:
-        detail = exc.read(500).decode("utf-8", "replace").strip()
-        raise _Transport(
-            f"{url} answered HTTP {exc.code}" + (f": {detail}" if detail else "")
-        ) from exc
-    except (urllib.error.URLError, OSError) as exc:
-        reason = getattr(exc, "reason", exc)
-        raise _Transport(f"cannot reach {url}: {reason}") from exc
-    latency = (time.perf_counter() - started) * 1000
-    if len(raw) > _MAX_RESPONSE:
-        raise _Transport(f"{url} sent more than {_MAX_RESPONSE >> 20} MiB")
-    text = raw.decode("utf-8", "replace")
-    try:
-        parsed: Any = json.loads(text)
+        port = parts.port or (443 if parts.scheme == "https" else 80)
     except ValueError:
-        parsed = text
-    return status, parsed, latency
+        raise _Errored(f"{url!r} is not a URL to send a request to: bad port") from None
+    return f"{parts.scheme}://{(parts.hostname or '').lower()}:{port}"
+
+
+def _parse_json(text: str, url: str) -> Any:
+    """The response as JSON (or as text when it is not JSON), no deeper than the reports go."""
+    try:
+        value: Any = json.loads(text)
+    except RecursionError:
+        raise _Errored(f"{url} sent JSON nested more than {_MAX_DEPTH} levels deep") from None
+    except ValueError:
+        return text
+    # Iterative, so a deep value cannot exhaust the stack of the check or the report writers.
+    stack = [(value, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > _MAX_DEPTH:
+            raise _Errored(f"{url} sent JSON nested more than {_MAX_DEPTH} levels deep")
+        if isinstance(node, dict):
+            stack.extend((v, depth + 1) for v in node.values())
+        elif isinstance(node, list):
+            stack.extend((v, depth + 1) for v in node)
+    return value
+
+
+class _Watchdog:
+    """Shuts the connection down at the turn's deadline: a socket timeout bounds each read,
+    not their sum, so a service sending a byte a second would otherwise hold the turn."""
+
+    def __init__(self, connection: http.client.HTTPConnection, deadline: float) -> None:
+        self.connection = connection
+        self.fired = False
+        self._timer = threading.Timer(max(0.0, deadline - time.monotonic()), self._fire)
+        self._timer.daemon = True
+
+    def _fire(self) -> None:
+        self.fired = True
+        sock = self.connection.sock
+        if sock is not None:
+            try:
+                # The plain socket's shutdown (not TLS's): a blocked read returns at once.
+                socket.socket.shutdown(sock, socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def __enter__(self) -> _Watchdog:
+        self._timer.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._timer.cancel()
+        self.connection.close()
+
+
+def _events(response: http.client.HTTPResponse, url: str) -> list[str]:
+    """The data of each server-sent event, read to the end of the stream (or ``[DONE]``)."""
+    events: list[str] = []
+    data: list[str] = []
+    total = 0
+    while True:
+        line = response.readline(_MAX_RESPONSE + 1)
+        total += len(line)
+        if total > _MAX_RESPONSE:
+            raise _Errored(f"{url} streamed more than {_MAX_RESPONSE >> 20} MiB")
+        if not line or not line.strip(b"\r\n"):
+            if data:
+                events.append("\n".join(data))
+                data = []
+                if events[-1].strip() == "[DONE]":  # OpenAI's end of stream
+                    events.pop()
+                    return events
+            if not line:
+                return events
+            continue
+        text = line.decode("utf-8", "replace").rstrip("\r\n")
+        field, _, value = text.partition(":")
+        if field == "data":
+            data.append(value[1:] if value.startswith(" ") else value)
+
+
+def _proxy(
+    parts: urllib.parse.SplitResult,
+) -> tuple[urllib.parse.SplitResult, dict[str, str]] | None:
+    """The proxy the environment names for this URL (``HTTP(S)_PROXY``, less ``NO_PROXY``),
+    as urllib would use it, and the header that carries its credentials."""
+    proxy = urllib.request.getproxies().get(parts.scheme)
+    if not proxy or urllib.request.proxy_bypass(parts.netloc):
+        return None
+    via = urllib.parse.urlsplit(proxy if "://" in proxy else f"http://{proxy}")
+    try:
+        usable = via.scheme == "http" and bool(via.hostname) and via.port != 0
+    except ValueError:  # a port that is no number
+        usable = False
+    if not usable:
+        raise _Errored(f"the {parts.scheme} proxy {via.hostname} is not an http://HOST:PORT proxy")
+    authorization: dict[str, str] = {}
+    if via.username is not None:
+        token = f"{urllib.parse.unquote(via.username)}:{urllib.parse.unquote(via.password or '')}"
+        authorization["Proxy-Authorization"] = "Basic " + base64.b64encode(token.encode()).decode()
+    return via, authorization
+
+
+@dataclass
+class _Answer:
+    status: int
+    response: Any  # the parsed body; for a stream, the list of its events' data
+    stream: bool
+
+
+def _exchange(
+    method: str, url: str, data: bytes | None, headers: dict[str, str], deadline: float
+) -> tuple[int, str | None, _Answer | None]:
+    """One request: (status, redirect location, answer), reading the whole answer by
+    ``deadline``."""
+    parts = urllib.parse.urlsplit(url)
+    remaining = deadline - time.monotonic()
+    if remaining <= 0:
+        raise TimeoutError
+    cls = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+    target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    proxy = _proxy(parts)
+    if proxy is None:
+        connection = cls(parts.hostname or "", parts.port, timeout=remaining)
+    else:
+        via, authorization = proxy
+        connection = cls(via.hostname or "", via.port or 80, timeout=remaining)
+        if parts.scheme == "https":  # a tunnel: the proxy sees the host, never the request
+            connection.set_tunnel(parts.hostname or "", parts.port, headers=authorization)
+        else:
+            target, headers = url, {**headers, **authorization}
+    with _Watchdog(connection, deadline) as watchdog:
+        try:
+            connection.request(method, target, body=data, headers=headers)
+            response = connection.getresponse()
+            status = response.status
+            if status in _REDIRECTS:
+                return status, response.getheader("Location") or "", None
+            if status >= 300:
+                detail = response.read(500).decode("utf-8", "replace").strip()
+                raise _Errored(f"{url} answered HTTP {status}" + (f": {detail}" if detail else ""))
+            kind = (response.getheader("Content-Type") or "").split(";")[0].strip().lower()
+            if kind == "text/event-stream":
+                events = [_parse_json(e, url) for e in _events(response, url)]
+                return status, None, _Answer(status, events, stream=True)
+            raw = response.read(_MAX_RESPONSE + 1)
+        except ValueError as exc:  # a header or path http.client will not send as it is
+            raise _Errored(f"cannot send the request to {url}: {exc}") from exc
+        except (OSError, http.client.HTTPException) as exc:
+            # A socket timeout is the deadline too: each read is given what is left of it.
+            if watchdog.fired or isinstance(exc, TimeoutError):
+                raise TimeoutError from exc
+            raise _Errored(
+                f"cannot reach {url}: {getattr(exc, 'reason', exc) or type(exc).__name__}"
+            ) from exc
+        if watchdog.fired:
+            raise TimeoutError
+    if len(raw) > _MAX_RESPONSE:
+        raise _Errored(f"{url} sent more than {_MAX_RESPONSE >> 20} MiB")
+    return status, None, _Answer(status, _parse_json(raw.decode("utf-8", "replace"), url), False)
+
+
+def _merged(base: dict[str, str], own: dict[str, str]) -> dict[str, str]:
+    """``base`` with ``own`` over it, header names compared as HTTP does, regardless of case."""
+    mine = {name.lower() for name in own}
+    return {**{k: v for k, v in base.items() if k.lower() not in mine}, **own}
+
+
+def _send(
+    target: Target, path: str, body: Any, headers: dict[str, str], own: dict[str, str]
+) -> tuple[_Answer, float]:
+    """Send one turn and read its whole answer, following redirects, within the target's
+    timeout; ``own`` are the scenario's headers (credentials), sent to its origin only."""
+    url = (target.url or "") + path
+    if urllib.parse.urlsplit(url).scheme not in ("http", "https"):
+        raise _Errored(f"{url!r} is not an http(s) URL")
+    home = _origin(url)
+    allowed = {_origin(o) for o in target.redirect_origins}
+    method = target.method
+    data = None if method == "GET" else json.dumps(body).encode()
+    sent = own
+    started = time.monotonic()
+    deadline = started + target.timeout
+    try:
+        for _ in range(_MAX_REDIRECTS + 1):
+            base = {**headers, "Content-Type": "application/json"} if data is not None else headers
+            request_headers = _merged(base, sent)
+            status, location, answer = _exchange(method, url, data, request_headers, deadline)
+            if answer is not None:
+                return answer, (time.monotonic() - started) * 1000
+            following = urllib.parse.urljoin(url, location or "")
+            if not location or urllib.parse.urlsplit(following).scheme not in ("http", "https"):
+                raise _Errored(f"{url} answered HTTP {status} with no http(s) Location to follow")
+            there = _origin(following)
+            if there != home:
+                if there not in allowed:
+                    raise _Errored(
+                        f"{url} redirected (HTTP {status}) to another origin, {there}; not "
+                        "followed: allow it with target.allow_redirects_to (the scenario's "
+                        "headers are never sent there)"
+                    )
+                sent = {}  # credentials never cross origins
+            if status == 303 or (status in (301, 302) and method == "POST"):
+                method, data = "GET", None
+            url = following
+    except TimeoutError:
+        raise _Errored(
+            f"{url} did not answer in full within {target.timeout:g} s (target.timeout_s, "
+            "for the whole turn)"
+        ) from None
+    raise _Errored(f"{url}: more than {_MAX_REDIRECTS} redirects")
 
 
 def _traceparent() -> tuple[str, str]:
@@ -145,14 +354,43 @@ def _traceparent() -> tuple[str, str]:
     return trace_id, f"00-{trace_id}-{secrets.token_hex(8)}-01"
 
 
+def _reply(target: Target, answer: _Answer) -> Any:
+    """The reply in an answer: at ``target.reply`` in a JSON body; for a stream, its events'
+    pieces (at ``target.stream_reply`` in each, or each event's data) joined."""
+    if not answer.stream:
+        response = answer.response
+        return response if target.reply.text == "$" else target.reply.get(response)
+    pieces: list[str] = []
+    for event in answer.response:
+        piece = event if target.stream_reply is None else target.stream_reply.get(event)
+        if isinstance(piece, str):
+            pieces.append(piece)
+        elif piece is not MISSING and piece is not None and target.stream_reply is None:
+            pieces.append(json.dumps(piece))
+    return "".join(pieces) if pieces else MISSING
+
+
+def _turn_request(
+    target: Target, turn: Turn, values: dict[str, Any], where: str
+) -> tuple[str, Any, dict[str, str]]:
+    """The turn's path, body and the scenario's headers, filled with the conversation's values."""
+    path = fill_path(turn.path if turn.path is not None else target.path, values)
+    body = fill(turn.body if turn.body is not MISSING else target.body, values)
+    own = {
+        name: fill_header(value, values, f"{where}: headers.{name}")
+        for name, value in {**target.headers, **turn.headers}.items()
+    }
+    return path, body, own
+
+
 def _attempt(
     scenario: Scenario, target: Target, source: TraceSource | None, check_traces: bool
 ) -> list[TurnOutcome]:
-    conversation_id = f"tracely-{scenario.id}-{uuid.uuid4().hex[:12]}"
     messages: list[dict[str, str]] = []
-    headers = {
-        name: expand_env(value, f"{scenario.source}: target.headers.{name}")
-        for name, value in target.headers.items()
+    # The runner's values, then those turns save (which may replace the conversation id).
+    values: dict[str, Any] = {
+        "conversation_id": f"tracely-{scenario.id}-{uuid.uuid4().hex[:12]}",
+        "model": target.model or "",
     }
     outcomes: list[TurnOutcome] = []
     for index, turn in enumerate(scenario.turns, start=1):
@@ -160,29 +398,39 @@ def _attempt(
         outcome = TurnOutcome(index, turn.user, trace_id)
         outcomes.append(outcome)
         messages.append({"role": "user", "content": turn.user})
-        values = {
-            "message": turn.user,
-            "conversation_id": conversation_id,
-            "messages": list(messages),
-            "model": target.model or "",
-            "turn": index,
+        values.update(message=turn.user, messages=list(messages), turn=index)
+        headers = {
+            "Accept": "application/json, text/event-stream",
+            "User-Agent": _USER_AGENT,
+            "traceparent": traceparent,
+            "tracestate": f"tracely=t{index}",
         }
-        turn_headers = dict(headers, traceparent=traceparent, tracestate=f"tracely=t{index}")
         try:
-            outcome.status, response, outcome.latency_ms = _send(
-                target, fill(target.body, values), turn_headers
-            )
-        except _Transport as exc:
+            path, body, own = _turn_request(target, turn, values, scenario.source or "<scenario>")
+            answer, outcome.latency_ms = _send(target, path, body, headers, own)
+        except (_Errored, TemplateError) as exc:
             outcome.error = str(exc)
             return outcomes
-        reply = response if target.reply.text == "$" else target.reply.get(response)
+        outcome.status = answer.status
+        response = answer.response
+        reply = _reply(target, answer)
         if reply is MISSING:
-            outcome.error = f"the response has no reply at {target.reply}: {_clip(response)}"
+            where = target.stream_reply if answer.stream else target.reply
+            what = "stream has no reply in any event" if answer.stream else "response has no reply"
+            outcome.error = f"the {what} at {where or 'data'}: {_clip(response)}"
             return outcomes
         outcome.reply = reply
         messages.append(
             {"role": "assistant", "content": reply if isinstance(reply, str) else json.dumps(reply)}
         )
+        for name, at in turn.save.items():
+            saved = at.get(response)
+            if saved is MISSING:
+                outcome.error = (
+                    f"the response has no value at {at} to save as {name}: {_clip(response)}"
+                )
+                return outcomes
+            values[name] = saved
         for check in turn.reply_checks:
             failure = check_reply(check, reply, response, outcome.latency_ms)
             if failure is not None:

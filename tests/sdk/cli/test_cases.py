@@ -442,7 +442,7 @@ def test_promote_every_trace_a_filter_selects_in_one_go(capture: Any, cli: CLI) 
         "--json",
     )
     assert status == 0, err
-    cases = json.loads(out)
+    cases = json.loads(out)["cases"]
     assert sorted(c["source_trace_id"] for c in cases) == sorted(ids)
     assert sorted(c["case_id"] for c in cases) == ["weather", "weather-2", "weather-3"]
     for case in cases:
@@ -468,7 +468,7 @@ def test_promote_limit_and_since_choose_the_newest(capture: Any, cli: CLI) -> No
         "cases", "promote", "--limit", "2", "--since", "1h", "--name", "W", "--json"
     )
     assert status == 0
-    assert {c["source_trace_id"] for c in json.loads(out)} == set(ids[1:])
+    assert {c["source_trace_id"] for c in json.loads(out)["cases"]} == set(ids[1:])
     status, _, err = cli("cases", "promote", "--since", "2999-01-01", "--name", "W")
     assert status == 2 and "no recorded trace in" in err and "--since 2999-01-01T00:00:00Z" in err
 
@@ -484,7 +484,7 @@ def test_a_refused_trace_in_a_batch_promotes_none(capture: Any, cli: CLI) -> Non
     status, out, err = cli("cases", "promote", "--agent", "weather-agent", "--name", "W")
     assert status == 2 and out == ""
     assert f"trace {bad} has no recorded agent input" in err
-    assert json.loads(cli("cases", "list", "--json")[1]) == []
+    assert json.loads(cli("cases", "list", "--json")[1])["cases"] == []
 
 
 def test_promote_says_which_traces_to_choose(capture: Any, cli: CLI) -> None:
@@ -496,7 +496,7 @@ def test_promote_says_which_traces_to_choose(capture: Any, cli: CLI) -> None:
     assert status == 2 and "not both" in err
     status, _, err = cli("cases", "promote", "--limit", "2", "--name", "W", "--id", "w")
     assert status == 2 and "--id names one case, but 2 traces were chosen" in err
-    assert json.loads(cli("cases", "list", "--json")[1]) == []
+    assert json.loads(cli("cases", "list", "--json")[1])["cases"] == []
 
 
 # -- a trace recorded without an agent span ---------------------------------------------------

@@ -55,7 +55,7 @@ def test_list_since_a_time_or_a_time_ago(cli: CLI) -> None:
     def listed(*args: str) -> list[str]:
         status, out, err = cli("traces", "list", "--json", *args)
         assert status == 0, err
-        return [t["trace_id"] for t in json.loads(out)]
+        return [t["trace_id"] for t in json.loads(out)["traces"]]
 
     assert listed("--since", "1d") == [trace_id(0)]
     assert listed("--since", "3d") == [trace_id(0), trace_id(1)]
