@@ -41,7 +41,7 @@ from tracely_otel import attributes as A
 from tracely_otel.genai import input_messages
 from tracely_sdk import _redact, _replay
 from tracely_sdk._matching import LLM
-from tracely_sdk._seam import Call, error_status
+from tracely_sdk._seam import Call, enter_call_body, error_status, leave_call_body
 from tracely_sdk._types import dumps
 from tracely_sdk.providers._install import (
     bodies,
@@ -320,12 +320,15 @@ class TeeStream:
     """A live result whose stream must be teed; ``headers`` are the response's kept headers.
 
     ``replace``: the stream is a plain (async) generator, which cannot be teed in place; the
-    caller gets a teeing generator instead (:func:`tee_iterator`).
+    caller gets a teeing generator instead (:func:`tee_iterator`). ``tee``: the stream tees
+    itself, given the call and when the request was sent (an HTTP response's body, see
+    ``providers.http``).
     """
 
     stream: Any
     headers: Mapping[str, str] | None = None
     replace: bool = False
+    tee: Callable[[Call, float], None] | None = None
 
 
 @dataclass(slots=True)
@@ -458,7 +461,7 @@ class _LiveCall:
     ``run.outcome``), awaiting both when async; this object does the rest as each block ends.
     """
 
-    __slots__ = ("call", "kept", "outcome", "spec", "started", "token")
+    __slots__ = ("body", "call", "kept", "outcome", "spec", "started", "token")
 
     def __init__(self, call: Call, spec: InterceptedCall) -> None:
         self.call = call
@@ -469,6 +472,8 @@ class _LiveCall:
             trace.set_span_in_context(call.span)
         )
         self.kept = bodies.set([])  # see wire_body: until the result is recorded
+        # The HTTP request the SDK makes is this call's: the HTTP layer must not record it again.
+        self.body: Token[Any] | None = enter_call_body()
         self.started = time.perf_counter()
         self.outcome: Recording | TeeStream | None = None
 
@@ -489,6 +494,9 @@ class _LiveCall:
         token, self.token = self.token, None
         if token is not None:
             otel_context.detach(token)
+            if self.body is not None:
+                leave_call_body(self.body)
+                self.body = None
             if exc is not None:
                 try:
                     _fail(self.call, self.spec, exc)
@@ -518,6 +526,8 @@ class _LiveCall:
         if isinstance(outcome, Recording):
             succeed(call, outcome)
             release(call, spec)
+        elif outcome.tee is not None:
+            outcome.tee(call, self.started)
         elif outcome.replace:
             return tee_iterator(outcome.stream, call, spec, self.started)
         elif not tee(outcome.stream, call, spec, outcome.headers, self.started):

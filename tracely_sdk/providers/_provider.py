@@ -186,9 +186,18 @@ class Provider:
         session.report.errors.append(error)
         return error
 
+    def _served_below(self, instance: Any, args: Any, kwargs: Any) -> bool:
+        """Whether the HTTP client below serves this request: a model call the SDK makes
+        other than through its patched methods (``client.post("/chat/completions")``, what
+        litellm does)."""
+        from tracely_sdk.providers.http import answers
+
+        method, url, _, _ = self.stopped_request(instance, args, kwargs)
+        return answers(method, url)
+
     def _net(self, wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any) -> Any:
         session = _replay.current_session()
-        if session is None or not session.strict:
+        if session is None or not session.strict or self._served_below(instance, args, kwargs):
             return wrapped(*args, **kwargs)
         raise self._network_error(instance, args, kwargs, session)
 
@@ -196,7 +205,7 @@ class Provider:
         self, wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any
     ) -> Any:
         session = _replay.current_session()
-        if session is None or not session.strict:
+        if session is None or not session.strict or self._served_below(instance, args, kwargs):
             return await wrapped(*args, **kwargs)
         raise self._network_error(instance, args, kwargs, session)
 
@@ -237,6 +246,50 @@ def request_attributes(
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             attributes[name] = value
     return attributes
+
+
+class ResponseReader(Protocol):
+    """What :func:`response_attributes` reads a response body with (a provider call, or an
+    HTTP wire format's codec module)."""
+
+    model_key: str
+    id_key: str
+
+    def reasons(self, body: Mapping[str, Any]) -> list[str]: ...
+
+    def asks_for_tools(self, body: Mapping[str, Any]) -> bool: ...
+
+    def output_messages(self, body: Mapping[str, Any]) -> list[OutputMessage]: ...
+
+
+def response_attributes(source: ResponseReader, body: Mapping[str, Any]) -> dict[str, Any]:
+    """A response body's span attributes: model, id, finish reasons, and the output messages
+    when content is captured (the tool calls it asks for are expected either way)."""
+    out: dict[str, Any] = {}
+    model, response_id = body.get(source.model_key), body.get(source.id_key)
+    if isinstance(model, str):
+        out[A.GEN_AI_RESPONSE_MODEL] = model
+    if isinstance(response_id, str):
+        out[A.GEN_AI_RESPONSE_ID] = response_id
+    reasons = source.reasons(body)
+    if reasons:
+        out[A.GEN_AI_RESPONSE_FINISH_REASONS] = tuple(reasons)
+    try:
+        # Converted only when something reads them: most responses ask for no tool.
+        if settings.capture_content or source.asks_for_tools(body):
+            messages = source.output_messages(body)
+            tool_calls.expect(messages)
+            if settings.capture_content:
+                out[A.GEN_AI_OUTPUT_MESSAGES] = content_json(messages)
+        else:
+            tool_calls.expect(())
+    except Exception:
+        warn_once(
+            f"{type(source).__module__}-output",
+            "tracely: could not read the output messages",
+            exc_info=True,
+        )
+    return out
 
 
 class ProviderCall(Intercepted):
@@ -376,31 +429,7 @@ class ProviderCall(Intercepted):
     id_key = "id"
 
     def _response_attributes(self, body: Mapping[str, Any]) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        model, response_id = body.get(self.model_key), body.get(self.id_key)
-        if isinstance(model, str):
-            out[A.GEN_AI_RESPONSE_MODEL] = model
-        if isinstance(response_id, str):
-            out[A.GEN_AI_RESPONSE_ID] = response_id
-        reasons = self.reasons(body)
-        if reasons:
-            out[A.GEN_AI_RESPONSE_FINISH_REASONS] = tuple(reasons)
-        try:
-            # Converted only when something reads them: most responses ask for no tool.
-            if settings.capture_content or self.asks_for_tools(body):
-                messages = self.output_messages(body)
-                tool_calls.expect(messages)
-                if settings.capture_content:
-                    out[A.GEN_AI_OUTPUT_MESSAGES] = content_json(messages)
-            else:
-                tool_calls.expect(())
-        except Exception:
-            warn_once(
-                f"{type(self).__module__}-output",
-                "tracely: could not read the output messages",
-                exc_info=True,
-            )
-        return out
+        return response_attributes(self, body)
 
     def _recording(self, result: Any, headers: Mapping[str, str] | None) -> Recording:
         value = self.codec.record_response(result, wire_body(result))
@@ -478,6 +507,8 @@ class ProviderCall(Intercepted):
 __all__ = [
     "Provider",
     "ProviderCall",
+    "ResponseReader",
     "SpecFactory",
     "request_attributes",
+    "response_attributes",
 ]
