@@ -22,27 +22,23 @@ from typing import Any, Literal, NoReturn, Protocol
 
 import orjson
 
-from tracely_otel import attributes as A
 from tracely_otel.genai import OutputMessage
 from tracely_sdk import _replay
-from tracely_sdk import _tool_calls as tool_calls
 from tracely_sdk.errors import LLMError, ReplayError
 from tracely_sdk.providers._install import ProviderPatches, Wrapper
 from tracely_sdk.providers._patching import (
-    GEN_AI_REQUEST_MAX_TOKENS,
-    GEN_AI_REQUEST_TEMPERATURE,
-    GEN_AI_REQUEST_TOP_P,
     Intercepted,
     InterceptedCall,
     Recording,
+    ResponseReader,
     TeeStream,
     aintercept,
-    content_json,
     find_stream,
     intercept,
+    request_attributes,
+    response_attributes,
+    served_at_the_client,
     served_stream,
-    settings,
-    warn_once,
     wire_body,
 )
 
@@ -126,7 +122,7 @@ class Provider:
                 wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any
             ) -> Any:
                 call = spec(instance, args, kwargs) if self.wanted() else None
-                if call is None:
+                if call is None or served_at_the_client(call.model):
                     return await wrapped(*args, **kwargs)
                 return await aintercept(call, lambda: wrapped(*args, **kwargs))
 
@@ -134,7 +130,7 @@ class Provider:
 
         def sync_wrapper(wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any) -> Any:
             call = spec(instance, args, kwargs) if self.wanted() else None
-            if call is None:
+            if call is None or served_at_the_client(call.model):
                 return wrapped(*args, **kwargs)
             return intercept(call, lambda: wrapped(*args, **kwargs))
 
@@ -187,13 +183,12 @@ class Provider:
         return error
 
     def _served_below(self, instance: Any, args: Any, kwargs: Any) -> bool:
-        """Whether the HTTP client below serves this request: a model call the SDK makes
-        other than through its patched methods (``client.post("/chat/completions")``, what
-        litellm does)."""
+        """Whether the HTTP client below serves this request: a model call whose recording
+        was made there (litellm's, which sends ``client.post("/chat/completions")``)."""
         from tracely_sdk.providers.http import answers
 
-        method, url, _, _ = self.stopped_request(instance, args, kwargs)
-        return answers(method, url)
+        method, url, model, _ = self.stopped_request(instance, args, kwargs)
+        return answers(method, url) and served_at_the_client(model)
 
     def _net(self, wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any) -> Any:
         session = _replay.current_session()
@@ -222,74 +217,6 @@ class Provider:
     def patched(self) -> list[str]:
         """The patched methods, as ``OpenAI.chat.completions.create``."""
         return self.patches.patched()
-
-
-def request_attributes(
-    provider: str,
-    server: Mapping[str, Any],
-    *,
-    stream: bool,
-    max_tokens: Any = None,
-    temperature: Any = None,
-    top_p: Any = None,
-) -> dict[str, Any]:
-    """The request attributes every provider's span has; a number not given is left out.
-    ``server`` is the client's ``server.address`` / ``server.port``."""
-    attributes: dict[str, Any] = {A.GEN_AI_PROVIDER_NAME: provider, **server}
-    if stream:
-        attributes[A.GEN_AI_REQUEST_STREAM] = True
-    for name, value in (
-        (GEN_AI_REQUEST_MAX_TOKENS, max_tokens),
-        (GEN_AI_REQUEST_TEMPERATURE, temperature),
-        (GEN_AI_REQUEST_TOP_P, top_p),
-    ):
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            attributes[name] = value
-    return attributes
-
-
-class ResponseReader(Protocol):
-    """What :func:`response_attributes` reads a response body with (a provider call, or an
-    HTTP wire format's codec module)."""
-
-    model_key: str
-    id_key: str
-
-    def reasons(self, body: Mapping[str, Any]) -> list[str]: ...
-
-    def asks_for_tools(self, body: Mapping[str, Any]) -> bool: ...
-
-    def output_messages(self, body: Mapping[str, Any]) -> list[OutputMessage]: ...
-
-
-def response_attributes(source: ResponseReader, body: Mapping[str, Any]) -> dict[str, Any]:
-    """A response body's span attributes: model, id, finish reasons, and the output messages
-    when content is captured (the tool calls it asks for are expected either way)."""
-    out: dict[str, Any] = {}
-    model, response_id = body.get(source.model_key), body.get(source.id_key)
-    if isinstance(model, str):
-        out[A.GEN_AI_RESPONSE_MODEL] = model
-    if isinstance(response_id, str):
-        out[A.GEN_AI_RESPONSE_ID] = response_id
-    reasons = source.reasons(body)
-    if reasons:
-        out[A.GEN_AI_RESPONSE_FINISH_REASONS] = tuple(reasons)
-    try:
-        # Converted only when something reads them: most responses ask for no tool.
-        if settings.capture_content or source.asks_for_tools(body):
-            messages = source.output_messages(body)
-            tool_calls.expect(messages)
-            if settings.capture_content:
-                out[A.GEN_AI_OUTPUT_MESSAGES] = content_json(messages)
-        else:
-            tool_calls.expect(())
-    except Exception:
-        warn_once(
-            f"{type(source).__module__}-output",
-            "tracely: could not read the output messages",
-            exc_info=True,
-        )
-    return out
 
 
 class ProviderCall(Intercepted):

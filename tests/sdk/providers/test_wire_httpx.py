@@ -75,9 +75,8 @@ def replay(
     bundle: Any, scenario: Callable[[str], Any], *, strict: bool = True
 ) -> tuple[Any, tracely.ReplayReport]:
     """``scenario`` run under the recording, against a port where nothing listens."""
-    with tracely.fixtures(bundle, strict=strict) as rep:
-        with tracely.agent("agent", input="q"):
-            value = scenario(closed_url())
+    with tracely.fixtures(bundle, strict=strict) as rep, tracely.agent("agent", input="q"):
+        value = scenario(closed_url())
     return value, rep
 
 
@@ -286,13 +285,30 @@ def test_an_sdk_call_is_recorded_once_by_its_patched_method_not_again_by_the_cli
             return client.chat.completions.create(**chat("Hello")).choices[0].message.content
 
         live = record(capture, scenario)
-        (span,) = llm_spans(capture)
+        (_span,) = llm_spans(capture)
         (entry,) = live.bundle["llm"][MODEL]
         assert entry["provider"] == "OpenAI.chat.completions.create"
         replayed, rep = replay(live.bundle, scenario)
         assert replayed == live.value and rep.clean
     finally:
         providers.uninstrument("openai")
+
+
+def test_an_sdk_call_recorded_at_the_client_is_served_there_past_the_sdks_patch(
+    capture: Any, instrumented: None
+) -> None:
+    def scenario(base: str) -> Any:
+        client = openai.OpenAI(api_key="test-key", base_url=f"{base}/v1", max_retries=0)
+        return client.chat.completions.create(**chat("Hello"))
+
+    live = record(capture, scenario)  # only the HTTP clients record here, not the SDK
+    (entry,) = live.bundle["llm"][MODEL]
+    assert entry["provider"] == "httpx2.Client.send"
+    replayed, rep = replay(live.bundle, scenario)  # the block patches the SDK too
+    assert "OpenAI.chat.completions.create" in rep.providers
+    assert type(replayed) is type(live.value)
+    assert replayed.model_dump() == live.value.model_dump()
+    assert rep.served == [f"llm:{MODEL}"] and rep.clean
 
 
 def test_a_client_call_inside_call_llm_is_the_call_llm_call(
@@ -306,7 +322,7 @@ def test_a_client_call_inside_call_llm_is_the_call_llm_call(
         )
 
     live = record(capture, scenario)
-    (span,) = llm_spans(capture)
+    (_span,) = llm_spans(capture)
     (entry,) = live.bundle["llm"][MODEL]
     assert "provider" not in entry and entry["output"] == live.value
     replayed, rep = replay(live.bundle, scenario)

@@ -15,13 +15,13 @@ import pytest
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no fetch of prices at import
 
-import litellm  # noqa: E402
+import litellm
 
-import tracely_sdk as tracely  # noqa: E402
-from examples.llm_server import serve  # noqa: E402
-from tests.sdk.cli._helpers import CLI, record  # noqa: E402
-from tests.sdk.providers._helpers import closed_url, llm_spans  # noqa: E402
-from tracely_sdk import _entrypoints, providers  # noqa: E402
+import tracely_sdk as tracely
+from examples.llm_server import serve
+from tests.sdk.cli._helpers import CLI, record
+from tests.sdk.providers._helpers import closed_url, llm_spans
+from tracely_sdk import _entrypoints, providers
 
 litellm.suppress_debug_info = True
 
@@ -46,7 +46,10 @@ def ask_all(base: str, question: str) -> list[str | None]:
     key = {"api_key": "test-key"}
     openai_base, anthropic_base = f"{base}/v1", base
     answers: list[str | None] = []
-    for model, api_base in ((f"openai/{GPT}", openai_base), (f"anthropic/{CLAUDE}", anthropic_base)):
+    for model, api_base in (
+        (f"openai/{GPT}", openai_base),
+        (f"anthropic/{CLAUDE}", anthropic_base),
+    ):
         reply = litellm.completion(model=model, messages=user(question), api_base=api_base, **key)
         answers.append(reply.choices[0].message.content)
         stream = litellm.completion(
@@ -82,7 +85,9 @@ def test_litellm_calls_are_recorded_at_the_client_and_replayed_without_the_serve
         assert len(server.requests) == 7
     assert live == ["You said: Hello there"] * 7
     bundle = json.loads(json.dumps(capture.last_bundle))
-    assert {model: [e["provider"] for e in entries] for model, entries in bundle["llm"].items()} == {
+    assert {
+        model: [e["provider"] for e in entries] for model, entries in bundle["llm"].items()
+    } == {
         GPT: ["httpx.Client.send", "httpx.Client.send", "httpx.AsyncClient.send"] * 1
         + ["httpx.AsyncClient.send"],
         CLAUDE: ["httpx.Client.send", "httpx.Client.send", "httpx.AsyncClient.send"],
@@ -96,9 +101,8 @@ def test_litellm_calls_are_recorded_at_the_client_and_replayed_without_the_serve
     assert streamed["input"]["body"]["stream"] is True
     assert streamed["output"]["events"][0]["event"] == "message_start"
 
-    with tracely.fixtures(bundle) as rep:
-        with tracely.agent("agent", input="q"):
-            replayed = ask_all(closed_url(), "Hello there")
+    with tracely.fixtures(bundle) as rep, tracely.agent("agent", input="q"):
+        replayed = ask_all(closed_url(), "Hello there")
     assert replayed == live
     assert len(rep.served) == 7 and rep.clean, (rep.errors, rep.divergences)
 
@@ -111,9 +115,8 @@ def test_a_litellm_call_the_recording_lacks_raises_and_a_changed_prompt_diverges
             model=f"anthropic/{CLAUDE}", messages=user(text), api_base=base, api_key="k"
         )
 
-    with serve() as (server, _):
-        with tracely.agent("agent", input="q"):
-            live = ask(server.base_url, "Hello").choices[0].message.content
+    with serve() as (server, _), tracely.agent("agent", input="q"):
+        live = ask(server.base_url, "Hello").choices[0].message.content
     bundle = json.loads(json.dumps(capture.last_bundle))
     with tracely.fixtures(bundle) as rep:
         assert ask(closed_url(), "Hello, changed").choices[0].message.content == live

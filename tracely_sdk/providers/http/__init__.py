@@ -16,11 +16,14 @@ the client is given a response of its own library made of those bytes, so the co
 
 A call already being recorded by a layer above (a patched SDK method, ``call_llm``,
 ``@observe``) runs in that call's body (``_seam.in_call_body``): the HTTP layer stands aside,
-so each call is recorded once.
+so each call is recorded once. On replay a call is served by the layer that recorded it: a
+patched SDK method whose recorded entry was recorded at the client lets the call through
+(:func:`served_at_the_client`), and so does the SDKs' network safety net.
 """
 
 from __future__ import annotations
 
+from tracely_sdk.providers._patching import served_at_the_client
 from tracely_sdk.providers.http._exchange import answers, format_for
 
-__all__ = ["answers", "format_for"]
+__all__ = ["answers", "format_for", "served_at_the_client"]

@@ -210,7 +210,7 @@ class HTTPLibrary:
         response.elapsed = timedelta(0)
         return response
 
-    def transport_error(self, name: str) -> type[BaseException] | None:
+    def transport_error(self, name: str) -> Callable[..., BaseException] | None:
         """The library's transport error named ``name`` (one of a fixed set), or None."""
         if name not in _TRANSPORT_ERRORS:
             return None

@@ -29,15 +29,17 @@ from tracely_sdk.errors import LLMError, ReplayError
 from tracely_sdk.providers._patching import (
     SERVER_ADDRESS,
     SERVER_PORT,
+    WIRE_TAG,
     Intercepted,
     Recording,
     TeeStream,
     compared_as_messages,
     content_json,
+    request_attributes,
+    response_attributes,
     settings,
     warn_once,
 )
-from tracely_sdk.providers._provider import request_attributes, response_attributes
 from tracely_sdk.providers._streams import body_recorder
 from tracely_sdk.providers.http import _anthropic_messages, _openai_chat
 
@@ -45,8 +47,7 @@ if TYPE_CHECKING:
     from tracely_sdk._seam import Call
     from tracely_sdk.providers.http._client import HTTPLibrary
 
-TAG = "http.response"
-"""The type tag of a recorded HTTP exchange."""
+TAG = WIRE_TAG
 
 FORMATS: tuple[ModuleType, ...] = (_openai_chat, _anthropic_messages)
 """The wire formats whose requests are model calls, each a codec module."""
