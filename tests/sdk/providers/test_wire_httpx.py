@@ -17,7 +17,12 @@ import pytest
 
 import tracely_sdk as tracely
 from examples.llm_server import serve
-from tests.sdk.providers._helpers import closed_url, llm_spans, replays_the_story
+from tests.sdk.providers._helpers import (
+    capturing_content,
+    closed_url,
+    llm_spans,
+    replays_the_story,
+)
 from tracely_sdk import providers
 
 MODEL = "gpt-4o"
@@ -191,6 +196,50 @@ def test_an_async_plain_call_is_served_with_the_recorded_status_and_body(
     live = record(capture, scenario)
     replayed, rep = replay(live.bundle, scenario)
     assert replayed == live.value and rep.clean
+
+
+def test_messages_are_on_the_span_only_when_content_is_captured(
+    capture: Any, instrumented: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def scenario(base: str) -> Any:
+        body = message("Hello there", system="Be brief.")
+        return httpx.post(f"{base}/v1/messages", json=body).json()
+
+    record(capture, scenario)
+    (span,) = llm_spans(capture)
+    assert "gen_ai.input.messages" not in span.attributes
+    assert "gen_ai.output.messages" not in span.attributes
+    capture.exporter.clear()
+    with capturing_content(monkeypatch, "httpx"):
+        record(capture, scenario)
+    (span,) = llm_spans(capture)
+    assert json.loads(span.attributes["gen_ai.input.messages"]) == [
+        {"role": "system", "parts": [{"type": "text", "content": "Be brief."}]},
+        {"role": "user", "parts": [{"type": "text", "content": "Hello there"}]},
+    ]
+    (output,) = json.loads(span.attributes["gen_ai.output.messages"])
+    assert output["parts"] == [{"type": "text", "content": "You said: Hello there"}]
+    assert output["finish_reason"] == "stop"
+
+
+def test_a_stream_closed_early_records_the_events_that_were_read(
+    capture: Any, instrumented: None
+) -> None:
+    def scenario(base: str) -> list[str]:
+        body = chat("one two three four five six", stream=True)
+        with (
+            httpx.Client() as client,
+            client.stream("POST", f"{base}/v1/chat/completions", json=body) as response,
+        ):
+            lines = response.iter_lines()
+            return [next(lines)]
+
+    live = record(capture, scenario)
+    (entry,) = live.bundle["llm"][MODEL]
+    assert 1 <= len(entry["output"]["events"]) < 8
+    assert entry["output"]["events"][0]["data"] == sse_data(live.value)[0]
+    replayed, rep = replay(live.bundle, scenario)
+    assert sse_data(replayed) == sse_data(live.value) and rep.clean
 
 
 # --------------------------------------------------------------------------- failures
