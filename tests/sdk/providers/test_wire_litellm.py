@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no fetch of prices at import
@@ -209,3 +210,49 @@ def test_tracely_replay_runs_a_litellm_agent_with_no_server_and_no_key(
     assert status == 1
     (case,) = json.loads(report.read_text())["cases"]
     assert case["verdict"] == "FAIL" and case["diverged"] == [f"llm:{CLAUDE}"]
+
+
+def test_entries_written_by_hand_or_recorded_by_the_sdk_are_served_at_the_client(
+    capture: Any, instrumented: None
+) -> None:
+    openai_sdk = __import__("openai")
+    with serve() as (server, _):
+        client = openai_sdk.OpenAI(api_key="k", base_url=f"{server.base_url}/v1", max_retries=0)
+        with tracely.agent("agent", input="q"):
+            live = client.chat.completions.create(model=GPT, messages=user("Hello"))
+    (recorded,) = capture.last_bundle["llm"][GPT]
+    assert recorded["provider"] == "OpenAI.chat.completions.create"
+    bundle = {
+        "llm": {
+            GPT: [recorded, {"output": "Streamed by hand", "usage": [3, 3]}],
+            CLAUDE: [{"output": "Written by hand"}, {"output": "Streamed too"}],
+        }
+    }
+    base = closed_url()
+    url = f"{base}/v1/chat/completions"
+    with tracely.fixtures(bundle) as rep:
+        plain = httpx.post(url, json={"model": GPT, "messages": user("Hello")}).json()
+        body = {"model": GPT, "messages": user("Hi"), "stream": True}
+        with httpx.stream("POST", url, json=body) as response:
+            lines = [line for line in response.iter_lines() if line.startswith("data: {")]
+        streamed = "".join(
+            json.loads(line[6:])["choices"][0]["delta"].get("content") or ""
+            for line in lines
+            if json.loads(line[6:])["choices"]
+        )
+        claude = litellm.completion(
+            model=f"anthropic/{CLAUDE}", messages=user("Hi"), api_base=base, api_key="k"
+        )
+        claude_stream = litellm.completion(
+            model=f"anthropic/{CLAUDE}",
+            messages=user("Hi"),
+            api_base=base,
+            api_key="k",
+            stream=True,
+        )
+        claude_streamed = "".join(c.choices[0].delta.content or "" for c in claude_stream)
+    assert plain == live.model_dump(mode="json", exclude_unset=True)
+    assert streamed == "Streamed by hand"
+    assert claude.choices[0].message.content == "Written by hand"
+    assert claude_streamed == "Streamed too"
+    assert len(rep.served) == 4 and not rep.errors

@@ -67,3 +67,28 @@ def body_from_events(events: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 
 def record_headers(headers: Iterable[tuple[str, str]]) -> dict[str, str]:
     return _anthropic_codec.record_headers(headers)
+
+
+# --------------------------------------------------------------------------- other recordings
+
+SDK_TAGS = ("anthropic.message", "anthropic.message.events")
+"""The type tags of the Anthropic SDK's recordings of a message: plain, streamed."""
+
+
+def closed_events(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A stream's events as the wire ends them (``message_stop`` is an event of its own)."""
+    return events
+
+
+def text_body(text: str, *, model: str, usage: tuple[int, int] | None) -> dict[str, Any]:
+    """The message body that answers ``text`` (a hand-written entry's answer)."""
+    body: dict[str, Any] = _anthropic_codec.recording_from_text(text, model=model, usage=usage)[
+        "body"
+    ]
+    return body
+
+
+def text_events(text: str, *, model: str, usage: tuple[int, int] | None) -> list[dict[str, Any]]:
+    """The stream events that answer ``text``, word by word."""
+    chunks = _anthropic_codec.chunks_from_text(text, model=model, usage=usage)
+    return [{"event": chunk["event"], "data": chunk["data"]} for chunk in chunks]

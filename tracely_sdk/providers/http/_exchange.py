@@ -35,6 +35,7 @@ from tracely_sdk.providers._patching import (
     TeeStream,
     compared_as_messages,
     content_json,
+    entry_usage,
     request_attributes,
     response_attributes,
     settings,
@@ -158,6 +159,55 @@ def _response_body(codec: ModuleType, output: Mapping[str, Any]) -> Mapping[str,
     return body if isinstance(body, Mapping) else {}
 
 
+def served_output(
+    codec: ModuleType, entry: Mapping[str, Any], model: str, *, streamed: bool
+) -> Mapping[str, Any]:
+    """The exchange a recorded entry is served as: its own when recorded at the client; made
+    of the body or events when the format's SDK recorded it (streamed as the request is);
+    made of the answer's text for an entry written by hand (``{"output": "Hello"}``)."""
+    label = f"llm:{model}"
+    tag, output = entry.get("output_type"), entry.get("output")
+    if tag == TAG and isinstance(output, Mapping):
+        return output
+    plain_tag, streamed_tag = codec.SDK_TAGS
+    headers: dict[str, Any] = {}
+    if isinstance(output, Mapping) and isinstance(output.get("headers"), Mapping):
+        headers = {str(k).lower(): v for k, v in output["headers"].items()}
+    body = output.get("body") if isinstance(output, Mapping) else None
+    if tag == plain_tag and not streamed and isinstance(body, Mapping):
+        headers["content-type"] = "application/json"
+        return {"status": 200, "headers": headers, "body": body}
+    if tag == streamed_tag and streamed and isinstance(output, Mapping):
+        events = [
+            {key: chunk[key] for key in ("event", "data") if chunk.get(key) is not None}
+            for chunk in output.get("chunks") or ()
+            if isinstance(chunk, Mapping)
+        ]
+        headers["content-type"] = "text/event-stream"
+        return {"status": 200, "headers": headers, "events": codec.closed_events(events)}
+    text = output.get("content") if tag is None and isinstance(output, Mapping) else output
+    if tag is None and isinstance(text, str):
+        usage = entry_usage(entry)
+        if streamed:
+            events = codec.text_events(text, model=model, usage=usage)
+            return {
+                "status": 200,
+                "headers": {"content-type": "text/event-stream"},
+                "events": events,
+            }
+        answer = codec.text_body(text, model=model, usage=usage)
+        return {"status": 200, "headers": {"content-type": "application/json"}, "body": answer}
+    shape = (
+        f"{'a streamed' if streamed else 'a plain'} {codec.__name__.rsplit('.', 1)[-1].lstrip('_')}"
+    )
+    raise ReplayError(
+        f"recorded replay: {label} was recorded as {tag or 'a value'} (by "
+        f"{entry.get('provider') or 'call_llm'}), which the HTTP client layer cannot serve as "
+        f"{shape} response; re-record the case with this client",
+        label=label,
+    )
+
+
 # --------------------------------------------------------------------------- one call
 
 
@@ -178,6 +228,7 @@ class WireCall(Intercepted):
         "request",
         "status",
         "stream",
+        "streamed",
     )
 
     def __init__(
@@ -198,6 +249,7 @@ class WireCall(Intercepted):
         self.provider = provider  # the patched method, as ``httpx.Client.send``
         self.is_async = is_async
         self.stream = stream  # the client was asked for the body unread (``send(stream=True)``)
+        self.streamed = codec.streamed(body)  # the API was asked for an event stream
         self.call: Call | None = None
         self.status = 0
         self.content_type = ""
@@ -212,7 +264,7 @@ class WireCall(Intercepted):
         self.attributes = request_attributes(
             codec.provider(url.host) or A.provider_for_model(self.model),
             server,
-            stream=codec.streamed(body),
+            stream=self.streamed,
             max_tokens=max_tokens,
             temperature=temperature,
             top_p=top_p,
@@ -281,24 +333,20 @@ class WireCall(Intercepted):
     # -- serving -------------------------------------------------------------------------
 
     def served_attributes(self, entry: Mapping[str, Any]) -> Mapping[str, Any] | None:
-        output = entry.get("output")
-        if entry.get("output_type") != TAG or not isinstance(output, Mapping):
-            return None
+        try:
+            output = served_output(self.codec, entry, self.model, streamed=self.streamed)
+        except ReplayError:
+            return None  # raised where it is served
         status = output.get("status")
         if not isinstance(status, int) or status >= 400:
             return None
         return response_attributes(self.codec, _response_body(self.codec, output))
 
     def rebuild(self, output_json: bytes, entry: Mapping[str, Any]) -> Any:
-        label = f"llm:{self.model}"
-        if entry.get("output_type") != TAG:
-            raise ReplayError(
-                f"recorded replay: {label} was recorded as {entry.get('output_type') or 'a value'}"
-                f" (by {entry.get('provider') or 'call_llm'}), not as the HTTP exchange "
-                f"{self.provider} is served from; re-record the case with this client",
-                label=label,
-            )
-        output = orjson.loads(output_json)
+        if entry.get("output_type") == TAG:
+            output = orjson.loads(output_json)  # a fresh copy, whatever the caller changes
+        else:
+            output = served_output(self.codec, entry, self.model, streamed=self.streamed)
         session = self.call.session if self.call is not None else None
         return self.library.served_response(
             self.request, output, stream=self.stream, session=session
@@ -319,6 +367,7 @@ __all__ = [
     "body_bytes",
     "body_value",
     "format_for",
+    "served_output",
     "sse_events",
     "sse_pieces",
 ]

@@ -78,3 +78,28 @@ def body_from_events(events: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 
 def record_headers(headers: Iterable[tuple[str, str]]) -> dict[str, str]:
     return _openai_codec.record_headers(headers)
+
+
+# --------------------------------------------------------------------------- other recordings
+
+SDK_TAGS = ("openai.chat.completion", "openai.chat.completion.chunks")
+"""The type tags of the OpenAI SDK's recordings of a chat completion: plain, streamed."""
+
+
+def closed_events(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A stream's events as the wire ends them (``data: [DONE]``)."""
+    return [*events, {"text": "[DONE]"}]
+
+
+def text_body(text: str, *, model: str, usage: tuple[int, int] | None) -> dict[str, Any]:
+    """The completion body that answers ``text`` (a hand-written entry's answer)."""
+    body: dict[str, Any] = _openai_codec.recording_from_text(
+        "chat.completion", text, model=model, usage=usage
+    )["body"]
+    return body
+
+
+def text_events(text: str, *, model: str, usage: tuple[int, int] | None) -> list[dict[str, Any]]:
+    """The stream events that answer ``text``, word by word."""
+    chunks = _openai_codec.chunks_from_text("chat.completion", text, model=model, usage=usage)
+    return closed_events([{"data": chunk["data"]} for chunk in chunks])
