@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
@@ -24,6 +25,7 @@ from tests.sdk.providers._helpers import (
     replays_the_story,
 )
 from tracely_sdk import providers
+from tracely_sdk.errors import MissingDependency
 
 MODEL = "gpt-4o"
 CLAUDE = "claude-3-5-haiku"
@@ -404,3 +406,11 @@ def test_a_recorded_case_passes_fails_on_a_changed_prompt_and_is_incomplete_on_a
         live = _ask(server.base_url, "Paris weather?")
     assert live == "You said: Paris weather?"
     replays_the_story(capture.last_bundle, tmp_path, _ask, f"llm:{MODEL}")
+
+
+def test_a_client_library_that_is_not_installed_names_the_extra(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(sys.modules, "httpx2", None)  # as if it were not installed
+    with pytest.raises(MissingDependency, match=r"tracely-replay\[httpx2\]"):
+        providers.instrument("httpx2")
