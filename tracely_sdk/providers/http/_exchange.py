@@ -220,9 +220,9 @@ class WireCall(Intercepted):
         "codec",
         "content_type",
         "encoding",
+        "hook",
         "input",
         "is_async",
-        "library",
         "model",
         "provider",
         "request",
@@ -234,7 +234,7 @@ class WireCall(Intercepted):
     def __init__(
         self,
         codec: ModuleType,
-        library: HTTPLibrary,
+        hook: HTTPLibrary,
         request: Any,
         body: Mapping[str, Any],
         *,
@@ -243,7 +243,7 @@ class WireCall(Intercepted):
         stream: bool,
     ) -> None:
         self.codec = codec
-        self.library = library
+        self.hook = hook
         self.request = request
         self.model = str(body["model"])
         self.provider = provider  # the patched method, as ``httpx.Client.send``
@@ -301,7 +301,7 @@ class WireCall(Intercepted):
 
     def _tee(self, response: Any, call: Call, headers: Mapping[str, str], started: float) -> None:
         recorder = body_recorder(call, self, headers, started, is_async=self.is_async)
-        response.stream = self.library.teeing_stream(response.stream, recorder, self.is_async)
+        response.stream = self.hook.teeing_stream(response.stream, recorder, self.is_async)
         # Dropped unread and never closed: record what was read when the response is freed.
         weakref.finalize(response, recorder.finish)
 
@@ -312,7 +312,7 @@ class WireCall(Intercepted):
         self, chunks: list[dict[str, Any]], headers: Mapping[str, str] | None
     ) -> Recording:
         raw = b"".join(chunk["piece"] for chunk in chunks)
-        return self._recording(self.library.decoded(raw, self.encoding), headers or {})
+        return self._recording(self.hook.decoded(raw, self.encoding), headers or {})
 
     def _recording(self, content: bytes, headers: Mapping[str, str]) -> Recording:
         value: dict[str, Any] = {"status": self.status, "headers": dict(headers)}
@@ -348,12 +348,10 @@ class WireCall(Intercepted):
         else:
             output = served_output(self.codec, entry, self.model, streamed=self.streamed)
         session = self.call.session if self.call is not None else None
-        return self.library.served_response(
-            self.request, output, stream=self.stream, session=session
-        )
+        return self.hook.served_response(self.request, output, stream=self.stream, session=session)
 
     def raise_error(self, error: Mapping[str, Any], label: str) -> NoReturn:
-        cls = self.library.transport_error(str(error.get("type")))
+        cls = self.hook.transport_error(str(error.get("type")))
         if cls is not None:
             raise cls(str(error.get("message")), request=self.request)
         raise LLMError(label, str(error.get("type")), str(error.get("message")))
