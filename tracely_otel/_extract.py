@@ -285,47 +285,11 @@ def _as_records(spans: Iterable[Any]) -> list[SpanRecord]:
     return list(records.values())
 
 
-class _Inside:
-    """Whether a span is, or is inside, a span ``marked`` says yes to.
-
-    Memoised per span: asking about every span of a trace visits each span once, however deep
-    the tree. A parent cycle (bad input) ends the walk: nothing above it counts.
-    """
-
-    __slots__ = ("_by_id", "_known", "_marked")
-
-    def __init__(self, by_id: Mapping[str, SpanRecord], marked: Callable[[str], bool]) -> None:
-        self._by_id = by_id
-        self._marked = marked
-        self._known: dict[str, bool] = {}
-
-    def __call__(self, span_id: str | None) -> bool:
-        known = self._known
-        path: list[str] = []
-        seen: set[str] = set()
-        answer = False
-        while span_id is not None:
-            if span_id in known:
-                answer = known[span_id]
-                break
-            if span_id in seen:
-                break
-            path.append(span_id)
-            seen.add(span_id)
-            if self._marked(span_id):
-                answer = True
-                break
-            parent = self._by_id.get(span_id)
-            span_id = parent.parent_span_id if parent is not None else None
-        for visited in path:
-            known[visited] = answer
-        return answer
-
-
 class _Nearest:
     """The nearest span, the span itself included, that ``marked`` says yes to, walking up.
 
-    Memoised like :class:`_Inside`, so asking about every span of a trace is linear.
+    Memoised per span: asking about every span of a trace visits each span once, however deep
+    the tree. A parent cycle (bad input) ends the walk: nothing above it counts.
     """
 
     __slots__ = ("_by_id", "_known", "_marked")
@@ -356,6 +320,19 @@ class _Nearest:
         for visited in path:
             known[visited] = answer
         return answer
+
+
+class _Inside:
+    """Whether a span is, or is inside, a span ``marked`` says yes to (memoised as
+    :class:`_Nearest` is)."""
+
+    __slots__ = ("_nearest",)
+
+    def __init__(self, by_id: Mapping[str, SpanRecord], marked: Callable[[str], bool]) -> None:
+        self._nearest = _Nearest(by_id, marked)
+
+    def __call__(self, span_id: str | None) -> bool:
+        return self._nearest(span_id) is not None
 
 
 def _ancestors_of(records: Iterable[SpanRecord], by_id: Mapping[str, SpanRecord]) -> set[str]:
