@@ -6,8 +6,8 @@ A bundle is hand-writable in a test::
      "llm":   {"gpt-4o": [{"input": [...], "output": "Hello", "usage": [812, 96]}]}}
 
 Extracted bundles also carry ``format``, ``trace_id``, the ``agent`` root's input/output,
-``incomplete`` (calls that were seen but cannot be served) and a ``checksum`` over everything
-else. A bundle whose checksum does not match is not a recording.
+``incomplete`` (calls that were seen but cannot be served), ``trace`` (every call of the trace,
+whoever recorded it: what checks of the trace read) and a ``checksum`` over everything else. A bundle whose checksum does not match is not a recording.
 """
 
 from __future__ import annotations
@@ -89,6 +89,22 @@ class AgentSection(TypedDict, total=False):
     ended_at: int
 
 
+class TraceSummary(TypedDict, total=False):
+    """What the trace held, whoever made its spans: the evidence Scenarios' trace checks read.
+
+    ``calls`` lists every agent run, tool call and LLM call in trace order
+    (``{"kind", "name", "by", "span_id"}``, and ``seq`` when the call is an entry of the
+    bundle, else its recorded ``args`` / ``result`` / ``input``; ``usage``, ``error`` and
+    ``conversation`` where recorded); ``errored`` names the root spans that failed.
+    """
+
+    spans: int
+    calls: list[dict[str, Any]]
+    errored: list[str]
+    services: list[str]
+    conversation: str
+
+
 class Bundle(TypedDict, total=False):
     """A fixture bundle. Only ``tools`` and ``llm`` are needed by hand; an extracted bundle
     carries the rest."""
@@ -102,6 +118,7 @@ class Bundle(TypedDict, total=False):
     llm: dict[str, list[LLMEntry]]
     incomplete: list[IncompleteItem]
     replay: dict[str, Any]
+    trace: TraceSummary
     checksum: str
 
 
@@ -116,6 +133,7 @@ _TOP_LEVEL = frozenset(
         "llm",
         "incomplete",
         "replay",
+        "trace",
         "checksum",
     }
 )
@@ -429,6 +447,18 @@ def validate_bundle(bundle: Any) -> Bundle:
         for i in incomplete
     ):
         raise _fail("incomplete", 'must be a list of {"label": ..., "reason": ...}')
+    summary = bundle.get("trace")
+    if summary is not None and not (
+        isinstance(summary, Mapping)
+        and isinstance(summary.get("calls", []), (list, tuple))
+        and all(
+            isinstance(c, Mapping)
+            and isinstance(c.get("kind"), str)
+            and isinstance(c.get("name"), str)
+            for c in summary.get("calls", [])
+        )
+    ):
+        raise _fail("trace", 'must be an object whose "calls" are {"kind": ..., "name": ...}')
     checksum = bundle.get("checksum")
     if checksum is not None and text is None:
         raise BundleFormatError(f"invalid fixture bundle: {_NOT_JSON}")

@@ -204,8 +204,8 @@ def test_the_index_and_a_fail_case_fit_the_width_of_a_phone_and_a_desktop(
     page = request.getfixturevalue("phone" if width == "phone" else "page")
     page.goto(report.as_uri())
     assert page.evaluate(OVERFLOW) == 0
-    page.goto(report.as_uri() + "#case-1")
-    case = page.locator("#case-1")
+    page.goto(report.as_uri() + "#case-3")
+    case = page.locator("#case-3")
     assert case.locator("li.step").first.is_visible()
     assert page.evaluate(OVERFLOW) == 0
     bars = case.locator("ol.waterfall li.w-row")
@@ -230,8 +230,8 @@ def test_the_index_and_a_fail_case_fit_the_width_of_a_phone_and_a_desktop(
 def test_a_fail_case_reads_as_a_conversation_with_the_changed_words_marked(
     page: Any, report: Path
 ) -> None:
-    page.goto(report.as_uri() + "#case-1")
-    diverged = page.locator("#case-1 li.step").first
+    page.goto(report.as_uri() + "#case-3")
+    diverged = page.locator("#case-3 li.step").first
     turns = diverged.locator(".recorded ol.chat").first.locator("li.msg")
     assert turns.locator(".role").all_inner_texts() == ["SYSTEM", "USER"]  # shown in capitals
     assert turns.nth(0).locator(".said").inner_text() == weather_agent.SYSTEM

@@ -238,6 +238,17 @@ def case_page(case: Mapping[str, Any]) -> Html:
     return join(parts)
 
 
+def _held(held: Mapping[str, Any]) -> str:
+    """``7 span(s); tool: otel-genai 2; llm: openinference 1``: what a turn's trace held, and
+    who made its calls."""
+    parts = [f"{held.get('spans', 0)} span(s)"]
+    for kind in ("agent", "tool", "llm"):
+        made = held.get(kind)
+        if isinstance(made, Mapping) and made:
+            parts.append(f"{kind}: " + ", ".join(f"{by} {n}" for by, n in sorted(made.items())))
+    return "; ".join(parts)
+
+
 def _turn(turn: Any) -> Html:
     if not isinstance(turn, Mapping):  # "… [N more items]" in a stored run
         return tag("li", str(turn), class_="muted")
@@ -286,6 +297,9 @@ def _turn(turn: Any) -> Html:
         if failures
         else None,
         tag("div", f"trace checks: {turn.get('trace_checks')}", class_="muted"),
+        tag("div", f"its trace held: {_held(calls['held'])}", class_="muted")
+        if calls is not None and isinstance(calls.get("held"), Mapping)
+        else None,
         tag("div", "calls in its trace:", tag("ul", called)) if called else None,
         tag("div", f"trace {turn.get('trace_id')}", class_="muted"),
         class_=f"step o-{outcome}",

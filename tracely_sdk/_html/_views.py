@@ -762,6 +762,11 @@ def recorded_content(bundle: Mapping[str, Any]) -> dict[str, Any]:
             }
     if isinstance(content.get("incomplete"), list):
         content["incomplete"] = [clean(i) for i in content["incomplete"]]
+    summary = content.get("trace")
+    if isinstance(summary, Mapping):
+        content["trace"] = {**summary}
+        if isinstance(summary.get("calls"), list):
+            content["trace"]["calls"] = [clean(c) for c in summary["calls"]]
     return content
 
 
