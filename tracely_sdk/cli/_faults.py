@@ -61,7 +61,7 @@ def show(out: Output, results: Sequence[CaseResult]) -> None:
     from tracely_sdk._reports import in_case_order
     from tracely_sdk._robustness import fault_table
 
-    derived = 0
+    derived = skipped = 0
     counts: dict[str, int] = {}
     for result in in_case_order(results):
         if not result.faults:
@@ -73,12 +73,20 @@ def show(out: Output, results: Sequence[CaseResult]) -> None:
         out.line("")
         out.table(headers, rows, title=f"robustness of {result.case_id}", styles=styles)
         for row in result.faults:
-            if row.get("verdict") != "SKIPPED":
+            if row.get("verdict") == "SKIPPED":
+                skipped += 1
+            else:
                 derived += 1
                 counts[row["verdict"]] = counts.get(row["verdict"], 0) + 1
     if derived:
         shown = ", ".join(f"{n} {v.lower()}" for v, n in sorted(counts.items()))
+        out.line("")
         out.line(f"{derived} derived run{'s' if derived != 1 else ''}: {shown}")
+    if skipped:
+        out.line(
+            f"— {skipped} pair(s) skipped: the call is recorded failing that way, or its output "
+            "has no empty value (the JSON report says which)"
+        )
 
 
 def gate(out: Output, results: Sequence[CaseResult], config: FaultConfig) -> bool:
