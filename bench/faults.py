@@ -39,7 +39,7 @@ def agent(calls: int) -> str:
         found = []
         for i in range(calls):
             try:
-                value = tracely.call_tool("lookup", lambda: {"value": i}, args={"i": i})
+                value = tracely.call_tool("lookup", lambda i=i: {"value": i}, args={"i": i})
             except Exception:
                 continue
             if isinstance(value, dict) and "value" in value:

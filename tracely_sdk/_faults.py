@@ -134,7 +134,7 @@ _CONFIG_KEYS = ("kinds", "max_calls", "retry", "error_type", "fail_on")
 def parse_kinds(text: str | Iterable[str], source: str = "--faults") -> tuple[FaultKind, ...]:
     """``"error,timeout"`` (or a list) as fault kinds, in the order of :data:`KINDS`."""
     items = text.split(",") if isinstance(text, str) else list(text)
-    names = []
+    names: list[str] = []
     for item in items:
         if not isinstance(item, str):
             raise ConfigError(f"{source}: {item!r} is not a fault kind; use {', '.join(KINDS)}")
@@ -316,7 +316,7 @@ def derive(
         raw = entry.raw
         for kind in (k for k in KINDS if k in kinds):
             fault = Fault(
-                kind=cast(FaultKind, kind),
+                kind=kind,
                 name=entry.name,
                 index=entry.index,
                 seq=entry.seq,
@@ -362,7 +362,11 @@ def _faulted_entry(
         message = f"{fault.label} timed out (a fault tracely injected)"
         return {
             **kept,
-            "error": {"type": TIMEOUT_TYPE, "message": message, "repr": f"TimeoutError({message!r})"},
+            "error": {
+                "type": TIMEOUT_TYPE,
+                "message": message,
+                "repr": f"TimeoutError({message!r})",
+            },
         }, ""
     if "output" not in raw:
         return None, "the call is recorded failing: it has no output type to empty"

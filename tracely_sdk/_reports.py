@@ -612,7 +612,7 @@ def junit_xml(
 
 def _junit_faults(testsuite: ET.Element, result: CaseResult, classname: str) -> None:
     """A ``<testcase>`` per derived run of ``result`` (``replay --faults``), named
-    ``CASE [CALL × KIND]``: a ``<failure>`` when the project's ``fail_on`` gates its verdict,
+    ``CASE [CALL / KIND]``: a ``<failure>`` when the project's ``fail_on`` gates its verdict,
     otherwise passed, with the verdict and what the agent did next as properties."""
     for row in result.faults or ():
         if row.get("verdict") == "SKIPPED":
@@ -622,7 +622,7 @@ def _junit_faults(testsuite: ET.Element, result: CaseResult, classname: str) -> 
             "testcase",
             {
                 "classname": _xml_text(classname),
-                "name": _xml_text(f"{result.case_id} [{row.get('call')} × {row.get('fault')}]"),
+                "name": _xml_text(f"{result.case_id} [{row.get('call')} / {row.get('fault')}]"),
                 "time": f"{float(row.get('duration_s') or 0):.6f}",
             },
         )
@@ -640,9 +640,14 @@ def _junit_faults(testsuite: ET.Element, result: CaseResult, classname: str) -> 
             element = ET.SubElement(
                 case,
                 "failure",
-                {"type": str(row.get("verdict")), "message": _xml_text(reasons[0] if reasons else "")},
+                {
+                    "type": str(row.get("verdict")),
+                    "message": _xml_text(reasons[0] if reasons else ""),
+                },
             )
-            element.text = _xml_text("\n".join([*reasons, "", str(row.get("traceback") or "")]).rstrip())
+            element.text = _xml_text(
+                "\n".join([*reasons, "", str(row.get("traceback") or "")]).rstrip()
+            )
 
 
 def write_junit(

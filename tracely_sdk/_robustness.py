@@ -33,7 +33,9 @@ from tracely_sdk.errors import BundleError
 __all__ = ["fault_table", "gate_failures", "run_derived", "run_faults"]
 
 
-def run_derived(case: ReplayCase, fn: Callable[..., Any], run: DerivedRun, config: FaultConfig) -> dict[str, Any]:
+def run_derived(
+    case: ReplayCase, fn: Callable[..., Any], run: DerivedRun, config: FaultConfig
+) -> dict[str, Any]:
     """Replay ``case`` through ``fn`` on the derived recording ``run``; its result as data."""
     return contextvars.Context().run(_run_derived, case, fn, run, config)
 
@@ -157,11 +159,11 @@ def run_faults(
 
 
 def gate_failures(results: Sequence[CaseResult], config: FaultConfig) -> list[str]:
-    """``case: call × fault → VERDICT`` for each derived run that ``config.fail_on`` fails."""
+    """``case: call / fault → VERDICT`` for each derived run that ``config.fail_on`` fails."""
     failed = []
     for result in results:
         for row in _faults.failing(result.faults or (), config):
-            failed.append(f"{result.case_id}: {row['call']} × {row['fault']} → {row['verdict']}")
+            failed.append(f"{result.case_id}: {row['call']} / {row['fault']} → {row['verdict']}")
     return failed
 
 
@@ -175,12 +177,12 @@ def fault_table(rows: Sequence[Mapping[str, Any]]) -> tuple[list[str], list[list
     for call, by_kind in calls.items():
         cells = [call]
         for kind in kinds:
-            row = by_kind.get(kind)
-            if row is None:
+            found = by_kind.get(kind)
+            if found is None:
                 cells.append("")
-            elif row.get("verdict") == "SKIPPED":
+            elif found.get("verdict") == "SKIPPED":
                 cells.append("—")
             else:
-                cells.append(f"{row['verdict']}: {row.get('next', '')}")
+                cells.append(f"{found['verdict']}: {found.get('next', '')}")
         body.append(cells)
     return ["CALL", *(k.upper() for k in kinds)], body

@@ -97,4 +97,3 @@ def test_the_agent_records_live_and_replays_pass_with_no_server_and_no_key(
             "raised ToolError: tools:get_weather failed (a fault tracely injected)",
         )
     assert verdicts[("tools:get_weather #1", "empty")] == ("HANDLED", "called llm:gpt-4o-mini")
-

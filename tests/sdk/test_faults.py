@@ -20,7 +20,9 @@ from tracely_sdk.errors import ConfigError
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers(-(2**40), 2**40) | st.text(max_size=5),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner, max_size=3),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner, max_size=3)
+    ),
     max_leaves=6,
 )
 tool_entries = st.fixed_dictionaries(
@@ -69,8 +71,12 @@ def test_derivation_is_deterministic_and_changes_one_call_only(
 
 
 def test_the_error_is_the_one_the_tool_was_recorded_raising_else_the_projects() -> None:
-    bundle = load_bundle({"tools": {"get_weather": [{"args": {"city": "Paris"}, "output": {"t": 1}}]}})
-    elsewhere = {"get_weather": {"type": "WeatherServiceError", "message": "down", "repr": "W('down')"}}
+    bundle = load_bundle(
+        {"tools": {"get_weather": [{"args": {"city": "Paris"}, "output": {"t": 1}}]}}
+    )
+    elsewhere = {
+        "get_weather": {"type": "WeatherServiceError", "message": "down", "repr": "W('down')"}
+    }
     (run,) = derive(bundle, ["error"], errors=elsewhere).runs
     assert run.served["error"] == elsewhere["get_weather"]
     (generic,) = derive(bundle, ["error"], error_type="ConnectionError").runs
@@ -150,7 +156,9 @@ def test_verdicts() -> None:
 
 
 def test_the_faults_setting() -> None:
-    config = fault_config("[tool.tracely] faults", {"kinds": ["timeout", "error"], "fail-on": ["error:CRASHED"]})
+    config = fault_config(
+        "[tool.tracely] faults", {"kinds": ["timeout", "error"], "fail-on": ["error:CRASHED"]}
+    )
     assert config.kinds == ("error", "timeout")
     assert config.gates("error", "CRASHED") and not config.gates("timeout", "CRASHED")
     assert FaultConfig(fail_on=("CRASHED",)).gates("empty", "CRASHED")
@@ -189,7 +197,7 @@ def retries_forever() -> str:
         try:
             fetch()
             return str(tracely.call_llm("m", lambda: "done", input="x"))
-        except Exception:  # noqa: S112 - the loop a budget must stop
+        except Exception:  # the loop a budget must stop
             continue
 
 
@@ -211,7 +219,9 @@ def test_an_agent_that_retries_forever_is_looped_by_the_budget() -> None:
         row = run_derived(CASE, retries_forever, derived(), FaultConfig(retry=retry))  # type: ignore[arg-type]
         assert (row["verdict"], row["calls"], row["max_calls"]) == ("LOOPED", 5, 4)
         assert row["next"] == "retried tools:fetch" + (
-            ", which the recording cannot answer" if retry == "incomplete" else " (served by the retry rule)"
+            ", which the recording cannot answer"
+            if retry == "incomplete"
+            else " (served by the retry rule)"
         )
 
 
@@ -225,7 +235,9 @@ def test_a_retry_is_incomplete_unless_the_project_serves_it() -> None:
 
 
 def test_a_fault_the_run_never_reaches_is_unreached() -> None:
-    row = run_derived(CASE, lambda: str(tracely.call_llm("m", lambda: "", input="x")), derived(), FaultConfig())
+    row = run_derived(
+        CASE, lambda: str(tracely.call_llm("m", lambda: "", input="x")), derived(), FaultConfig()
+    )
     assert row["verdict"] == "UNREACHED" and row["next"] == "never made the faulted call"
 
 

@@ -203,7 +203,7 @@ _FAULT_KINDS = ("error", "timeout", "empty")
 
 
 def faults_view(rows: Sequence[Any]) -> Html:
-    """A case's robustness runs (``replay --faults``): each faulted call × each fault kind,
+    """A case's robustness runs (``replay --faults``): each faulted call / each fault kind,
     with the verdict, what the agent did next, and why."""
     rows = [r for r in rows if isinstance(r, Mapping)]
     kinds = [k for k in _FAULT_KINDS if any(r.get("fault") == k for r in rows)]

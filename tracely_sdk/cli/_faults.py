@@ -57,7 +57,7 @@ def fault_config(args: argparse.Namespace) -> FaultConfig | None:
 
 
 def show(out: Output, results: Sequence[CaseResult]) -> None:
-    """Each case's robustness table: its faulted calls × the fault kinds, with what followed."""
+    """Each case's robustness table: its faulted calls / the fault kinds, with what followed."""
     from tracely_sdk._reports import in_case_order
     from tracely_sdk._robustness import fault_table
 

@@ -40,7 +40,9 @@ def suite(capture: Any, cli: CLI) -> CLI:
     return cli
 
 
-def tracely(cli: CLI, *argv: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def tracely(
+    cli: CLI, *argv: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     environ = {
         k: v
         for k, v in os.environ.items()
@@ -123,7 +125,7 @@ def test_a_tool_failure_the_agent_handles_is_handled_and_one_it_does_not_crashes
     assert atlantis[("tools:get_weather #1", "timeout")]["verdict"] == "HANDLED"
     assert atlantis[("tools:get_weather #1", "empty")]["verdict"] == "SKIPPED"
 
-    # The terminal shows a table per case: call × fault → verdict and what followed.
+    # The terminal shows a table per case: call / fault → verdict and what followed.
     out = done.stdout
     paris_table = out.split("robustness of paris\n")[1].split("\n\n")[0].splitlines()
     assert paris_table[0].split() == ["CALL", "ERROR", "TIMEOUT", "EMPTY"]
@@ -132,7 +134,7 @@ def test_a_tool_failure_the_agent_handles_is_handled_and_one_it_does_not_crashes
     assert "7 derived runs: 2 crashed, 5 handled" in out
 
     # JUnit: a test case per derived run, with its verdict; not gated, so no failure.
-    crashed_tc = junit_cases(tmp_path / "j.xml")["paris [tools:get_weather #1 × error]"]
+    crashed_tc = junit_cases(tmp_path / "j.xml")["paris [tools:get_weather #1 / error]"]
     assert crashed_tc.find("failure") is None
     assert junit_props(crashed_tc)["tracely.fault.verdict"] == "CRASHED"
     html = (tmp_path / "r.html").read_text()
@@ -161,19 +163,23 @@ def test_derived_runs_gate_the_job_only_as_the_project_says(suite: CLI, tmp_path
     )
     assert gated.returncode == 1
     assert "1 derived run(s) fail the gate" in gated.stderr
-    assert "paris: tools:get_weather #1 × error → CRASHED" in gated.stderr
+    assert "paris: tools:get_weather #1 / error → CRASHED" in gated.stderr
     testcases = junit_cases(tmp_path / "j.xml")
-    failure = testcases["paris [tools:get_weather #1 × error]"].find("failure")
+    failure = testcases["paris [tools:get_weather #1 / error]"].find("failure")
     assert failure is not None and failure.get("type") == "CRASHED"
     assert failure.get("message") == (
         "the agent raised WeatherServiceError: no weather data for 'Atlantis'"
     )
-    assert testcases["oslo [tools:get_weather #1 × error]"].find("failure") is None
+    assert testcases["oslo [tools:get_weather #1 / error]"].find("failure") is None
     # Only the kinds asked for are derived.
     assert "TIMEOUT" not in gated.stdout and "EMPTY" not in gated.stdout
 
     not_gated = tracely(
-        suite, "replay", "--faults", "empty", env={"TRACELY_FAULTS": '{"fail_on": ["error:CRASHED"]}'}
+        suite,
+        "replay",
+        "--faults",
+        "empty",
+        env={"TRACELY_FAULTS": '{"fail_on": ["error:CRASHED"]}'},
     )
     assert not_gated.returncode == 0, not_gated.stderr
 
@@ -184,7 +190,10 @@ def test_derived_runs_are_deterministic(suite: CLI, tmp_path: Path) -> None:
         assert done.returncode == 0, done.stderr
         cases = json.loads((tmp_path / f"{n}.json").read_text())["cases"]
         return [
-            [(r["call"], r["fault"], r["verdict"], r.get("next"), r.get("served")) for r in c["faults"]]
+            [
+                (r["call"], r["fault"], r["verdict"], r.get("next"), r.get("served"))
+                for r in c["faults"]
+            ]
             for c in cases
         ]
 
