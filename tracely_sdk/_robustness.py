@@ -101,7 +101,12 @@ def _run_derived(
         "calls": session.calls,
         "max_calls": budget,
         "retry": config.retry,
-        "timeline": timeline,
+        # The calls in the order made, each with what answered it: the whole timeline of
+        # every derived run would make the reports of a large suite heavy.
+        "steps": [
+            f"{s['outcome']} {s['label']}"
+            for s in sorted((s for s in timeline if s.get("call")), key=lambda s: s["call"])
+        ],
         "duration_s": round(time.perf_counter() - started, 6),
     }
 

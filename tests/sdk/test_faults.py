@@ -231,7 +231,7 @@ def test_a_retry_is_incomplete_unless_the_project_serves_it() -> None:
     assert row["reasons"][0].startswith("no recorded call for tools:fetch")
     served = run_derived(CASE, retries_once, derived(), FaultConfig(retry="serve-recorded"))
     assert (served["verdict"], served["output"]) == ("HANDLED", "done")
-    assert [s["outcome"] for s in served["timeline"]] == ["served", "retried", "served"]
+    assert served["steps"] == ["served tools:fetch", "retried tools:fetch", "served llm:m"]
 
 
 def test_a_fault_the_run_never_reaches_is_unreached() -> None:

@@ -185,8 +185,8 @@ def test_derived_runs_gate_the_job_only_as_the_project_says(suite: CLI, tmp_path
 
 
 def test_derived_runs_are_deterministic(suite: CLI, tmp_path: Path) -> None:
-    def table(n: int) -> list[Any]:
-        done = tracely(suite, "replay", "--faults", "--json", str(tmp_path / f"{n}.json"))
+    def table(n: int, *options: str) -> list[Any]:
+        done = tracely(suite, "replay", "--faults", "--json", str(tmp_path / f"{n}.json"), *options)
         assert done.returncode == 0, done.stderr
         cases = json.loads((tmp_path / f"{n}.json").read_text())["cases"]
         return [
@@ -197,7 +197,7 @@ def test_derived_runs_are_deterministic(suite: CLI, tmp_path: Path) -> None:
             for c in cases
         ]
 
-    assert table(1) == table(2)
+    assert table(1) == table(2) == table(3, "-j", "2")
 
 
 def test_faults_refuse_lenient_and_bad_kinds(suite: CLI) -> None:
