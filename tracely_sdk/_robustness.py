@@ -71,7 +71,7 @@ def _run_derived(
     if raised is not None:
         kind, message = _exception_identity(raised)
         error = {"type": kind, "message": message}
-    timeline = [dict(step) for step in report.timeline]
+    timeline: list[dict[str, Any]] = [dict(step) for step in report.timeline]
     reached = any(
         s.get("label") == fault.label and s.get("seq") == fault.seq and s.get("call")
         for s in timeline
@@ -105,7 +105,7 @@ def _run_derived(
         # every derived run would make the reports of a large suite heavy.
         "steps": [
             f"{s['outcome']} {s['label']}"
-            for s in sorted((s for s in timeline if s.get("call")), key=lambda s: s["call"])
+            for s in sorted((s for s in timeline if s.get("call")), key=lambda s: int(s["call"]))
         ],
         "duration_s": round(time.perf_counter() - started, 6),
     }
