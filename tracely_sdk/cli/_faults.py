@@ -56,8 +56,9 @@ def fault_config(args: argparse.Namespace) -> FaultConfig | None:
     return config
 
 
-def show(out: Output, results: Sequence[CaseResult]) -> None:
-    """Each case's robustness table: its faulted calls / the fault kinds, with what followed."""
+def show(out: Output, results: Sequence[CaseResult], *, failures_only: bool = False) -> None:
+    """Each case's robustness table: its faulted calls / the fault kinds, with what followed;
+    with ``failures_only``, only the tables with a derived run that was not HANDLED."""
     from tracely_sdk._reports import in_case_order
     from tracely_sdk._robustness import fault_table
 
@@ -66,18 +67,22 @@ def show(out: Output, results: Sequence[CaseResult]) -> None:
     for result in in_case_order(results):
         if not result.faults:
             continue
-        headers, rows = fault_table(result.faults)
-        styles: list[Any] = [lambda c: None] + [
-            (lambda c: _STYLES.get(c.partition(":")[0])) for _ in headers[1:]
-        ]
-        out.line("")
-        out.table(headers, rows, title=f"robustness of {result.case_id}", styles=styles)
         for row in result.faults:
             if row.get("verdict") == "SKIPPED":
                 skipped += 1
             else:
                 derived += 1
                 counts[row["verdict"]] = counts.get(row["verdict"], 0) + 1
+        if failures_only and all(
+            row.get("verdict") in ("HANDLED", "SKIPPED") for row in result.faults
+        ):
+            continue
+        headers, rows = fault_table(result.faults)
+        styles: list[Any] = [lambda c: None] + [
+            (lambda c: _STYLES.get(c.partition(":")[0])) for _ in headers[1:]
+        ]
+        out.line("")
+        out.table(headers, rows, title=f"robustness of {result.case_id}", styles=styles)
     if derived:
         shown = ", ".join(f"{n} {v.lower()}" for v, n in sorted(counts.items()))
         out.line("")

@@ -357,7 +357,7 @@ def cmd_replay(args: argparse.Namespace, ctx: Context) -> int:
     if results:
         out.verdicts(results, elapsed, failures_only=failures_only(args))
         if faults is not None:
-            fault_cli.show(out, results)
+            fault_cli.show(out, results, failures_only=failures_only(args))
     elif shard_info and shard_info["selected"]:
         out.note(
             f"shard {args.shard} holds none of the {shard_info['selected']} selected case(s): "

@@ -159,9 +159,12 @@ def test_derived_runs_gate_the_job_only_as_the_project_says(suite: CLI, tmp_path
         "error",
         "--junit",
         str(tmp_path / "j.xml"),
-        env={"TRACELY_FAULTS": '{"fail_on": ["error:CRASHED"]}'},
+        env={"TRACELY_FAULTS": '{"fail_on": ["error:CRASHED"]}', "CI": "true"},
     )
     assert gated.returncode == 1
+    # In CI only the tables with a derived run that was not handled are listed.
+    assert "robustness of paris" in gated.stdout and "robustness of oslo" not in gated.stdout
+    assert "2 derived runs: 1 crashed, 1 handled" in gated.stdout
     assert "1 derived run(s) fail the gate" in gated.stderr
     assert "paris: tools:get_weather #1 / error → CRASHED" in gated.stderr
     testcases = junit_cases(tmp_path / "j.xml")
