@@ -69,6 +69,22 @@ class WeatherService(ThreadingHTTPServer):
         self.memory = Conversations()
         self.tracer = trace.get_tracer("examples.weather_service")
 
+    def answer_turn(self, message: str, conversation_id: str) -> str:
+        """One turn, as the GenAI conventions' ``invoke_agent`` span: the conversation and the
+        user's own message are in the trace (the agent is called with the city alone)."""
+        with self.tracer.start_as_current_span(
+            "invoke_agent weather-service",
+            attributes={
+                "gen_ai.operation.name": "invoke_agent",
+                "gen_ai.agent.name": "weather-service",
+                "gen_ai.conversation.id": conversation_id,
+                "gen_ai.input.messages": json.dumps(
+                    [{"role": "user", "parts": [{"type": "text", "content": message}]}]
+                ),
+            },
+        ):
+            return self.answer(message, conversation_id)
+
     def answer(self, message: str, conversation_id: str) -> str:
         city = self.memory.city_for(conversation_id, message)
         if city is None:
@@ -124,7 +140,7 @@ class _Handler(BaseHTTPRequestHandler):
             span.set_attribute("http.request.method", "POST")
             span.set_attribute("http.route", "/chat")
             try:
-                reply = self.server.answer(message, conversation_id)
+                reply = self.server.answer_turn(message, conversation_id)
             except Exception as exc:
                 span.set_status(Status(StatusCode.ERROR, type(exc).__name__))
                 self._send(500, {"error": "the agent failed"})

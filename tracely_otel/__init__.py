@@ -18,6 +18,7 @@ from tracely_otel._bundle import (
     Bundle,
     BundleFormatError,
     RecordedError,
+    TraceSummary,
     bundle_checksum,
     entry_labels,
     seal,
@@ -30,6 +31,8 @@ from tracely_otel._extract import (
     register_reader,
     value_digest,
 )
+from tracely_otel._foreign import SOURCES as CALL_SOURCES
+from tracely_otel._foreign import read_call
 from tracely_otel._processor import BundleCallback, FixtureSpanProcessor
 from tracely_otel._reads import ExtractedCall, NotReplayable
 from tracely_otel._redact import REDACTED, is_secret_key, redact_json, redact_str
@@ -44,12 +47,14 @@ __all__ = [
     "Bundle",
     "BundleFormatError",
     "RecordedError",
+    "TraceSummary",
     "bundle_checksum",
     "entry_labels",
     "seal",
     "validate_bundle",
     "value_problem",
     # extraction
+    "CALL_SOURCES",
     "BundleCallback",
     "ExtractedCall",
     "FixtureSpanProcessor",
@@ -58,6 +63,7 @@ __all__ = [
     "SpanRecord",
     "bundle_from_spans",
     "digest_item",
+    "read_call",
     "record_from_readable",
     "register_reader",
     "value_digest",

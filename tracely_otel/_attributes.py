@@ -40,6 +40,7 @@ CALLS_LAST_SEQ: Final = "tracely.calls.last_seq"
 # the values that carry a length and hash in DIGEST
 DIGESTED: Final = (ARGS, INPUT, OUTPUT, ERROR)
 
+TRACESTATE_KEY: Final = "tracely"  # a tracestate member asking for the trace to be recorded
 KIND_AGENT: Final = "agent"
 KIND_TOOL: Final = "tool"
 KIND_LLM: Final = "llm"

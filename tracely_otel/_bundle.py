@@ -6,8 +6,8 @@ A bundle is hand-writable in a test::
      "llm":   {"gpt-4o": [{"input": [...], "output": "Hello", "usage": [812, 96]}]}}
 
 Extracted bundles also carry ``format``, ``trace_id``, the ``agent`` root's input/output,
-``incomplete`` (calls that were seen but cannot be served) and a ``checksum`` over everything
-else. A bundle whose checksum does not match is not a recording.
+``incomplete`` (calls that were seen but cannot be served), ``trace`` (every call of the trace,
+whoever recorded it: what checks of the trace read) and a ``checksum`` over everything else. A bundle whose checksum does not match is not a recording.
 """
 
 from __future__ import annotations
@@ -46,6 +46,8 @@ class ToolEntry(TypedDict, total=False):
     error: RecordedError
     output_type: str
     span_id: str
+    started_at: int
+    ended_at: int
 
 
 class LLMEntry(TypedDict, total=False):
@@ -60,6 +62,8 @@ class LLMEntry(TypedDict, total=False):
     output_type: str
     provider: str
     span_id: str
+    started_at: int
+    ended_at: int
 
 
 class IncompleteItem(TypedDict, total=False):
@@ -82,6 +86,23 @@ class AgentSection(TypedDict, total=False):
     error: RecordedError
     output_type: str
     span_id: str
+    ended_at: int
+
+
+class TraceSummary(TypedDict, total=False):
+    """What the trace held, whoever made its spans: the evidence Scenarios' trace checks read.
+
+    ``calls`` lists every agent run, tool call and LLM call in trace order
+    (``{"kind", "name", "by", "span_id"}``, and ``seq`` when the call is an entry of the
+    bundle, else its recorded ``args`` / ``result`` / ``input``; ``usage``, ``error`` and
+    ``conversation`` where recorded); ``errored`` names the root spans that failed.
+    """
+
+    spans: int
+    calls: list[dict[str, Any]]
+    errored: list[str]
+    services: list[str]
+    conversation: str
 
 
 class Bundle(TypedDict, total=False):
@@ -97,6 +118,7 @@ class Bundle(TypedDict, total=False):
     llm: dict[str, list[LLMEntry]]
     incomplete: list[IncompleteItem]
     replay: dict[str, Any]
+    trace: TraceSummary
     checksum: str
 
 
@@ -111,13 +133,29 @@ _TOP_LEVEL = frozenset(
         "llm",
         "incomplete",
         "replay",
+        "trace",
         "checksum",
     }
 )
 _ENTRY_KEYS = frozenset(
-    {"seq", "args", "input", "output", "error", "usage", "output_type", "provider", "span_id"}
+    {
+        "seq",
+        "args",
+        "input",
+        "output",
+        "error",
+        "usage",
+        "output_type",
+        "provider",
+        "span_id",
+        "started_at",
+        "ended_at",
+    }
 )
-_AGENT_KEYS = frozenset({"name", "input", "output", "error", "output_type", "span_id"})
+_AGENT_KEYS = frozenset({"name", "input", "output", "error", "output_type", "span_id", "ended_at"})
+# When a call (or the agent run) started and ended, in nanoseconds since the epoch: what the
+# pages draw a run's waterfall from. Never used to match or serve a call.
+_TIMES = ("started_at", "ended_at")
 
 
 class BundleFormatError(ValueError):
@@ -331,6 +369,16 @@ def entry_problem(entry: Any, kind: str, *, values: bool = True) -> str | None:
         not isinstance(seq, int) or isinstance(seq, bool) or not MIN_INT <= seq <= MAX_INT
     ):
         return "seq must be an integer"
+    return _times_problem(entry)
+
+
+def _times_problem(section: Mapping[str, Any]) -> str | None:
+    for key in _TIMES:
+        value = section.get(key)
+        if value is not None and (
+            not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= MAX_INT
+        ):
+            return f"{key} must be a time in nanoseconds since the epoch (a non-negative integer)"
     return None
 
 
@@ -383,6 +431,9 @@ def validate_bundle(bundle: Any) -> Bundle:
     if agent is not None:
         if not isinstance(agent, Mapping) or set(agent) - _AGENT_KEYS:
             raise _fail("agent", f"must be an object with keys from {sorted(_AGENT_KEYS)}")
+        problem = _times_problem(agent)
+        if problem is not None:
+            raise _fail("agent", problem)
         for name in ("error", "input", "output") if values else ("error",):
             if name in agent:
                 problem = field_problem(name, agent[name])
@@ -396,6 +447,18 @@ def validate_bundle(bundle: Any) -> Bundle:
         for i in incomplete
     ):
         raise _fail("incomplete", 'must be a list of {"label": ..., "reason": ...}')
+    summary = bundle.get("trace")
+    if summary is not None and not (
+        isinstance(summary, Mapping)
+        and isinstance(summary.get("calls", []), (list, tuple))
+        and all(
+            isinstance(c, Mapping)
+            and isinstance(c.get("kind"), str)
+            and isinstance(c.get("name"), str)
+            for c in summary.get("calls", [])
+        )
+    ):
+        raise _fail("trace", 'must be an object whose "calls" are {"kind": ..., "name": ...}')
     checksum = bundle.get("checksum")
     if checksum is not None and text is None:
         raise BundleFormatError(f"invalid fixture bundle: {_NOT_JSON}")

@@ -25,11 +25,12 @@ from tracely_otel._bundle import (
     IncompleteItem,
     LLMEntry,
     ToolEntry,
+    TraceSummary,
     entry_problem,
     field_problem,
     seal,
 )
-from tracely_otel._foreign import FOREIGN_READERS
+from tracely_otel._foreign import FOREIGN_READERS, conversation_of, read_call
 from tracely_otel._reads import ExtractedCall, NotReplayable, SpanReader
 from tracely_otel._spans import SpanRecord, record_from_readable
 
@@ -251,7 +252,11 @@ def _agent_section(span: SpanRecord, problems: list[IncompleteItem]) -> AgentSec
     """The bundle's ``agent``; a recorded value replay would refuse is left out and added to
     ``problems`` as an incomplete item."""
     attrs = span.attributes
-    agent: AgentSection = {"name": _call_name(span, A.KIND_AGENT), "span_id": span.span_id}
+    agent: AgentSection = {
+        "name": _call_name(span, A.KIND_AGENT),
+        "span_id": span.span_id,
+        "ended_at": span.end_time_unix_nano,
+    }
     values = _Values(span)
     if _check_digest(span) is None:
         for key, field_name in _AGENT_FIELDS:
@@ -317,6 +322,42 @@ class _Inside:
         return answer
 
 
+class _Nearest:
+    """The nearest span, the span itself included, that ``marked`` says yes to, walking up.
+
+    Memoised like :class:`_Inside`, so asking about every span of a trace is linear.
+    """
+
+    __slots__ = ("_by_id", "_known", "_marked")
+
+    def __init__(self, by_id: Mapping[str, SpanRecord], marked: Callable[[str], bool]) -> None:
+        self._by_id = by_id
+        self._marked = marked
+        self._known: dict[str, str | None] = {}
+
+    def __call__(self, span_id: str | None) -> str | None:
+        known = self._known
+        path: list[str] = []
+        seen: set[str] = set()
+        answer = None
+        while span_id is not None:
+            if span_id in known:
+                answer = known[span_id]
+                break
+            if span_id in seen:
+                break
+            path.append(span_id)
+            seen.add(span_id)
+            if self._marked(span_id):
+                answer = span_id
+                break
+            parent = self._by_id.get(span_id)
+            span_id = parent.parent_span_id if parent is not None else None
+        for visited in path:
+            known[visited] = answer
+        return answer
+
+
 def _ancestors_of(records: Iterable[SpanRecord], by_id: Mapping[str, SpanRecord]) -> set[str]:
     """The span ids above any of ``records``; each span is visited once, so the cost is
     linear in the spans however deep the tree (a parent cycle ends the walk)."""
@@ -333,7 +374,9 @@ def bundle_from_spans(spans: Iterable[Any]) -> Bundle | None:
     """Extract the fixture bundle of one trace from its finished spans.
 
     ``spans`` may be SDK ``ReadableSpan``s or :class:`SpanRecord`s. Returns None when the trace
-    holds no agent run and no tool/LLM call. Raises ``ValueError`` for spans of several traces.
+    holds no agent run and no tool/LLM call of any instrumentor, unless its caller asked for it
+    to be recorded (a ``tracely`` tracestate member). Raises ``ValueError`` for spans of
+    several traces.
     """
     records = _as_records(spans)
     if not records:
@@ -375,7 +418,12 @@ def bundle_from_spans(spans: Iterable[Any]) -> Bundle | None:
     agent_ids = {a.span_id for a in agents}
     in_agent = _Inside(by_id, agent_ids.__contains__)
     agent = next((a for a in agents if not in_agent(a.parent_span_id)), None)
-    if agent is None and not reads:
+    observed = {
+        r.span_id: call
+        for r in order
+        if r.span_id not in shadowed and (call := read_call(r, reads.get(r.span_id))) is not None
+    }
+    if agent is None and not reads and not observed and not _asked(records):
         return None
 
     bundle: Bundle = {"format": FORMAT, "trace_id": records[0].trace_id}
@@ -399,6 +447,7 @@ def bundle_from_spans(spans: Iterable[Any]) -> Bundle | None:
     in_call = _Inside(by_id, lambda span_id: span_id in reads and span_id not in shadowed)
 
     seq = 0
+    seq_of: dict[str, int] = {}
     for record in order:
         result = reads.get(record.span_id)
         if result is None or record.span_id in shadowed:
@@ -412,8 +461,14 @@ def bundle_from_spans(spans: Iterable[Any]) -> Bundle | None:
                 {"label": label, "seq": seq, "span_id": record.span_id, "reason": result.reason}
             )
             continue
+        seq_of[record.span_id] = seq
         # A reader's entry was checked against its kind's fields by _read.
-        entry = {"seq": seq, **result.entry}
+        entry = {
+            "seq": seq,
+            **result.entry,
+            "started_at": record.start_time_unix_nano,
+            "ended_at": record.end_time_unix_nano,
+        }
         if result.kind == "tools":
             tools.setdefault(result.name, []).append(cast(ToolEntry, entry))
         else:
@@ -424,7 +479,92 @@ def bundle_from_spans(spans: Iterable[Any]) -> Bundle | None:
         incomplete.extend(_lost_calls(agent.attributes, tools, llm, incomplete, seq))
     if incomplete:
         bundle["incomplete"] = incomplete
+    bundle["trace"] = _summary(records, order, by_id, observed, reads, seq_of)
     return seal(bundle)
+
+
+def _asked(records: Iterable[SpanRecord]) -> bool:
+    """Whether the trace's caller asked for it to be recorded (a ``tracely`` tracestate
+    member, which ``tracely scenarios`` sends with each turn), calls or not."""
+    for record in records:
+        if record.trace_state and any(
+            member.split("=", 1)[0].strip() == A.TRACESTATE_KEY
+            for member in record.trace_state.split(",")
+        ):
+            return True
+    return False
+
+
+def _summary(
+    records: list[SpanRecord],
+    order: list[SpanRecord],
+    by_id: Mapping[str, SpanRecord],
+    observed: dict[str, dict[str, Any]],
+    reads: Mapping[str, ExtractedCall | NotReplayable],
+    seq_of: Mapping[str, int],
+) -> TraceSummary:
+    """Every call of the trace, whoever recorded it, for checks that a call happened.
+
+    A call that is an entry of the bundle names it by ``seq`` instead of repeating its values;
+    another instrumentor's span around tracely's own span of the same tool is that call.
+    """
+    for kind in ("tool", "llm"):
+        foreign = {i for i, c in observed.items() if c["kind"] == kind and c["by"] != "tracely"}
+        if not foreign:
+            continue
+        outer_call = _Nearest(by_id, foreign.__contains__)
+        for record in order:
+            call = observed.get(record.span_id)
+            if call is None or call["by"] != "tracely" or call["kind"] != kind:
+                continue
+            outer = outer_call(record.parent_span_id)
+            if outer in observed and (kind == "llm" or observed[outer]["name"] == call["name"]):
+                del observed[outer]
+    calls: list[dict[str, Any]] = []
+    # Calls in the order they started. Some SDKs (OpenTelemetry JS) stamp a start to the
+    # millisecond only, so calls made within one share it: those keep the order the spans
+    # arrived in, which is the order they ended, not the order of their end times, which such
+    # an SDK computes from the coarse start.
+    for record in sorted(records, key=attrgetter("start_time_unix_nano")):
+        call = observed.get(record.span_id)
+        if call is None:
+            continue
+        result = reads.get(record.span_id)
+        if record.span_id in seq_of:
+            call["seq"] = seq_of[record.span_id]
+            for key in ("args", "result", "input"):
+                call.pop(key, None)
+        elif isinstance(result, ExtractedCall):
+            entry = result.entry
+            if "args" in entry:
+                call["args"] = entry["args"]
+            if "output" in entry and result.kind == "tools":
+                call["result"] = entry["output"]
+            if "input" in entry:
+                call["input"] = entry["input"]
+            if "usage" in entry:
+                call["usage"] = entry["usage"]
+        calls.append(call)
+    summary: TraceSummary = {
+        "spans": len(records),
+        "calls": calls,
+        # A root: no parent, a remote one, or one that is not in the trace (an SDK that does
+        # not flag a remote parent).
+        "errored": sorted(
+            {
+                r.name
+                for r in records
+                if r.status_code == "ERROR" and (r.is_root or r.parent_span_id not in by_id)
+            }
+        ),
+    }
+    services = sorted({s for r in records if isinstance(s := r.resource.get("service.name"), str)})
+    if services:
+        summary["services"] = services
+    conversation = next((c for r in order if (c := conversation_of(r)) is not None), None)
+    if conversation is not None:
+        summary["conversation"] = conversation
+    return summary
 
 
 def _lost_calls(

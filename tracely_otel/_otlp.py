@@ -89,6 +89,7 @@ _U64: Final = 1 << 64
 _I64: Final = 1 << 63
 _ZERO_TRACE_ID: Final = bytes(16)
 _ZERO_SPAN_ID: Final = bytes(8)
+_MAX_TRACE_STATE: Final = 512  # what W3C Trace Context lets a tracestate hold
 _INT_TEXT: Final = re.compile(r"-?[0-9]{1,20}")
 _FLOAT_TEXT: Final = re.compile(r"-?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 _SPECIAL_FLOATS: Final = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
@@ -420,6 +421,7 @@ def _pb_span(
         scope_name=scope,
         parent_is_remote=parent_id is not None and span.flags & _REMOTE_BITS == _REMOTE_BITS,
         kind=_KINDS[kind],
+        trace_state=span.trace_state[:_MAX_TRACE_STATE],
     )
 
 
@@ -784,6 +786,9 @@ def _json_span(
         scope_name=scope,
         parent_is_remote=parent_id is not None and flags & _REMOTE_BITS == _REMOTE_BITS,
         kind=_KINDS[kind],
+        trace_state=_json_str(_field(span, "traceState", "trace_state"), "traceState")[
+            :_MAX_TRACE_STATE
+        ],
     )
 
 
@@ -1249,6 +1254,8 @@ def _encode_span(record: SpanRecord) -> dict[str, Any]:
     if record.parent_span_id:
         span["parentSpanId"] = record.parent_span_id
     span["flags"] = flags
+    if record.trace_state:
+        span["traceState"] = record.trace_state
     span["name"] = record.name
     span["kind"] = kind
     span["startTimeUnixNano"] = str(record.start_time_unix_nano)

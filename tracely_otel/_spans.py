@@ -48,6 +48,9 @@ class SpanRecord:
     # True when the SDK that made it could not have cut or dropped an attribute (no value length
     # limit, nothing dropped): its recorded values need no integrity check.
     intact: bool = field(default=False, compare=False)
+    # The W3C tracestate the span was made with ("" for none): a trace a caller marked as one
+    # to record (``tracely=...``) is recorded even when it holds no call.
+    trace_state: str = ""
 
     @property
     def is_root(self) -> bool:
@@ -133,4 +136,5 @@ def record_from_readable(span: Any) -> SpanRecord:
         True,
         # intact: no value length limit, and the attribute object says nothing was dropped
         getattr(attributes, "max_value_len", 0) is None and getattr(attributes, "dropped", 1) == 0,
+        ctx.trace_state.to_header() if ctx.trace_state else "",
     )

@@ -15,6 +15,7 @@ from tracely_otel._foreign import (
     input_messages,
     tool_call_part,
     tool_response_part,
+    user_text,
 )
 from tracely_otel._genai import (
     BlobPart,
@@ -47,4 +48,5 @@ __all__ = [
     "input_messages",
     "tool_call_part",
     "tool_response_part",
+    "user_text",
 ]

@@ -50,6 +50,9 @@ PROVIDERS: dict[str, tuple[str, str]] = {
     "anthropic": ("anthropic", "tracely_sdk.providers.anthropic"),
     "google": ("google.genai", "tracely_sdk.providers.google_genai"),  # the google-genai SDK
     "mcp": ("mcp", "tracely_sdk.providers.mcp"),  # ClientSession tool calls (providers/mcp.py)
+    # model calls sent by any library through these HTTP clients (providers/http/)
+    "httpx": ("httpx", "tracely_sdk.providers.http.httpx"),
+    "httpx2": ("httpx2", "tracely_sdk.providers.http.httpx2"),
 }
 """The providers tracely patches; each name is also its extra: ``pip install 'tracely-replay[openai]'``."""
 

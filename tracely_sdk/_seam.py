@@ -127,6 +127,22 @@ _IN_CALL: Any = object()  # what _run_calls holds while a live call's fn runs
 _run_calls: contextvars.ContextVar[Any] = contextvars.ContextVar("tracely_run_calls", default=None)
 
 
+def enter_call_body() -> Token[Any]:
+    """Mark the code that runs from here as a live call's body (undo with
+    :func:`leave_call_body`): a call made inside it is part of that call, recorded and served
+    with it, so it is neither counted nor recorded again by a lower layer."""
+    return _run_calls.set(_IN_CALL)
+
+
+def leave_call_body(token: Token[Any]) -> None:
+    _run_calls.reset(token)
+
+
+def in_call_body() -> bool:
+    """Whether a live call's body is running in this context (see :func:`enter_call_body`)."""
+    return _run_calls.get() is _IN_CALL
+
+
 def _encode_input(value: Any) -> tuple[str, bool]:
     """A call's args or input as recorded (redacted JSON text), and whether anything was lost."""
     text = dumps(value).decode("utf-8")
@@ -481,14 +497,14 @@ class Call:
     def run(self, fn: Callable[[], T]) -> T:
         """Run ``fn`` live with the span current, recording its result or failure."""
         token = otel_context.attach(trace.set_span_in_context(self.span))
-        inside = _run_calls.set(_IN_CALL)
+        inside = enter_call_body()
         try:
             result = fn()
         except BaseException as exc:
             self.failed(exc)
             raise
         finally:
-            _run_calls.reset(inside)
+            leave_call_body(inside)
             otel_context.detach(token)
         if inspect.isawaitable(result):
             _warn_once(
@@ -502,14 +518,14 @@ class Call:
     async def arun(self, fn: Callable[[], Awaitable[T]]) -> T:
         """Await ``fn()`` live with the span current, recording its result or failure."""
         token = otel_context.attach(trace.set_span_in_context(self.span))
-        inside = _run_calls.set(_IN_CALL)
+        inside = enter_call_body()
         try:
             result = await fn()
         except BaseException as exc:
             self.failed(exc)
             raise
         finally:
-            _run_calls.reset(inside)
+            leave_call_body(inside)
             otel_context.detach(token)
         return self.succeeded(result)
 

@@ -49,9 +49,11 @@ from tracely_otel._extract import _READERS, read_tracely_span
 from tracely_otel._foreign import (
     FOREIGN_READERS,
     read_anthropic_sdk_span,
+    read_call,
     read_genai_span,
     read_openinference_span,
     read_openllmetry_span,
+    user_text,
 )
 from tracely_otel._otlp import encode_records_otlp_json, records_from_otlp_json
 
@@ -1714,3 +1716,220 @@ def test_secrets_in_another_instrumentors_content_never_reach_the_bundle() -> No
     assert "Q" * 24 not in text and "hunter2-xyz" not in text
     call = result.entry["input"][2]["parts"][0]
     assert call["arguments"] == {"city": "Paris", "password": "[REDACTED]"}
+
+
+# --------------------------------------------------------------------------------- every call
+
+
+def test_a_genai_tool_span_is_a_call_with_its_arguments_result_and_error() -> None:
+    attrs = {
+        "gen_ai.operation.name": "execute_tool",
+        "gen_ai.tool.name": "issue_refund",
+        "gen_ai.tool.call.arguments": '{"order_id": "13"}',
+        "error.type": "RefundDenied",
+    }
+    call = read_call(span("execute_tool issue_refund", attrs, status="ERROR"))
+    assert call == {
+        "kind": "tool",
+        "name": "issue_refund",
+        "by": "otel-genai",
+        "args": {"order_id": "13"},
+        "error": "RefundDenied",
+        "span_id": "00000000000000a1",
+    }
+    ok = {**attrs, "gen_ai.tool.call.result": '{"refunded": true}'}
+    del ok["error.type"]
+    call = read_call(span("execute_tool issue_refund", ok))
+    assert call is not None and call["result"] == {"refunded": True} and "error" not in call
+    # A failed span with no error.type still failed.
+    call = read_call(
+        replace(span("execute_tool issue_refund", ok, status="ERROR"), status_message="boom")
+    )
+    assert call is not None and call["error"] == "boom"
+
+
+def test_agent_and_llm_spans_of_the_conventions_are_calls() -> None:
+    agent = read_call(
+        span(
+            "invoke_agent support",
+            {
+                "gen_ai.operation.name": "invoke_agent",
+                "gen_ai.agent.name": "support",
+                "gen_ai.conversation.id": "c-1",
+                "gen_ai.input.messages": '[{"role": "user", "parts": [{"type": "text", "content": "hi"}]}]',
+            },
+        )
+    )
+    assert agent is not None and (agent["kind"], agent["name"], agent["conversation"]) == (
+        "agent",
+        "support",
+        "c-1",
+    )
+    assert user_text(agent["input"]) == "hi"
+    llm = read_call(span("chat gpt-4o", GENAI_SPAN_ATTRIBUTES))
+    assert llm is not None and (llm["kind"], llm["name"], llm["by"]) == (
+        "llm",
+        "gpt-4o",
+        "otel-genai",
+    )
+    assert llm["usage"] == [
+        GENAI_SPAN_ATTRIBUTES["gen_ai.usage.input_tokens"],
+        GENAI_SPAN_ATTRIBUTES["gen_ai.usage.output_tokens"],
+    ]
+    assert read_call(span("GET /", {"http.route": "/"})) is None
+    assert read_call(span("embeddings m", {"gen_ai.operation.name": "embeddings"})) is None
+
+
+def test_openinference_and_openllmetry_tool_and_agent_spans_are_calls() -> None:
+    oi_tool = read_call(
+        span(
+            "lookup_order",
+            {
+                "openinference.span.kind": "TOOL",
+                "tool.name": "lookup_order",
+                "tool.parameters": '{"order_id": "42"}',
+                "output.value": '{"status": "shipped"}',
+                "session.id": "s-9",
+            },
+        )
+    )
+    assert oi_tool is not None
+    assert (oi_tool["by"], oi_tool["args"], oi_tool["result"], oi_tool["conversation"]) == (
+        "openinference",
+        {"order_id": "42"},
+        {"status": "shipped"},
+        "s-9",
+    )
+    oi_agent = read_call(
+        span("agent", {"openinference.span.kind": "AGENT", "input.value": "hello"})
+    )
+    assert oi_agent is not None and oi_agent["kind"] == "agent" and oi_agent["input"] == "hello"
+    assert read_call(span("chain", {"openinference.span.kind": "CHAIN"})) is None
+    traceloop = read_call(
+        span(
+            "get_weather.tool",
+            {
+                "traceloop.span.kind": "tool",
+                "traceloop.entity.name": "get_weather",
+                "traceloop.entity.input": '{"args": [], "kwargs": {"city": "Paris"}}',
+                "traceloop.entity.output": '{"temp_c": 18}',
+            },
+        )
+    )
+    assert traceloop is not None
+    assert (traceloop["by"], traceloop["name"], traceloop["args"], traceloop["result"]) == (
+        "openllmetry",
+        "get_weather",
+        {"city": "Paris"},
+        {"temp_c": 18},
+    )
+    assert read_call(span("w", {"traceloop.span.kind": "workflow"})) is None
+
+
+def test_the_trace_summary_lists_every_call_once_whoever_made_it() -> None:
+    agent = span(
+        "invoke_agent support",
+        {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "support"},
+        span_id="00000000000000a1",
+        start=1,
+    )
+    outer = span(
+        "execute_tool get_weather",
+        {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "get_weather"},
+        span_id="00000000000000a2",
+        parent="00000000000000a1",
+        start=2,
+    )
+    # tracely's own span of the same call, inside the other instrumentor's: one call.
+    inner = span(
+        "execute_tool get_weather",
+        {
+            "tracely.kind": "tool",
+            "tracely.name": "get_weather",
+            "tracely.args": '{"city": "Paris"}',
+            "tracely.output": '{"temp_c": 18}',
+            "tracely.digest": json.dumps({"tracely.args": [17, "x"], "tracely.output": [14, "x"]}),
+        },
+        span_id="00000000000000a3",
+        parent="00000000000000a2",
+        start=3,
+        scope="tracely",
+    )
+    other = span("GET /weather", {"http.route": "/weather"}, span_id="00000000000000a4", start=4)
+    bundle = bundle_from_spans([agent, outer, inner, other])
+    assert bundle is not None
+    summary = bundle["trace"]
+    assert summary["spans"] == 4
+    assert [(c["kind"], c["name"], c["by"]) for c in summary["calls"]] == [
+        ("agent", "support", "otel-genai"),
+        ("tool", "get_weather", "tracely"),
+    ]
+    validate_bundle(orjson.loads(orjson.dumps(bundle)))
+
+
+def test_a_trace_with_no_call_is_recorded_only_when_its_caller_asked() -> None:
+    plain = span("POST /chat", {"http.route": "/chat"})
+    assert bundle_from_spans([plain]) is None
+    asked = replace(plain, trace_state="tracely=t1,other=x")
+    bundle = bundle_from_spans([asked])
+    assert bundle is not None and bundle["trace"]["spans"] == 1 and bundle["trace"]["calls"] == []
+    assert bundle_from_spans([replace(plain, trace_state="vendor=tracely")]) is None
+
+
+def test_calls_started_in_one_millisecond_keep_the_order_they_arrived_in() -> None:
+    """OpenTelemetry JS stamps starts to the millisecond, and ends from that start."""
+
+    def tool(name: str, span_id: str, end: int) -> SpanRecord:
+        record = span(
+            f"execute_tool {name}",
+            {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name},
+            span_id=span_id,
+            start=5_000_000,
+        )
+        return replace(record, end_time_unix_nano=end)
+
+    first, second = (
+        tool("lookup_order", "00000000000000b1", 5_000_900),
+        tool("issue_refund", "00000000000000b2", 5_000_100),
+    )
+    bundle = bundle_from_spans([first, second])
+    assert bundle is not None
+    assert [c["name"] for c in bundle["trace"]["calls"]] == ["lookup_order", "issue_refund"]
+
+
+def test_a_tool_call_with_arguments_too_deep_for_a_bundle_is_kept_with_them_as_text() -> None:
+    deep = "[" * 300 + "]" * 300
+    attrs = {
+        "gen_ai.operation.name": "execute_tool",
+        "gen_ai.tool.name": "t",
+        "gen_ai.tool.call.arguments": deep,
+    }
+    bundle = bundle_from_spans([span("execute_tool t", attrs)])
+    assert bundle is not None
+    (call,) = bundle["trace"]["calls"]
+    assert (call["name"], call["args"]) == ("t", deep)
+    validate_bundle(orjson.loads(orjson.dumps(bundle)))
+
+
+def test_a_failed_root_span_is_named_even_when_its_remote_parent_is_not_flagged() -> None:
+    request = span("POST /chat", {"http.route": "/chat"}, status="ERROR", parent="00000000000000ff")
+    agent = span(
+        "invoke_agent a",
+        {"gen_ai.operation.name": "invoke_agent"},
+        span_id="00000000000000a2",
+        parent="00000000000000a1",
+    )
+    bundle = bundle_from_spans([request, agent])
+    assert bundle is not None and bundle["trace"]["errored"] == ["POST /chat"]
+
+
+def test_secrets_in_another_instrumentors_tool_span_never_reach_the_summary() -> None:
+    attrs = {
+        "gen_ai.operation.name": "execute_tool",
+        "gen_ai.tool.name": "login",
+        "gen_ai.tool.call.arguments": '{"user": "ann", "password": "hunter2-xyz"}',
+        "gen_ai.tool.call.result": "token sk-proj-" + "Q" * 24,
+    }
+    call = read_call(span("execute_tool login", attrs))
+    assert call is not None and call["args"] == {"user": "ann", "password": "[REDACTED]"}
+    assert "Q" * 24 not in json.dumps(call)

@@ -1596,3 +1596,33 @@ def test_errors_keep_path_and_problem_and_pickle() -> None:
     assert (type(copy), str(copy), copy.path) == (OTLPDecodeError, str(error), error.path)
     large = pickle.loads(pickle.dumps(PayloadTooLarge(5)))
     assert isinstance(large, PayloadTooLarge) and large.limit == 5
+
+
+def test_the_tracestate_a_span_was_made_with_survives_every_encoding() -> None:
+    """``tracely scenarios`` marks a turn's trace in its tracestate: the server must see it."""
+    from opentelemetry.trace import TraceState
+
+    provider = TracerProvider()
+    exporter = InMemorySpanExporter()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    parent = SpanContext(
+        REMOTE_TRACE_ID,
+        REMOTE_SPAN_ID,
+        is_remote=True,
+        trace_flags=TraceFlags(1),
+        trace_state=TraceState([("tracely", "t1")]),
+    )
+    with provider.get_tracer("t").start_as_current_span(
+        "POST /chat", context=set_span_in_context(NonRecordingSpan(parent))
+    ):
+        pass
+    (span,) = exporter.get_finished_spans()
+    assert record_from_readable(span).trace_state == "tracely=t1"
+    (from_proto,) = records_from_otlp_proto(encode_spans([span]).SerializeToString())
+    assert from_proto.trace_state == "tracely=t1"
+    (again,) = records_from_otlp_json(encode_records_otlp_json([from_proto]))
+    assert again.trace_state == "tracely=t1"
+    (plain,) = records_from_otlp_json(
+        encode_records_otlp_json([dataclasses.replace(again, trace_state="")])
+    )
+    assert plain.trace_state == ""

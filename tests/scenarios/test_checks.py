@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -15,7 +16,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tracely_sdk.scenarios import Check, ScenarioError, TraceCalls, check_reply, check_trace
+from tracely_sdk.scenarios import (
+    Check,
+    Failure,
+    NotEvaluated,
+    ScenarioError,
+    TraceCalls,
+    check_budget,
+    check_reply,
+    check_trace,
+)
 from tracely_sdk.scenarios._spec import scenario_from_data
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -126,6 +136,154 @@ def test_no_errors_names_what_errored_including_the_turn_itself() -> None:
     assert failure is not None and "root span" in failure.got
     failure = check_trace(c, TraceCalls.of(BUNDLE))
     assert failure is not None and failure.got == "errored: tools:get_weather"
+
+
+# -- evidence: every instrumentor's calls, and never a pass on none -------------------------
+
+
+def summary(*calls: dict[str, Any], spans: int = 4, **extra: Any) -> dict[str, Any]:
+    """A bundle with a trace summary, as the extractor makes for another instrumentor's trace."""
+    return {"tools": {}, "llm": {}, "trace": {"spans": spans, "calls": list(calls), **extra}}
+
+
+JS_TURN = summary(
+    {"kind": "agent", "name": "support", "by": "otel-genai"},
+    {"kind": "tool", "name": "lookup_order", "by": "otel-genai", "args": '{"order_id": "42"}',
+     "result": {"status": "shipped"}},
+    {"kind": "tool", "name": "issue_refund", "by": "otel-genai", "args": {"order_id": "42"},
+     "error": "RefundDenied"},
+    {"kind": "llm", "name": "gpt-4o-mini", "by": "otel-genai", "usage": [30, 12],
+     "input": [{"role": "user", "parts": [{"type": "text", "content": "refund order 42"}]}]},
+)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("spec", "holds"),
+    [
+        ({"called": "lookup_order", "args": {"order_id": "42"}}, True),
+        ({"called": "lookup_order", "result": {"status": "shipped"}}, True),
+        ({"called": "lookup_order", "result": {"status": "lost"}}, False),
+        ({"called": "lookup_order", "times": 1}, True),
+        ({"called": "lookup_order", "times": 2}, False),
+        ({"not_called": "issue_refund"}, False),
+        ({"max_tool_calls": 0}, False),
+        ({"max_tool_calls": 2}, True),
+        ({"no_errors": True}, False),
+        ({"trajectory": ["lookup_order", "issue_refund"]}, True),
+        ({"trajectory": ["issue_refund"]}, True),
+        ({"trajectory": ["issue_refund"], "exact": True}, False),
+        ({"trajectory": ["issue_refund", "lookup_order"]}, False),
+        ({"llm_input": "refund order 42"}, True),
+        ({"llm_input": "REFUND", "ignore_case": True}, True),
+        ({"llm_input": "Paris"}, False),
+        ({"max_tokens": 42}, True),
+        ({"max_tokens": 41}, False),
+        ({"model": "gpt-4o-mini"}, True),
+    ],
+)
+def test_trace_checks_read_another_instrumentors_calls(spec: dict[str, Any], holds: bool) -> None:
+    result = check_trace(check(spec, on_trace=True), TraceCalls.of(JS_TURN))
+    assert not isinstance(result, NotEvaluated), result
+    assert (result is None) == holds, result
+
+
+NO_CALLS = summary({"kind": "agent", "name": "support", "by": "otel-genai"})
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        {"not_called": "issue_refund"},
+        {"max_tool_calls": 0},
+        {"max_llm_calls": 0},
+        {"max_tokens": 100},
+        {"llm_input": "hi"},
+    ],
+)
+def test_a_check_of_absence_is_not_evaluated_without_evidence(spec: dict[str, Any]) -> None:
+    c = check(spec, on_trace=True)
+    result = check_trace(c, TraceCalls.of(NO_CALLS))
+    assert isinstance(result, NotEvaluated), result
+    assert "the trace's 4 span(s) (1 agent call(s)) hold no span read as" in result.why
+    assert "assume_complete: true" in result.why
+    # The scenario says every call is traced: none seen is none made.
+    opted = check_trace(c, TraceCalls.of(NO_CALLS), assume_complete=True)
+    if "llm_input" in spec:
+        assert isinstance(opted, Failure)  # an input is something that must be there
+    else:
+        assert opted is None
+
+
+def test_tracelys_own_agent_counts_are_evidence_of_no_call() -> None:
+    counted = summary(
+        {"kind": "agent", "name": "a", "by": "tracely", "counted": {"tools": 0, "llm": 0}}
+    )
+    for spec in ({"not_called": "x"}, {"max_tool_calls": 0}, {"max_llm_calls": 0}):
+        assert check_trace(check(spec, on_trace=True), TraceCalls.of(counted)) is None
+
+
+def test_what_a_span_did_not_record_is_not_evaluated() -> None:
+    unrecorded = summary(
+        {"kind": "tool", "name": "lookup_order", "by": "openinference"},
+        {"kind": "llm", "name": "m", "by": "openinference"},
+    )
+    calls = TraceCalls.of(unrecorded)
+    for spec, words in (
+        ({"called": "lookup_order", "result": {"a": 1}}, "result recorded"),
+        ({"max_tokens": 10}, "no token usage recorded for LLM call(s) m"),
+        ({"llm_input": "hi"}, "input recorded"),
+    ):
+        result = check_trace(check(spec, on_trace=True), calls)
+        assert isinstance(result, NotEvaluated) and words in result.why, result
+
+
+def test_a_summary_entry_names_the_bundle_entry_it_is() -> None:
+    bundle = {
+        "tools": {"get_weather": [{"seq": 1, "args": {"city": "Paris"}, "output": {"t": 18}}]},
+        "llm": {},
+        "trace": {
+            "spans": 2,
+            "calls": [{"kind": "tool", "name": "get_weather", "by": "tracely", "seq": 1}],
+        },
+    }
+    (call,) = TraceCalls.of(bundle).tools
+    assert (call.args, call.result) == ({"city": "Paris"}, {"t": 18})
+
+
+def test_the_report_says_what_the_trace_held() -> None:
+    assert TraceCalls.of(JS_TURN).to_dict()["held"] == {
+        "spans": 4,
+        "agent": {"otel-genai": 1},
+        "tool": {"otel-genai": 2},
+        "llm": {"otel-genai": 1},
+    }
+
+
+def test_a_scenario_budget_sums_every_turn() -> None:
+    turns = [TraceCalls.of(JS_TURN), TraceCalls.of(JS_TURN)]
+    assert check_budget("budget", 84, turns) is None
+    failure = check_budget("budget", 83, turns)
+    assert isinstance(failure, Failure) and failure.got == "84 over 2 LLM call(s)"
+
+
+@pytest.mark.parametrize(
+    ("change", "words"),
+    [
+        ({"span_format": "zipkin"}, "unknown span format(s) zipkin"),
+        ({"assume_complete": "yes"}, "true or false"),
+        ({"max_tokens": -5}, "whole number"),
+        ({"turns": [{"user": "hi", "trace": [{"trajectory": "a"}]}]}, "list of tool names"),
+        ({"turns": [{"user": "hi", "trace": [{"called": "a", "times": 0}]}]}, "whole number ≥ 1"),
+        (
+            {"turns": [{"user": "hi", "trace": [{"max_tokens": 1, "exact": True}]}]},
+            "no option exact",
+        ),
+    ],
+)
+def test_evidence_settings_and_new_checks_are_validated(change: dict[str, Any], words: str) -> None:
+    data = {"name": "x", "target": {"shape": "message"}, "turns": [{"user": "hi"}], **change}
+    with pytest.raises(ScenarioError, match=re.escape(words)):
+        scenario_from_data(data)
 
 
 EVIL = "^(a+)+$"  # exponential on a backtracking engine

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from server._support import ROOT, ServerProcess, Tokens
 
 from tracely_sdk.cli import main
@@ -30,11 +31,17 @@ FAST_ARGS = ["--quiet-seconds", "0.2", "--rate-limit", "0"]
 class Service:
     """A service process on a free port; its spans go to ``collector`` over OTLP/HTTP."""
 
-    def __init__(self, argv: Sequence[str], env: dict[str, str], directory: Path) -> None:
+    def __init__(
+        self,
+        argv: Sequence[str],
+        env: dict[str, str],
+        directory: Path,
+        program: str = sys.executable,
+    ) -> None:
         self.log = directory / "service.log"
         with self.log.open("wb") as err:
             self.process = subprocess.Popen(
-                [sys.executable, *argv, "--port", "0"],
+                [program, *argv, "--port", "0"],
                 stdout=subprocess.PIPE,
                 stderr=err,
                 env={**os.environ, "PYTHONPATH": str(ROOT), **env},
@@ -73,8 +80,10 @@ def collector(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProces
 def start_service(collector: ServerProcess, tmp_path: Path) -> Iterator[Callable[..., Service]]:
     services: list[Service] = []
 
-    def start(*argv: str, env: dict[str, str] | None = None) -> Service:
-        service = Service(argv, {**otlp_env(collector), **(env or {})}, tmp_path)
+    def start(
+        *argv: str, env: dict[str, str] | None = None, program: str = sys.executable
+    ) -> Service:
+        service = Service(argv, {**otlp_env(collector), **(env or {})}, tmp_path, program)
         services.append(service)
         return service
 
@@ -132,7 +141,7 @@ def test_the_example_scenarios_pass_on_replies_and_traces(
     paris = turns(report, "paris-follow-up")
     assert [t["trace_checks"] for t in paris] == ["passed", "passed"]
     assert paris[0]["calls"]["tools"] == [
-        {"name": "get_weather", "args": {"city": "Paris"}, "error": False}
+        {"name": "get_weather", "args": {"city": "Paris"}, "error": False, "by": "tracely"}
     ]
     assert {c["model"] for c in paris[0]["calls"]["llm"]} == {"local-weather-model"}
     assert "4 cases: 4 passed" in out
@@ -217,9 +226,13 @@ def test_a_scenario_written_from_recorded_traces_runs_green(
         str(written),
     )
     assert status == 0, out
-    text = written.read_text()
-    assert "user: Paris" in text  # the agent's recorded input is the turn's message
-    assert "called: get_weather" in text and "city: Paris" in text
+    scenario = yaml.safe_load(written.read_text())
+    # The user's own messages, from the service's invoke_agent span, not the agent's input.
+    assert [t["user"] for t in scenario["turns"]] == [
+        "What's the weather in Paris?",
+        "Is it still like that there?",
+    ]
+    assert scenario["turns"][0]["trace"][0] == {"called": "get_weather", "args": {"city": "Paris"}}
     status, out, report = cli("scenarios", "run", str(written), "--target", service.url)
     assert status == 0, out
     assert verdicts(report) == {"paris-from-production": "PASS"}
@@ -262,7 +275,8 @@ def test_trace_checks_hold_for_a_service_tracely_never_touched(
     assert status == 1, out
     first, second = turns(report, "otel")  # a file's id is its name without the suffix
     assert first["trace_checks"] == "passed"
-    assert first["calls"]["llm"] == [{"model": "gpt-4o-mini", "error": False}]
+    (call,) = first["calls"]["llm"]
+    assert (call["model"], call["error"], call["by"]) == ("gpt-4o-mini", False, "otel-genai")
     assert second["trace_checks"] == "failed"  # one LLM call, where the check allows none
     assert report["cases"][0]["reasons"] == [
         "turn 2: max_llm_calls 0: expected at most 0 LLM call(s); got 1: gpt-4o-mini"

@@ -59,9 +59,9 @@ def test_the_example_scenarios_load() -> None:
     assert paris.target.path == "/chat" and str(paris.target.reply) == "$.reply"
 
 
-def test_the_readme_shows_the_saved_value_example_as_the_live_tests_run_it() -> None:
+def test_the_docs_show_the_saved_value_example_as_the_live_tests_run_it() -> None:
     example = EXAMPLES / "service-conversation.yaml"
-    readme = (ROOT / "README.md").read_text()
+    readme = (ROOT / "docs" / "scenarios.md").read_text()
     shown = readme.split(f"(`{example.relative_to(ROOT)}`):\n\n```yaml\n")[1].split("```")[0]
     lines = example.read_text().splitlines()
     assert shown == "".join(f"{line}\n" for line in lines if not line.startswith("#"))

@@ -15,10 +15,11 @@ SDK = {
 
 OTEL = {
     "FORMAT", "JSON_SPACE", "MAX_NESTING", "Bundle", "BundleFormatError", "RecordedError",
-    "bundle_checksum", "entry_labels", "seal", "validate_bundle", "value_problem",
+    "TraceSummary", "bundle_checksum", "entry_labels", "seal", "validate_bundle", "value_problem",
     "REDACTED", "is_secret_key", "redact_json", "redact_str",
     "BundleCallback", "ExtractedCall", "FixtureSpanProcessor", "NotReplayable", "SpanEvent",
     "SpanRecord", "bundle_from_spans", "digest_item", "record_from_readable", "register_reader", "value_digest",
+    "CALL_SOURCES", "read_call",
     "SetupError", "attributes", "find_fixture_processor", "sdk_disabled", "setup",
 }  # fmt: skip
 

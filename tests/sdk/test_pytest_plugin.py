@@ -473,10 +473,8 @@ def test_an_openai_case_file_replays_with_no_key_beside_the_other_tests(
     result.stdout.fnmatch_lines(["*test_plain.py::*PASSED*", "*tracely::openai-hello PASSED*"])
 
 
-def test_the_readme_pytest_example_runs_as_written(
-    pytester: pytest.Pytester, store_url: str
-) -> None:
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+def test_the_docs_pytest_example_runs_as_written(pytester: pytest.Pytester, store_url: str) -> None:
+    readme = (Path(__file__).resolve().parents[2] / "docs" / "ci.md").read_text()
     section = readme[readme.index("**pytest.**") :]
     example = section[section.index("```python\n") + 10 :].partition("\n```")[0]
     pytester.makepyfile(test_readme=example)

@@ -53,9 +53,11 @@ for), else the response model, else the span name.
 
 A span that is an LLM call but cannot be served (content not captured, cut short, evicted by
 the attribute count limit, or the call failed) is a :class:`NotReplayable` whose reason names
-the setting to change; never a half entry. Tool spans of other instrumentors are not read:
+the setting to change; never a half entry. Tool spans of other instrumentors are not entries:
 their results are rarely captured, and a tool decorated with ``@tracely.observe`` is recorded
 by tracely itself. Embeddings and every other non-LLM operation are not calls a bundle serves.
+That a call happened, though, is read from every agent, tool and LLM span of every source
+(:func:`read_call`, into the bundle's trace summary), for the checks of a trace.
 
 Every reader is a pure function of a :class:`SpanRecord` and never raises.
 """
@@ -64,6 +66,7 @@ from __future__ import annotations
 
 from typing import Final
 
+from tracely_otel._foreign._calls import SOURCES, conversation_of, read_call, user_text
 from tracely_otel._foreign._common import OUTPUT_TYPE, genai_finish_reason
 from tracely_otel._foreign._genai import read_anthropic_sdk_span, read_genai_span
 from tracely_otel._foreign._messages import (
@@ -80,16 +83,20 @@ from tracely_otel._reads import SpanReader
 __all__ = [
     "FOREIGN_READERS",
     "OUTPUT_TYPE",
+    "SOURCES",
+    "conversation_of",
     "content_parts",
     "genai_finish_reason",
     "input_messages",
     "read_anthropic_sdk_span",
     "read_genai_span",
     "read_openinference_span",
+    "read_call",
     "read_openllmetry_span",
     "same_call_beside",
     "tool_call_part",
     "tool_response_part",
+    "user_text",
 ]
 
 FOREIGN_READERS: Final[tuple[SpanReader, ...]] = (

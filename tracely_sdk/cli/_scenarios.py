@@ -113,7 +113,8 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
         parents=[common],
         help="write a scenario from recorded traces of a conversation",
         description="Write a scenario whose turns are the user messages of recorded traces "
-        "(one trace per turn, in the order given) and whose checks are a starting point: the "
+        "(one trace per turn, in the order given, or every trace of a conversation) and whose "
+        "checks are a starting point: the "
         "tools each turn called, with their args, and the reply's key facts as `contains`. "
         "Edit it before committing it.",
     )
@@ -121,9 +122,15 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
         "--from-trace",
         dest="trace_ids",
         action="append",
-        required=True,
+        default=[],
         metavar="TRACE_ID",
         help="a recorded trace of one turn (repeat for each turn of the conversation)",
+    )
+    p.add_argument(
+        "--conversation",
+        metavar="ID",
+        help="every recorded turn of this conversation (the traces sharing "
+        "gen_ai.conversation.id or session.id), in order",
     )
     p.add_argument("--name", help="the scenario's name (default: from the first message)")
     p.add_argument("--target", metavar="URL", help="the service's base URL, written to the file")
@@ -231,7 +238,19 @@ def key_facts(reply: str, limit: int = 4) -> list[str]:
     return facts[:limit]
 
 
-def _user_message(recording: Any) -> str:
+def _user_message(recording: Any, calls: Any) -> str:
+    """The user's message of a turn: an agent run's input messages (the GenAI conventions'
+    ``gen_ai.input.messages``, OpenInference's ``input.value``, ...), else the first LLM
+    call's last user message, else the text tracely's agent was called with."""
+    from tracely_otel.genai import user_text
+    from tracely_sdk.scenarios import MISSING
+
+    for kind in ("agent", "llm"):
+        for call in calls.calls:
+            if call.kind == kind and call.input is not MISSING:
+                text = user_text(call.input)
+                if text:
+                    return text
     data = recording.input
     if isinstance(data, dict):
         args = data.get("args") or []
@@ -242,26 +261,28 @@ def _user_message(recording: Any) -> str:
     if isinstance(data, str) and data.strip():
         return data
     raise ConfigError(
-        f"trace {recording.trace_id}: its agent input holds no user message (input: {data!r}); "
-        "scenarios new reads the text the agent was called with"
+        f"trace {recording.trace_id}: no user message in it: no agent span's input messages, "
+        "no LLM call's input and no text input of tracely's agent were recorded (record the "
+        "turn's messages: gen_ai.input.messages on the invoke_agent span, or turn on the "
+        "instrumentor's content capture)"
     )
 
 
 def _turn_of(recording: Any) -> dict[str, Any]:
     from tracely_sdk.scenarios import TraceCalls
 
-    turn: dict[str, Any] = {"user": _user_message(recording)}
+    calls = TraceCalls.of(recording.bundle, recording.status)
+    turn: dict[str, Any] = {"user": _user_message(recording, calls)}
     reply = recording.output
     if isinstance(reply, str):
         facts = key_facts(reply)
         if facts:
             turn["expect"] = [{"contains": facts}]
-    calls = TraceCalls.of(recording.bundle, recording.status)
     trace: list[dict[str, Any]] = []
-    for name, args, _ in calls.tools:
-        check: dict[str, Any] = {"called": name}
-        if isinstance(args, dict) and args:
-            check["args"] = args
+    for call in calls.tools:
+        check: dict[str, Any] = {"called": call.name}
+        if isinstance(call.args, dict) and call.args:
+            check["args"] = call.args
         if check not in trace:
             trace.append(check)
     if calls.llm:
@@ -271,14 +292,45 @@ def _turn_of(recording: Any) -> dict[str, Any]:
     return turn
 
 
+def _conversation(store: Any, conversation: str, scan: int = 1000) -> list[Any]:
+    """The recorded turns of ``conversation`` (``gen_ai.conversation.id`` / ``session.id``),
+    oldest first, among the ``scan`` most recent recordings."""
+    found: list[Any] = []
+    page = 100
+    for offset in range(0, scan, page):
+        batch = store.list_recordings(limit=page, offset=offset)
+        turns = [
+            r for r in batch if (r.bundle.get("trace") or {}).get("conversation") == conversation
+        ]
+        found.extend(turns)
+        if len(batch) < page or (found and not turns):
+            break  # a conversation's turns are recorded together: past them, none is left
+    if not found:
+        raise ConfigError(
+            f"no recorded trace of conversation {conversation!r} among the {scan} most recent "
+            "recordings (its spans carry gen_ai.conversation.id or session.id?)"
+        )
+    return sorted(found, key=lambda r: r.started_at)
+
+
 def cmd_new(args: argparse.Namespace, ctx: Context) -> int:
-    from tracely_sdk.scenarios import scenario_from_data, slug, yaml_module
+    from tracely_sdk.scenarios import TraceCalls, scenario_from_data, slug, yaml_module
 
     yaml = yaml_module()
 
     store = ctx.store(create=False)
-    recordings = [store.get_recording(t) for t in args.trace_ids]
+    if args.conversation:
+        if args.trace_ids:
+            raise ConfigError("give --from-trace or --conversation, not both")
+        recordings = _conversation(store, args.conversation)
+    elif args.trace_ids:
+        recordings = [store.get_recording(t) for t in args.trace_ids]
+    else:
+        raise ConfigError("give the turns' traces (--from-trace ID ...) or --conversation ID")
     turns = [_turn_of(r) for r in recordings]
+    sources = sorted(
+        {c.by for r in recordings for c in TraceCalls.of(r.bundle).calls if c.kind != "agent"}
+    )
     name = args.name or turns[0]["user"][:60]
     data: dict[str, Any] = {
         "id": slug(name),
@@ -288,11 +340,14 @@ def cmd_new(args: argparse.Namespace, ctx: Context) -> int:
     }
     if args.target:
         data["target"]["url"] = args.target.rstrip("/")
+    if sources:
+        data["span_format"] = sources  # what the service was seen to trace its calls with
     data["turns"] = turns
     # What we write must load: the same validation as `run`.
     scenario_from_data(data, source="<new scenario>", default_id=slug(name))
+    traces = ", ".join(r.trace_id for r in recordings)
     header = (
-        f"# Written by `tracely scenarios new` from trace(s) {', '.join(args.trace_ids)}.\n"
+        f"# Written by `tracely scenarios new` from trace(s) {traces}.\n"
         "# The checks are a starting point: keep the facts that matter, drop the rest.\n"
     )
     text = header + yaml.safe_dump(data, sort_keys=False, allow_unicode=True)

@@ -38,10 +38,11 @@ from opentelemetry import trace
 from opentelemetry.context import Context
 
 from tracely_otel import attributes as A
-from tracely_otel.genai import input_messages
+from tracely_otel.genai import OutputMessage, input_messages
 from tracely_sdk import _redact, _replay
+from tracely_sdk import _tool_calls as tool_calls
 from tracely_sdk._matching import LLM
-from tracely_sdk._seam import Call, error_status
+from tracely_sdk._seam import Call, enter_call_body, error_status, leave_call_body
 from tracely_sdk._types import dumps
 from tracely_sdk.providers._install import (
     bodies,
@@ -105,6 +106,22 @@ def compared_as_messages(model: str) -> bool:
         return False  # nothing to look ahead for: what nearly every replay is
     entry = session.recording.peek(LLM, model)
     return entry is not None and entry.messages_input
+
+
+WIRE_TAG = "http.response"
+"""The type tag of a call recorded at the HTTP client (``providers.http``)."""
+
+
+def served_at_the_client(model: Any) -> bool:
+    """Whether the entry that will answer a call to ``model`` in this context's ``fixtures()``
+    block was recorded at the HTTP client (``providers.http``): a layer above it (a patched SDK
+    method, the SDKs' network safety net) then lets the call through, to be served where it
+    was recorded."""
+    session = _replay.current_session()
+    if session is None or not isinstance(model, str):
+        return False
+    entry = session.recording.peek(LLM, model)
+    return entry is not None and entry.raw.get("output_type") == WIRE_TAG
 
 
 def content_json(value: Any) -> str:
@@ -226,6 +243,77 @@ def entry_usage(entry: Mapping[str, Any]) -> tuple[int, int] | None:
     return None
 
 
+# --------------------------------------------------------------------------- span attributes
+
+
+def request_attributes(
+    provider: str,
+    server: Mapping[str, Any],
+    *,
+    stream: bool,
+    max_tokens: Any = None,
+    temperature: Any = None,
+    top_p: Any = None,
+) -> dict[str, Any]:
+    """The request attributes every provider's span has; a number not given is left out.
+    ``server`` is the client's ``server.address`` / ``server.port``."""
+    attributes: dict[str, Any] = {A.GEN_AI_PROVIDER_NAME: provider, **server}
+    if stream:
+        attributes[A.GEN_AI_REQUEST_STREAM] = True
+    for name, value in (
+        (GEN_AI_REQUEST_MAX_TOKENS, max_tokens),
+        (GEN_AI_REQUEST_TEMPERATURE, temperature),
+        (GEN_AI_REQUEST_TOP_P, top_p),
+    ):
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            attributes[name] = value
+    return attributes
+
+
+class ResponseReader(Protocol):
+    """What :func:`response_attributes` reads a response body with (a provider call, or an
+    HTTP wire format's codec module)."""
+
+    model_key: str
+    id_key: str
+
+    def reasons(self, body: Mapping[str, Any]) -> list[str]: ...
+
+    def asks_for_tools(self, body: Mapping[str, Any]) -> bool: ...
+
+    def output_messages(self, body: Mapping[str, Any]) -> list[OutputMessage]: ...
+
+
+def response_attributes(source: ResponseReader, body: Mapping[str, Any]) -> dict[str, Any]:
+    """A response body's span attributes: model, id, finish reasons, and the output messages
+    when content is captured (the tool calls it asks for are expected either way)."""
+    out: dict[str, Any] = {}
+    model, response_id = body.get(source.model_key), body.get(source.id_key)
+    if isinstance(model, str):
+        out[A.GEN_AI_RESPONSE_MODEL] = model
+    if isinstance(response_id, str):
+        out[A.GEN_AI_RESPONSE_ID] = response_id
+    reasons = source.reasons(body)
+    if reasons:
+        out[A.GEN_AI_RESPONSE_FINISH_REASONS] = tuple(reasons)
+    try:
+        # Converted only when something reads them: most responses ask for no tool.
+        if settings.capture_content or source.asks_for_tools(body):
+            messages = source.output_messages(body)
+            tool_calls.expect(messages)
+            if settings.capture_content:
+                out[A.GEN_AI_OUTPUT_MESSAGES] = content_json(messages)
+        else:
+            tool_calls.expect(())
+    except Exception:
+        warn_once(
+            f"{type(source).__module__}-output",
+            "tracely: could not read the output messages",
+            exc_info=True,
+        )
+    return out
+
+
 # --------------------------------------------------------------------------- replies
 
 
@@ -320,12 +408,15 @@ class TeeStream:
     """A live result whose stream must be teed; ``headers`` are the response's kept headers.
 
     ``replace``: the stream is a plain (async) generator, which cannot be teed in place; the
-    caller gets a teeing generator instead (:func:`tee_iterator`).
+    caller gets a teeing generator instead (:func:`tee_iterator`). ``tee``: the stream tees
+    itself, given the call and when the request was sent (an HTTP response's body, see
+    ``providers.http``).
     """
 
     stream: Any
     headers: Mapping[str, str] | None = None
     replace: bool = False
+    tee: Callable[[Call, float], None] | None = None
 
 
 @dataclass(slots=True)
@@ -458,7 +549,7 @@ class _LiveCall:
     ``run.outcome``), awaiting both when async; this object does the rest as each block ends.
     """
 
-    __slots__ = ("call", "kept", "outcome", "spec", "started", "token")
+    __slots__ = ("body", "call", "kept", "outcome", "spec", "started", "token")
 
     def __init__(self, call: Call, spec: InterceptedCall) -> None:
         self.call = call
@@ -469,6 +560,8 @@ class _LiveCall:
             trace.set_span_in_context(call.span)
         )
         self.kept = bodies.set([])  # see wire_body: until the result is recorded
+        # The HTTP request the SDK makes is this call's: the HTTP layer must not record it again.
+        self.body: Token[Any] | None = enter_call_body()
         self.started = time.perf_counter()
         self.outcome: Recording | TeeStream | None = None
 
@@ -489,6 +582,9 @@ class _LiveCall:
         token, self.token = self.token, None
         if token is not None:
             otel_context.detach(token)
+            if self.body is not None:
+                leave_call_body(self.body)
+                self.body = None
             if exc is not None:
                 try:
                     _fail(self.call, self.spec, exc)
@@ -518,6 +614,8 @@ class _LiveCall:
         if isinstance(outcome, Recording):
             succeed(call, outcome)
             release(call, spec)
+        elif outcome.tee is not None:
+            outcome.tee(call, self.started)
         elif outcome.replace:
             return tee_iterator(outcome.stream, call, spec, self.started)
         elif not tee(outcome.stream, call, spec, outcome.headers, self.started):
@@ -556,7 +654,9 @@ __all__ = [
     "InterceptedCall",
     "Recording",
     "Refused",
+    "ResponseReader",
     "Reply",
+    "WIRE_TAG",
     "TeeStream",
     "aintercept",
     "capture_body",
@@ -577,6 +677,9 @@ __all__ = [
     "refresh_settings",
     "reply_from_genai",
     "reply_from_value",
+    "request_attributes",
+    "response_attributes",
+    "served_at_the_client",
     "served_stream",
     "server_attributes",
     "settings",

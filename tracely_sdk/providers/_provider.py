@@ -22,27 +22,23 @@ from typing import Any, Literal, NoReturn, Protocol
 
 import orjson
 
-from tracely_otel import attributes as A
 from tracely_otel.genai import OutputMessage
 from tracely_sdk import _replay
-from tracely_sdk import _tool_calls as tool_calls
 from tracely_sdk.errors import LLMError, ReplayError
 from tracely_sdk.providers._install import ProviderPatches, Wrapper
 from tracely_sdk.providers._patching import (
-    GEN_AI_REQUEST_MAX_TOKENS,
-    GEN_AI_REQUEST_TEMPERATURE,
-    GEN_AI_REQUEST_TOP_P,
     Intercepted,
     InterceptedCall,
     Recording,
+    ResponseReader,
     TeeStream,
     aintercept,
-    content_json,
     find_stream,
     intercept,
+    request_attributes,
+    response_attributes,
+    served_at_the_client,
     served_stream,
-    settings,
-    warn_once,
     wire_body,
 )
 
@@ -126,7 +122,7 @@ class Provider:
                 wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any
             ) -> Any:
                 call = spec(instance, args, kwargs) if self.wanted() else None
-                if call is None:
+                if call is None or served_at_the_client(call.model):
                     return await wrapped(*args, **kwargs)
                 return await aintercept(call, lambda: wrapped(*args, **kwargs))
 
@@ -134,7 +130,7 @@ class Provider:
 
         def sync_wrapper(wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any) -> Any:
             call = spec(instance, args, kwargs) if self.wanted() else None
-            if call is None:
+            if call is None or served_at_the_client(call.model):
                 return wrapped(*args, **kwargs)
             return intercept(call, lambda: wrapped(*args, **kwargs))
 
@@ -186,9 +182,17 @@ class Provider:
         session.report.errors.append(error)
         return error
 
+    def _served_below(self, instance: Any, args: Any, kwargs: Any) -> bool:
+        """Whether the HTTP client below serves this request: a model call whose recording
+        was made there (litellm's, which sends ``client.post("/chat/completions")``)."""
+        from tracely_sdk.providers.http import answers
+
+        method, url, model, _ = self.stopped_request(instance, args, kwargs)
+        return answers(method, url) and served_at_the_client(model)
+
     def _net(self, wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any) -> Any:
         session = _replay.current_session()
-        if session is None or not session.strict:
+        if session is None or not session.strict or self._served_below(instance, args, kwargs):
             return wrapped(*args, **kwargs)
         raise self._network_error(instance, args, kwargs, session)
 
@@ -196,7 +200,7 @@ class Provider:
         self, wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any
     ) -> Any:
         session = _replay.current_session()
-        if session is None or not session.strict:
+        if session is None or not session.strict or self._served_below(instance, args, kwargs):
             return await wrapped(*args, **kwargs)
         raise self._network_error(instance, args, kwargs, session)
 
@@ -213,30 +217,6 @@ class Provider:
     def patched(self) -> list[str]:
         """The patched methods, as ``OpenAI.chat.completions.create``."""
         return self.patches.patched()
-
-
-def request_attributes(
-    provider: str,
-    server: Mapping[str, Any],
-    *,
-    stream: bool,
-    max_tokens: Any = None,
-    temperature: Any = None,
-    top_p: Any = None,
-) -> dict[str, Any]:
-    """The request attributes every provider's span has; a number not given is left out.
-    ``server`` is the client's ``server.address`` / ``server.port``."""
-    attributes: dict[str, Any] = {A.GEN_AI_PROVIDER_NAME: provider, **server}
-    if stream:
-        attributes[A.GEN_AI_REQUEST_STREAM] = True
-    for name, value in (
-        (GEN_AI_REQUEST_MAX_TOKENS, max_tokens),
-        (GEN_AI_REQUEST_TEMPERATURE, temperature),
-        (GEN_AI_REQUEST_TOP_P, top_p),
-    ):
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            attributes[name] = value
-    return attributes
 
 
 class ProviderCall(Intercepted):
@@ -376,31 +356,7 @@ class ProviderCall(Intercepted):
     id_key = "id"
 
     def _response_attributes(self, body: Mapping[str, Any]) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        model, response_id = body.get(self.model_key), body.get(self.id_key)
-        if isinstance(model, str):
-            out[A.GEN_AI_RESPONSE_MODEL] = model
-        if isinstance(response_id, str):
-            out[A.GEN_AI_RESPONSE_ID] = response_id
-        reasons = self.reasons(body)
-        if reasons:
-            out[A.GEN_AI_RESPONSE_FINISH_REASONS] = tuple(reasons)
-        try:
-            # Converted only when something reads them: most responses ask for no tool.
-            if settings.capture_content or self.asks_for_tools(body):
-                messages = self.output_messages(body)
-                tool_calls.expect(messages)
-                if settings.capture_content:
-                    out[A.GEN_AI_OUTPUT_MESSAGES] = content_json(messages)
-            else:
-                tool_calls.expect(())
-        except Exception:
-            warn_once(
-                f"{type(self).__module__}-output",
-                "tracely: could not read the output messages",
-                exc_info=True,
-            )
-        return out
+        return response_attributes(self, body)
 
     def _recording(self, result: Any, headers: Mapping[str, str] | None) -> Recording:
         value = self.codec.record_response(result, wire_body(result))
@@ -478,6 +434,8 @@ class ProviderCall(Intercepted):
 __all__ = [
     "Provider",
     "ProviderCall",
+    "ResponseReader",
     "SpecFactory",
     "request_attributes",
+    "response_attributes",
 ]

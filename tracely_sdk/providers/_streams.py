@@ -331,3 +331,26 @@ def close_finished_streams() -> None:
         keys = [k for k, (ref, _) in _served.items() if ref() is None or k in _ended]
     for key in keys:
         _close_served(key)
+
+
+def body_recorder(
+    call: Call,
+    spec: InterceptedCall,
+    headers: Mapping[str, str] | None,
+    started: float,
+    *,
+    is_async: bool,
+) -> _StreamRecorder:
+    """The recorder of a live HTTP response's body, read in pieces by the library above the
+    client (``providers.http``): :func:`teed_body` records each piece as it passes."""
+    return _StreamRecorder(
+        call, spec, headers, started, StopAsyncIteration if is_async else StopIteration
+    )
+
+
+def teed_body(inner: Any, recorder: _StreamRecorder) -> Any:
+    """The pieces of ``inner`` (an iterator, or an async iterator when the recorder is
+    async's), each recorded by ``recorder`` as it passes."""
+    if recorder.last is StopAsyncIteration:
+        return _async_tee(inner, recorder)
+    return _sync_tee(inner, recorder)

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import anthropic
@@ -86,12 +86,10 @@ def _given(kwargs: Mapping[str, Any], key: str) -> Any:
 
 # --------------------------------------------------------------------------- GenAI conventions
 
-# The stop reasons of the Messages API that the shared table leaves as they are.
-_STOPS: dict[Any, str] = {
-    "stop_sequence": "stop",
-    "pause_turn": "stop",
-    "model_context_window_exceeded": "length",
-}
+_STOPS = codec.STOPS
+genai_output_messages = codec.genai_output_messages
+body_from_events = codec.body_from_events
+_usage_of = codec.usage_of
 _STOP_FROM_GENAI = {
     "stop": "end_turn",
     "length": "max_tokens",
@@ -105,18 +103,6 @@ def genai_input_messages(messages: Any) -> list[ChatMessage]:
     return [
         {"role": m.get("role"), "parts": content_parts(m.get("content"))}  # type: ignore[typeddict-item]
         for m in P.message_dicts(messages, _OMIT)
-    ]
-
-
-def genai_output_messages(body: Mapping[str, Any]) -> list[OutputMessage]:
-    """A message body in the GenAI conventions' ``gen_ai.output.messages`` shape."""
-    reason = body.get("stop_reason")
-    return [
-        {
-            "role": "assistant",
-            "parts": content_parts(body.get("content")),
-            "finish_reason": genai_finish_reason(_STOPS.get(reason, reason)),
-        }
     ]
 
 
@@ -234,52 +220,6 @@ def events_from_body(body: Mapping[str, Any]) -> list[dict[str, Any]]:
     return [{"event": event["type"], "data": event} for event in events]
 
 
-def body_from_events(chunks: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """The message that recorded ``chunks`` add up to."""
-    body: dict[str, Any] | None = None
-    blocks: dict[int, dict[str, Any]] = {}
-    json_parts: dict[int, str] = {}
-    for recorded in chunks:
-        data = recorded.get("data") if isinstance(recorded, Mapping) else None
-        if not isinstance(data, Mapping):
-            continue
-        kind = data.get("type")
-        if kind == "message_start" and isinstance(data.get("message"), Mapping):
-            body = dict(data["message"])
-            body["usage"] = dict(body.get("usage") or {})
-        elif kind == "content_block_start":
-            blocks[int(data.get("index") or 0)] = dict(data.get("content_block") or {})
-        elif kind == "content_block_delta":
-            index = int(data.get("index") or 0)
-            block = blocks.setdefault(index, {"type": "text", "text": ""})
-            delta = data.get("delta") or {}
-            dtype = delta.get("type")
-            if dtype == "text_delta":
-                block["text"] = (block.get("text") or "") + str(delta.get("text") or "")
-            elif dtype == "input_json_delta":
-                json_parts[index] = json_parts.get(index, "") + str(delta.get("partial_json") or "")
-            elif dtype == "thinking_delta":
-                block["thinking"] = (block.get("thinking") or "") + str(delta.get("thinking") or "")
-            elif dtype == "signature_delta":
-                block["signature"] = str(delta.get("signature") or "")
-            elif dtype == "citations_delta":
-                block.setdefault("citations", []).append(delta.get("citation"))
-        elif kind == "message_delta" and body is not None:
-            delta = data.get("delta") or {}
-            for key in ("stop_reason", "stop_sequence"):
-                if key in delta:
-                    body[key] = delta[key]
-            for key, value in (data.get("usage") or {}).items():
-                if value is not None:
-                    body["usage"][key] = value
-    if body is None:
-        raise ValueError("the recorded message stream has no message_start event")
-    for index, text in json_parts.items():
-        blocks[index]["input"] = P.json_value(text) if text else {}
-    body["content"] = [blocks[i] for i in sorted(blocks)]
-    return body
-
-
 def _reply_from_body(body: Mapping[str, Any]) -> P.Reply:
     texts: list[str] = []
     calls: list[P.ToolCall] = []
@@ -305,21 +245,6 @@ def _reply_from_body(body: Mapping[str, Any]) -> P.Reply:
         response_id=str(body.get("id") or "replay"),
         usage=_usage_of(body),
     )
-
-
-def _usage_of(body: Mapping[str, Any]) -> tuple[int, int] | None:
-    usage = body.get("usage")
-    if not isinstance(usage, Mapping):
-        return None
-    tokens_in, tokens_out = usage.get("input_tokens"), usage.get("output_tokens")
-    if not isinstance(tokens_in, int) or not isinstance(tokens_out, int):
-        return None
-    # The conventions count every input token; the API reports cache reads/writes apart.
-    for key in ("cache_creation_input_tokens", "cache_read_input_tokens"):
-        cached = usage.get(key)
-        if isinstance(cached, int):
-            tokens_in += cached
-    return tokens_in, tokens_out
 
 
 # --------------------------------------------------------------------------- one call

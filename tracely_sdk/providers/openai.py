@@ -169,28 +169,9 @@ def genai_responses_input(value: Any) -> list[ChatMessage]:
     return out
 
 
-def genai_chat_output(body: Mapping[str, Any]) -> list[OutputMessage]:
-    """A chat completion body's choices in the ``gen_ai.output.messages`` shape."""
-    out: list[OutputMessage] = []
-    for choice in body.get("choices") or []:
-        message = choice.get("message") or {}
-        parts = content_parts(message.get("content"))
-        if message.get("refusal"):
-            parts.append({"type": "text", "content": message["refusal"]})
-        for call in message.get("tool_calls") or []:
-            function = call.get("function") or {}
-            parts.append(
-                tool_call_part(call.get("id"), function.get("name"), function.get("arguments"))
-            )
-        reason = choice.get("finish_reason")
-        out.append(
-            {
-                "role": "assistant",
-                "parts": parts,
-                "finish_reason": genai_finish_reason(reason),
-            }
-        )
-    return out
+genai_chat_output = codec.genai_chat_output
+chat_body_from_chunks = codec.chat_body_from_chunks
+_usage_of = codec.usage_of
 
 
 def _responses_finish(body: Mapping[str, Any]) -> str:
@@ -391,77 +372,6 @@ def chat_chunks_from_body(body: Mapping[str, Any]) -> list[dict[str, Any]]:
     return chunks
 
 
-def chat_body_from_chunks(chunks: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """The chat completion body that recorded ``chunks`` add up to."""
-    base: dict[str, Any] = {}
-    usage: Any = None
-    acc: dict[int, dict[str, Any]] = {}
-    for recorded in chunks:
-        data = recorded.get("data") if isinstance(recorded, Mapping) else None
-        if not isinstance(data, Mapping):
-            continue
-        if not base:
-            base = {k: data.get(k) for k in ("id", "created", "model")}
-            for key in ("system_fingerprint", "service_tier"):
-                if data.get(key) is not None:
-                    base[key] = data[key]
-        if data.get("usage") is not None:
-            usage = data["usage"]
-        for choice in data.get("choices") or []:
-            index = int(choice.get("index") or 0)
-            state = acc.setdefault(
-                index, {"content": None, "refusal": None, "calls": {}, "finish": None}
-            )
-            delta = choice.get("delta") or {}
-            if isinstance(delta.get("content"), str):
-                state["content"] = (state["content"] or "") + delta["content"]
-            if isinstance(delta.get("refusal"), str):
-                state["refusal"] = (state["refusal"] or "") + delta["refusal"]
-            for call in delta.get("tool_calls") or []:
-                slot = state["calls"].setdefault(
-                    int(call.get("index") or 0),
-                    {"id": None, "type": "function", "function": {"name": "", "arguments": ""}},
-                )
-                if call.get("id"):
-                    slot["id"] = call["id"]
-                function = call.get("function") or {}
-                if function.get("name"):
-                    slot["function"]["name"] = function["name"]
-                if function.get("arguments"):
-                    slot["function"]["arguments"] += function["arguments"]
-            if choice.get("finish_reason"):
-                state["finish"] = choice["finish_reason"]
-    choices = []
-    for index in sorted(acc):
-        state = acc[index]
-        message: dict[str, Any] = {
-            "role": "assistant",
-            "content": state["content"],
-            "refusal": state["refusal"],
-        }
-        if state["calls"]:
-            message["tool_calls"] = [state["calls"][n] for n in sorted(state["calls"])]
-        choices.append(
-            {
-                "index": index,
-                "finish_reason": state["finish"] or "stop",
-                "logprobs": None,
-                "message": message,
-            }
-        )
-    body = {
-        "id": base.get("id") or "replay",
-        "object": "chat.completion",
-        "created": base.get("created") or 0,
-        "model": base.get("model") or "",
-        "choices": choices,
-        **{k: v for k, v in base.items() if k not in ("id", "created", "model")},
-    }
-    if usage is not None:
-        body["usage"] = usage
-    return body
-
-
 def response_events_from_body(body: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The Responses API events (``record_chunk``'s shape) a streamed call would have sent."""
     events: list[dict[str, Any]] = []
@@ -597,17 +507,6 @@ def _number(value: Any) -> bool:
     return value is not None and isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def _usage_of(body: Mapping[str, Any], keys: tuple[str, str]) -> tuple[int, int] | None:
-    usage = body.get("usage")
-    if not isinstance(usage, Mapping):
-        return None
-    tokens_in, tokens_out = usage.get(keys[0]), usage.get(keys[1])
-    if isinstance(tokens_in, int) and isinstance(tokens_out, int):
-        return tokens_in, tokens_out
-    return None
-
-
-# The optional arguments a call's spec reads, by API (the rest are the SDK's business).
 _CHAT_ARGUMENTS = frozenset(
     (
         "stream",

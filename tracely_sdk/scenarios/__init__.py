@@ -7,7 +7,15 @@ running service over HTTP, in any language, and read the trace it exports. See
 
 from __future__ import annotations
 
-from tracely_sdk.scenarios._checks import Failure, TraceCalls, check_reply, check_trace
+from tracely_sdk.scenarios._checks import (
+    Call,
+    Failure,
+    NotEvaluated,
+    TraceCalls,
+    check_budget,
+    check_reply,
+    check_trace,
+)
 from tracely_sdk.scenarios._jsonpath import MISSING, JSONPath, PathError
 from tracely_sdk.scenarios._run import TraceSource, run_scenario, run_scenarios
 from tracely_sdk.scenarios._spec import (
@@ -40,8 +48,11 @@ __all__ = [
     "run_scenario",
     "run_scenarios",
     # checks
+    "Call",
     "Failure",
+    "NotEvaluated",
     "TraceCalls",
+    "check_budget",
     "check_reply",
     "check_trace",
     # paths

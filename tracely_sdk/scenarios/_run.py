@@ -40,7 +40,14 @@ from typing import Any, Final
 
 from tracely_sdk._runner import ERRORED, FAIL, INCOMPLETE, PASS, CaseResult
 from tracely_sdk.errors import NotFound, StoreError
-from tracely_sdk.scenarios._checks import Failure, TraceCalls, check_reply, check_trace
+from tracely_sdk.scenarios._checks import (
+    Failure,
+    NotEvaluated,
+    TraceCalls,
+    check_budget,
+    check_reply,
+    check_trace,
+)
 from tracely_sdk.scenarios._jsonpath import MISSING
 from tracely_sdk.scenarios._spec import (
     Scenario,
@@ -101,6 +108,7 @@ class TurnOutcome:
     error: str | None = None
     trace: str = "none"  # none | passed | failed | not evaluated: <why>
     calls: dict[str, Any] | None = None
+    unread: list[NotEvaluated] = field(default_factory=list)  # checks the trace cannot decide
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -113,6 +121,7 @@ class TurnOutcome:
             "failures": [f.to_dict() for f in self.failures],
             "error": self.error,
             "trace_checks": self.trace,
+            "not_evaluated": [u.to_dict() for u in self.unread],
             "calls": self.calls,
         }
 
@@ -433,7 +442,10 @@ def _attempt(
 def _trace_checks(
     scenario: Scenario, outcomes: list[TurnOutcome], source: TraceSource | None, check_traces: bool
 ) -> None:
-    wanted = [(o, t) for o, t in zip(outcomes, scenario.turns, strict=False) if t.trace_checks]
+    budget = scenario.max_tokens is not None and len(outcomes) == len(scenario.turns)
+    wanted = [
+        (o, t) for o, t in zip(outcomes, scenario.turns, strict=False) if t.trace_checks or budget
+    ]
     if not wanted:
         return
     if not check_traces:
@@ -449,6 +461,8 @@ def _trace_checks(
         return
     # One deadline for the whole conversation: the turns' traces were assembled meanwhile.
     deadline = time.monotonic() + source.timeout
+    complete = scenario.assume_complete or bool(scenario.span_format)
+    read: list[TraceCalls] = []
     for outcome, turn in wanted:
         try:
             recording = source.fetch(outcome.trace_id, deadline)
@@ -457,16 +471,42 @@ def _trace_checks(
             continue
         if recording is None:
             outcome.trace = (
-                f"not evaluated: trace {outcome.trace_id} did not reach {source.describe} within "
-                f"{source.timeout:g} s (does the service export its spans there, and continue "
-                "the traceparent it is sent?)"
+                f"not evaluated: no span of trace {outcome.trace_id} reached "
+                f"{source.describe} within {source.timeout:g} s, though the service answered; "
+                "does it export its spans there (OTEL_EXPORTER_OTLP_ENDPOINT), and continue the "
+                "traceparent it is sent? (A trace with no agent, tool or LLM span is recorded "
+                "only if its spans keep the tracestate the turn was sent with, as the W3C "
+                "propagator does.)"
             )
             continue
         calls = TraceCalls.of(recording.bundle, recording.status)
+        read.append(calls)
         outcome.calls = calls.to_dict()
-        failures = [f for c in turn.trace_checks if (f := check_trace(c, calls)) is not None]
-        outcome.failures.extend(failures)
-        outcome.trace = "failed" if failures else "passed"
+        results = [check_trace(c, calls, assume_complete=complete) for c in turn.trace_checks]
+        _judged(outcome, results)
+    if budget and scenario.max_tokens is not None and outcomes:
+        last = outcomes[-1]
+        if len(read) == len(outcomes):
+            what = f"scenario max_tokens {scenario.max_tokens}"
+            result = check_budget(what, scenario.max_tokens, read, assume_complete=complete)
+            _judged(last, [result])
+        elif not last.trace.startswith("not evaluated"):
+            last.trace = "not evaluated: the scenario's max_tokens needs every turn's trace"
+
+
+def _judged(outcome: TurnOutcome, results: Sequence[Failure | NotEvaluated | None]) -> None:
+    """Record trace check results on a turn: failed, else not evaluated, else passed."""
+    if not results:
+        return
+    failed = [r for r in results if isinstance(r, Failure)]
+    outcome.failures.extend(failed)
+    outcome.unread.extend(r for r in results if isinstance(r, NotEvaluated))
+    if failed or outcome.trace == "failed":
+        outcome.trace = "failed"
+    elif outcome.unread:
+        outcome.trace = "not evaluated: " + "; ".join(f"{u.check}: {u.why}" for u in outcome.unread)
+    else:
+        outcome.trace = "passed"
 
 
 def _clip(value: Any, limit: int = 200) -> str:
@@ -481,6 +521,8 @@ def _attempt_verdict(outcomes: Sequence[TurnOutcome]) -> tuple[str, list[str]]:
             return ERRORED, [f"turn {o.index}: {o.error}"]
         reasons.extend(f"turn {o.index}: {f}" for f in o.failures)
     if reasons:
+        # What could not be decided is said too: fixing the failure leaves it to settle.
+        reasons.extend(f"turn {o.index}: {u}" for o in outcomes for u in o.unread)
         return FAIL, reasons
     unchecked = [
         f"turn {o.index}: trace checks {o.trace}"

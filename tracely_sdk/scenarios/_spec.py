@@ -41,6 +41,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Final
 
+from tracely_otel import CALL_SOURCES
 from tracely_sdk.errors import ConfigError, MissingDependency
 from tracely_sdk.scenarios._jsonpath import MISSING, JSONPath, PathError
 from tracely_sdk.scenarios._patterns import PatternError, compile_pattern, schema_problem
@@ -48,6 +49,7 @@ from tracely_sdk.scenarios._patterns import PatternError, compile_pattern, schem
 __all__ = [
     "REPLY_CHECKS",
     "SHAPES",
+    "SPAN_FORMATS",
     "TRACE_CHECKS",
     "Check",
     "Scenario",
@@ -99,12 +101,26 @@ REPLY_CHECKS: Final = frozenset(
     {"contains", "not_contains", "regex", "equals", "json_schema", "json_path", "latency_ms"}
 )
 TRACE_CHECKS: Final = frozenset(
-    {"called", "not_called", "max_llm_calls", "max_tool_calls", "no_errors", "model"}
+    {
+        "called",
+        "not_called",
+        "max_llm_calls",
+        "max_tool_calls",
+        "no_errors",
+        "model",
+        "trajectory",
+        "llm_input",
+        "max_tokens",
+    }
 )
+SPAN_FORMATS: Final = CALL_SOURCES
+"""What ``span_format:`` may declare: the forms of spans trace checks read."""
 _MODIFIERS: Final[Mapping[str, frozenset[str]]] = {
     "contains": frozenset({"ignore_case"}),
     "not_contains": frozenset({"ignore_case"}),
-    "called": frozenset({"args"}),
+    "called": frozenset({"args", "result", "times"}),
+    "trajectory": frozenset({"exact"}),
+    "llm_input": frozenset({"ignore_case"}),
     "json_path": frozenset(),
 }
 
@@ -130,12 +146,22 @@ class Check:
         value = self.value
         if self.kind == "called":
             args = self.options.get("args")
-            return f"called {value}" + (f" with {shown(args)}" if args else "")
+            text = f"called {value}" + (f" with {shown(args)}" if args else "")
+            if "result" in self.options:
+                text += f" returning {shown(self.options['result'])}"
+            if "times" in self.options:
+                text += f" {self.options['times']} time(s)"
+            return text
         if self.kind == "json_path":
             path, test = value
             return f"json_path {path} {test[0]} {shown(test[1])}"
         if self.kind == "no_errors":
             return "no call errored"
+        if self.kind == "trajectory":
+            how = "exactly " if self.options.get("exact") else ""
+            return f"trajectory {how}{' → '.join(value)}"
+        if self.kind == "llm_input":
+            return "llm_input " + ", ".join(repr(v) for v in value)
         if self.kind in {"contains", "not_contains"}:
             return f"{self.kind} " + ", ".join(repr(v) for v in value)
         return f"{self.kind} {shown(value)}"
@@ -200,6 +226,11 @@ class Scenario:
     pass_threshold: float = 1.0
     source: str | None = None
     env: tuple[str, ...] = ()
+    # Trace evidence: every tool and LLM call is traced in a form read here, so none seen is
+    # none made (assume_complete, or the span formats the service declares it exports).
+    assume_complete: bool = False
+    span_format: tuple[str, ...] = ()
+    max_tokens: int | None = None  # the token budget of the whole conversation
 
 
 def shown(value: Any, limit: int = 80) -> str:
@@ -646,9 +677,25 @@ def _check(value: Any, where: _Where) -> Check:
         args = options.get("args")
         if args is not None and not isinstance(args, Mapping):
             raise where.at("args").fail("must be a mapping of the arguments to match")
-        return Check(kind, _text(raw, w), {"args": dict(args)} if args else {})
-    if kind in {"max_llm_calls", "max_tool_calls"}:
+        called: dict[str, Any] = {"args": dict(args)} if args else {}
+        if "result" in options:
+            called["result"] = options["result"]
+        if "times" in options:
+            called["times"] = _count(options["times"], where.at("times"), low=1)
+        return Check(kind, _text(raw, w), called)
+    if kind in {"max_llm_calls", "max_tool_calls", "max_tokens"}:
         return Check(kind, _count(raw, w))
+    if kind == "trajectory":
+        if not isinstance(raw, list) or not raw:
+            raise w.fail("must be a list of tool names, in the order they are called")
+        if not isinstance(options.get("exact", False), bool):
+            raise where.at("exact").fail("must be true or false")
+        names = tuple(_text(v, w.at(i)) for i, v in enumerate(raw))
+        return Check(kind, names, {"exact": True} if options.get("exact") else {})
+    if kind == "llm_input":
+        if not isinstance(options.get("ignore_case", False), bool):
+            raise where.at("ignore_case").fail("must be true or false")
+        return Check(kind, _strings(raw, w), options)
     if kind == "no_errors":
         if raw is not True:
             raise w.fail("write `no_errors: true` (leave the check out otherwise)")
@@ -749,7 +796,21 @@ def scenario_from_data(
     s = _mapping(
         data,
         where,
-        frozenset({"id", "name", "tags", "env", "target", "turns", "repeat", "pass_threshold"}),
+        frozenset(
+            {
+                "id",
+                "name",
+                "tags",
+                "env",
+                "target",
+                "turns",
+                "repeat",
+                "pass_threshold",
+                "assume_complete",
+                "span_format",
+                "max_tokens",
+            }
+        ),
     )
     name = _text(s.get("name", default_id or ""), where.at("name"))
     scenario_id = s.get("id", default_id or slug(name))
@@ -773,6 +834,18 @@ def scenario_from_data(
         or not 0 < threshold <= 1
     ):
         raise where.at("pass_threshold").fail(f"must be a fraction in (0, 1], got {threshold!r}")
+    assume_complete = s.get("assume_complete", False)
+    if not isinstance(assume_complete, bool):
+        raise where.at("assume_complete").fail("must be true or false")
+    formats = (
+        _strings(s.get("span_format", []), where.at("span_format")) if s.get("span_format") else ()
+    )
+    unknown = [f for f in formats if f not in SPAN_FORMATS]
+    if unknown:
+        raise where.at("span_format").fail(
+            f"unknown span format(s) {', '.join(unknown)}; use {', '.join(SPAN_FORMATS)}"
+        )
+    budget = s.get("max_tokens")
     env = _env(s.get("env", []), where.at("env"))
     target = _target(s.get("target"), where.at("target"), frozenset(env))
     turn_list = tuple(
@@ -789,6 +862,9 @@ def scenario_from_data(
         pass_threshold=float(threshold),
         source=source,
         env=env,
+        assume_complete=assume_complete,
+        span_format=formats,
+        max_tokens=None if budget is None else _count(budget, where.at("max_tokens")),
     )
 
 

@@ -517,7 +517,8 @@ def _encode_shared(spans: Sequence[SpanRecord]) -> dict[str, str]:
     for span in spans:
         text = None
         if (
-            _exact(span.attributes)
+            not span.trace_state  # not a field of the row
+            and _exact(span.attributes)
             and _exact(span.resource)
             and all(_exact(event.attributes) for event in span.events)
         ):

@@ -225,6 +225,8 @@ def _schemas() -> dict[str, Any]:
             "output_type": {"type": "string"},
             "provider": {"type": "string"},
             "span_id": {"type": "string"},
+            "started_at": _NS,
+            "ended_at": _NS,
         },
         "additionalProperties": False,
     }
@@ -266,6 +268,11 @@ def _schemas() -> dict[str, Any]:
                 },
                 "incomplete": {"type": "array", "items": {"type": "object"}},
                 "replay": {"type": "object"},
+                "trace": {
+                    "type": "object",
+                    "description": "Every call of the trace, whoever recorded it: what "
+                    "scenario trace checks read.",
+                },
                 "checksum": {"type": "string"},
             },
             "additionalProperties": False,

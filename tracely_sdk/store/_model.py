@@ -227,6 +227,9 @@ def bundle_weight(bundle: Mapping[str, Any]) -> int:
     incomplete = bundle.get("incomplete")
     if isinstance(incomplete, (list, tuple)):
         weight += len(incomplete)
+    summary = bundle.get("trace")
+    if isinstance(summary, Mapping) and isinstance(summary.get("spans"), int):
+        weight += summary["spans"]  # a late span that is no call still completes the trace
     return weight
 
 

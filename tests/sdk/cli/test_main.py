@@ -139,7 +139,7 @@ def test_the_body_limit_in_help_and_readme_is_the_one_the_server_applies() -> No
     mib = DEFAULT_MAX_BODY_BYTES // (1024 * 1024)
     assert ServerConfig.load({}).max_body_bytes == DEFAULT_MAX_BODY_BYTES
     assert f"--max-body-bytes N largest request body (default {mib} MiB" in _help("serve")
-    readme = " ".join((ROOT / "README.md").read_text().split())
+    readme = " ".join((ROOT / "docs" / "server.md").read_text().split())
     assert f"Bodies are limited to {mib} MiB (`--max-body-bytes`" in readme
     assert "16 MiB" not in readme
 
