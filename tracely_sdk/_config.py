@@ -16,6 +16,7 @@ from pathlib import Path
 from stat import S_ISREG
 from typing import Any
 
+from tracely_sdk._faults import FaultConfig, fault_config
 from tracely_sdk._masks import NO_MASKS, Masks, masks_from
 from tracely_sdk._network_guard import ENV_VAR as ALLOW_NETWORK_VAR
 from tracely_sdk._network_guard import Endpoint, endpoints_from
@@ -185,6 +186,18 @@ SETTINGS: dict[str, Setting] = {
             "Hosts strict replay may connect to besides tracely's own endpoints: HOST or "
             "HOST:PORT (comma-separated in the environment, a list in [tool.tracely]), e.g. a "
             "database the tests start. Loopback is not allowed unless listed.",
+        ),
+        Setting(
+            "faults",
+            ("TRACELY_FAULTS",),
+            FaultConfig(),
+            fault_config,
+            "What `tracely replay --faults` derives and gates on: a table with kinds "
+            '(["error", "timeout", "empty"]), max_calls ("2x": twice the recorded calls, or a '
+            'number), retry ("incomplete", "serve-recorded", "serve-fault"), error_type (for '
+            'tools never recorded failing; default "ToolError") and fail_on (derived verdicts '
+            'that fail the job, e.g. ["error:CRASHED"]; default none). A JSON object in the '
+            "environment.",
         ),
         Setting(
             "capture_content",

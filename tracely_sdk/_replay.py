@@ -18,7 +18,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypedDict
+from typing import Any, Literal, TypedDict, cast
 
 import orjson
 
@@ -76,7 +76,7 @@ def divergence_of(entry: Entry, key: CallKey | None) -> Divergence:
     )
 
 
-Outcome = Literal["served", "diverged", "missed", "live", "never made", "recorded"]
+Outcome = Literal["served", "diverged", "missed", "live", "never made", "recorded", "retried"]
 
 
 class Step(TypedDict, total=False):
@@ -92,6 +92,8 @@ class Step(TypedDict, total=False):
     ``live``); ``differences`` and ``omitted`` say where (diverged), ``message`` why a
     ``missed`` call matched nothing. ``usage`` (LLM) and ``started_at``/``ended_at``
     (nanoseconds since the epoch) are the recorded call's, when the recording has them.
+    ``retried``: a call the recording cannot answer, answered by a robustness run's retry rule
+    (see :mod:`tracely_sdk._faults`).
     """
 
     outcome: Outcome
@@ -180,8 +182,24 @@ class ReplayReport:
         }
 
 
+class CallBudgetExceeded(BaseException):
+    """A robustness run made more calls than its budget allows.
+
+    A BaseException, like KeyboardInterrupt: an agent that retries inside ``except Exception``
+    must not swallow it and go on looping.
+    """
+
+
+RetryAnswer = Callable[[str, str, CallKey | None], Mapping[str, Any] | None]
+
+
 class ReplaySession:
-    """One active recording: the matcher state and the report, shared by threads."""
+    """One active recording: the matcher state and the report, shared by threads.
+
+    ``max_calls`` (robustness runs) stops the run with :class:`CallBudgetExceeded` at the call
+    past it; ``retry`` answers a call the recording cannot (a retry of a faulted call) with an
+    entry of its own, or None to let it miss.
+    """
 
     def __init__(
         self,
@@ -191,8 +209,14 @@ class ReplaySession:
         report: ReplayReport,
         masks: Masks = NO_MASKS,
         live: tuple[str, ...] = (),
+        max_calls: int | None = None,
+        retry: RetryAnswer | None = None,
     ) -> None:
         self.recording = Recording(bundle)
+        self.max_calls = max_calls
+        self.retry = retry
+        self.calls = 0  # calls decided, answered or not
+        self.stopped = False  # the budget of calls ran out
         self.live = live  # label patterns whose calls run live, compared with the recording
         self.strict = strict
         self.report = report
@@ -217,6 +241,12 @@ class ReplaySession:
         key = None if key_text is None else CallKey(key_text, self.masks + masks)
         label = f"{kind}:{name}"
         with self._lock:
+            self.calls += 1
+            if self.max_calls is not None and self.calls > self.max_calls:
+                self.stopped = True
+                raise CallBudgetExceeded(
+                    f"{label}: call {self.calls} is past the budget of {self.max_calls} calls"
+                )
             if kind == TOOLS:
                 match = self.recording.match_tool(name, key, strict=self.strict)
             else:
@@ -242,6 +272,12 @@ class ReplaySession:
                 self._calls.append((match.entry, step))
                 return match
             actual = orjson.loads(key.text) if key is not None else None
+            answer = self.retry(kind, name, key) if self.retry is not None else None
+            if answer is not None:
+                entry = Recording(cast(Bundle, {kind: {name: [answer]}})).entries()[0]
+                self.report.served.append(label)
+                self._calls.append((None, Step(outcome="retried", label=label, actual=actual)))
+                return Match(entry)
             if not self.strict or self.runs_live(label):
                 self.report.live.append(label)
                 self._calls.append((None, Step(outcome="live", label=label, actual=actual)))
@@ -424,6 +460,33 @@ def fixtures(
         with _network_guard.open_scope():
             yield report
         return
+    with replay_session(
+        bundle,
+        strict,
+        case_id=case_id,
+        case_version=case_version,
+        ignore=ignore,
+        live=live,
+        allow_network=allow_network,
+    ) as session:
+        yield session.report
+
+
+@contextmanager
+def replay_session(
+    bundle: Mapping[str, Any] | str | bytes,
+    strict: bool = True,
+    *,
+    case_id: str | None = None,
+    case_version: int | None = None,
+    ignore: Any = None,
+    live: Iterable[str] | None = None,
+    allow_network: Iterable[str] | None = None,
+    max_calls: int | None = None,
+    retry: RetryAnswer | None = None,
+) -> Iterator[ReplaySession]:
+    """The block of :func:`fixtures` over a recording, yielding its :class:`ReplaySession`;
+    ``max_calls`` and ``retry`` are the session's (robustness runs set them)."""
     patterns = live_patterns(live)
     loaded = load_bundle(bundle)
     masks = _config.resolve("ignore", ignore)
@@ -434,7 +497,15 @@ def fixtures(
         case_version=case_version,
         live_patterns=list(patterns),
     )
-    session = ReplaySession(loaded, strict=strict, report=report, masks=masks, live=patterns)
+    session = ReplaySession(
+        loaded,
+        strict=strict,
+        report=report,
+        masks=masks,
+        live=patterns,
+        max_calls=max_calls,
+        retry=retry,
+    )
     patched: list[str] = []
     for hook in _activation_hooks:
         patched.extend(hook())
@@ -444,7 +515,7 @@ def fixtures(
         _active.append(session)
     try:
         with _network_guard.Guard(report, allowed) if strict else _network_guard.open_scope():
-            yield report
+            yield session
     finally:
         with _active_lock:
             _active.remove(session)
@@ -498,6 +569,7 @@ def unrebuildable(label: str, exc: Exception) -> ReplayError:
 
 
 __all__ = [
+    "CallBudgetExceeded",
     "Divergence",
     "ReplayReport",
     "ReplaySession",
@@ -509,6 +581,7 @@ __all__ = [
     "load_bundle",
     "recorded_calls",
     "register_activation_hook",
+    "replay_session",
     "timeline",
     "unrebuildable",
 ]

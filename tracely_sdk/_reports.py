@@ -258,6 +258,8 @@ def case_entry(result: CaseResult) -> dict[str, Any]:
         "error": dict(result.error) if result.error else None,
         "traceback": result.traceback,
     }
+    if result.faults is not None:  # replay --faults: the case's robustness runs
+        entry["faults"] = [dict(row) for row in result.faults]
     if report.get("kind") == "scenario":
         # A scenario's turns: each one's reply, failed checks, trace id and what its trace held.
         entry["scenario"] = dict(report)
@@ -342,6 +344,9 @@ def _result_of_entry(entry: Mapping[str, Any]) -> CaseResult:
         agent_version=entry.get("agent_version"),
         tags=[str(t) for t in entry.get("tags") or ()],
         error=dict(error) if isinstance(error, Mapping) else None,
+        faults=[dict(f) for f in entry["faults"] if isinstance(f, Mapping)]
+        if isinstance(entry.get("faults"), list)
+        else None,
     )
 
 
@@ -559,10 +564,11 @@ def junit_xml(
     s = summarize(results, elapsed)
     failures = sum(1 for r in results if not r.ok and r.verdict not in (ERRORED, NOT_RUN))
     errors = s["errored"]
+    derived = [row for r in results for row in r.faults or () if row.get("verdict") != "SKIPPED"]
     attrs = {
         "name": suite,
-        "tests": str(s["total"]),
-        "failures": str(failures),
+        "tests": str(s["total"] + len(derived)),
+        "failures": str(failures + sum(1 for row in derived if row.get("gates"))),
         "errors": str(errors),
         "skipped": str(s["not_run"]),
         "time": f"{s['duration_s']:.6f}",
@@ -593,6 +599,7 @@ def junit_xml(
         ):
             if value is not None:
                 ET.SubElement(props, "property", {"name": name, "value": _xml_text(value)})
+        _junit_faults(testsuite, r, classname)
         if r.ok:
             continue
         message = r.reasons[0] if r.reasons else r.verdict
@@ -605,6 +612,46 @@ def junit_xml(
     ET.indent(root)
     data: bytes = ET.tostring(root, encoding="utf-8", xml_declaration=True)
     return data + b"\n"
+
+
+def _junit_faults(testsuite: ET.Element, result: CaseResult, classname: str) -> None:
+    """A ``<testcase>`` per derived run of ``result`` (``replay --faults``), named
+    ``CASE [CALL / KIND]``: a ``<failure>`` when the project's ``fail_on`` gates its verdict,
+    otherwise passed, with the verdict and what the agent did next as properties."""
+    for row in result.faults or ():
+        if row.get("verdict") == "SKIPPED":
+            continue
+        case = ET.SubElement(
+            testsuite,
+            "testcase",
+            {
+                "classname": _xml_text(classname),
+                "name": _xml_text(f"{result.case_id} [{row.get('call')} / {row.get('fault')}]"),
+                "time": f"{float(row.get('duration_s') or 0):.6f}",
+            },
+        )
+        props = ET.SubElement(case, "properties")
+        for name, value in (
+            ("tracely.fault.verdict", row.get("verdict")),
+            ("tracely.fault.call", row.get("call")),
+            ("tracely.fault.kind", row.get("fault")),
+            ("tracely.fault.next", row.get("next")),
+        ):
+            if value is not None:
+                ET.SubElement(props, "property", {"name": name, "value": _xml_text(value)})
+        if row.get("gates"):
+            reasons = [str(x) for x in row.get("reasons") or ()]
+            element = ET.SubElement(
+                case,
+                "failure",
+                {
+                    "type": str(row.get("verdict")),
+                    "message": _xml_text(reasons[0] if reasons else ""),
+                },
+            )
+            element.text = _xml_text(
+                "\n".join([*reasons, "", str(row.get("traceback") or "")]).rstrip()
+            )
 
 
 def write_junit(

@@ -479,6 +479,8 @@ class CaseResult:
     # What the agent raised: {"type": ..., "message": ...}, redacted; ``traceback`` its frames.
     error: dict[str, str] | None = None
     replay: ReplayReport | None = field(default=None, repr=False, compare=False)
+    # ``replay --faults``: the case's robustness runs (see tracely_sdk._robustness), or None.
+    faults: list[dict[str, Any]] | None = None
 
     @property
     def ok(self) -> bool:
@@ -526,6 +528,7 @@ class CaseResult:
             "agent_version": self.agent_version,
             "tags": list(self.tags),
             "error": self.error,
+            "faults": self.faults,
         }
 
     @classmethod
@@ -548,6 +551,7 @@ class CaseResult:
             agent_version=data.get("agent_version"),
             tags=list(data.get("tags") or ()),
             error=data.get("error"),
+            faults=data.get("faults"),
         )
 
 

@@ -81,3 +81,19 @@ def test_the_agent_records_live_and_replays_pass_with_no_server_and_no_key(
     assert case["served"] == ["llm:gpt-4o-mini", "tools:get_weather", "llm:gpt-4o-mini"]
     assert case["unused"] == [] and case["diverged"] == []
     assert case["output"] == live.stdout.rstrip("\n")
+
+    # Robustness: the recorded tool call failing. The Agents SDK turns a tool's failure into
+    # the next model turn; these LangGraph and pydantic-ai agents let it escape.
+    faults = _run([*cli, "replay", "--faults", "--json", "faults.json"], env, tmp_path)
+    assert faults.returncode == 0, faults.stdout + faults.stderr
+    (case,) = json.loads((tmp_path / "faults.json").read_text())["cases"]
+    verdicts = {(r["call"], r["fault"]): (r["verdict"], r["next"]) for r in case["faults"]}
+    error = verdicts[("tools:get_weather #1", "error")]
+    if module == "openai_agents_agent":
+        assert error == ("HANDLED", "called llm:gpt-4o-mini")
+    else:
+        assert error == (
+            "CRASHED",
+            "raised ToolError: tools:get_weather failed (a fault tracely injected)",
+        )
+    assert verdicts[("tools:get_weather #1", "empty")] == ("HANDLED", "called llm:gpt-4o-mini")

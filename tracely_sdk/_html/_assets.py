@@ -30,6 +30,7 @@ a{color:#0969da}a:focus-visible,summary:focus-visible,button:focus-visible,input
 .v-PASS,.o-served,.o-recorded{background:var(--pass)}.v-FAIL,.o-diverged{background:var(--fail)}
 .v-INCOMPLETE,.o-missed{background:var(--warn)}.v-ERRORED{background:var(--err)}
 .v-LENIENT,.o-live{background:var(--live)}.v-NOT_RUN{background:#6e7781}.o-never-made{background:#6e7781}
+.v-HANDLED,.o-retried{background:var(--pass)}.v-CRASHED{background:var(--fail)}.v-LOOPED{background:var(--err)}.v-UNREACHED{background:#6e7781}
 table{border-collapse:collapse;width:100%}th,td{border-bottom:1px solid var(--line);padding:5px 8px;text-align:left;vertical-align:top}
 th{background:var(--soft);font-weight:600}
 .filters{display:flex;gap:10px;align-items:center;margin:8px 0;flex-wrap:wrap}

@@ -178,6 +178,49 @@ def verdict_badge(verdict: Any) -> Html:
     return tag("span", verdict, class_=f"badge v-{verdict}")
 
 
+_FAULT_KINDS = ("error", "timeout", "empty")
+
+
+def faults_view(rows: Sequence[Any]) -> Html:
+    """A case's robustness runs (``replay --faults``): each faulted call / each fault kind,
+    with the verdict, what the agent did next, and why."""
+    rows = [r for r in rows if isinstance(r, Mapping)]
+    kinds = [k for k in _FAULT_KINDS if any(r.get("fault") == k for r in rows)]
+    calls: dict[str, dict[str, Mapping[str, Any]]] = {}
+    for row in rows:
+        calls.setdefault(str(row.get("call")), {})[str(row.get("fault"))] = row
+
+    def cell(row: Mapping[str, Any] | None) -> Html:
+        if row is None:
+            return tag("td", "")
+        verdict = str(row.get("verdict"))
+        if verdict == "SKIPPED":
+            return tag("td", "—", title="; ".join(str(x) for x in row.get("reasons") or ()))
+        why = row.get("reasons") or ()
+        return tag(
+            "td",
+            verdict_badge(verdict),
+            tag("div", row.get("next"), class_="muted"),
+            tag("ul", [tag("li", r) for r in why], class_="reasons") if why else None,
+        )
+
+    return join(
+        tag("h3", "Robustness: each recorded tool call failing"),
+        tag(
+            "table",
+            tag("thead", tag("tr", tag("th", "Call"), [tag("th", k) for k in kinds])),
+            tag(
+                "tbody",
+                [
+                    tag("tr", tag("td", tag("code", call)), [cell(by.get(k)) for k in kinds])
+                    for call, by in calls.items()
+                ],
+            ),
+            class_="faults",
+        ),
+    )
+
+
 def case_page(case: Mapping[str, Any]) -> Html:
     """One case of a run (a JSON report case or a stored run's): why, the timeline, the output."""
     verdict = case.get("verdict")
@@ -226,6 +269,9 @@ def case_page(case: Mapping[str, Any]) -> Html:
             parts.append(tag("div", "actual: the agent raised ", tag("code", raised)))
         else:
             parts.append(tag("div", "actual: ", value_view(case.get("output"), "output")))
+    faults = case.get("faults")
+    if isinstance(faults, list) and faults:
+        parts.append(faults_view(faults))
     if case.get("traceback"):
         parts.append(
             tag(

@@ -11,6 +11,7 @@ import time
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
+from tracely_sdk.cli import _faults as fault_cli
 from tracely_sdk.cli._traces import positive_int
 from tracely_sdk.errors import ConfigError, StoreError
 
@@ -49,7 +50,9 @@ was incomplete or errored, 2 usage or configuration error, including a selection
 (unless --allow-empty) and a store that does not exist; 130 / 143 when interrupted by SIGINT /
 SIGTERM (the reports are written for the cases that finished, the rest NOT_RUN). With
 --shard K/N, a shard that holds none of the selected cases exits 0 with an empty report;
-`tracely reports merge` gates the shards' reports as one run.
+`tracely reports merge` gates the shards' reports as one run. With --faults, derived runs
+change the exit status only as [tool.tracely.faults] fail_on says (by default they are
+reported and never fail the job).
 A Markdown summary is appended to $GITHUB_STEP_SUMMARY when it is set (with a link to the
 HTML report when --html-url says where it is published).
 
@@ -135,6 +138,7 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
         "`tracely reports merge`",
     )
     add_failures_only_options(p)
+    fault_cli.add_fault_option(p)
     p.add_argument(
         "-j",
         "--jobs",
@@ -300,7 +304,9 @@ def cmd_replay(args: argparse.Namespace, ctx: Context) -> int:
         from tracely_sdk._network_guard import allow_in_process
 
         allow_in_process(args.allow_network, "--allow-network")
+    faults = fault_cli.fault_config(args)
     cases, source, total = _load(args, ctx)
+    selected = cases
     out = ctx.out
     if not cases and not args.allow_empty:
         raise ConfigError(_nothing_selected(args, source, total))
@@ -335,6 +341,12 @@ def cmd_replay(args: argparse.Namespace, ctx: Context) -> int:
                         progress=progress,
                         initializer=init_tracing,
                     )
+                    if faults is not None:
+                        from tracely_sdk._robustness import run_faults
+
+                        run_faults(
+                            cases, results, faults, suite=selected, entrypoint=args.entrypoint
+                        )
             except Interrupted as exc:
                 interrupted = exc
                 why = f"tracely replay was interrupted by {exc} before this case finished"
@@ -344,6 +356,8 @@ def cmd_replay(args: argparse.Namespace, ctx: Context) -> int:
     elapsed = time.perf_counter() - started
     if results:
         out.verdicts(results, elapsed, failures_only=failures_only(args))
+        if faults is not None:
+            fault_cli.show(out, results, failures_only=failures_only(args))
     elif shard_info and shard_info["selected"]:
         out.note(
             f"shard {args.shard} holds none of the {shard_info['selected']} selected case(s): "
@@ -361,7 +375,8 @@ def cmd_replay(args: argparse.Namespace, ctx: Context) -> int:
             "the rest were not run"
         )
         return 128 + interrupted.signum
-    return 0 if all(r.ok for r in results) else 1
+    faults_pass = faults is None or fault_cli.gate(out, results, faults)
+    return 0 if all(r.ok for r in results) and faults_pass else 1
 
 
 def add_report_options(p: argparse.ArgumentParser, html_shows: str) -> None:
