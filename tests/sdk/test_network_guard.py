@@ -1,6 +1,10 @@
 """The network guard: under strict replay no connection leaves the process except tracely's own
 and the hosts the project allows, whatever client the agent uses; every server here runs on
-127.0.0.1, which the guard refuses by default."""
+127.0.0.1, which the guard refuses by default.
+
+The service the clients call here is not a model API: a model call through httpx is answered
+from the recording at the HTTP client before any socket (tests/sdk/providers/test_wire_*.py),
+so the guard is what stops a call to any other service."""
 
 from __future__ import annotations
 
@@ -25,7 +29,6 @@ import pytest
 import requests
 
 import tracely_sdk as tracely
-from examples.llm_server import LLMServer, serve
 from tracely_sdk._network_guard import Endpoint, parse_endpoint
 from tracely_sdk._runner import INCOMPLETE, PASS, ReplayCase, run_case
 from tracely_sdk.cli import main
@@ -44,10 +47,51 @@ def _no_allowance_from_outside(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv(f"OTEL_EXPORTER_OTLP_{signal}ENDPOINT", raising=False)
 
 
+class _Service(BaseHTTPRequestHandler):
+    """A service an agent calls outside tracely's seams (an order API, a search index)."""
+
+    disable_nagle_algorithm = True
+
+    def _answer(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        self.rfile.read(length)
+        self.server.requests.append(self.path)  # type: ignore[attr-defined]
+        body = b'{"ok": true}' if self.path == LOOKUP else b'{"error": "no such path"}'
+        self.send_response(200 if self.path == LOOKUP else 404)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    do_GET = do_POST = _answer
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return None
+
+
+class Service(ThreadingHTTPServer):
+    requests: list[str]
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+
+LOOKUP = "/lookup"
+
+
 @pytest.fixture
-def server() -> Iterator[LLMServer]:
-    with serve() as (running, _):
+def server() -> Iterator[Service]:
+    running = Service(("127.0.0.1", 0), _Service)
+    running.requests = []
+    thread = threading.Thread(target=running.serve_forever, daemon=True)
+    thread.start()
+    try:
         yield running
+    finally:
+        running.shutdown()
+        running.server_close()
+        thread.join()
 
 
 @pytest.fixture
@@ -61,7 +105,7 @@ def listener() -> Iterator[socket.socket]:
         sock.close()
 
 
-def port_of(sock: socket.socket | LLMServer) -> int:
+def port_of(sock: socket.socket | Service) -> int:
     address = sock.getsockname() if isinstance(sock, socket.socket) else sock.server_address
     return int(address[1])
 
@@ -178,23 +222,23 @@ def test_asyncio_connections_and_lookups_are_refused(listener: socket.socket) ->
 
 
 def _httpx(url: str) -> Any:
-    return httpx.post(url + "/v1/chat/completions", json={"model": "gpt-4o"})
+    return httpx.post(url + LOOKUP, json={"q": "order 7"})
 
 
 def _httpx_async(url: str) -> Any:
     async def post() -> Any:
         async with httpx.AsyncClient() as client:
-            return await client.post(url + "/v1/chat/completions", json={"model": "gpt-4o"})
+            return await client.post(url + LOOKUP, json={"q": "order 7"})
 
     return asyncio.run(post())
 
 
 def _requests(url: str) -> Any:
-    return requests.post(url + "/v1/chat/completions", json={"model": "gpt-4o"}, timeout=5)
+    return requests.post(url + LOOKUP, json={"q": "order 7"}, timeout=5)
 
 
 def _urllib(url: str) -> Any:
-    request = urllib.request.Request(url + "/v1/chat/completions", data=b"{}", method="POST")
+    request = urllib.request.Request(url + LOOKUP, data=b"{}", method="POST")
     return urllib.request.urlopen(request, timeout=5)
 
 
@@ -204,7 +248,7 @@ def _aiohttp(url: str) -> Any:
     async def post() -> Any:
         async with (
             aiohttp.ClientSession() as session,
-            session.post(url + "/v1/chat/completions", json={}) as response,
+            session.post(url + LOOKUP, json={}) as response,
         ):
             return await response.text()
 
@@ -222,7 +266,7 @@ def _aiohttp(url: str) -> Any:
     ],
 )
 def test_http_clients_are_refused_before_a_request_leaves(
-    server: LLMServer, client: Callable[[str], Any], library: str
+    server: Service, client: Callable[[str], Any], library: str
 ) -> None:
     with tracely.fixtures({}) as rep:
         error = refused(lambda: client(server.base_url))
@@ -232,7 +276,7 @@ def test_http_clients_are_refused_before_a_request_leaves(
     assert rep.refused[0]["event"] == "socket.connect"
 
 
-def test_a_thread_pool_worker_cannot_go_live(server: LLMServer) -> None:
+def test_a_thread_pool_worker_cannot_go_live(server: Service) -> None:
     def swallowed() -> str:
         try:
             _httpx(server.base_url)
@@ -252,7 +296,7 @@ def test_a_thread_pool_worker_cannot_go_live(server: LLMServer) -> None:
 
 
 def test_code_with_no_block_of_its_own_is_guarded_by_a_strict_block_elsewhere(
-    server: LLMServer,
+    server: Service,
 ) -> None:
     entered, done = threading.Event(), threading.Event()
     reports: list[Any] = []
@@ -279,7 +323,7 @@ def test_code_with_no_block_of_its_own_is_guarded_by_a_strict_block_elsewhere(
 
 
 def test_lenient_and_live_blocks_and_code_outside_replay_are_not_guarded(
-    server: LLMServer,
+    server: Service,
 ) -> None:
     with tracely.fixtures({}):
         pass  # the guard is installed from here on, for the process
@@ -296,7 +340,7 @@ def test_lenient_and_live_blocks_and_code_outside_replay_are_not_guarded(
 
 
 def test_allow_network_lets_exactly_that_host_and_port_through(
-    server: LLMServer, listener: socket.socket
+    server: Service, listener: socket.socket
 ) -> None:
     with tracely.fixtures({}, allow_network=[f"127.0.0.1:{port_of(server)}"]) as rep:
         assert _httpx(server.base_url).status_code == 200
@@ -306,7 +350,7 @@ def test_allow_network_lets_exactly_that_host_and_port_through(
     assert untouched(listener)
 
 
-def test_a_name_allowed_also_allows_the_addresses_it_resolves_to(server: LLMServer) -> None:
+def test_a_name_allowed_also_allows_the_addresses_it_resolves_to(server: Service) -> None:
     with tracely.fixtures({}, allow_network=[f"localhost:{port_of(server)}"]) as rep:
         assert _httpx(f"http://localhost:{port_of(server)}").status_code == 200
         assert _httpx(server.base_url).status_code == 200  # 127.0.0.1, which localhost is
@@ -316,7 +360,7 @@ def test_a_name_allowed_also_allows_the_addresses_it_resolves_to(server: LLMServ
 
 
 def test_allow_network_from_the_environment_and_pyproject(
-    server: LLMServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    server: Service, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     allowed = f"127.0.0.1:{port_of(server)}"
     (tmp_path / "pyproject.toml").write_text(f'[tool.tracely]\nallow_network = ["{allowed}"]\n')
@@ -458,12 +502,8 @@ import tracely_sdk as tracely
 def run(question):
     with tracely.agent("net-agent", input=question) as agent_run:
         facts = tracely.call_tool("lookup", lambda: {"answer": 42}, args={"q": question})
-        try:  # a model call through a client tracely does not record
-            httpx.post(
-                os.environ["NET_AGENT_LLM"] + "/v1/chat/completions",
-                json={"model": "gpt-4o", "messages": [{"role": "user", "content": question}]},
-                timeout=5,
-            )
+        try:  # a call to a service outside tracely's seams, which nothing records
+            httpx.post(os.environ["NET_AGENT_LLM"] + "/lookup", json={"q": question}, timeout=5)
         except Exception:
             pass  # an agent that shrugs off a failed call
         agent_run.output = f"{question}: {facts['answer']}"
@@ -473,7 +513,7 @@ def run(question):
 
 @pytest.fixture
 def net_agent(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, server: LLMServer, capture: Any
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, server: Service, capture: Any
 ) -> tuple[Any, dict[str, Any]]:
     """The agent above (a module in ``tmp_path``) and the recording of one live run of it."""
     (tmp_path / "net_agent.py").write_text(AGENT)
@@ -484,13 +524,13 @@ def net_agent(
     monkeypatch.delitem(sys.modules, "net_agent")
 
     assert net_agent.run("meaning") == "meaning: 42"
-    assert len(server.requests) == 1  # live, the unrecorded call reached the model
+    assert len(server.requests) == 1  # live, the unrecorded call reached the service
     server.requests.clear()
     return net_agent, capture.last_bundle
 
 
 def test_a_case_whose_agent_swallows_the_refusal_is_incomplete_naming_it(
-    server: LLMServer, net_agent: tuple[Any, dict[str, Any]]
+    server: Service, net_agent: tuple[Any, dict[str, Any]]
 ) -> None:
     module, bundle = net_agent
     case = ReplayCase(
@@ -547,7 +587,7 @@ def _replay_cli(
 
 
 def test_tracely_replay_never_passes_a_case_whose_agent_reached_for_the_network(
-    tmp_path: Path, server: LLMServer, net_agent: tuple[Any, dict[str, Any]]
+    tmp_path: Path, server: Service, net_agent: tuple[Any, dict[str, Any]]
 ) -> None:
     _, bundle = net_agent
     port = port_of(server)
@@ -564,7 +604,7 @@ def test_tracely_replay_never_passes_a_case_whose_agent_reached_for_the_network(
 
 
 def test_tracely_replay_allow_network_lets_the_named_host_through(
-    tmp_path: Path, server: LLMServer, net_agent: tuple[Any, dict[str, Any]]
+    tmp_path: Path, server: Service, net_agent: tuple[Any, dict[str, Any]]
 ) -> None:
     _, bundle = net_agent
     allowed = f"127.0.0.1:{port_of(server)}"
@@ -589,7 +629,7 @@ def test_a_bad_allow_network_option_is_a_usage_error_before_anything_runs(
 
 
 def test_the_pytest_plugin_allows_a_host_for_the_run_only(
-    pytester: pytest.Pytester, server: LLMServer, monkeypatch: pytest.MonkeyPatch
+    pytester: pytest.Pytester, server: Service, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
     pytester.makepyfile(
@@ -597,7 +637,7 @@ def test_the_pytest_plugin_allows_a_host_for_the_run_only(
         import httpx
         import tracely_sdk as tracely
 
-        def test_reaches_the_model_server():
+        def test_reaches_the_service():
             with tracely.fixtures({{}}) as rep:
                 assert httpx.get("{server.base_url}/v1/models").status_code == 404
             assert rep.clean
