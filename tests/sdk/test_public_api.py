@@ -19,7 +19,7 @@ OTEL = {
     "REDACTED", "is_secret_key", "redact_json", "redact_str",
     "BundleCallback", "ExtractedCall", "FixtureSpanProcessor", "NotReplayable", "SpanEvent",
     "SpanRecord", "bundle_from_spans", "digest_item", "record_from_readable", "register_reader", "value_digest",
-    "SetupError", "attributes", "find_fixture_processor", "sdk_disabled", "setup",
+    "SetupError", "attributes", "exporter_configured", "find_fixture_processor", "sdk_disabled", "setup",
 }  # fmt: skip
 
 
