@@ -51,8 +51,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
@@ -65,6 +64,7 @@ from tracely_sdk._runner import CaseResult, load_cases, run_cases
 from tracely_sdk.cli._replay import init_tracing
 from tracely_sdk.store import Recording, SQLiteStore
 
+ROOT = Path(__file__).resolve().parent.parent
 ENTRYPOINT = "examples.weather_agent:run"
 GOAL = 2.0  # the in-process gate (no exporter) at most this many times the floor
 CITIES = ("Paris", "Lisbon", "Oslo", "Tokyo")
