@@ -2,10 +2,11 @@
 
 Seeds a SQLite store with 10,000 recordings (the reference agent's shape: an LLM call, a tool
 call, an LLM call), promotes 1,000 of them to cases with tags, and keeps 20 replay runs of
-those 1,000 cases; then renders every list page (first and last page, filtered) and one of
-each detail page through :class:`tracely_sdk._html._views.Pages`, the functions the server
-calls, and prints the median and worst time of each over several rounds. The issue's target is
-under 200 ms of server time per page.
+those 1,000 cases; adds one chat agent's trace of 200 LLM calls (each sent the conversation so
+far); then renders every list page (first and last page, filtered) and one of each detail page
+through :class:`tracely_sdk._html._views.Pages`, the functions the server calls, and prints the
+median and worst time of each over several rounds. The issue's target is under 200 ms of
+server time per page.
 
     python bench/pages.py [--recordings N] [--cases N] [--rounds R] [--store PATH]
 """
@@ -67,6 +68,44 @@ def bundle(n: int) -> dict[str, Any]:
                 "name": "weather-agent",
                 "input": {"args": [city], "kwargs": {}},
                 "output": f"{n % 30}°C",
+            },
+        }
+    )
+
+
+LONG_TRACE = "f" * 32
+
+
+def long_run(calls: int) -> dict[str, Any]:
+    """An agent loop of ``calls`` LLM calls, each sent the whole conversation so far (what a
+    chat agent records): the inputs grow to ``2 * calls`` messages, 12 MB in all at 200."""
+    messages: list[dict[str, str]] = [{"role": "system", "content": "You are helpful. " * 20}]
+    entries = []
+    for i in range(calls):
+        messages.append({"role": "user", "content": f"question {i} " + "y" * 200})
+        start = BASE + i * 10**8
+        entries.append(
+            {
+                "seq": i + 1,
+                "input": {"messages": list(messages)},
+                "output": {"content": "answer " + "z" * 300},
+                "usage": [len(messages) * 50, 60],
+                "started_at": start,
+                "ended_at": start + 9 * 10**7,
+            }
+        )
+        messages.append({"role": "assistant", "content": "answer " + "z" * 300})
+    return seal(
+        {
+            "format": FORMAT,
+            "trace_id": LONG_TRACE,
+            "service": "chat-svc",
+            "started_at": BASE,
+            "llm": {"chat-model": entries},
+            "agent": {
+                "name": "chat-agent",
+                "input": {"args": [calls], "kwargs": {}},
+                "output": "done",
             },
         }
     )
@@ -149,6 +188,7 @@ def main() -> int:
             print(
                 f"seeded {args.recordings} recordings, {args.cases} cases, 20 runs in {time.perf_counter() - started:.1f}s"
             )
+        store.put_recording(Recording.from_bundle(long_run(200)))  # kept once, by trace id
         pages = Pages(store)
         viewer = Viewer(csrf="x")
         run_id = store.list_runs(limit=1)[0].id
@@ -162,6 +202,7 @@ def main() -> int:
             ("traces, first page", lambda: pages.traces({}, viewer)),
             ("traces, last page", lambda: pages.traces({"offset": last}, viewer)),
             ("one trace", lambda: pages.trace(f"{args.recordings // 2:032x}", viewer)),
+            ("one trace, 200 LLM calls", lambda: pages.trace(LONG_TRACE, viewer)),
             ("runs", lambda: pages.runs({}, viewer)),
             (f"one run ({args.cases} cases)", lambda: pages.run(run_id, {}, viewer)),
             ("one run, failed only", lambda: pages.run(run_id, {"verdict": "FAIL"}, viewer)),

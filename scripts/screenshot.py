@@ -1,11 +1,12 @@
-"""Regenerate docs/report-fail-case.png, the README's picture of a FAIL case in the HTML report.
+"""Regenerate docs/report-fail-case.png and docs/report-fail-case-phone.png, the README's
+pictures of a FAIL case in the HTML report, on a desktop and on a phone (390 px wide).
 
 A real run, every step its own ``tracely`` process against a throwaway store: the reference
 agent answers about Paris live and is recorded, the recording is promoted to a case, and the
 case is replayed through ``examples.weather_agent:run_rewritten`` (a changed system prompt, no
-tool call). The report's FAIL case page is photographed in headless Chromium.
+tool call). The report's FAIL case page is photographed in headless Chromium at each width.
 
-    python scripts/screenshot.py [OUT.png]
+    python scripts/screenshot.py [OUT.png]   (the phone picture is OUT-phone.png beside it)
 """
 
 from __future__ import annotations
@@ -89,17 +90,21 @@ def main(argv: list[str]) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         report = make_report(Path(tmp))
         watch = Watch()
+        phone = out.with_name(out.stem + "-phone" + out.suffix)
         with chromium(executable) as browser:
-            page = browser.new_page(viewport={"width": 1100, "height": 900})
-            watch.attach(page)
-            page.goto(report.as_uri() + "#case-1")
-            page.locator("#case-1 li.step").first.wait_for()
-            out.parent.mkdir(parents=True, exist_ok=True)
-            page.screenshot(path=str(out), full_page=True)
+            for path, width in ((out, 1100), (phone, 390)):
+                page = browser.new_page(viewport={"width": width, "height": 900})
+                watch.attach(page)
+                page.goto(report.as_uri() + "#case-1")
+                page.locator("#case-1 li.step").first.wait_for()
+                path.parent.mkdir(parents=True, exist_ok=True)
+                page.screenshot(path=str(path), full_page=True)
+                page.close()
         if watch.outside or watch.console_errors:
             print(f"the page misbehaved: {watch}", file=sys.stderr)
             return 1
-    print(f"wrote {out.relative_to(ROOT) if out.is_relative_to(ROOT) else out}")
+    for path in (out, phone):
+        print(f"wrote {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}")
     return 0
 
 

@@ -46,6 +46,8 @@ class ToolEntry(TypedDict, total=False):
     error: RecordedError
     output_type: str
     span_id: str
+    started_at: int
+    ended_at: int
 
 
 class LLMEntry(TypedDict, total=False):
@@ -60,6 +62,8 @@ class LLMEntry(TypedDict, total=False):
     output_type: str
     provider: str
     span_id: str
+    started_at: int
+    ended_at: int
 
 
 class IncompleteItem(TypedDict, total=False):
@@ -82,6 +86,7 @@ class AgentSection(TypedDict, total=False):
     error: RecordedError
     output_type: str
     span_id: str
+    ended_at: int
 
 
 class Bundle(TypedDict, total=False):
@@ -115,9 +120,24 @@ _TOP_LEVEL = frozenset(
     }
 )
 _ENTRY_KEYS = frozenset(
-    {"seq", "args", "input", "output", "error", "usage", "output_type", "provider", "span_id"}
+    {
+        "seq",
+        "args",
+        "input",
+        "output",
+        "error",
+        "usage",
+        "output_type",
+        "provider",
+        "span_id",
+        "started_at",
+        "ended_at",
+    }
 )
-_AGENT_KEYS = frozenset({"name", "input", "output", "error", "output_type", "span_id"})
+_AGENT_KEYS = frozenset({"name", "input", "output", "error", "output_type", "span_id", "ended_at"})
+# When a call (or the agent run) started and ended, in nanoseconds since the epoch: what the
+# pages draw a run's waterfall from. Never used to match or serve a call.
+_TIMES = ("started_at", "ended_at")
 
 
 class BundleFormatError(ValueError):
@@ -331,6 +351,16 @@ def entry_problem(entry: Any, kind: str, *, values: bool = True) -> str | None:
         not isinstance(seq, int) or isinstance(seq, bool) or not MIN_INT <= seq <= MAX_INT
     ):
         return "seq must be an integer"
+    return _times_problem(entry)
+
+
+def _times_problem(section: Mapping[str, Any]) -> str | None:
+    for key in _TIMES:
+        value = section.get(key)
+        if value is not None and (
+            not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= MAX_INT
+        ):
+            return f"{key} must be a time in nanoseconds since the epoch (a non-negative integer)"
     return None
 
 
@@ -383,6 +413,9 @@ def validate_bundle(bundle: Any) -> Bundle:
     if agent is not None:
         if not isinstance(agent, Mapping) or set(agent) - _AGENT_KEYS:
             raise _fail("agent", f"must be an object with keys from {sorted(_AGENT_KEYS)}")
+        problem = _times_problem(agent)
+        if problem is not None:
+            raise _fail("agent", problem)
         for name in ("error", "input", "output") if values else ("error",):
             if name in agent:
                 problem = field_problem(name, agent[name])

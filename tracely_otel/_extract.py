@@ -251,7 +251,11 @@ def _agent_section(span: SpanRecord, problems: list[IncompleteItem]) -> AgentSec
     """The bundle's ``agent``; a recorded value replay would refuse is left out and added to
     ``problems`` as an incomplete item."""
     attrs = span.attributes
-    agent: AgentSection = {"name": _call_name(span, A.KIND_AGENT), "span_id": span.span_id}
+    agent: AgentSection = {
+        "name": _call_name(span, A.KIND_AGENT),
+        "span_id": span.span_id,
+        "ended_at": span.end_time_unix_nano,
+    }
     values = _Values(span)
     if _check_digest(span) is None:
         for key, field_name in _AGENT_FIELDS:
@@ -413,7 +417,12 @@ def bundle_from_spans(spans: Iterable[Any]) -> Bundle | None:
             )
             continue
         # A reader's entry was checked against its kind's fields by _read.
-        entry = {"seq": seq, **result.entry}
+        entry = {
+            "seq": seq,
+            **result.entry,
+            "started_at": record.start_time_unix_nano,
+            "ended_at": record.end_time_unix_nano,
+        }
         if result.kind == "tools":
             tools.setdefault(result.name, []).append(cast(ToolEntry, entry))
         else:

@@ -90,7 +90,8 @@ class Step(TypedDict, total=False):
     (tools) or input (LLM), output and error; a key is left out when the recording has none.
     ``actual`` is what the replay called with where it differs (``diverged``, ``missed``,
     ``live``); ``differences`` and ``omitted`` say where (diverged), ``message`` why a
-    ``missed`` call matched nothing.
+    ``missed`` call matched nothing. ``usage`` (LLM) and ``started_at``/``ended_at``
+    (nanoseconds since the epoch) are the recorded call's, when the recording has them.
     """
 
     outcome: Outcome
@@ -106,6 +107,9 @@ class Step(TypedDict, total=False):
     differences: list[Difference]
     omitted: int
     message: str
+    usage: list[int]
+    started_at: int
+    ended_at: int
 
 
 class LiveCheck(TypedDict):
@@ -338,6 +342,9 @@ def timeline(
             shown["output"] = entry.raw["output"]
         if entry.error is not None:
             shown["error"] = dict(entry.error)
+        for key in ("usage", "started_at", "ended_at"):
+            if key in entry.raw:
+                shown[key] = entry.raw[key]  # type: ignore[literal-required]
         shown.update({k: v for k, v in step.items() if k != "outcome"})  # type: ignore[typeddict-item]
         steps.append(shown)
         steps.extend(unanswered.get(id(entry), ()))

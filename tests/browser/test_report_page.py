@@ -9,6 +9,7 @@ import pytest
 
 import tracely_sdk as tracely
 from examples import weather_agent
+from tests.browser._chromium import Watch
 from tracely_otel import validate_bundle
 from tracely_sdk._reports import write_html
 from tracely_sdk._runner import ReplayCase, run_case
@@ -179,3 +180,125 @@ def test_a_timeline_of_500_calls_loads_collapsed_and_stays_interactive(
     assert '"i": 250' in output.locator("pre").inner_text()
     last.scroll_into_view_if_needed()
     assert last.is_visible()
+
+
+# -- reading a case: conversation, waterfall, changed words, widths, the policy ---------------
+
+OVERFLOW = "document.documentElement.scrollWidth - document.documentElement.clientWidth"
+
+
+@pytest.fixture
+def phone(browser: Any, watch: Watch) -> Any:
+    context = browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True)
+    p = context.new_page()
+    watch.attach(p)
+    p.set_default_timeout(15_000)
+    yield p
+    context.close()
+
+
+@pytest.mark.parametrize("width", ["phone", "desktop"])
+def test_the_index_and_a_fail_case_fit_the_width_of_a_phone_and_a_desktop(
+    request: pytest.FixtureRequest, report: Path, width: str
+) -> None:
+    page = request.getfixturevalue("phone" if width == "phone" else "page")
+    page.goto(report.as_uri())
+    assert page.evaluate(OVERFLOW) == 0
+    page.goto(report.as_uri() + "#case-3")
+    case = page.locator("#case-3")
+    assert case.locator("li.step").first.is_visible()
+    assert page.evaluate(OVERFLOW) == 0
+    bars = case.locator("ol.waterfall li.w-row")
+    assert bars.count() == 3
+    assert bars.evaluate_all("rows => rows.every(r => r.scrollWidth <= r.clientWidth)")
+    tracks = bars.locator("svg.w-bar").evaluate_all(
+        "bars => bars.map(b => { const r = b.getBoundingClientRect(); return [r.left, r.width]; })"
+    )
+    assert len({(round(x), round(w)) for x, w in tracks}) == 1  # one time axis for every call
+    box = bars.nth(0).locator("svg.w-bar").bounding_box()
+    assert box is not None and box["width"] > 100  # the bar has room at either width
+    path = case.locator("table.diff td.path").first
+    assert path.inner_text() == "messages[0].content"
+    lines = "el => { const r = document.createRange(); r.selectNodeContents(el); return r.getClientRects().length; }"
+    assert path.evaluate(lines) == 1  # the path reads on one line, never a letter a line
+    columns = case.locator("li.step").first.evaluate(
+        "el => getComputedStyle(el).gridTemplateColumns.split(' ').length"
+    )
+    assert columns == (1 if width == "phone" else 2)
+
+
+def test_a_fail_case_reads_as_a_conversation_with_the_changed_words_marked(
+    page: Any, report: Path
+) -> None:
+    page.goto(report.as_uri() + "#case-3")
+    diverged = page.locator("#case-3 li.step").first
+    turns = diverged.locator(".recorded ol.chat").first.locator("li.msg")
+    assert turns.locator(".role").all_inner_texts() == ["SYSTEM", "USER"]  # shown in capitals
+    assert turns.nth(0).locator(".said").inner_text() == weather_agent.SYSTEM
+    assert "15 in · 7 out tokens" in diverged.locator(".step-title").first.inner_text()
+    reply = diverged.locator("ol.chat[aria-label=reply]")
+    assert "Let me check the weather in Paris." in reply.inner_text()
+    assert "calls get_weather" in reply.inner_text()
+    table = diverged.locator("table.diff")
+    assert table.locator("del").all_inner_texts() == [
+        "weather",
+        "Use get_weather for current conditions",
+    ]
+    assert table.locator("ins").all_inner_texts() == ["terse", "Answer in one sentence"]
+    deleted = table.locator("del").first.evaluate("el => getComputedStyle(el).textDecorationLine")
+    assert deleted == "line-through"
+
+
+def test_the_report_renders_and_works_under_its_policy_which_refuses_anything_else(
+    page: Any, report: Path, watch: Watch
+) -> None:
+    page.goto(report.as_uri())
+    policy = page.locator("meta[http-equiv=Content-Security-Policy]").get_attribute("content")
+    assert "default-src 'none'" in policy and "script-src 'sha256-" in policy
+    badge = page.locator("ul.counts .badge.v-FAIL")
+    assert badge.evaluate("el => getComputedStyle(el).backgroundColor") == "rgb(207, 34, 46)"
+    page.select_option("#verdict-filter", "PASS")  # the report's own script runs
+    assert _visible_rows(page) == ["oslo-weather"]
+    refused = page.evaluate(
+        """() => new Promise(done => {
+            document.addEventListener("securitypolicyviolation", e => done(e.violatedDirective));
+            const s = document.createElement("script");
+            s.textContent = "window.ran = true";
+            document.body.appendChild(s);
+        })"""
+    )
+    assert refused.startswith("script-src") and page.evaluate("window.ran") is None
+    assert all("Content Security Policy" in e for e in watch.console_errors)
+    watch.console_errors.clear()
+
+
+def test_a_report_of_one_case_opens_on_it(capture: Any, page: Any, tmp_path: Path) -> None:
+    paris = _recorded(capture, weather_agent.run, "Paris")
+    result = run_case(_case(paris, "paris-weather"), weather_agent.run_rewritten)
+    report = write_html([result], tmp_path / "one.html")
+    page.goto(report.as_uri())
+    case = page.locator("section.case-page")
+    assert case.is_visible() and "paris-weather" in case.locator("h2").inner_text()
+    assert page.locator("ul.counts").is_visible()
+    assert page.locator("#verdict-filter").count() == 0
+
+
+def test_a_value_cut_short_shows_the_whole_of_it_on_request(
+    capture: Any, page: Any, tmp_path: Path
+) -> None:
+    def long_answer(city: str) -> str:
+        with tracely.agent("long", input=city) as run:
+            run.output = tracely.call_tool("essay", lambda: city * 12_000 + "THE END", args={})
+            return str(run.output)
+
+    bundle = _recorded(capture, long_answer, "Oslo")
+    result = run_case(_case(bundle, "long"), lambda city: long_answer(city) + "!")
+    assert result.verdict == "FAIL"
+    report = write_html([result], tmp_path / "long.html")
+    page.goto(report.as_uri())
+    output = page.locator("details.value", has_text="output (48,007 characters)").first
+    output.locator("summary").first.click()
+    assert "THE END" not in output.locator("pre").inner_text()
+    whole = output.locator("details.cut")
+    whole.locator("summary").click()
+    assert whole.locator("textarea").input_value().endswith("OsloTHE END")

@@ -156,6 +156,7 @@ def test_a_trace_shows_its_calls_in_order_and_recorded_markup_as_text(
     assert links.count() == 4
     assert links.first.inner_text() == seeded.hostile  # newest first
     links.first.click()
+    page.wait_for_url(re.compile(rf"/ui/traces/{seeded.hostile}$"))
     assert page.locator("li.step").count() == 1
     assert page.locator("li.step").first.get_attribute("data-outcome") == "recorded"
     assert page.get_by_text(SCRIPT).first.is_visible()
@@ -257,3 +258,59 @@ def test_a_sandboxed_frame_elsewhere_cannot_sign_the_visitor_in(
     assert page.context.cookies() == [], "the attacker's token signed the visitor in"
     assert page.url == f"{server.url}/ui/login"
     assert "a form from another site was refused" in page.content()
+
+
+OVERFLOW = "document.documentElement.scrollWidth - document.documentElement.clientWidth"
+
+
+@pytest.mark.parametrize("width", [390, 1280])
+def test_a_trace_a_case_and_a_run_fit_the_width_of_a_phone_and_a_desktop(
+    browser: Any, watch: Watch, server: ServerProcess, seeded: Seeded, width: int
+) -> None:
+    context = browser.new_context(viewport={"width": width, "height": 844})
+    page = context.new_page()
+    watch.attach(page)
+    page.set_default_timeout(15_000)
+    try:
+        _sign_in(page, server, server.tokens.read)
+        for path in (
+            f"/ui/traces/{seeded.paris}",
+            "/ui/cases/paris-weather",
+            f"/ui/runs/{seeded.run_id}",
+            f"/ui/runs/{seeded.run_id}/cases/1",
+            "/ui/traces",
+            "/ui/cases",
+            "/ui/runs",
+        ):
+            page.goto(server.url + path)
+            assert page.evaluate(OVERFLOW) == 0, path
+        page.goto(f"{server.url}/ui/traces/{seeded.paris}")
+        rows = page.locator("ol.waterfall li.w-row")
+        assert rows.locator("code").all_inner_texts() == [
+            "llm:local-weather-model",
+            "tools:get_weather",
+            "llm:local-weather-model",
+        ]
+        assert "43 in · 13 out tokens" in page.locator("section.waterfall h3").inner_text()
+        assert rows.evaluate_all("rows => rows.every(r => r.scrollWidth <= r.clientWidth)")
+        first = page.locator("li.step").first
+        assert first.locator("ol.chat li.msg .role").first.inner_text() == "SYSTEM"
+    finally:
+        context.close()
+
+
+def test_the_raw_recording_behind_a_trace_page_is_one_click_away(
+    page: Any, server: ServerProcess, seeded: Seeded
+) -> None:
+    _sign_in(page, server, server.tokens.read)
+    page.goto(f"{server.url}/ui/traces/{seeded.hostile}")
+    with page.expect_response(re.compile(r"/raw$")) as answer:
+        page.get_by_role("link", name="the recording as JSON").click()
+    response = answer.value
+    assert response.headers["content-type"] == "application/json"
+    assert "default-src 'none'" in response.headers["content-security-policy"]
+    bundle = response.json()
+    assert bundle["trace_id"] == seeded.hostile
+    assert bundle["tools"]["lookup"][0]["output"] == SCRIPT
+    signed_out = server.request("GET", f"/ui/traces/{seeded.hostile}/raw", token=None)
+    assert signed_out.status == 303 and "/ui/login" in signed_out.headers["location"]

@@ -313,3 +313,23 @@ def test_a_call_in_a_trace_of_its_own_is_not_counted_for_the_run(capture: Any) -
     (root,) = [s for s in capture.spans if s.name == "invoke_agent own"]
     assert root.attributes["tracely.calls.tools"] == 1
     assert "incomplete" not in capture.bundles[format(root.context.trace_id, "032x")]
+
+
+def test_each_call_and_the_agent_carry_their_spans_times(capture: Any) -> None:
+    with tracely.agent("a", input=1):
+        tracely.call_llm("m", lambda: "plan", usage=(3, 1))
+        tracely.call_tool("t", lambda: 1)
+    bundle = validate_bundle(capture.last_bundle)
+    llm, tool = bundle["llm"]["m"][0], bundle["tools"]["t"][0]
+    assert bundle["started_at"] <= llm["started_at"] <= llm["ended_at"] <= tool["started_at"]
+    assert tool["started_at"] <= tool["ended_at"] <= bundle["agent"]["ended_at"]
+
+
+@pytest.mark.parametrize("bad", [-1, 1.5, "1", True, 2**64])
+def test_a_time_that_is_not_nanoseconds_since_the_epoch_is_refused(bad: Any) -> None:
+    from tracely_otel import BundleFormatError
+
+    with pytest.raises(BundleFormatError, match="started_at must be a time in nanoseconds"):
+        validate_bundle({"tools": {"t": [{"output": 1, "started_at": bad}]}})
+    with pytest.raises(BundleFormatError, match="ended_at must be a time in nanoseconds"):
+        validate_bundle({"agent": {"name": "a", "ended_at": bad}})

@@ -161,4 +161,4 @@ def test_a_malformed_recorded_value_makes_its_call_incomplete_and_the_bundle_val
     assert problem in item["reason"] and "cannot be replayed" in item["reason"]
     assert not bundle["tools"] and not bundle["llm"]
     if kind == A.KIND_AGENT:
-        assert set(bundle["agent"]) == {"name", "span_id"}  # left out, not written malformed
+        assert set(bundle["agent"]) == {"name", "span_id", "ended_at"}  # left out, not malformed

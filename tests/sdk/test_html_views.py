@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import orjson
 import pytest
 
 from tests.sdk.store._helpers import make_recording, make_run, trace_id
@@ -81,7 +84,8 @@ def test_a_case_shows_its_versions_and_the_difference_between_two(store: SQLiteS
     shown = pages.case("paris", {}, READER)
     assert "Version 1 → version 2" in shown
     assert "the forecast changed" in shown
-    assert "expected_output" in shown and "Sunny in Paris" in shown and "Rainy in Paris" in shown
+    assert "expected_output" in shown
+    assert "<del>Sunny</del> in Paris" in shown and "<ins>Rainy</ins> in Paris" in shown
     assert shown.count('data-outcome="recorded"') == 2
     same = pages.case("paris", {"a": "2", "b": "2"}, READER)
     assert same.count("the same in both versions") == 2
@@ -108,3 +112,63 @@ def test_a_run_and_each_of_its_cases(store: SQLiteStore) -> None:
     for bad in ("2", "0", "²"):
         with pytest.raises(PageError, match="has cases 1 to 1"):
             pages.run_case(run_id, bad, READER)
+
+
+@pytest.fixture
+def recorded(capture: Any, tmp_path: Path) -> Iterator[tuple[SQLiteStore, list[str]]]:
+    """A store with the reference agent's runs for Paris: fixed, fixed again, broken."""
+    from examples import weather_agent
+    from tracely_otel import validate_bundle
+    from tracely_sdk.store import Recording
+
+    s = SQLiteStore(tmp_path / "r.db")
+    traces = []
+    for fn in (weather_agent.run, weather_agent.run, weather_agent.run_broken):
+        fn("Paris")
+        bundle = validate_bundle(capture.last_bundle)
+        s.put_recording(Recording.from_bundle(bundle))
+        traces.append(str(bundle["trace_id"]))
+    yield s, traces
+    s.close()
+
+
+def test_two_versions_differ_by_what_was_recorded_never_by_ids_checksums_or_times(
+    recorded: tuple[SQLiteStore, list[str]],
+) -> None:
+    store, (fixed, again, broken) = recorded
+    store.promote(fixed, case_id="paris", name="Paris")
+    store.recapture("paris", again, note="the same run again")
+    pages = Pages(store)
+    same = pages.case("paris", {}, READER)
+    assert "Version 1 → version 2" in same
+    assert same.count("the same in both versions") == 2
+    store.recapture("paris", broken, note="the silent failure")
+    changed = pages.case("paris", {"a": "2", "b": "3"}, READER)
+    assert "<th>version 2</th><th>version 3</th>" in changed
+    table = changed[changed.index("<h3>Recording</h3>") :]
+    paths = re.findall(r'<td class="path">([^<]*)</td>', table)
+    assert "bundle.tools.get_weather" in paths and "bundle.agent.output" in paths
+    for internal in ("checksum", "span_id", "started_at", "ended_at", "trace_id"):
+        assert not [p for p in paths if internal in p], internal
+
+
+def test_a_trace_page_draws_its_waterfall_and_links_to_its_whole_recording(
+    recorded: tuple[SQLiteStore, list[str]],
+) -> None:
+    store, (fixed, _, _) = recorded
+    pages = Pages(store)
+    shown = pages.trace(fixed, READER)
+    assert shown.count('<li class="w-row">') == 3
+    assert '<ol class="timeline alone"' in shown  # a recording alone: one column, no replay
+    assert 'class="replay"' not in shown
+    assert "43 in · 13 out tokens" in shown
+    assert "15 in · 7 out tokens" in shown  # on the call itself
+    assert f'href="/ui/traces/{fixed}/raw"' in shown
+    whole = orjson.loads(pages.trace_json(fixed))
+    assert whole == store.get_recording(fixed).bundle
+    store.promote(fixed, case_id="paris", name="Paris")
+    case = pages.case("paris", {}, READER)
+    assert case.count('<li class="w-row">') == 3 and 'href="/ui/cases/paris/raw"' in case
+    assert orjson.loads(pages.case_json("paris"))["bundle"] == store.get_case("paris").bundle
+    with pytest.raises(NotFound):
+        pages.trace_json(trace_id("never"))

@@ -458,3 +458,29 @@ def test_a_session_calls_its_end_hooks_once_when_its_block_ends() -> None:
     assert ended == ["first", "second"]
     session.finish()  # a second finish calls nothing again
     assert ended == ["first", "second"]
+
+
+# -- the timeline of a recording ------------------------------------------------------------------
+
+
+def test_a_recordings_timeline_carries_each_calls_usage_and_times(capture: Any) -> None:
+    from examples import weather_agent
+    from tracely_sdk._replay import recorded_calls
+
+    weather_agent.run("Paris")
+    bundle = capture.last_bundle
+    steps = recorded_calls(bundle)
+    assert [s["label"] for s in steps] == [
+        "llm:local-weather-model",
+        "tools:get_weather",
+        "llm:local-weather-model",
+    ]
+    assert [s.get("usage") for s in steps] == [[15, 7], None, [28, 6]]
+    entry = bundle["tools"]["get_weather"][0]
+    assert (steps[1]["started_at"], steps[1]["ended_at"]) == (
+        entry["started_at"],
+        entry["ended_at"],
+    )
+    by_hand = {s["label"]: s for s in recorded_calls(ORDER_BUNDLE)}
+    assert by_hand["llm:gpt-4o"]["usage"] == [812, 96]
+    assert not {"usage", "started_at", "ended_at"} & set(by_hand["tools:get_order"])

@@ -41,7 +41,7 @@ ul.reasons{margin:4px 0 10px;padding-left:20px}
 ol.timeline{list-style:none;margin:0;padding:0;border:1px solid var(--line);border-radius:6px}
 ol.timeline>li.head{display:grid;grid-template-columns:1fr 1fr;background:var(--soft);font-weight:600}
 ol.timeline>li.head>div{padding:4px 10px}
-li.step{display:grid;grid-template-columns:1fr 1fr;border-top:1px solid var(--line)}
+li.step{display:grid;grid-template-columns:minmax(0,1fr) minmax(0,1fr);border-top:1px solid var(--line)}
 li.step>div{padding:6px 10px;min-width:0}
 li.step>div.recorded{border-right:1px solid var(--line)}
 li.step.o-diverged,li.step.o-missed,li.step.o-never-made,li.step.o-live{background:#fff8f0}
@@ -60,6 +60,49 @@ form.inline{display:inline}
 form.signout{float:right;margin:0 0 6px 10px}
 .error{color:var(--fail)}
 .pager{display:flex;gap:14px;margin:10px 0}
+ol.timeline.alone li.step{grid-template-columns:minmax(0,1fr)}ol.timeline.alone li.step:first-child{border-top:0}
+ol.timeline.alone li.step>div.recorded{border-right:0}
+.report:has(section.case-page.only) #index,.report section.case-page.only{display:block}
+.scroll{overflow-x:auto;max-width:100%}
+code,dd,td,.said{overflow-wrap:anywhere}
+.jk{color:#0550ae}.js{color:#0a3069}.jn{color:#953800}.jl{color:#8250df}
+del{background:#ffebe9;color:#82071e;text-decoration:line-through}
+ins{background:#dafbe1;color:#116329;text-decoration:none;font-weight:600}
+.cut{margin:2px 0;color:var(--muted)}
+.cut textarea{display:block;width:100%;font:12px ui-monospace,monospace}
+.fact{font-size:12px;color:var(--muted);border:1px solid var(--line);border-radius:8px;padding:0 6px;white-space:nowrap}
+ol.chat{list-style:none;margin:4px 0;padding:0;display:flex;flex-direction:column;gap:4px}
+li.msg{border:1px solid var(--line);border-radius:8px;padding:4px 8px;background:var(--bg);max-width:92%}
+li.msg .role{display:block;font-size:11px;font-weight:600;text-transform:uppercase;color:var(--muted)}
+li.msg .said{white-space:pre-wrap}
+li.r-system{background:var(--soft);max-width:100%}
+li.r-user{align-self:flex-end;background:#ddf4ff;border-color:#b6e3ff}
+li.r-assistant,li.r-model{background:#fbefff;border-color:#ecd8ff}
+li.r-tool{background:#dafbe1;border-color:#aceebb}
+.tool-call{font-size:13px}
+section.waterfall{margin:6px 0 10px}
+ol.waterfall{list-style:none;margin:0;padding:0;border:1px solid var(--line);border-radius:6px}
+li.w-row{display:grid;grid-template-columns:minmax(0,16em) minmax(0,1fr) 12em;gap:8px;align-items:center;padding:2px 8px;border-top:1px solid var(--line)}
+li.w-row:first-child{border-top:0}
+li.w-row code{white-space:nowrap;overflow:hidden;text-overflow:ellipsis}
+svg.w-bar{display:block;width:100%;height:10px;background:var(--soft)}
+.w-llm{fill:#8250df}.w-tool{fill:#1a7f37}
+.w-time{font-size:12px;color:var(--muted);white-space:nowrap;overflow:hidden;text-overflow:ellipsis}
+@media (max-width:700px){
+header.top,main{padding-left:10px;padding-right:10px}
+ol.timeline>li.head{display:none}
+li.step{grid-template-columns:minmax(0,1fr)}
+li.step>div.recorded{border-right:0;border-bottom:1px dashed var(--line)}
+input[type=search]{min-width:0;width:100%}
+.meta{grid-template-columns:minmax(0,1fr)}.meta dt{margin-top:4px}
+li.w-row{grid-template-columns:minmax(0,1fr) auto;grid-template-areas:"label time" "bar bar";row-gap:2px}
+li.w-row .w-label{grid-area:label}li.w-row .w-time{grid-area:time;text-align:right}li.w-row svg.w-bar{grid-area:bar}
+li.msg{max-width:100%}
+table.diff thead{display:none}
+table.diff,table.diff tbody,table.diff tr,table.diff td{display:block;width:auto}
+table.diff td.path{width:auto;white-space:normal;border-bottom:0;padding-bottom:0;font-weight:600}
+table.diff td[data-side]::before{content:attr(data-side);display:block;font-size:11px;color:var(--muted);text-transform:uppercase}
+}
 """
 
 JS = r"""

@@ -62,4 +62,9 @@ def tag(element: str, /, *children: Node, **attrs: object) -> Html:
     opening = f"<{element}{''.join(shown)}>"
     if element in _VOID:
         return Html(opening)
-    return Html(f"{opening}{join(*children)}</{element}>")
+    # One join for the whole element: a page is tags nested a dozen deep, each copy of a
+    # large value inside them counts.
+    parts = [opening]
+    _flatten(children, parts)
+    parts.append(f"</{element}>")
+    return Html("".join(parts))

@@ -10,14 +10,17 @@ stays light.
 
 from __future__ import annotations
 
+import base64
+import hashlib
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
-import orjson
-
 from tracely_sdk._html._assets import CSS, JS
+from tracely_sdk._html._calls import call_facts, conversation_view, reply_view, waterfall_view
+from tracely_sdk._html._diffs import differences_view
 from tracely_sdk._html._markup import Html, Node, join, tag
+from tracely_sdk._html._values import MAX_SHOWN, cut, value_view
 
 __all__ = [
     "MAX_SHOWN",
@@ -27,16 +30,13 @@ __all__ = [
     "differences_view",
     "matches",
     "page",
+    "REPORT_CSP",
     "run_summary",
     "timeline_view",
     "value_view",
 ]
 
 VERDICTS = ("PASS", "FAIL", "INCOMPLETE", "ERRORED", "LENIENT", "NOT_RUN")
-# A value longer than this is cut, with a note saying how much more there was.
-MAX_SHOWN = 20_000
-# A value shown as text up to this length stays open; a longer one is collapsed.
-_OPEN = 240
 _OUTCOME_TEXT = {
     "served": "served",
     "diverged": "diverged",
@@ -47,78 +47,33 @@ _OUTCOME_TEXT = {
 }
 
 
-def _text(value: Any) -> str:
-    if isinstance(value, str):
-        return value
-    return orjson.dumps(
-        value, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS, default=str
-    ).decode()
-
-
-def _cut(text: str) -> tuple[str, int]:
-    if len(text) <= MAX_SHOWN:
-        return text, 0
-    return text[:MAX_SHOWN], len(text) - MAX_SHOWN
-
-
-def value_view(value: Any, label: str = "value") -> Html:
-    """A value as text: short ones open, long ones collapsed under a summary with their size."""
-    if not isinstance(value, str):
-        compact = orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS, default=str).decode()
-        if len(compact) <= _OPEN:
-            return tag("pre", compact, class_="inline")
-    text, more = _cut(_text(value))
-    body = join(text, f"\n… {more} more characters not shown" if more else None)
-    if len(text) <= _OPEN and "\n" not in text:
-        return tag("pre", body, class_="inline")
-    size = len(text) + more
-    return tag(
-        "details",
-        tag("summary", f"{label} ({size:,} characters)"),
-        tag("pre", body),
-        class_="value",
-    )
-
-
-def _side(difference: Mapping[str, Any], side: str) -> Html:
-    if side not in difference:
-        return tag("span", "(absent)", class_="absent")
-    value = difference[side]
-    text, more = _cut(_text(value))
-    return tag("pre", text, f"\n… {more} more characters not shown" if more else None)
-
-
-def differences_view(differences: Sequence[Any], omitted: int = 0) -> Html:
-    """Where two values differ, path by path: recorded on the left, now on the right."""
-    rows = []
-    for d in differences:
-        if not isinstance(d, Mapping):  # a stored run may have collapsed the list
-            rows.append(tag("tr", tag("td", str(d), colspan=3)))
-            continue
-        rows.append(
-            tag(
-                "tr",
-                tag("td", d.get("path") or "(the whole value)", class_="path"),
-                tag("td", _side(d, "recorded")),
-                tag("td", _side(d, "actual")),
-            )
-        )
-    if omitted:
-        rows.append(tag("tr", tag("td", f"… and {omitted} more differences", colspan=3)))
-    return tag(
-        "table",
-        tag("thead", tag("tr", tag("th", "path"), tag("th", "recorded"), tag("th", "now"))),
-        tag("tbody", rows),
-        class_="diff",
-    )
-
-
 def _badge(outcome: str) -> Html:
     css = "o-" + outcome.replace(" ", "-")
     return tag("span", _OUTCOME_TEXT.get(outcome, outcome), class_=f"badge {css}")
 
 
-def _step(step: Any) -> Html:
+def _recorded_value(step: Mapping[str, Any], key: str, field: str, full: str | None) -> Html:
+    """A recorded call's input (an LLM's as a conversation), args, output (an LLM's reply as a
+    message, its whole value below it) or error."""
+    value = step[key]
+    llm = str(step.get("label", "")).startswith("llm:")
+    if key == "recorded":
+        chat = conversation_view(value, field, full=full) if llm else None
+        if chat is not None:
+            return tag("div", f"recorded {field}:", chat)
+        return tag("div", f"recorded {field}: ", value_view(value, field, full=full))
+    reply = reply_view(value) if llm and key == "output" else None
+    if reply is not None:
+        return tag(
+            "div",
+            "recorded reply:",
+            reply,
+            tag("details", tag("summary", "the whole output"), value_view(value, key, full=full)),
+        )
+    return tag("div", f"recorded {key}: ", value_view(value, key, full=full))
+
+
+def _step(step: Any, full: str | None = None, *, alone: bool = False) -> Html:
     if not isinstance(step, Mapping):  # "… [N more items]" in a stored run
         return tag("li", tag("div", str(step), class_="muted"), class_="step")
     outcome = str(step.get("outcome") or "")
@@ -133,17 +88,26 @@ def _step(step: Any) -> Html:
                 "div",
                 tag("span", f"#{seq}", class_="muted"),
                 tag("code", step.get("entry") or step.get("label")),
+                call_facts(step),
                 class_="step-title",
             )
         )
-        if "recorded" in step:
-            recorded += [tag("div", f"recorded {field}: ", value_view(step["recorded"], field))]
-        if "error" in step:
-            recorded += [tag("div", "recorded error: ", value_view(step["error"], "error"))]
-        if "output" in step:
-            recorded += [tag("div", "recorded output: ", value_view(step["output"], "output"))]
+        recorded += [
+            _recorded_value(step, key, field, full)
+            for key in ("recorded", "error", "output")
+            if key in step
+        ]
     else:
         recorded.append(tag("div", "not in the recording", class_="muted"))
+    if alone:
+        return tag(
+            "li",
+            tag("div", recorded, class_="recorded"),
+            class_=f"step o-{outcome.replace(' ', '-')}",
+            data_outcome=outcome,
+            data_label=step.get("label"),
+            tabindex="-1",
+        )
     replay: list[Node] = [
         tag(
             "div",
@@ -163,14 +127,18 @@ def _step(step: Any) -> Html:
             differences_view(step.get("differences") or (), int(step.get("omitted") or 0))
         )
         if "actual" in step:
-            replay.append(tag("div", f"called with {field}: ", value_view(step["actual"], field)))
+            replay.append(
+                tag("div", f"called with {field}: ", value_view(step["actual"], field, full=full))
+            )
     elif outcome in ("missed", "live"):
         if step.get("message"):
             replay.append(tag("div", step["message"], class_="error"))
         if outcome == "live":
             replay.append(tag("div", "not in the recording: ran live"))
         if "actual" in step:
-            replay.append(tag("div", f"called with {field}: ", value_view(step["actual"], field)))
+            replay.append(
+                tag("div", f"called with {field}: ", value_view(step["actual"], field, full=full))
+            )
     return tag(
         "li",
         tag("div", recorded, class_="recorded"),
@@ -182,14 +150,25 @@ def _step(step: Any) -> Html:
     )
 
 
-def timeline_view(steps: Sequence[Any], *, right: str = "Replay") -> Html:
-    """The calls in ``seq`` order: the recording on the left, what the replay did on the right."""
+def timeline_view(
+    steps: Sequence[Any], *, right: str | None = "Replay", full: str | None = None
+) -> Html:
+    """The calls in ``seq`` order: the recording on the left, what the replay did on the right
+    (headed ``right``; None: a recording alone, one column). ``full`` is where the whole of a
+    value cut short can be read (see :func:`~tracely_sdk._html._values.value_view`)."""
     if not steps:
         return tag("p", "No tool or LLM calls were recorded.", class_="muted")
+    if right is None:
+        return tag(
+            "ol",
+            [_step(s, full, alone=True) for s in steps],
+            class_="timeline alone",
+            aria_label="calls in recorded order",
+        )
     return tag(
         "ol",
         tag("li", tag("div", "Recording"), tag("div", right), class_="head", aria_hidden="true"),
-        [_step(s) for s in steps],
+        [_step(s, full) for s in steps],
         class_="timeline",
         aria_label="calls in recorded order",
     )
@@ -230,15 +209,16 @@ def case_page(case: Mapping[str, Any]) -> Html:
         return join(parts)
     steps = case.get("timeline") or ()
     heading = f"Calls: the recording beside the replay ({len(steps)})"
+    calls = join(waterfall_view(steps, title="The recorded run"), timeline_view(steps))
     if verdict == "PASS":
-        parts.append(tag("details", tag("summary", heading), timeline_view(steps)))
+        parts.append(tag("details", tag("summary", heading), calls))
     else:
-        parts += [tag("h3", heading), timeline_view(steps)]
+        parts += [tag("h3", heading), calls]
     differences = case.get("output_differences") or ()
     if differences or (verdict != "PASS" and "expected_output" in case):
         parts.append(tag("h3", "Output: expected vs actual"))
         if differences:
-            parts.append(differences_view(differences))
+            parts.append(differences_view(differences, labels=("expected", "actual")))
         parts.append(tag("div", "expected: ", value_view(case.get("expected_output"), "expected")))
         error = case.get("error")
         if isinstance(error, Mapping) and case.get("output") is None:
@@ -251,7 +231,7 @@ def case_page(case: Mapping[str, Any]) -> Html:
             tag(
                 "details",
                 tag("summary", "Traceback"),
-                tag("pre", _cut(case["traceback"])[0], class_="traceback"),
+                tag("pre", cut(case["traceback"])[0], class_="traceback"),
                 open=verdict == "ERRORED",
             )
         )
@@ -432,7 +412,7 @@ def cases_table(
         tag("tbody", rows),
         class_="cases",
     )
-    return join(filters, table)
+    return join(filters, tag("div", table, class_="scroll"))
 
 
 def when(ns: Any) -> str:
@@ -469,6 +449,19 @@ def run_summary(summary: Mapping[str, Any], facts: Sequence[tuple[str, Any]]) ->
     )
 
 
+def _source_hash(text: str) -> str:
+    return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode()).digest()).decode() + "'"
+
+
+# A static report is opened from disk, where no server can send a header: its policy is a
+# <meta> element. The page's own stylesheet and script are allowed by their hashes, so a
+# recorded value that made it into markup could neither run a script nor load anything.
+REPORT_CSP = (
+    f"default-src 'none'; style-src {_source_hash(CSS)}; script-src {_source_hash(JS)}; "
+    "base-uri 'none'; form-action 'none'"
+)
+
+
 def page(
     title: str,
     body: Node,
@@ -479,9 +472,14 @@ def page(
     body_class: str | None = None,
 ) -> str:
     """A whole HTML document. ``inline``: the stylesheet and script are in the page (a static
-    file with no server); otherwise they are loaded from ``assets`` (``{assets}app.css``)."""
+    file with no server), under :data:`REPORT_CSP`; otherwise they are loaded from ``assets``
+    (``{assets}app.css``) and the server sends the policy."""
     if inline:
-        head: Node = [tag("style", Html(CSS)), tag("script", Html(JS))]
+        head: Node = [
+            tag("meta", http_equiv="Content-Security-Policy", content=REPORT_CSP),
+            tag("style", Html(CSS)),
+            tag("script", Html(JS)),
+        ]
     else:
         head = [
             tag("link", rel="stylesheet", href=f"{assets}app.css"),
@@ -501,8 +499,8 @@ def page(
                 "head",
                 tag("meta", charset="utf-8"),
                 tag("meta", name="viewport", content="width=device-width, initial-scale=1"),
-                tag("title", title),
                 head,
+                tag("title", title),
             ),
             tag("body", top, tag("main", body, class_="page"), class_=body_class),
             lang="en",
@@ -515,7 +513,8 @@ def report_document(
     report: Mapping[str, Any], *, store: str | None = None, tracely_version: str | None = None
 ) -> str:
     """A replay run's JSON report as one self-contained HTML file: the summary, the cases
-    table, and a page per case (shown when its ``#case-N`` anchor is the target)."""
+    table, and a page per case (shown when its ``#case-N`` anchor is the target). A report of
+    one case opens on that case."""
     summary: Mapping[str, Any] = report.get("summary") or {}
     cases: Sequence[Mapping[str, Any]] = report.get("cases") or ()
     facts = [
@@ -524,6 +523,17 @@ def report_document(
         ("store", store),
         ("tracely", tracely_version),
     ]
+    title = f"tracely replay: {summary.get('failed', 0)} failed of {summary.get('total', 0)}"
+    if len(cases) == 1:
+        only = tag(
+            "section",
+            case_page(cases[0]),
+            class_="case-page only",
+            id="case-1",
+            aria_label=f"case {cases[0].get('case_id')}",
+        )
+        index = tag("div", tag("h1", "Replay report"), run_summary(summary, facts), id="index")
+        return page(title, [index, only], inline=True, body_class="report")
     index = tag(
         "div",
         tag("h1", "Replay report"),
@@ -542,5 +552,4 @@ def report_document(
         )
         for n, c in enumerate(cases)
     ]
-    title = f"tracely replay: {summary.get('failed', 0)} failed of {summary.get('total', 0)}"
     return page(title, [index, pages], inline=True, body_class="report")

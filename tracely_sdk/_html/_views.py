@@ -15,9 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlencode
 
-import orjson
-
 from tracely_sdk._diff import diff_values
+from tracely_sdk._html._calls import waterfall_view
 from tracely_sdk._html._markup import Html, Node, join, tag
 from tracely_sdk._html._render import (
     VERDICTS,
@@ -32,6 +31,7 @@ from tracely_sdk._html._render import (
     verdict_badge,
     when,
 )
+from tracely_sdk._html._values import json_text
 from tracely_sdk._replay import recorded_calls
 from tracely_sdk.errors import NotFound
 from tracely_sdk.store import Case, Recording, Run, Store
@@ -63,16 +63,20 @@ class Viewer:
 
 
 def _short(value: Any) -> str:
-    text = value if isinstance(value, str) else orjson.dumps(value, default=str).decode()
+    text = value if isinstance(value, str) else json_text(value)
     return text if len(text) <= _SHORT else text[: _SHORT - 1] + "…"
 
 
 def _table(headings: Sequence[str], rows: Node) -> Html:
     """A table with one heading per column and the given body rows."""
     return tag(
-        "table",
-        tag("thead", tag("tr", [tag("th", h) for h in headings])),
-        tag("tbody", rows),
+        "div",
+        tag(
+            "table",
+            tag("thead", tag("tr", [tag("th", h) for h in headings])),
+            tag("tbody", rows),
+        ),
+        class_="scroll",
     )
 
 
@@ -334,6 +338,9 @@ class Pages:
                 for v in history
             ],
         )
+        raw = self.url("cases", case.id, "raw")
+        steps = recorded_calls(case.bundle)
+        agent = case.bundle.get("agent")
         body: list[Node] = [
             tag("h1", "Case ", tag("code", case.id)),
             tag(
@@ -342,17 +349,23 @@ class Pages:
                 class_="meta",
             ),
             tag("h2", "Input"),
-            value_view(case.input, "input"),
+            value_view(case.input, "input", full=raw),
             tag("h2", "Expected output"),
-            value_view(case.expected_output, "expected output"),
+            value_view(case.expected_output, "expected output", full=raw),
             tag("h2", f"Versions ({len(history)})"),
             versions,
         ]
         if len(history) > 1:
             body.append(self._versions_diff(case, by_number[a], by_number[b], numbers))
         body += [
-            tag("h2", "Recorded calls"),
-            timeline_view(recorded_calls(case.bundle), right="Call"),
+            tag("h2", f"Recorded calls (version {case.version})"),
+            waterfall_view(
+                steps,
+                started_at=case.bundle.get("started_at"),
+                ended_at=agent.get("ended_at") if isinstance(agent, Mapping) else None,
+            ),
+            timeline_view(steps, right=None, full=raw),
+            tag("p", tag("a", "the case as JSON", href=raw), class_="muted"),
         ]
         if viewer.csrf:
             body.append(self._recapture_form(case, viewer, conflict))
@@ -385,18 +398,32 @@ class Pages:
             class_="filters",
         )
         parts: list[Node] = [tag("h2", f"Version {va.version} → version {vb.version}"), choose]
+        labels = (f"version {va.version}", f"version {vb.version}")
         for title, left, right, root in (
             ("Expected output", va.expected_output, vb.expected_output, "expected_output"),
-            ("Recording", va.bundle, vb.bundle, "bundle"),
+            ("Recording", recorded_content(va.bundle), recorded_content(vb.bundle), "bundle"),
         ):
             differences, total = diff_values(left, right, root, limit=50)
             parts.append(tag("h3", title))
             parts.append(
-                differences_view(differences, total - len(differences))
+                differences_view(differences, total - len(differences), labels=labels)
                 if differences
                 else tag("p", "the same in both versions", class_="muted")
             )
         return join(parts)
+
+    def case_json(self, case_id: str) -> bytes:
+        """The case's current version as JSON: what its page cuts short, whole."""
+        case = self.store.get_case(case_id)
+        return _json(
+            {
+                "id": case.id,
+                "version": case.version,
+                "input": case.input,
+                "expected_output": case.expected_output,
+                "bundle": case.bundle,
+            }
+        )
 
     def _recapture_form(self, case: Case, viewer: Viewer, conflict: tuple[Any, Any] | None) -> Html:
         parts: list[Node] = [tag("h2", "Recapture")]
@@ -487,6 +514,9 @@ class Pages:
             ("status", recording.status),
             ("replay mode", recording.replay_mode),
         ]
+        raw = self.url("traces", recording.trace_id, "raw")
+        agent = recording.bundle.get("agent")
+        ended = agent.get("ended_at") if isinstance(agent, Mapping) else None
         body: list[Node] = [
             tag("h1", "Trace ", tag("code", recording.trace_id)),
             tag(
@@ -494,14 +524,20 @@ class Pages:
                 [[tag("dt", k), tag("dd", v)] for k, v in facts if v is not None],
                 class_="meta",
             ),
-            tag("div", "input: ", value_view(recording.input, "input")),
-            tag("div", "output: ", value_view(recording.output, "output")),
+            tag("div", "input: ", value_view(recording.input, "input", full=raw)),
+            tag("div", "output: ", value_view(recording.output, "output", full=raw)),
+            waterfall_view(steps, started_at=recording.started_at, ended_at=ended),
             tag("h2", f"Calls ({len(steps)})"),
-            timeline_view(steps, right="Call"),
+            timeline_view(steps, right=None, full=raw),
+            tag("p", tag("a", "the recording as JSON", href=raw), class_="muted"),
         ]
         if viewer.csrf:
             body.append(self._promote_form(recording, viewer, problem))
         return self._page(f"Trace {recording.trace_id}", body, viewer)
+
+    def trace_json(self, trace_id: str) -> bytes:
+        """The recording of a trace (its bundle) as JSON: what its page cuts short, whole."""
+        return _json(self.store.get_recording(trace_id).bundle)
 
     def _promote_form(self, recording: Recording, viewer: Viewer, problem: str | None) -> Html:
         return join(
@@ -641,6 +677,41 @@ class Pages:
             case_page(case),
         ]
         return self._page(f"{case.get('verdict')} {case.get('case_id')}", body, viewer)
+
+
+# What a recording holds only to be checked or traced back (its checksum, span ids, the times
+# of its spans, its trace id): it changes with every recording, so a difference between two
+# versions of a case would be all noise.
+_BOOKKEEPING = frozenset({"checksum", "trace_id", "started_at", "ended_at", "span_id"})
+
+
+def recorded_content(bundle: Mapping[str, Any]) -> dict[str, Any]:
+    """A bundle without its bookkeeping fields: what was recorded, to compare two versions."""
+
+    def clean(section: Any) -> Any:
+        # One level only: a recorded value may hold keys of these names, and they are data.
+        if isinstance(section, Mapping):
+            return {k: v for k, v in section.items() if k not in _BOOKKEEPING}
+        return section
+
+    content: dict[str, Any] = clean(bundle)
+    content["agent"] = clean(content.get("agent"))
+    if content["agent"] is None:
+        del content["agent"]
+    for kind in ("tools", "llm"):
+        calls = content.get(kind)
+        if isinstance(calls, dict):
+            content[kind] = {
+                name: [clean(e) for e in entries] if isinstance(entries, list) else entries
+                for name, entries in calls.items()
+            }
+    if isinstance(content.get("incomplete"), list):
+        content["incomplete"] = [clean(i) for i in content["incomplete"]]
+    return content
+
+
+def _json(value: Any) -> bytes:
+    return json_text(value, indent=True).encode()
 
 
 def _version(query: Mapping[str, str], key: str, default: int, numbers: Sequence[int]) -> int:

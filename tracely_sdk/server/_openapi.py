@@ -225,6 +225,8 @@ def _schemas() -> dict[str, Any]:
             "output_type": {"type": "string"},
             "provider": {"type": "string"},
             "span_id": {"type": "string"},
+            "started_at": _NS,
+            "ended_at": _NS,
         },
         "additionalProperties": False,
     }

@@ -261,6 +261,28 @@ def _page(render: Callable[[Pages, Request, dict[str, str], Viewer], str]) -> Ha
     return handler
 
 
+def _raw(render: Callable[[Pages, dict[str, str]], bytes]) -> Handler:
+    """The whole of what a page shows cut short, as JSON: read scope, like the page."""
+
+    def handler(app: Any, request: Request, params: dict[str, str]) -> Response:
+        visit = _Visit(app, request)
+        refused = visit.refusal(READ)
+        if refused is not None:
+            return refused
+        body: list[bytes] = []
+
+        def page(viewer: Viewer) -> str:  # an error is shown as the pages show it
+            body.append(render(visit.pages, params))
+            return ""
+
+        answer = _render(visit, page)
+        if not body:
+            return answer
+        return Response(200, body[0], "application/json", dict(_HEADERS))
+
+    return handler
+
+
 def _render(visit: _Visit, render: Callable[[Viewer], str], status: int = 200) -> Response:
     query = _query(visit.request)
     viewer = visit.viewer(notice=_NOTICES.get(query.get("done", "")))
@@ -468,9 +490,11 @@ UI_ROUTES: tuple[tuple[str, str, Handler], ...] = (
         _page(lambda p, r, a, v: p.case(a["case_id"], _query(r), v)),
     ),
     ("POST", PREFIX + "/cases/{case_id}/recapture", _recapture),
+    ("GET", PREFIX + "/cases/{case_id}/raw", _raw(lambda p, a: p.case_json(a["case_id"]))),
     ("GET", PREFIX + "/traces", _page(lambda p, r, a, v: p.traces(_query(r), v))),
     ("GET", PREFIX + "/traces/{trace_id}", _page(lambda p, r, a, v: p.trace(a["trace_id"], v))),
     ("POST", PREFIX + "/traces/{trace_id}/promote", _promote),
+    ("GET", PREFIX + "/traces/{trace_id}/raw", _raw(lambda p, a: p.trace_json(a["trace_id"]))),
     ("GET", PREFIX + "/runs", _page(lambda p, r, a, v: p.runs(_query(r), v))),
     ("GET", PREFIX + "/runs/{run_id}", _page(lambda p, r, a, v: p.run(a["run_id"], _query(r), v))),
     (
