@@ -5,30 +5,43 @@ Measured side by side in one run, each the median of interleaved rounds:
 - the floor: ``examples.weather_agent.run`` called 1,000 times with no tracing at all (no SDK
   TracerProvider, so every span is a no-op);
 - the gate in-process: the cases loaded from a SQLite store and replayed, with the pipeline
-  ``tracely replay`` sets up (``tracely.init(record=False)``: an SDK provider with the
-  FixtureSpanProcessor, no exporter configured);
-- the same with the cases already in memory, and with spans to a bare SDK provider;
+  ``tracely replay`` sets up when no exporter is configured (its ``init_tracing()``: an SDK
+  provider that samples nothing, since nobody would read the spans);
+- the same with the cases already in memory; with every span sampled, as when an exporter is
+  configured (the recorder attached, exporting nowhere: the cost of the spans themselves); and
+  with spans to a bare SDK provider;
 - the gate with ``-j 2`` (two spawned worker processes, start-up included).
 
 Printed as cases per second and as a ratio to the floor: the ratio of the medians, and the
 paired ratio (the median of each round's own ratio; the two ran back to back, so load that
-comes and goes over the run shifts both alike); then the peak memory (tracemalloc) of the
-in-process gate for 200 and for 1,000 cases. Target: the 1,000-case gate at most 3x the floor.
-Nothing is asserted on time.
+comes and goes over the run shifts both alike); each goal beside its figure; then the peak
+memory (tracemalloc) of the in-process gate for 200 and for 1,000 cases. Goal: the 1,000-case
+gate (no exporter) at most 2x the floor. Nothing is asserted on time.
 
-The suite is recorded by a callback on the pipeline's recorder, which is removed before
+With ``--instructions`` the in-process variants instead run under valgrind's callgrind, each in
+a process of its own that builds the suite and runs the variant once and then twice: the
+difference of the two instruction counts is one run's, whatever else the machine is doing
+(process CPU on a shared machine is not: the same code's ratio moves by 2x between runs).
+Needs ``valgrind``; use a smaller suite (``--cases 200``), each variant takes minutes.
+
+The suite is recorded by a callback on the sampled pipeline's recorder, which is removed before
 anything is timed: ``tracely replay`` records nothing (``init(record=False)``), so its
 recorder has no callback and makes no bundles of the replayed runs.
 
     python bench/replay_suite.py [--cases 1000] [--small 200] [--rounds 5] [--jobs 2]
+    python bench/replay_suite.py --instructions [--cases 200]
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import json
+import os
 import resource
+import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -42,16 +55,21 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
 
 import tracely_otel
 import tracely_sdk as tracely
 from examples import weather_agent
 from tracely_sdk._runner import CaseResult, load_cases, run_cases
+from tracely_sdk.cli._replay import init_tracing
 from tracely_sdk.store import Recording, SQLiteStore
 
+ROOT = Path(__file__).resolve().parent.parent
 ENTRYPOINT = "examples.weather_agent:run"
-TARGET = 3.0  # the in-process gate at most this many times the floor
+GOAL = 2.0  # the in-process gate (no exporter) at most this many times the floor
 CITIES = ("Paris", "Lisbon", "Oslo", "Tokyo")
+# The variants --instructions counts (the -j ones spawn processes callgrind would not follow).
+COUNTED = ("floor", "gate", "gate_loaded", "gate_sampled", "fixtures_loop")
 
 
 @contextlib.contextmanager
@@ -65,13 +83,15 @@ def global_provider(provider: Any) -> Iterator[None]:
         trace._TRACER_PROVIDER = saved
 
 
-def build_store(path: Path, count: int, recorder: list[dict[str, Any]]) -> None:
+def build_store(path: Path, count: int, recorder: list[dict[str, Any]], sampled: Any) -> None:
     """``count`` live runs of the reference agent, each recorded and promoted to a case."""
     store = SQLiteStore(path, synchronous="NORMAL")
     try:
         recorder.clear()
-        for i in range(count):
-            weather_agent.run(CITIES[i % len(CITIES)])
+        with global_provider(sampled):
+            for i in range(count):
+                weather_agent.run(CITIES[i % len(CITIES)])
+            sampled.force_flush()
         recordings = [Recording.from_bundle(b) for b in recorder]
         recorder.clear()
         store.put_recordings(recordings)
@@ -88,12 +108,7 @@ def gate(path: Path, jobs: int = 1) -> list[CaseResult]:
         cases = load_cases(store=store)
     finally:
         store.close()
-    return run_cases(cases, ENTRYPOINT, jobs=jobs, initializer=worker_init if jobs > 1 else None)
-
-
-def worker_init() -> None:
-    """Each worker sets up tracing the way ``tracely replay -j N`` does."""
-    tracely.init(record=False)
+    return run_cases(cases, ENTRYPOINT, jobs=jobs, initializer=init_tracing if jobs > 1 else None)
 
 
 def floor(count: int) -> None:
@@ -135,6 +150,139 @@ def peak_memory(fn: Callable[[], Any]) -> tuple[int, int]:
     return peak - before, retained - before
 
 
+def load_average() -> str:
+    one, five, fifteen = os.getloadavg()
+    return f"load average {one:.2f} {five:.2f} {fifteen:.2f} on {os.cpu_count()} cores"
+
+
+def goal_text(ratio: float) -> str:
+    return f"goal <= {GOAL:g}x: {'met' if ratio <= GOAL else 'not met'}"
+
+
+class Pipelines:
+    """The providers measured, the suite's recorder, and the built stores."""
+
+    def __init__(self) -> None:
+        for name in [k for k in os.environ if k.startswith(("OTEL_EXPORTER_OTLP", "OTEL_TRACES"))]:
+            del os.environ[name]  # the gate as run with no exporter configured
+        self.recorder: list[dict[str, Any]] = []
+        init_tracing()  # what `tracely replay` sets up
+        replay = trace.get_tracer_provider()
+        assert isinstance(replay, TracerProvider) and replay.sampler is ALWAYS_OFF
+        self.replay = replay
+        # Every span sampled, as when an exporter is configured (init(record=False) then
+        # attaches the recorder beside the exporter); it also records the suite, then stops.
+        self.sampled = TracerProvider()
+        self.sampled.add_span_processor(
+            tracely_otel.FixtureSpanProcessor(self._on_bundle, background=True)
+        )
+        self.bare = TracerProvider()
+        self.no_tracing = trace.NoOpTracerProvider()
+
+    def _on_bundle(self, trace_id: str, bundle: dict[str, Any]) -> None:
+        self.recorder.append(bundle)
+
+    def build(self, path: Path, count: int) -> None:
+        build_store(path, count, self.recorder, self.sampled)
+
+    def stop_recording(self) -> None:
+        processor = tracely_otel.find_fixture_processor(self.sampled)
+        assert processor is not None
+        processor.remove_callback(self._on_bundle)
+
+
+def variants_of(
+    pipes: Pipelines, big: Path, loaded: list[Any], n: int, jobs: int
+) -> dict[str, tuple[Any, Callable[[], Any]]]:
+    """Each variant: the global provider it runs under, and what it runs."""
+    return {
+        "floor": (pipes.no_tracing, lambda: floor(n)),
+        "gate": (pipes.replay, lambda: gate(big)),
+        "gate_loaded": (pipes.replay, lambda: run_cases(loaded, ENTRYPOINT)),
+        "gate_sampled": (pipes.sampled, lambda: run_cases(loaded, ENTRYPOINT)),
+        "gate_bare": (pipes.bare, lambda: run_cases(loaded, ENTRYPOINT)),
+        "fixtures_loop": (pipes.replay, lambda: fixtures_loop(loaded)),
+        "gate_j": (pipes.replay, lambda: gate(big, jobs=jobs)),
+        # the fixed cost of -j: spawning the workers, importing and setting up tracing in each
+        "j_startup": (
+            pipes.replay,
+            lambda: run_cases(loaded[:jobs], ENTRYPOINT, jobs=jobs, initializer=init_tracing),
+        ),
+    }
+
+
+LABELS = {
+    "floor": "floor: run() x{n}, no tracing",
+    "gate": "gate in-process (store -> verdicts)",
+    "gate_loaded": "gate in-process, cases already loaded",
+    "gate_sampled": "  ... every span sampled (an exporter set)",
+    "gate_bare": "  ... spans to a bare SDK provider",
+    "fixtures_loop": "  fixtures() + run() in a loop, no runner",
+    "gate_j": "gate -j {jobs} (worker start-up included)",
+    "j_startup": "  -j {jobs} start-up alone ({jobs} cases)",
+}
+
+
+def child(variant: str, n: int, reps: int) -> int:
+    """Build an ``n``-case suite, then run ``variant`` ``reps`` times (under callgrind)."""
+    pipes = Pipelines()
+    tmp = Path(tempfile.mkdtemp(prefix="tracely-bench-"))
+    big = tmp / "suite.db"
+    try:
+        pipes.build(big, n)
+        pipes.stop_recording()
+        store = SQLiteStore(big)
+        loaded = load_cases(store=store)
+        store.close()
+        provider, fn = variants_of(pipes, big, loaded, n, 1)[variant]
+        verdicts: Counter[str] = Counter()
+        for _ in range(reps):
+            with global_provider(provider):
+                value = fn()
+            if isinstance(value, list):
+                verdicts = Counter(r.verdict for r in value)
+        print(json.dumps(dict(verdicts)))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return 0
+
+
+def instructions(variant: str, n: int, reps: int) -> int:
+    """The instructions a child running ``variant`` ``reps`` times executes, in all."""
+    valgrind = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null"]
+    command = [sys.executable, __file__, "--child", variant, "--cases", str(n), "--reps", str(reps)]
+    out = subprocess.run(
+        valgrind + command,
+        check=True,
+        capture_output=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    verdicts = json.loads(out.stdout.decode().strip().splitlines()[-1] or "{}")
+    if verdicts and set(verdicts) != {"PASS"}:
+        print(f"  note: {variant} verdicts were {verdicts}")
+    for line in out.stderr.decode().splitlines():
+        if "Collected :" in line:
+            return int(line.rsplit(":", 1)[1].strip())
+    raise RuntimeError(f"callgrind printed no instruction count for {variant}")
+
+
+def by_instructions(n: int) -> None:
+    print(f"tracely replay: {n} cases of {ENTRYPOINT}, instructions of one run (callgrind)")
+    print(f"  {'':44s} {'instructions':>14s} {'per case':>10s} {'x floor':>8s}")
+    counted: dict[str, int] = {}
+    for variant in COUNTED:
+        once, twice = (instructions(variant, n, reps) for reps in (1, 2))
+        counted[variant] = twice - once
+    for variant in COUNTED:
+        ratio = counted[variant] / counted["floor"]
+        goal = f"   {goal_text(ratio)}" if variant == "gate" else ""
+        print(
+            f"  {LABELS[variant].format(n=n, jobs=1):44s} {counted[variant] / 1e6:12.1f} M "
+            f"{counted[variant] / n / 1e3:8.0f} K {ratio:7.2f}x{goal}"
+        )
+    print(f"  {load_average()} (instruction counts do not depend on it)")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", type=int, default=1000, help="cases in the suite (default 1000)")
@@ -143,60 +291,44 @@ def main() -> int:
     )
     parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds (default 5)")
     parser.add_argument("--jobs", type=int, default=2, help="worker processes for -j (default 2)")
+    parser.add_argument(
+        "--instructions", action="store_true", help="count instructions under callgrind"
+    )
+    parser.add_argument("--child", choices=COUNTED, help=argparse.SUPPRESS)
+    parser.add_argument("--reps", type=int, default=1, help=argparse.SUPPRESS)
     opts = parser.parse_args()
     n = opts.cases
+    if opts.child:
+        return child(opts.child, n, opts.reps)
+    if opts.instructions:
+        if shutil.which("valgrind") is None:
+            parser.error("--instructions needs valgrind (apt-get install valgrind)")
+        by_instructions(n)
+        return 0
+    start_load = load_average()
 
-    # The pipeline of a replay run, and a recorder that is on only while the suite is built.
-    recorder: list[dict[str, Any]] = []
-    recording = [True]
-
-    def on_bundle(trace_id: str, bundle: dict[str, Any]) -> None:
-        if recording[0]:
-            recorder.append(bundle)
-
-    provider = tracely.init(record=False, on_bundle=on_bundle)
-    assert isinstance(provider, TracerProvider)
-    bare = TracerProvider()
-    no_tracing = trace.NoOpTracerProvider()
-    assert tracely_otel.find_fixture_processor(provider) is not None
-
+    pipes = Pipelines()
     tmp = Path(tempfile.mkdtemp(prefix="tracely-bench-"))
     big, small = tmp / "suite.db", tmp / "small.db"
-    build_store(big, n, recorder)
-    build_store(small, opts.small, recorder)
-    recording[0] = False
-    # As `tracely replay` sets it up: the recorder attached, with no callback.
-    fixture_processor = tracely_otel.find_fixture_processor(provider)
-    assert fixture_processor is not None
-    fixture_processor.remove_callback(on_bundle)
+    pipes.build(big, n)
+    pipes.build(small, opts.small)
+    pipes.stop_recording()
 
     loaded_store = SQLiteStore(big)
     loaded = load_cases(store=loaded_store)
     loaded_store.close()
 
-    variants: dict[str, Callable[[], Any]] = {
-        "floor": lambda: floor(n),
-        "gate": lambda: gate(big),
-        "gate_loaded": lambda: run_cases(loaded, ENTRYPOINT),
-        "gate_bare": lambda: run_cases(loaded, ENTRYPOINT),
-        "fixtures_loop": lambda: fixtures_loop(loaded),
-        "gate_j": lambda: gate(big, jobs=opts.jobs),
-        # the fixed cost of -j: spawning the workers, importing and setting up tracing in each
-        "j_startup": lambda: run_cases(
-            loaded[: opts.jobs], ENTRYPOINT, jobs=opts.jobs, initializer=worker_init
-        ),
-    }
-    providers = {"floor": no_tracing, "gate_bare": bare}
+    variants = variants_of(pipes, big, loaded, n, opts.jobs)
     wall: dict[str, list[float]] = {k: [] for k in variants}
     cpu: dict[str, list[float]] = {k: [] for k in variants}
     verdicts: dict[str, Counter[str]] = {}
-    for name, fn in variants.items():  # warm up imports and caches
+    for name, (provider, fn) in variants.items():  # warm up imports and caches
         if name not in ("gate_j", "j_startup"):
-            with global_provider(providers.get(name, provider)):
+            with global_provider(provider):
                 fn()
     for _ in range(opts.rounds):
-        for name, fn in variants.items():
-            with global_provider(providers.get(name, provider)):
+        for name, (provider, fn) in variants.items():
+            with global_provider(provider):
                 seconds, cpu_s, value = timed(fn)
             wall[name].append(seconds)
             cpu[name].append(cpu_s)
@@ -212,7 +344,7 @@ def main() -> int:
         rounds = zip(samples[key], samples["floor"], strict=True)
         return statistics.median(a / b for a, b in rounds)
 
-    with global_provider(provider):
+    with global_provider(pipes.replay):
         small_peak, small_kept = peak_memory(lambda: gate(small))
         big_peak, big_kept = peak_memory(lambda: gate(big))
         # The runner alone, the cases already loaded: its working memory beyond the results it
@@ -226,21 +358,14 @@ def main() -> int:
         f"  {'':44s} {'wall':>8s} {'cases/s':>8s} {'x floor':>8s} {'paired':>7s}"
         f"   {'cpu':>7s} {'x floor':>8s} {'paired':>7s}"
     )
-    rows = [
-        (f"floor: run() x{n}, no tracing", "floor"),
-        ("gate in-process (store -> verdicts)", "gate"),
-        ("gate in-process, cases already loaded", "gate_loaded"),
-        ("  ... spans to a bare SDK provider", "gate_bare"),
-        ("  fixtures() + run() in a loop, no runner", "fixtures_loop"),
-        (f"gate -j {opts.jobs} (worker start-up included)", "gate_j"),
-        (f"  -j {opts.jobs} start-up alone ({opts.jobs} cases)", "j_startup"),
-    ]
-    for label, key in rows:
+    for key in variants:
+        label = LABELS[key].format(n=n, jobs=opts.jobs)
         rate = f"{n / w[key]:8.0f}" if key != "j_startup" else f"{'':8s}"
+        goal = f"   {goal_text(paired(cpu, key))} (paired cpu)" if key == "gate" else ""
         print(
             f"  {label:44s} {w[key]:7.3f}s {rate} {w[key] / w['floor']:7.2f}x "
             f"{paired(wall, key):6.2f}x   {c[key]:6.3f}s {c[key] / c['floor']:7.2f}x "
-            f"{paired(cpu, key):6.2f}x"
+            f"{paired(cpu, key):6.2f}x{goal}"
         )
     if w["gate_j"] > w["j_startup"]:
         steady = (n - opts.jobs) / (w["gate_j"] - w["j_startup"])
@@ -260,19 +385,15 @@ def main() -> int:
         f"  runner working memory beyond its results: {opts.small} cases "
         f"{(small_run[0] - small_run[1]) / mb:.2f} MB, {n} cases {(big_run[0] - big_run[1]) / mb:.2f} MB"
     )
-    verdict = {True: "met", False: "not met"}
     print(
-        f"  target: the {n}-case gate at most {TARGET:g}x the floor: in-process, paired "
-        f"{paired(wall, 'gate'):.2f}x wall ({verdict[paired(wall, 'gate') <= TARGET]}), "
-        f"{paired(cpu, 'gate'):.2f}x cpu ({verdict[paired(cpu, 'gate') <= TARGET]}); "
-        f"medians {w['gate'] / w['floor']:.2f}x wall, {c['gate'] / c['floor']:.2f}x cpu; "
-        f"-j {opts.jobs} paired {paired(wall, 'gate_j'):.2f}x wall"
+        f"  the {n}-case gate, no exporter: paired {paired(wall, 'gate'):.2f}x wall, "
+        f"{paired(cpu, 'gate'):.2f}x cpu ({goal_text(paired(cpu, 'gate'))}); medians "
+        f"{w['gate'] / w['floor']:.2f}x wall, {c['gate'] / c['floor']:.2f}x cpu; every span "
+        f"sampled paired {paired(cpu, 'gate_sampled'):.2f}x cpu; -j {opts.jobs} paired "
+        f"{paired(wall, 'gate_j'):.2f}x wall"
     )
-    for path in (big, small):
-        for suffix in ("", "-wal", "-shm"):
-            Path(str(path) + suffix).unlink(missing_ok=True)
-    with contextlib.suppress(OSError):
-        tmp.rmdir()
+    print(f"  {start_load} at the start, {load_average()} at the end")
+    shutil.rmtree(tmp, ignore_errors=True)
     return 0
 
 

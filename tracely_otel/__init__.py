@@ -36,7 +36,13 @@ from tracely_otel._foreign import read_call
 from tracely_otel._processor import BundleCallback, FixtureSpanProcessor
 from tracely_otel._reads import ExtractedCall, NotReplayable
 from tracely_otel._redact import REDACTED, is_secret_key, redact_json, redact_str
-from tracely_otel._setup import SetupError, find_fixture_processor, sdk_disabled, setup
+from tracely_otel._setup import (
+    SetupError,
+    exporter_configured,
+    find_fixture_processor,
+    sdk_disabled,
+    setup,
+)
 from tracely_otel._spans import SpanEvent, SpanRecord, record_from_readable
 
 __all__ = [
@@ -75,6 +81,7 @@ __all__ = [
     # pipeline
     "SetupError",
     "attributes",
+    "exporter_configured",
     "find_fixture_processor",
     "sdk_disabled",
     "setup",

@@ -3,7 +3,9 @@
 ``setup()`` never replaces a TracerProvider the application set: it adds the processors that
 are missing to it. Called again, it adds nothing twice. With no OTLP endpoint configured and no
 exporter asked for, spans are exported nowhere (and no connection errors are logged), but the
-FixtureSpanProcessor still sees them.
+FixtureSpanProcessor still sees them. A caller whose spans nobody else reads can pass a
+``sampler`` (OpenTelemetry's ``ALWAYS_OFF``) for the provider setup builds; see
+:func:`exporter_configured`.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from opentelemetry.sdk.trace.export import (
     SimpleSpanProcessor,
     SpanExporter,
 )
+from opentelemetry.sdk.trace.sampling import Sampler
 
 from tracely_otel._processor import BundleCallback, FixtureSpanProcessor
 
@@ -87,6 +90,18 @@ def _exporter_names(explicit: str | None, environ: Mapping[str, str]) -> list[st
     return [n for n in names if n != "none"]
 
 
+def exporter_configured(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether the ``OTEL_*`` variables send spans somewhere: ``OTEL_TRACES_EXPORTER`` names an
+    exporter other than ``none``, or (with it unset) an OTLP endpoint is set.
+
+    A bad ``OTEL_TRACES_EXPORTER`` counts as configured: :func:`setup` then says what is wrong.
+    """
+    try:
+        return bool(_exporter_names(None, os.environ if environ is None else environ))
+    except SetupError:
+        return True
+
+
 def _otlp_exporter(
     endpoint: str | None, protocol: str | None, environ: Mapping[str, str]
 ) -> SpanExporter:
@@ -141,14 +156,17 @@ def setup(
     endpoint: str | None = None,
     protocol: str | None = None,
     environ: Mapping[str, str] | None = None,
+    sampler: Sampler | None = None,
 ) -> TracerProvider | None:
     """Make sure the global TracerProvider records fixtures and exports as configured.
 
     - No global provider yet: build one (resource from ``OTEL_SERVICE_NAME`` /
       ``OTEL_RESOURCE_ATTRIBUTES`` and ``service_name``), with the exporter chosen by
-      ``exporter`` / ``OTEL_TRACES_EXPORTER`` / ``OTEL_EXPORTER_OTLP_*``, and set it globally.
+      ``exporter`` / ``OTEL_TRACES_EXPORTER`` / ``OTEL_EXPORTER_OTLP_*`` and ``sampler``
+      (default: the SDK's, ``OTEL_TRACES_SAMPLER``), and set it globally.
     - The app already set an SDK provider: keep it and its exporters; add only the
-      FixtureSpanProcessor (and an exporter only when one is passed explicitly).
+      FixtureSpanProcessor (and an exporter only when one is passed explicitly); ``sampler``
+      is not applied to it: the application decides what its provider samples.
     - The FixtureSpanProcessor extracts bundles on its own worker thread; the provider's
       ``force_flush()`` waits until every finished trace has reached ``on_bundle``.
     - ``OTEL_SDK_DISABLED=true``: do nothing and return None.
@@ -167,7 +185,7 @@ def setup(
             provider = current
         elif type(current).__name__ == "ProxyTracerProvider":
             attributes = {"service.name": service_name} if service_name else {}
-            provider = TracerProvider(resource=Resource.create(attributes))
+            provider = TracerProvider(resource=Resource.create(attributes), sampler=sampler)
             created = True
         else:
             logger.warning(

@@ -11,6 +11,7 @@ from typing import Any
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SpanExporter
+from opentelemetry.sdk.trace.sampling import Sampler
 
 import tracely_otel
 from tracely_otel import Bundle, BundleCallback
@@ -93,6 +94,7 @@ def init(
     endpoint: str | None = None,
     on_bundle: BundleCallback | None = None,
     redact: Callable[[Any], Any] | None = None,
+    sampler: Sampler | None = None,
 ) -> TracerProvider | None:
     """Set up tracing and recording for an agent process; safe to call more than once.
 
@@ -104,6 +106,8 @@ def init(
       ``TRACELY_RECORD=false``. ``on_bundle(trace_id, bundle)`` receives bundles too.
     - ``instrument="auto"`` (or ``TRACELY_INSTRUMENT``) patches the installed provider SDKs.
     - ``redact`` runs after the default secret redaction on every recorded value.
+    - ``sampler`` (an OpenTelemetry sampler) is the sampler of the provider init builds; the
+      application's own provider keeps its own.
 
     Returns the provider, or None when ``OTEL_SDK_DISABLED`` is set.
     """
@@ -124,6 +128,7 @@ def init(
             service_name=resolve("service_name", service_name),
             exporter=exporter,
             endpoint=endpoint,
+            sampler=sampler,
         )
         if provider is not None and resolve("record", record):
             fixture_processor = tracely_otel.find_fixture_processor(provider)

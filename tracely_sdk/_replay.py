@@ -225,6 +225,16 @@ class ReplaySession:
         # Each call made, in order: the entry that answered it (None: none did) and its step.
         self._calls: list[tuple[Entry | None, Step]] = []
         self._on_end: list[Callable[[], None]] = []
+        # The trace of the first tracely span started in the block, read from the span's
+        # context: it exists whether or not the span is sampled, which a span processor is not.
+        self.trace_id: int | None = None
+
+    def note_span(self, span: Any) -> None:
+        """Note the trace of ``span``, a tracely span started in the block, if it is the first."""
+        if self.trace_id is None:
+            context = span.get_span_context()
+            if context.is_valid:
+                self.trace_id = context.trace_id
 
     @property
     def mode(self) -> Mode:

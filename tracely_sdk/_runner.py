@@ -57,7 +57,7 @@ from tracely_sdk._canonical import canonical_equal
 from tracely_sdk._diff import Difference, diff_values, render
 from tracely_sdk._entrypoints import EntrypointPolicy, ensure_cwd_on_path
 from tracely_sdk._redact import redact_text
-from tracely_sdk._replay import ReplayReport, fixtures
+from tracely_sdk._replay import ReplayReport, current_session, fixtures
 from tracely_sdk._types import dumps
 from tracely_sdk._version import __version__
 from tracely_sdk.errors import BundleError, ConfigError, RecordedError, StoreError
@@ -886,6 +886,7 @@ def _run_case(
                 started,
                 entrypoint,
             )
+        session = current_session()
         try:
             output = fn(*args, **kwargs)
             if inspect.isawaitable(output):
@@ -895,7 +896,10 @@ def _run_case(
             tb_text = agent_traceback(exc)
     # the block has exited: report.unused is final
 
-    trace_id = format(sink[0], "032x") if sink else None
+    # The probe sees the first span of any instrumentor, when spans are sampled; the session
+    # notes tracely's own, sampled or not.
+    noted = sink[0] if sink else session.trace_id if session is not None else None
+    trace_id = format(noted, "032x") if noted else None
     result = CaseResult(
         case_id=case.id,
         version=case.version,

@@ -369,6 +369,8 @@ class Call:
         )
         if self._count is not None:
             self._count.add(self.kind, span)
+        if self.session is not None:
+            self.session.note_span(span)
         return span
 
     def _decide(self, session: ReplaySession, section: str, text: str | None, masks: Masks) -> None:
@@ -847,6 +849,7 @@ class AgentRun:
             A.SDK_VERSION: __version__,
         }
         digest: list[str] = []
+        session = None
         try:
             if self._input is not None:
                 encoded = _Encoded(self._input)
@@ -871,6 +874,8 @@ class AgentRun:
             record_exception=False,
             set_status_on_exception=False,
         )
+        if session is not None:
+            session.note_span(self._span)
         self._token = otel_context.attach(trace.set_span_in_context(self._span))
         if _run_calls.get() is None:  # the outermost run counts; nested ones share its count
             self._count = _CallCount(self._span.get_span_context().trace_id)

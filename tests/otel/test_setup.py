@@ -16,9 +16,10 @@ from opentelemetry import trace
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
+from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
 
 import tracely_sdk as tracely
-from tracely_otel import FixtureSpanProcessor, SetupError, setup
+from tracely_otel import FixtureSpanProcessor, SetupError, exporter_configured, setup
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -130,6 +131,41 @@ def test_init_turns_setup_errors_into_config_errors(
     monkeypatch.setenv("OTEL_TRACES_EXPORTER", "zipkin")
     with pytest.raises(tracely.ConfigError, match="OTEL_TRACES_EXPORTER"):
         tracely.init()
+
+
+@pytest.mark.parametrize(
+    ("env", "configured"),
+    [
+        ({}, False),
+        ({"OTEL_TRACES_EXPORTER": "none"}, False),
+        ({"OTEL_EXPORTER_OTLP_ENDPOINT": " "}, False),  # an empty variable is unset
+        ({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9"}, True),
+        ({"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://127.0.0.1:9/v1/traces"}, True),
+        ({"OTEL_TRACES_EXPORTER": "otlp"}, True),
+        ({"OTEL_TRACES_EXPORTER": "console"}, True),
+        ({"OTEL_TRACES_EXPORTER": "none", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://h:9"}, False),
+        ({"OTEL_TRACES_EXPORTER": "zipkin"}, True),  # setup() then says what is wrong
+    ],
+)
+def test_exporter_configured_reads_the_standard_variables(
+    env: dict[str, str], configured: bool
+) -> None:
+    assert exporter_configured(env) is configured
+
+
+def test_the_sampler_applies_to_the_provider_setup_builds(unset_global_provider: None) -> None:
+    provider = setup(environ={}, sampler=ALWAYS_OFF)
+    assert provider is not None and provider.sampler is ALWAYS_OFF
+    with provider.get_tracer("t").start_as_current_span("unread") as span:
+        assert not span.is_recording()
+        assert span.get_span_context().is_valid  # the ids still exist
+
+
+def test_the_sampler_leaves_the_apps_provider_alone(unset_global_provider: None) -> None:
+    app = TracerProvider()
+    trace.set_tracer_provider(app)
+    assert setup(environ={}, sampler=ALWAYS_OFF) is app
+    assert app.sampler is not ALWAYS_OFF
 
 
 def test_exports_over_real_otlp_http(unset_global_provider: None, collector: Any) -> None:

@@ -20,7 +20,7 @@ OTEL = {
     "BundleCallback", "ExtractedCall", "FixtureSpanProcessor", "NotReplayable", "SpanEvent",
     "SpanRecord", "bundle_from_spans", "digest_item", "record_from_readable", "register_reader", "value_digest",
     "CALL_SOURCES", "read_call",
-    "SetupError", "attributes", "find_fixture_processor", "sdk_disabled", "setup",
+    "SetupError", "attributes", "exporter_configured", "find_fixture_processor", "sdk_disabled", "setup",
 }  # fmt: skip
 
 

@@ -11,6 +11,9 @@ from typing import Any
 
 import orjson
 import pytest
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
 
 import tracely_sdk as tracely
 from examples import weather_agent
@@ -101,6 +104,32 @@ def test_pass_when_the_replay_reproduces_the_recording(capture: Any, monkeypatch
     assert len(agent_span) == 1
     assert format(agent_span[0].context.trace_id, "032x") == result.trace_id
     assert agent_span[0].attributes[A.CASE_VERSION] == 1
+
+
+def test_with_no_span_sampled_the_verdict_is_the_same_and_the_trace_id_is_the_agents(
+    capture: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ids: list[str] = []
+
+    def ask(city: str) -> Any:
+        with tracely.agent("ask", input=city) as run:
+            ids.append(run.trace_id)
+            run.output = tracely.call_tool("get_weather", lambda: {"temp": 18}, args={"city": city})
+            return run.output
+
+    case = case_of(record(capture, ask, "Paris"), entrypoint=None)
+    sampled = run_case(case, ask)
+    # what `tracely replay` builds when no exporter is configured: nothing is sampled, so no
+    # span processor sees a span, and the trace id comes from the replay itself
+    monkeypatch.setattr(trace, "_TRACER_PROVIDER", TracerProvider(sampler=ALWAYS_OFF))
+    unsampled = run_case(case, ask)
+    assert unsampled.verdict == sampled.verdict == PASS
+    assert unsampled.trace_id == ids[-1] != sampled.trace_id == ids[-2]
+
+    def plain(result: CaseResult) -> dict[str, Any]:
+        return {**result.to_dict(), "trace_id": None, "duration": None}
+
+    assert plain(unsampled) == plain(sampled)
 
 
 def test_incomplete_on_a_strict_miss_and_the_call_never_runs(

@@ -32,8 +32,9 @@ __all__ = [
 DESCRIPTION = """\
 Replay regression cases through your own code under their recordings: every tool and LLM
 call is served from the recording and never runs live. Spans go through the configured
-OpenTelemetry pipeline (OTEL_* variables), stamped with the case id and version; replay traces
-are not recorded into the store, but each run's results are (see `tracely runs`).
+OpenTelemetry pipeline (OTEL_* variables), stamped with the case id and version; with no
+exporter configured they would reach nobody, so none is sampled. Replay traces are not
+recorded into the store, but each run's results are (see `tracely runs`).
 
 Verdicts: PASS (strict, every recorded call made, output equal to the expected output),
 FAIL (output differs, recorded calls never made, or an input diverged), INCOMPLETE (the code
@@ -189,11 +190,22 @@ def failures_only(args: argparse.Namespace, environ: Mapping[str, str] | None = 
 def init_tracing() -> None:
     """``tracely.init()`` for a replay run: spans go through the configured pipeline, no recording.
 
-    A module-level function so that worker processes (``-j N``) can run it too.
+    With no exporter configured (:func:`tracely_otel.exporter_configured`) and no provider of
+    the application's, the run's spans would reach nobody: the provider tracely builds then
+    samples none (OpenTelemetry's ``ALWAYS_OFF``), so spans cost next to nothing while their
+    trace and span ids still exist. The verdicts, reports and the kept run are built from the
+    replay's own record either way. A module-level function so that worker processes
+    (``-j N``) can run it too.
     """
+    from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
+
+    import tracely_otel
     import tracely_sdk as tracely
 
-    tracely.init(record=False)
+    if tracely_otel.exporter_configured():
+        tracely.init(record=False)
+    else:  # an application's own provider keeps its sampler (init does not replace it)
+        tracely.init(record=False, sampler=ALWAYS_OFF)
 
 
 def _flush_tracing() -> None:

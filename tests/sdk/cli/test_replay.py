@@ -2,20 +2,34 @@
 
 from __future__ import annotations
 
+import http.server
 import json
+import os
 import re
+import subprocess
+import sys
+import threading
 import xml.etree.ElementTree as ET
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
+from opentelemetry import trace
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
 
+import tracely_sdk as tracely
 from examples import weather_agent
+from tracely_otel import attributes as A
 from tracely_sdk import _entrypoints
 from tracely_sdk.cli import _replay, main
 from tracely_sdk.cli._replay import init_tracing
 
 from ._helpers import CLI, WEATHER, record
+
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def story(capture: Any, cli: CLI) -> tuple[str, str]:
@@ -168,8 +182,12 @@ def test_replay_sets_up_tracing_without_recording(
 ) -> None:
     calls: list[dict[str, Any]] = []
     monkeypatch.setattr("tracely_sdk.init", lambda **kw: calls.append(kw))
+    for name in [n for n in os.environ if n.startswith("OTEL_")]:
+        monkeypatch.delenv(name)
     init_tracing()  # the real one (the cli fixture stubs the module's)
-    assert calls == [{"record": False}]
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:9")
+    init_tracing()
+    assert calls == [{"record": False, "sampler": ALWAYS_OFF}, {"record": False}]
     seen: list[str] = []
     monkeypatch.setattr(_replay, "init_tracing", lambda: seen.append("init"))
     story(capture, cli)
@@ -476,3 +494,133 @@ def test_an_errored_case_shows_the_agents_traceback_now_and_in_the_kept_run(
     assert run_id is not None
     kept = cli("runs", "show", run_id.group(1))[1]
     assert "\n".join(details[1:]) in kept
+
+
+# -- spans nobody reads -------------------------------------------------------------------------
+
+
+class _Receiver(http.server.BaseHTTPRequestHandler):
+    """An OTLP/HTTP receiver: keeps every span it is sent."""
+
+    def do_POST(self) -> None:
+        request = ExportTraceServiceRequest()
+        request.ParseFromString(self.rfile.read(int(self.headers["Content-Length"])))
+        self.server.spans.extend(  # type: ignore[attr-defined]
+            span for rs in request.resource_spans for ss in rs.scope_spans for span in ss.spans
+        )
+        self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def receiver() -> Iterator[Any]:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Receiver)
+    server.spans = []  # type: ignore[attr-defined]
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+def test_init_tracing_samples_nothing_only_without_an_exporter(
+    unset_global_provider: None, monkeypatch: pytest.MonkeyPatch, receiver: Any
+) -> None:
+    for name in [n for n in os.environ if n.startswith("OTEL_")]:
+        monkeypatch.delenv(name)
+    init_tracing()
+    provider = trace.get_tracer_provider()
+    assert isinstance(provider, TracerProvider) and provider.sampler is ALWAYS_OFF
+    with tracely.agent("unread", input=1) as run:
+        assert not run.span.is_recording() and run.span.get_span_context().is_valid
+    provider.shutdown()
+
+    trace._TRACER_PROVIDER = None
+    trace._TRACER_PROVIDER_SET_ONCE._done = False
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", f"http://127.0.0.1:{receiver.server_port}")
+    init_tracing()
+    provider = trace.get_tracer_provider()
+    assert isinstance(provider, TracerProvider) and provider.sampler is not ALWAYS_OFF
+    with tracely.agent("read", input=1) as run:
+        assert run.span.is_recording()
+    provider.force_flush()
+    assert [s.name for s in receiver.spans] == ["invoke_agent read"]
+
+
+def _tracely_replay(
+    cli: CLI, out: Path, env: Mapping[str, str]
+) -> subprocess.CompletedProcess[str]:
+    """``tracely replay`` as CI runs it: its own process, every report asked for."""
+    out.mkdir()
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "TRACELY_"))}
+    command = [
+        sys.executable, "-m", "tracely_sdk.cli", "replay", "--store", cli.url,
+        "--json", str(out / "r.json"), "--junit", str(out / "r.xml"), "--html", str(out / "r.html"),
+    ]  # fmt: skip
+    return subprocess.run(
+        command,
+        env={**base, "PYTHONPATH": str(ROOT), **env},
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_reports_and_the_kept_run_are_the_same_with_and_without_an_exporter(
+    capture: Any, cli: CLI, tmp_path: Path, receiver: Any
+) -> None:
+    big_suite(capture, cli, broken=1)  # city1 fails, oslo passes
+    atlantis = record(capture, cli, weather_agent.run_handles, "Atlantis")
+    cli("cases", "promote", atlantis, "--name", "Atlantis", "--entrypoint", f"{WEATHER}:run")
+    endpoint = f"http://127.0.0.1:{receiver.server_port}"
+    unread = _tracely_replay(cli, tmp_path / "unread", {})
+    read = _tracely_replay(cli, tmp_path / "read", {"OTEL_EXPORTER_OTLP_ENDPOINT": endpoint})
+    assert unread.returncode == read.returncode == 1, unread.stderr + read.stderr
+
+    reports = {
+        name: json.loads((tmp_path / name / "r.json").read_text()) for name in ("unread", "read")
+    }
+    cases = {name: report["cases"] for name, report in reports.items()}
+    assert [c["verdict"] for c in cases["unread"]] == ["ERRORED", "FAIL", "PASS"]
+    trace_ids = {name: [c["trace_id"] for c in cs] for name, cs in cases.items()}
+    assert all(re.fullmatch("[0-9a-f]{32}", t) for ids in trace_ids.values() for t in ids)
+
+    # Every span of the exported run reached the receiver: one agent span per case, one per call.
+    spans_of = {t: [s for s in receiver.spans if s.trace_id.hex() == t] for t in trace_ids["read"]}
+    for case in cases["read"]:
+        spans = spans_of[case["trace_id"]]
+        kinds = sorted(a.value.string_value for s in spans for a in s.attributes if a.key == A.KIND)
+        calls = [step for step in case["timeline"] if step.get("call")]
+        assert kinds.count("agent") == 1 and len(spans) == 1 + len(calls), case["case_id"]
+    assert len(receiver.spans) == sum(len(s) for s in spans_of.values())
+
+    def same(text: str, name: str) -> str:
+        """``text`` with what differs between two runs of the same cases made alike."""
+        for n, trace_id in enumerate(trace_ids[name]):
+            text = text.replace(trace_id, f"<trace {n}>")
+        text = re.sub(r'"(duration_s|time)": ?[0-9.e-]+', r'"\1": 0', text)
+        text = re.sub(r'(time|timestamp)="[^"]*"', r'\1=""', text)
+        return re.sub(r"\b[0-9]+\.[0-9]+ ?(s|ms)\b", "0 s", text)
+
+    for report in ("r.json", "r.xml", "r.html"):
+        texts = {n: same((tmp_path / n / report).read_text(), n) for n in ("unread", "read")}
+        assert texts["unread"] == texts["read"], report
+
+    kept = {}
+    for name, proc in (("unread", unread), ("read", read)):
+        run_id = re.search(r"run ([0-9a-f]{16}) kept in", proc.stderr)
+        assert run_id is not None, proc.stderr
+        status, shown, _ = cli("runs", "show", run_id.group(1), "--json")
+        assert status == 0
+        run = json.loads(shown)
+        kept[name] = {k: v for k, v in run.items() if k not in ("run_id", "started_at")}
+        kept[name] = json.loads(same(json.dumps(kept[name]), name))
+    assert kept["read"].pop("otlp_endpoint") == endpoint  # what only an exporter adds
+    assert kept["unread"].pop("otlp_endpoint") is None
+    assert kept["unread"] == kept["read"]
