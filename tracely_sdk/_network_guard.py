@@ -176,9 +176,10 @@ def _url_endpoint(url: str) -> Endpoint | None:
     except ValueError:
         return None
     host = parts.hostname
-    if not host:
-        return None
-    return Endpoint(_normal_host(host), port or _DEFAULT_PORTS.get(parts.scheme.lower()))
+    port = port or _DEFAULT_PORTS.get(parts.scheme.lower())
+    if not host or port is None:
+        return None  # a scheme whose port is not known: allowing every port would be too much
+    return Endpoint(_normal_host(host), port)
 
 
 # tracely's own endpoints opened in this process (stores, servers, an explicit OTLP endpoint);

@@ -684,3 +684,16 @@ def test_the_audit_hook_is_installed_by_the_first_strict_block_only() -> None:
         timeout=60,
     )
     assert proc.stdout.split() == ["False", "True"], proc.stderr
+
+
+def test_a_store_url_tracely_refuses_allows_nothing(listener: socket.socket) -> None:
+    # A URL of a backend tracely does not have, and without a port: allowing its host on every
+    # port would have let every loopback connection through for the rest of the process.
+    with pytest.raises(ConfigError, match="unknown scheme 'redis'"):
+        open_store("redis://localhost/0")
+    port = port_of(listener)
+    with tracely.fixtures({}) as rep:
+        refused(lambda: socket.create_connection(("127.0.0.1", port), timeout=2))
+        refused(lambda: socket.create_connection(("localhost", port), timeout=2))
+    assert len(rep.refused) == 2
+    assert untouched(listener)

@@ -207,9 +207,6 @@ def open_store(url: str | None = None, *, create: bool = True) -> Store:
         return SQLiteStore(path, url=url if path != ":memory:" else None, create=create, **options)
     match = _SCHEME_RE.match(url)
     if match:
-        from tracely_sdk._network_guard import allow_own
-
-        allow_own(url)  # strict replay lets tracely reach its own store
         scheme = match.group(1).lower()
         if scheme not in _backends and scheme in _PROVIDED_BY:
             module, _ = _PROVIDED_BY[scheme]
@@ -219,6 +216,11 @@ def open_store(url: str | None = None, *, create: bool = True) -> Store:
                 pass
         factory = _backends.get(scheme)
         if factory is not None:
+            from tracely_sdk._network_guard import allow_own
+
+            # Strict replay lets tracely reach its own store: only a store of a backend tracely
+            # has, so a URL it refuses allows nothing.
+            allow_own(url)
             try:
                 return factory(url)
             except MissingDependency as exc:
