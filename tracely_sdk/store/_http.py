@@ -46,6 +46,7 @@ from urllib3.exceptions import (
 from urllib3.exceptions import TimeoutError as _Timeout
 from urllib3.util import Retry
 
+from tracely_sdk._config import resolve
 from tracely_sdk.errors import ConfigError, Conflict, NotFound, StoreError
 from tracely_sdk.store import (
     Case,
@@ -230,8 +231,7 @@ class HTTPStore(Store):
         self.url = base
         self.timeout = float(timeout) if timeout is not None else url_timeout
         self.retries = int(retries) if retries is not None else url_retries
-        raw = token if token is not None else os.environ.get(TOKEN_ENV, "")
-        raw = raw.strip()
+        raw = token.strip() if token is not None else resolve("token") or ""
         if raw and (not raw.isascii() or any(ord(c) < 0x21 or ord(c) == 0x7F for c in raw)):
             raise ConfigError(
                 f"{TOKEN_ENV} holds characters a bearer token cannot have (spaces, control "
