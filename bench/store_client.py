@@ -2,8 +2,8 @@
 
 One server process (a SQLite store in a temporary directory, no rate limit) on 127.0.0.1, one
 promoted case, then ``HTTPStore.get_case`` in a loop from one thread for ``--seconds`` after a
-warm-up. What it shows is the client's cost per call, connection set-up included (the client opens a
-connection a call: see the ``Connection`` header in ``store/_http.py``). Nothing is asserted.
+warm-up. What it shows is the client's cost per call, a new connection a call included (see
+``HTTPStore._request``). Nothing is asserted.
 
     python bench/store_client.py [--seconds S]
 """

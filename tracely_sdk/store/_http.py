@@ -1,12 +1,11 @@
 """The store interface over HTTP: a tracely server as the store (``TRACELY_STORE=http://...``).
 
 :class:`HTTPStore` implements every :class:`~tracely_sdk.store.Store` method against the server's
-JSON API with urllib3 (one pool of kept-alive connections per store, urllib3's ``Retry`` for
-the retries), so that ``tracely replay`` and ``tracely cases ...``
-work the same against a team's server as against a local file:
+JSON API with urllib3 (its ``Retry`` for the retries), so that ``tracely replay`` and
+``tracely cases ...`` work the same against a team's server as against a local file:
 
-- the bearer token comes from ``TRACELY_TOKEN`` (it is never printed, logged or put in a
-  message);
+- the bearer token comes from the ``token`` setting (``TRACELY_TOKEN``; it is never printed,
+  logged or put in a message);
 - every request has a timeout; a call that is safe to repeat (everything but promoting a
   trace) is retried with exponential backoff on a connection failure, a timeout, ``429`` and
   ``503``, waiting as long as the server's ``Retry-After`` asks (within a bound);
@@ -25,7 +24,6 @@ proxy), optionally with ``?timeout=SECONDS`` (per request, default 30) and ``?re
 from __future__ import annotations
 
 import ipaddress
-import os
 import random
 import re
 import time
@@ -193,7 +191,7 @@ def _pool_manager(base: str) -> urllib3.PoolManager:
     """Connections to ``base``, through the proxy the environment names for it (``HTTP(S)_PROXY``
     less ``NO_PROXY``, as urllib would use it) unless it is on this machine."""
     split = urllib.parse.urlsplit(base)
-    options: dict[str, Any] = {"maxsize": _FETCH_THREADS, "block": False}
+    options: dict[str, Any] = {}
     proxy = None
     if not _is_loopback(split.hostname or ""):
         proxy = urllib.request.getproxies().get(split.scheme)
@@ -239,23 +237,12 @@ class HTTPStore(Store):
             )
         self._token = raw or None
         self._closed = False
-        self._http = _pool_manager(base)
-        self._pid = os.getpid()
-        self._stale: list[urllib3.PoolManager] = []
         self._sleep: Callable[[float], None] = time.sleep
 
     def __repr__(self) -> str:
         return f"<HTTPStore {self.url}>"
 
     # transport ----------------------------------------------------------------------------
-
-    def _connections(self) -> urllib3.PoolManager:
-        if self._pid != os.getpid():
-            # A forked child must not use (or close) the parent's sockets: it opens its own.
-            self._stale.append(self._http)
-            self._http = _pool_manager(self.url)
-            self._pid = os.getpid()
-        return self._http
 
     def _request(
         self,
@@ -273,14 +260,7 @@ class HTTPStore(Store):
         url = self.url + path
         if query:
             url += "?" + urllib.parse.urlencode({k: v for k, v in query.items() if v is not None})
-        headers = {
-            "Accept": "application/json",
-            "User-Agent": "tracely-store-client",
-            # A kept-alive connection to `tracely serve` waits ~40 ms an answer (its sockets
-            # are not TCP_NODELAY, so the answer's body waits for our delayed ACK of its head):
-            # a new connection a call is faster until the server sets it.
-            "Connection": "close",
-        }
+        headers = {"Accept": "application/json", "User-Agent": "tracely-store-client"}
         data = None
         if body is not None:
             data = orjson.dumps(body)
@@ -309,8 +289,12 @@ class HTTPStore(Store):
             retry = _StoreRetry(
                 total=retries, read=False, other=0, status=0, redirect=False, sleep=sleep
             )
+        # Connections for this call (its retries), closed after it. Kept alive from call to
+        # call, a connection to `tracely serve` waits ~40 ms for each answer: its sockets are
+        # not TCP_NODELAY, so an answer's body waits for this side's delayed ACK of its head.
+        connections = _pool_manager(self.url)
         try:
-            response = self._connections().request(
+            response = connections.request(
                 method,
                 url,
                 body=data,
@@ -323,6 +307,8 @@ class HTTPStore(Store):
             self._unreachable(exc.reason, attempts=len(waits) + 1)
         except HTTPError as exc:
             self._unreachable(exc, attempts=len(waits) + 1)
+        finally:
+            connections.clear()
         answer = _Answer(response.status, response.headers, response.data)
         return self._decode(answer, method, path, what, attempts=len(waits) + 1)
 
@@ -726,5 +712,3 @@ class HTTPStore(Store):
 
     def close(self) -> None:
         self._closed = True
-        if self._pid == os.getpid():
-            self._http.clear()
