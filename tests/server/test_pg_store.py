@@ -287,7 +287,8 @@ class Relay:
         listener.bind(("127.0.0.1", self.port))
         listener.listen(16)
         self.port = listener.getsockname()[1]
-        self._listener = listener
+        with self._lock:
+            self._listener = listener
         threading.Thread(target=self._accept, args=(listener,), daemon=True).start()
 
     def _accept(self, listener: socket.socket) -> None:
@@ -298,6 +299,10 @@ class Relay:
                 return  # cut
             server = socket.create_connection(self.upstream)
             with self._lock:
+                if self._listener is not listener:  # cut meanwhile
+                    client.close()
+                    server.close()
+                    return
                 self._sockets += [client, server]
             for a, b in ((client, server), (server, client)):
                 threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
@@ -316,9 +321,10 @@ class Relay:
                 pass
 
     def cut(self) -> None:
-        assert self._listener is not None
-        self._listener.close()
         with self._lock:
+            assert self._listener is not None
+            self._listener.close()
+            self._listener = None
             sockets, self._sockets = self._sockets, []
         for s in sockets:
             try:
@@ -349,7 +355,8 @@ def test_a_server_that_went_away_fails_requests_at_once_and_is_used_again_when_b
             relay.resume()
             assert [r.trace_id for r in s.list_recordings()] == [trace_id(1)]
     finally:
-        relay.cut()
+        if relay._listener is not None:
+            relay.cut()
 
 
 def test_pool_runs_dry_with_a_clear_error(schema_url: str) -> None:

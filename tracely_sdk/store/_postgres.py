@@ -66,6 +66,7 @@ DEFAULT_CONNECT_TIMEOUT = "10"
 # How many times a write that lost a race is run again before the error is reported.
 WRITE_ATTEMPTS = 16
 MAX_BACKOFF = 0.5
+_HEALTH_EVERY = 1.0  # seconds between looks at the server's health while waiting for the pool
 
 
 def _transient_errors() -> tuple[type[BaseException], ...]:
@@ -308,21 +309,28 @@ class PostgresStore(SQLStore):
 
     def _getconn(self) -> Any:
         # While connections are being lost, a connection of our own says at once whether the
-        # server is there, where waiting on the pool would only time out.
-        if self._health.suspect:
-            self._reachable()
-        try:
-            return self._pool.getconn()
-        except psycopg_pool.PoolClosed:
-            raise StoreError(f"the store {self.url} is closed") from None
-        except psycopg_pool.PoolTimeout:
+        # server is there, where waiting on the pool would only time out. A request already
+        # waiting looks again each _HEALTH_EVERY seconds: the pool does not wake it when it
+        # gives a connection up.
+        deadline = time.monotonic() + self.pool_timeout
+        while True:
+            if self._health.suspect:
+                self._reachable()
+            remaining = deadline - time.monotonic()
+            try:
+                return self._pool.getconn(timeout=max(0.001, min(remaining, _HEALTH_EVERY)))
+            except psycopg_pool.PoolClosed:
+                raise StoreError(f"the store {self.url} is closed") from None
+            except psycopg_pool.PoolTimeout:
+                if remaining > _HEALTH_EVERY:
+                    continue
             if self._health.suspect:
                 self._reachable()
             raise StoreError(
                 f"store {self.url}: all {self.pool_size} connections stayed busy for "
                 f"{self.pool_timeout:g}s; raise pool_size in the store URL or the "
                 "server's max_connections"
-            ) from None
+            )
 
     def _begin(self, begin: str) -> Any:
         """A pooled connection with a transaction open; a connection that died is replaced."""
