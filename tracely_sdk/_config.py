@@ -8,7 +8,9 @@ then the default. An empty string counts as unset. A value that cannot be used r
 
 from __future__ import annotations
 
+import ipaddress
 import json
+import math
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -25,10 +27,91 @@ from tracely_sdk.errors import ConfigError
 _UNSET: Any = object()
 
 
-def _str(source: str, value: Any) -> str:
+# One parser per type of value, each ``(source, value) -> parsed``: ``source`` names the
+# argument, option, variable or pyproject key the value came from, for the error.
+
+
+def _text(source: str, value: Any) -> str:
     if not isinstance(value, str):
         raise ConfigError(f"{source}={value!r} must be a string")
-    return value
+    return value.strip()
+
+
+def _port(source: str, value: Any) -> int:
+    number = _integer(source, value)
+    if not 0 <= number <= 65535:
+        raise ConfigError(f"{source}={value!r} is not a TCP port (0-65535; 0 picks a free one)")
+    return number
+
+
+def _integer(source: str, value: Any) -> int:
+    if isinstance(value, bool):
+        raise ConfigError(f"{source}={value!r} is not a whole number")
+    if isinstance(value, int):
+        return value
+    try:
+        return int(str(value).strip().replace("_", ""))
+    except ValueError:
+        raise ConfigError(f"{source}={value!r} is not a whole number") from None
+
+
+def _positive(source: str, value: Any) -> int:
+    number = _integer(source, value)
+    if number < 1:
+        raise ConfigError(f"{source}={value!r} must be at least 1")
+    return number
+
+
+def _seconds(source: str, value: Any) -> float:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{source}={value!r} is not a number of seconds") from None
+    if not math.isfinite(number) or number < 0:
+        raise ConfigError(f"{source}={value!r} must be a non-negative number of seconds")
+    return number
+
+
+def _timeout(source: str, value: Any) -> float:
+    number = _seconds(source, value)
+    if number <= 0:
+        raise ConfigError(f"{source}={value!r} must be more than 0 seconds")
+    return number
+
+
+def _networks(source: str, value: Any) -> tuple[str, ...]:
+    if isinstance(value, (tuple, list)):
+        items = [str(v).strip() for v in value]
+    else:
+        items = [v.strip() for v in _text(source, value).split(",")]
+    networks = []
+    for item in filter(None, items):
+        try:
+            networks.append(str(ipaddress.ip_network(item, strict=False)))
+        except ValueError:
+            shown = item if len(item) <= 60 else item[:60] + "..."
+            raise ConfigError(
+                f"{source}: {shown!r} is not an IP address or network (e.g. 10.0.0.5, "
+                "10.0.0.0/8, ::1); list the proxies in front of the server, comma-separated"
+            ) from None
+    return tuple(networks)
+
+
+def _rate(source: str, value: Any) -> float:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{source}={value!r} is not a number of requests per second") from None
+    if not math.isfinite(number) or number < 0:
+        raise ConfigError(f"{source}={value!r} must be a non-negative number of requests a second")
+    return number
+
+
+def _secret(source: str, value: Any) -> str:
+    # The value is never shown: it is a credential.
+    if not isinstance(value, str):
+        raise ConfigError(f"{source} must be a string")
+    return value.strip()
 
 
 def _bool(source: str, value: Any) -> bool:
@@ -40,6 +123,28 @@ def _bool(source: str, value: Any) -> bool:
     if lowered in ("0", "false", "no", "off"):
         return False
     raise ConfigError(f"{source}={value!r} is not a boolean; use true or false")
+
+
+# The GenAI instrumentations' newer values of the content-capture variable, besides booleans.
+_CAPTURE_MODES = {
+    "span_only": True,
+    "span_and_event": True,
+    "event_only": False,
+    "no_content": False,
+}
+
+
+def _capture(source: str, value: Any) -> bool:
+    mode = _CAPTURE_MODES.get(str(value).strip().lower())
+    if mode is not None:
+        return mode
+    try:
+        return _bool(source, value)
+    except ConfigError:
+        raise ConfigError(
+            f"{source}={value!r} is not a boolean or a capture mode; use true, false, "
+            f"{', '.join(_CAPTURE_MODES)}"
+        ) from None
 
 
 # The providers live here, beside the setting that names them, so that the settings table
@@ -115,13 +220,18 @@ def _hosts(source: str, value: Any) -> tuple[Endpoint, ...]:
 
 @dataclass(frozen=True)
 class Setting:
-    """One setting: where it is read from, its default and what it means."""
+    """One setting: where it is read from, its default and what it means.
+
+    ``project``: whether ``[tool.tracely]`` in pyproject.toml may set it (not for the server's
+    settings: a server is not one project's).
+    """
 
     name: str
     env: tuple[str, ...]
     default: Any
     parse: Callable[[str, Any], Any]
     doc: str
+    project: bool = True
 
 
 SETTINGS: dict[str, Setting] = {
@@ -131,14 +241,14 @@ SETTINGS: dict[str, Setting] = {
             "service_name",
             ("OTEL_SERVICE_NAME",),
             None,
-            _str,
+            _text,
             "service.name of the spans (also from OTEL_RESOURCE_ATTRIBUTES).",
         ),
         Setting(
             "store",
             ("TRACELY_STORE",),
             None,
-            _str,
+            _text,
             "Where recordings and cases are kept: sqlite:///path.db (default "
             ".tracely/tracely.db in the project), http(s)://server, postgresql://...",
         ),
@@ -167,7 +277,11 @@ SETTINGS: dict[str, Setting] = {
             "environment, a list in [tool.tracely]). A case naming anything else is ERRORED.",
         ),
         Setting(
-            "token", ("TRACELY_TOKEN",), None, _str, "Bearer token sent to a tracely server store."
+            "token",
+            ("TRACELY_TOKEN",),
+            None,
+            _secret,
+            "Bearer token sent to a tracely server store.",
         ),
         Setting(
             "ignore",
@@ -203,7 +317,7 @@ SETTINGS: dict[str, Setting] = {
             "capture_content",
             ("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT",),
             False,
-            _bool,
+            _capture,
             "Also write messages to the plain gen_ai.input/output.messages attributes.",
         ),
     )
@@ -280,17 +394,36 @@ def resolve(
     pyproject: Mapping[str, Any] | None = None,
 ) -> Any:
     """The value of setting ``name`` by the precedence rules above."""
-    setting = SETTINGS[name]
-    if argument is not _UNSET and argument is not None:
-        return setting.parse(f"{name} argument", argument)
-    env = os.environ if environ is None else environ
+    return resolve_setting(
+        SETTINGS[name],
+        None if argument is _UNSET else argument,
+        os.environ if environ is None else environ,
+        pyproject=pyproject,
+        argument=f"{name} argument",
+    )
+
+
+def resolve_setting(
+    setting: Setting,
+    value: Any,
+    environ: Mapping[str, str],
+    *,
+    pyproject: Mapping[str, Any] | None = None,
+    argument: str,
+) -> Any:
+    """The value of ``setting``: ``value`` (given as ``argument``: None or "" is not given),
+    then ``environ``, then ``[tool.tracely]`` (``pyproject``, default the nearest
+    pyproject.toml's) where the setting may come from there, then its default."""
+    if value is not None and value != "":
+        return setting.parse(argument, value)
     for var in setting.env:
-        raw = env.get(var, "").strip()
+        raw = environ.get(var, "").strip()
         if raw:
             return setting.parse(var, raw)
-    table = _pyproject() if pyproject is None else pyproject
-    key = name.replace("_", "-")
-    for candidate in (name, key):
-        if candidate in table and table[candidate] != "":
-            return setting.parse(f"[tool.tracely] {candidate}", table[candidate])
+    if setting.project:
+        table = _pyproject() if pyproject is None else pyproject
+        key = setting.name.replace("_", "-")
+        for candidate in (setting.name, key):
+            if candidate in table and table[candidate] != "":
+                return setting.parse(f"[tool.tracely] {candidate}", table[candidate])
     return setting.default

@@ -472,6 +472,18 @@ def test_retries_give_up_with_the_reason(live: ServerProcess, proxy: FaultProxy)
     assert _client._retry_after("soon") is None
 
 
+def test_only_busy_and_unavailable_answers_are_retried(
+    live: ServerProcess, proxy: FaultProxy
+) -> None:
+    s = client(proxy.url, live.tokens.write, retries=4)
+    before = len(proxy.seen)
+    too_large = b'{"error": {"code": "too_large", "message": "the body is too large"}}'
+    proxy.faults.extend([("status", 413, {"Retry-After": "1"}, too_large)])
+    with pytest.raises(StoreError, match="refused it as too large"):
+        s.list_cases()
+    assert len(proxy.seen) - before == 1 and s._sleep == []
+
+
 def test_timeouts(live: ServerProcess, proxy: FaultProxy) -> None:
     s = client(proxy.url, live.tokens.write, timeout=0.3, retries=1)
     proxy.faults.extend([("delay", 1.5), ("delay", 1.5)])

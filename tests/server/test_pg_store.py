@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import multiprocessing
 import re
+import socket
 import threading
 import time
 import urllib.parse
@@ -233,7 +234,13 @@ def _backend_pids(store: PostgresStore) -> list[int]:
     Tests run in parallel against one server, so selecting by application name or database
     would also kill another test's connections.
     """
-    return [c.info.backend_pid for c in store._pool._idle]
+    pool = store._pool
+    idle = [pool.getconn() for _ in range(pool.get_stats()["pool_available"])]
+    try:
+        return [c.info.backend_pid for c in idle]
+    finally:
+        for c in idle:
+            pool.putconn(c)
 
 
 def test_dead_connections_are_replaced(store: PostgresStore) -> None:
@@ -248,7 +255,7 @@ def test_dead_connections_are_replaced(store: PostgresStore) -> None:
         t.start()
     for t in threads:
         t.join()
-    assert store._pool._idle, "the pool should hold idle connections"
+    assert store._pool.get_stats()["pool_available"], "the pool should hold idle connections"
     pids = _backend_pids(store)
     with psycopg.connect(store._conninfo, autocommit=True) as killer:
         for pid in pids:
@@ -260,6 +267,96 @@ def test_dead_connections_are_replaced(store: PostgresStore) -> None:
             time.sleep(0.01)
     assert store.put_recording(make_recording("after-restart")) is True
     assert len(store.list_recordings(limit=100)) == 5
+
+
+class Relay:
+    """A TCP relay in front of the server that can be cut (as a server going down looks to a
+    client: open connections dropped, new ones refused) and put back on the same port."""
+
+    def __init__(self, upstream: tuple[str, int]) -> None:
+        self.upstream = upstream
+        self.port = 0
+        self._sockets: list[socket.socket] = []
+        self._lock = threading.Lock()
+        self._listener: socket.socket | None = None
+        self.resume()
+
+    def resume(self) -> None:
+        listener = socket.socket()
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", self.port))
+        listener.listen(16)
+        self.port = listener.getsockname()[1]
+        with self._lock:
+            self._listener = listener
+        threading.Thread(target=self._accept, args=(listener,), daemon=True).start()
+
+    def _accept(self, listener: socket.socket) -> None:
+        while True:
+            try:
+                client, _ = listener.accept()
+            except OSError:
+                return  # cut
+            server = socket.create_connection(self.upstream)
+            with self._lock:
+                if self._listener is not listener:  # cut meanwhile
+                    client.close()
+                    server.close()
+                    return
+                self._sockets += [client, server]
+            for a, b in ((client, server), (server, client)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pump(source: socket.socket, sink: socket.socket) -> None:
+        try:
+            while data := source.recv(65536):
+                sink.sendall(data)
+        except OSError:
+            pass
+        for s in (source, sink):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def cut(self) -> None:
+        with self._lock:
+            assert self._listener is not None
+            self._listener.close()
+            self._listener = None
+            sockets, self._sockets = self._sockets, []
+        for s in sockets:
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            s.close()
+
+
+def test_a_server_that_went_away_fails_requests_at_once_and_is_used_again_when_back(
+    schema_url: str,
+) -> None:
+    split = urllib.parse.urlsplit(schema_url)
+    relay = Relay((split.hostname or "", split.port or 5432))
+    try:
+        url = re.sub(r"@[^/]+/", f"@127.0.0.1:{relay.port}/", schema_url)
+        with PostgresStore(url + "&pool_timeout=30") as s:
+            assert s.put_recording(make_recording(1)) is True
+            relay.cut()
+            for _ in range(2):  # the request that finds the connections dead, and the next
+                started = time.monotonic()
+                with pytest.raises(StoreError) as info:
+                    s.list_recordings()
+                assert time.monotonic() - started < 15  # not the 30s pool_timeout
+                msg = str(info.value)
+                assert "check that the server is running" in msg
+                assert _password(schema_url) not in msg
+            relay.resume()
+            assert [r.trace_id for r in s.list_recordings()] == [trace_id(1)]
+    finally:
+        if relay._listener is not None:
+            relay.cut()
 
 
 def test_pool_runs_dry_with_a_clear_error(schema_url: str) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import sys
 import time
@@ -153,9 +152,12 @@ def _select(paths: Sequence[str], tags: Sequence[str]) -> tuple[list[Scenario], 
 
 
 def _store_url(ctx: Context) -> str | None:
-    """The store named on purpose (``--store`` / ``TRACELY_STORE``): the service's traces and
-    the kept runs live there. The implicit local default is not it: a service runs elsewhere."""
-    return ctx.store_url or os.environ.get("TRACELY_STORE") or None
+    """The store named on purpose (``--store`` / ``TRACELY_STORE`` / ``[tool.tracely] store``):
+    the service's traces and the kept runs live there. The implicit local default is not it: a
+    service runs elsewhere."""
+    from tracely_sdk._config import resolve
+
+    return resolve("store", ctx.store_url) or None
 
 
 def _trace_source(ctx: Context, timeout: float) -> Any:

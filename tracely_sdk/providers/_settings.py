@@ -8,7 +8,6 @@ runs on every request, and the same trouble would otherwise flood the log.
 from __future__ import annotations
 
 import logging
-import os
 from typing import Any
 
 from tracely_sdk.errors import ConfigError
@@ -33,26 +32,14 @@ class _Settings:
 settings = _Settings()
 
 
-# The GenAI instrumentations' newer values of the variable, besides true/false.
-_CAPTURE_MODES = {
-    "span_only": True,
-    "span_and_event": True,
-    "event_only": False,
-    "no_content": False,
-}
-
-
 def refresh_settings() -> None:
     from tracely_sdk._config import resolve
 
     try:
         settings.capture_content = bool(resolve("capture_content"))
     except ConfigError as exc:
-        raw = os.environ.get("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "")
-        mode = _CAPTURE_MODES.get(raw.strip().lower())
-        if mode is None:
-            warn_once("capture", "tracely: %s; message content is not captured", exc)
-        settings.capture_content = bool(mode)
+        warn_once("capture", "tracely: %s; message content is not captured", exc)
+        settings.capture_content = False
 
 
 __all__ = ["refresh_settings", "settings", "warn_once"]

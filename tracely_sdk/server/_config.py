@@ -1,12 +1,16 @@
 """The server's settings, once each: environment variable, default and meaning.
 
-Precedence: a command-line option (or an explicit argument to :meth:`ServerConfig.load`), then
-the environment, then the default. An empty string counts as unset. A value that cannot be
-used raises :class:`~tracely_sdk.errors.ConfigError` naming the option or variable it came from.
+The settings are :class:`tracely_sdk._config.Setting` entries, parsed and resolved as every other
+tracely setting (:func:`tracely_sdk._config.resolve_setting`): a command-line option (or an
+explicit argument to :meth:`ServerConfig.load`), then the environment, then the default; not
+``[tool.tracely]``, which configures a project, not a server that may serve many (a server given
+no store opens the project's, as every command does). An empty string counts as unset. A value that cannot be used raises
+:class:`~tracely_sdk.errors.ConfigError` naming the option or variable it came from.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 from collections.abc import Mapping
@@ -14,7 +18,17 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from tracely_sdk._config import Setting
+from tracely_sdk._config import (
+    Setting,
+    _networks,
+    _port,
+    _positive,
+    _rate,
+    _seconds,
+    _text,
+    _timeout,
+    resolve_setting,
+)
 from tracely_sdk.errors import ConfigError
 
 __all__ = ["DEFAULT_PORT", "SERVER_SETTINGS", "ServerConfig"]
@@ -26,86 +40,8 @@ MIB = 1024 * 1024
 DEFAULT_MAX_BODY_BYTES = 20 * MIB
 
 
-def _text(source: str, value: Any) -> str:
-    if not isinstance(value, str):
-        raise ConfigError(f"{source}={value!r} must be a string")
-    return value.strip()
-
-
-def _port(source: str, value: Any) -> int:
-    number = _integer(source, value)
-    if not 0 <= number <= 65535:
-        raise ConfigError(f"{source}={value!r} is not a TCP port (0-65535; 0 picks a free one)")
-    return number
-
-
-def _integer(source: str, value: Any) -> int:
-    if isinstance(value, bool):
-        raise ConfigError(f"{source}={value!r} is not a whole number")
-    if isinstance(value, int):
-        return value
-    try:
-        return int(str(value).strip().replace("_", ""))
-    except ValueError:
-        raise ConfigError(f"{source}={value!r} is not a whole number") from None
-
-
-def _positive(source: str, value: Any) -> int:
-    number = _integer(source, value)
-    if number < 1:
-        raise ConfigError(f"{source}={value!r} must be at least 1")
-    return number
-
-
-def _seconds(source: str, value: Any) -> float:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        raise ConfigError(f"{source}={value!r} is not a number of seconds") from None
-    if not math.isfinite(number) or number < 0:
-        raise ConfigError(f"{source}={value!r} must be a non-negative number of seconds")
-    return number
-
-
-def _timeout(source: str, value: Any) -> float:
-    number = _seconds(source, value)
-    if number <= 0:
-        raise ConfigError(f"{source}={value!r} must be more than 0 seconds")
-    return number
-
-
-def _networks(source: str, value: Any) -> tuple[str, ...]:
-    import ipaddress
-
-    if isinstance(value, (tuple, list)):
-        items = [str(v).strip() for v in value]
-    else:
-        items = [v.strip() for v in _text(source, value).split(",")]
-    networks = []
-    for item in filter(None, items):
-        try:
-            networks.append(str(ipaddress.ip_network(item, strict=False)))
-        except ValueError:
-            shown = item if len(item) <= 60 else item[:60] + "..."
-            raise ConfigError(
-                f"{source}: {shown!r} is not an IP address or network (e.g. 10.0.0.5, "
-                "10.0.0.0/8, ::1); list the proxies in front of the server, comma-separated"
-            ) from None
-    return tuple(networks)
-
-
-def _rate(source: str, value: Any) -> float:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        raise ConfigError(f"{source}={value!r} is not a number of requests per second") from None
-    if not math.isfinite(number) or number < 0:
-        raise ConfigError(f"{source}={value!r} must be a non-negative number of requests a second")
-    return number
-
-
 SERVER_SETTINGS: dict[str, Setting] = {
-    s.name: s
+    s.name: dataclasses.replace(s, project=False)
     for s in (
         Setting("host", ("TRACELY_SERVER_HOST",), "127.0.0.1", _text, "Address to listen on."),
         Setting(
@@ -403,7 +339,8 @@ class ServerConfig:
             raise TypeError(f"unknown server settings: {', '.join(sorted(unknown))}")
         values: dict[str, Any] = {"insecure_no_auth": bool(insecure_no_auth)}
         for name, setting in SERVER_SETTINGS.items():
-            values[name] = _resolve(setting, arguments.get(name), env)
+            option = "--" + name.replace("_", "-")
+            values[name] = resolve_setting(setting, arguments.get(name), env, argument=option)
         return cls(**values).checked()
 
     def checked(self) -> ServerConfig:
@@ -437,14 +374,3 @@ class ServerConfig:
 
         url = redact_url(str(getattr(store, "url", "")))
         return tracely_dir() / "ingest-journal" / hashlib.sha256(url.encode()).hexdigest()[:16]
-
-
-def _resolve(setting: Setting, argument: Any, env: Mapping[str, str]) -> Any:
-    option = "--" + setting.name.replace("_", "-")
-    if argument is not None and argument != "":
-        return setting.parse(option, argument)
-    for var in setting.env:
-        raw = env.get(var, "").strip()
-        if raw:
-            return setting.parse(var, raw)
-    return setting.default

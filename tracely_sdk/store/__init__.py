@@ -191,15 +191,19 @@ def spool_path_for(url: str) -> Path:
 
 
 def open_store(url: str | None = None, *, create: bool = True) -> Store:
-    """Open the store at ``url``, else ``$TRACELY_STORE``, else :func:`default_store_url`.
+    """Open the store at ``url``, else the ``store`` setting (``$TRACELY_STORE``, then
+    ``[tool.tracely] store``), else :func:`default_store_url`.
 
     An empty string counts as unset. With ``create=False`` a SQLite file that does not exist
-    raises :class:`~tracely_sdk.errors.StoreError` naming the path, and nothing is created. Raises :class:`~tracely_sdk.errors.ConfigError` for a URL
+    raises :class:`~tracely_sdk.errors.StoreError` naming the path, and nothing is created.
+    Raises :class:`~tracely_sdk.errors.ConfigError` for a URL
     no backend accepts (naming the URL and the accepted forms), and
     :class:`~tracely_sdk.errors.StoreError` when the store itself cannot be opened.
     """
     if not url:
-        url = os.environ.get(ENV_VAR) or default_store_url()
+        from tracely_sdk._config import resolve
+
+        url = resolve("store") or default_store_url()
     url = url.strip()
     shown = redact_url(url)
     if url.lower().startswith("sqlite:"):

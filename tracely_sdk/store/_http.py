@@ -1,11 +1,11 @@
 """The store interface over HTTP: a tracely server as the store (``TRACELY_STORE=http://...``).
 
 :class:`HTTPStore` implements every :class:`~tracely_sdk.store.Store` method against the server's
-JSON API with the standard library only, so that ``tracely replay`` and ``tracely cases ...``
-work the same against a team's server as against a local file:
+JSON API with urllib3 (its ``Retry`` for the retries), so that ``tracely replay`` and
+``tracely cases ...`` work the same against a team's server as against a local file:
 
-- the bearer token comes from ``TRACELY_TOKEN`` (it is never printed, logged or put in a
-  message);
+- the bearer token comes from the ``token`` setting (``TRACELY_TOKEN``; it is never printed,
+  logged or put in a message);
 - every request has a timeout; a call that is safe to repeat (everything but promoting a
   trace) is retried with exponential backoff on a connection failure, a timeout, ``429`` and
   ``503``, waiting as long as the server's ``Retry-After`` asks (within a bound);
@@ -23,16 +23,10 @@ proxy), optionally with ``?timeout=SECONDS`` (per request, default 30) and ``?re
 
 from __future__ import annotations
 
-import email.utils
-import http.client
 import ipaddress
-import os
 import random
 import re
-import socket
-import threading
 import time
-import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -40,7 +34,17 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, NoReturn
 
 import orjson
+import urllib3
+from urllib3.exceptions import (
+    HTTPError,
+    InvalidHeader,
+    MaxRetryError,
+    NewConnectionError,
+)
+from urllib3.exceptions import TimeoutError as _Timeout
+from urllib3.util import Retry
 
+from tracely_sdk._config import resolve
 from tracely_sdk.errors import ConfigError, Conflict, NotFound, StoreError
 from tracely_sdk.store import (
     Case,
@@ -66,13 +70,6 @@ _TRACE_ID_RE = re.compile(r"^[0-9a-fA-F]{32}$")
 _RUN_ID_RE = re.compile(RUN_ID_PATTERN)
 _RETRY_STATUSES = frozenset({429, 503})
 _FETCH_THREADS = 8
-
-
-class _NoRedirect(urllib.request.HTTPRedirectHandler):
-    """Turn a redirect into an error: following it would send the token elsewhere."""
-
-    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
-        return None
 
 
 def _is_loopback(host: str) -> bool:
@@ -128,19 +125,45 @@ def _parse_url(url: str) -> tuple[str, float, int]:
 
 
 def _retry_after(value: str | None) -> float | None:
-    """Seconds from a ``Retry-After`` header (delta-seconds or an HTTP date)."""
+    """Seconds from a ``Retry-After`` header (delta-seconds or an HTTP date), None for none or
+    one that is neither."""
     if not value:
         return None
-    value = value.strip()
-    if value.isdigit():
-        return float(value)
     try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
+        return float(_StoreRetry(retry_after_max=2**31).parse_retry_after(value.strip()))
+    except InvalidHeader:
         return None
-    if when is None:
-        return None
-    return max(0.0, when.timestamp() - time.time())
+
+
+def _backoff(attempt: int) -> float:
+    return float(min(5.0, 0.1 * 2**attempt) * random.uniform(0.5, 1.0))
+
+
+class _StoreRetry(Retry):
+    """urllib3's retries, waiting through ``sleep`` (the store's, which tests replace):
+    ``Retry-After`` where the answer has a usable one (at most ``retry_after_max``), else
+    exponential backoff with jitter from the first retry on."""
+
+    # A Retry-After makes urllib3 retry these statuses (and 413 besides): only the two that
+    # say "later" are retried.
+    RETRY_AFTER_STATUS_CODES = _RETRY_STATUSES
+
+    def __init__(self, *args: Any, sleep: Callable[[float], None] = time.sleep, **kw: Any):
+        super().__init__(*args, **kw)
+        self._wait = sleep
+
+    def new(self, **kw: Any) -> _StoreRetry:
+        fresh = super().new(**kw)
+        fresh._wait = self._wait
+        return fresh
+
+    def get_retry_after(self, response: Any) -> float | None:
+        wait = _retry_after(response.headers.get("Retry-After"))
+        return None if wait is None else min(float(self.retry_after_max), wait)
+
+    def sleep(self, response: Any = None) -> None:
+        wait = self.get_retry_after(response) if response is not None else None
+        self._wait(wait if wait is not None else _backoff(len(self.history) - 1))
 
 
 def _q(segment: str) -> str:
@@ -164,6 +187,28 @@ class _Answer:
         self.body = body
 
 
+def _pool_manager(base: str) -> urllib3.PoolManager:
+    """Connections to ``base``, through the proxy the environment names for it (``HTTP(S)_PROXY``
+    less ``NO_PROXY``, as urllib would use it) unless it is on this machine."""
+    split = urllib.parse.urlsplit(base)
+    options: dict[str, Any] = {}
+    proxy = None
+    if not _is_loopback(split.hostname or ""):
+        proxy = urllib.request.getproxies().get(split.scheme)
+        if proxy and urllib.request.proxy_bypass(split.netloc):
+            proxy = None
+    if not proxy:
+        return urllib3.PoolManager(**options)
+    via = urllib.parse.urlsplit(proxy if "://" in proxy else f"http://{proxy}")
+    if via.username is not None:
+        auth = f"{urllib.parse.unquote(via.username)}:{urllib.parse.unquote(via.password or '')}"
+        options["proxy_headers"] = urllib3.make_headers(proxy_basic_auth=auth)
+    netloc = via.netloc.rsplit("@", 1)[-1]
+    return urllib3.ProxyManager(
+        urllib.parse.urlunsplit((via.scheme, netloc, "", "", "")), **options
+    )
+
+
 class HTTPStore(Store):
     """The store held by a tracely server at ``url`` (``http(s)://host:port``).
 
@@ -184,8 +229,7 @@ class HTTPStore(Store):
         self.url = base
         self.timeout = float(timeout) if timeout is not None else url_timeout
         self.retries = int(retries) if retries is not None else url_retries
-        raw = token if token is not None else os.environ.get(TOKEN_ENV, "")
-        raw = raw.strip()
+        raw = token.strip() if token is not None else resolve("token") or ""
         if raw and (not raw.isascii() or any(ord(c) < 0x21 or ord(c) == 0x7F for c in raw)):
             raise ConfigError(
                 f"{TOKEN_ENV} holds characters a bearer token cannot have (spaces, control "
@@ -193,37 +237,12 @@ class HTTPStore(Store):
             )
         self._token = raw or None
         self._closed = False
-        host = urllib.parse.urlsplit(base).hostname or ""
-        proxies: dict[str, str] = {} if _is_loopback(host) else urllib.request.getproxies()
-        self._opener = urllib.request.build_opener(
-            urllib.request.ProxyHandler(proxies), _NoRedirect()
-        )
         self._sleep: Callable[[float], None] = time.sleep
-        self._lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"<HTTPStore {self.url}>"
 
     # transport ----------------------------------------------------------------------------
-
-    def _send(self, method: str, url: str, data: bytes | None) -> _Answer:
-        headers = {"Accept": "application/json", "User-Agent": "tracely-store-client"}
-        if data is not None:
-            headers["Content-Type"] = "application/json"
-        if self._token:
-            headers["Authorization"] = f"Bearer {self._token}"
-        request = urllib.request.Request(url, data=data, headers=headers, method=method)
-        try:
-            with self._opener.open(request, timeout=self.timeout) as response:
-                return _Answer(response.status, response.headers, response.read())
-        except urllib.error.HTTPError as error:
-            try:
-                body = error.read()
-            except (OSError, http.client.HTTPException):
-                body = b""
-            finally:
-                error.close()
-            return _Answer(error.code, error.headers or {}, body)
 
     def _request(
         self,
@@ -241,35 +260,62 @@ class HTTPStore(Store):
         url = self.url + path
         if query:
             url += "?" + urllib.parse.urlencode({k: v for k, v in query.items() if v is not None})
-        data = orjson.dumps(body) if body is not None else None
-        attempts = 1 + max(0, self.retries)
-        for attempt in range(attempts):
-            last = attempt == attempts - 1
-            try:
-                answer = self._send(method, url, data)
-            except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
-                reason = getattr(exc, "reason", exc)
-                # A refused connection never reached the server: safe to repeat any call.
-                refused = isinstance(reason, ConnectionRefusedError)
-                if not last and (idempotent or refused):
-                    self._sleep(self._backoff(attempt))
-                    continue
-                self._unreachable(reason, attempts=attempt + 1)
-            if answer.status in _RETRY_STATUSES and idempotent and not last:
-                wait = _retry_after(answer.headers.get("Retry-After"))
-                self._sleep(
-                    min(MAX_RETRY_WAIT, wait) if wait is not None else self._backoff(attempt)
-                )
-                continue
-            return self._decode(answer, method, path, what, attempts=attempt + 1)
-        raise AssertionError("unreachable")  # pragma: no cover
+        headers = {"Accept": "application/json", "User-Agent": "tracely-store-client"}
+        data = None
+        if body is not None:
+            data = orjson.dumps(body)
+            headers["Content-Type"] = "application/json"
+        if self._token:
+            headers["Authorization"] = f"Bearer {self._token}"
+        waits: list[float] = []
 
-    @staticmethod
-    def _backoff(attempt: int) -> float:
-        return float(min(5.0, 0.1 * 2**attempt) * random.uniform(0.5, 1.0))
+        def sleep(seconds: float) -> None:
+            waits.append(seconds)
+            self._sleep(seconds)
+
+        retries = max(0, self.retries)
+        if idempotent:
+            retry = _StoreRetry(
+                total=retries,
+                allowed_methods=None,  # every call sent here may be repeated
+                status_forcelist=_RETRY_STATUSES,
+                raise_on_status=False,
+                retry_after_max=int(MAX_RETRY_WAIT),
+                redirect=False,
+                sleep=sleep,
+            )
+        else:
+            # Only a connection that never opened is tried again: the server saw nothing.
+            retry = _StoreRetry(
+                total=retries, read=False, other=0, status=0, redirect=False, sleep=sleep
+            )
+        # Connections for this call (its retries), closed after it. Kept alive from call to
+        # call, a connection to `tracely serve` waits ~40 ms for each answer: its sockets are
+        # not TCP_NODELAY, so an answer's body waits for this side's delayed ACK of its head.
+        connections = _pool_manager(self.url)
+        try:
+            response = connections.request(
+                method,
+                url,
+                body=data,
+                headers=headers,
+                timeout=urllib3.Timeout(connect=self.timeout, read=self.timeout),
+                retries=retry,
+                redirect=False,
+            )
+        except MaxRetryError as exc:
+            self._unreachable(exc.reason, attempts=len(waits) + 1)
+        except HTTPError as exc:
+            self._unreachable(exc, attempts=len(waits) + 1)
+        finally:
+            connections.clear()
+        answer = _Answer(response.status, response.headers, response.data)
+        return self._decode(answer, method, path, what, attempts=len(waits) + 1)
 
     def _unreachable(self, reason: Any, *, attempts: int) -> NoReturn:
-        if isinstance(reason, (socket.timeout, TimeoutError)):
+        if isinstance(reason, NewConnectionError):
+            problem = str(reason).split(": ", 1)[-1]  # without the connection object's repr
+        elif isinstance(reason, (_Timeout, TimeoutError)):
             problem = f"no answer within {self.timeout:g}s"
         else:
             problem = str(reason) or type(reason).__name__

@@ -6,9 +6,9 @@ its migrations, written once) on psycopg 3, through the PostgreSQL
 writer at a time) comes here from the engine's own locks, so that many processes on many
 machines can write at once:
 
-- a pool of autocommit connections, each used by one thread at a time, each write in one
-  transaction (``BEGIN`` ... ``COMMIT``, rolled back on any error), each read in one
-  ``REPEATABLE READ READ ONLY`` snapshot;
+- a pool of autocommit connections (``psycopg_pool``), each used by one thread at a time, one
+  found dead replaced; each write in one transaction (``BEGIN`` ... ``COMMIT``, rolled back
+  on any error), each read in one ``REPEATABLE READ READ ONLY`` snapshot;
 - a batch of recordings is one ``INSERT ... ON CONFLICT DO UPDATE ... WHERE`` that only a more
   complete bundle passes, in trace id order (two batches never wait for each other in a
   cycle);
@@ -51,6 +51,10 @@ try:
 except ImportError:  # pragma: no cover - exercised only without the extra installed
     psycopg = None  # type: ignore[assignment]
     _pg_errors = None  # type: ignore[assignment]
+try:
+    import psycopg_pool
+except ImportError:  # pragma: no cover - exercised only without the extra installed
+    psycopg_pool = None  # type: ignore[assignment]
 
 __all__ = ["PostgresStore"]
 
@@ -62,6 +66,7 @@ DEFAULT_CONNECT_TIMEOUT = "10"
 # How many times a write that lost a race is run again before the error is reported.
 WRITE_ATTEMPTS = 16
 MAX_BACKOFF = 0.5
+_HEALTH_EVERY = 1.0  # seconds between looks at the server's health while waiting for the pool
 
 
 def _transient_errors() -> tuple[type[BaseException], ...]:
@@ -122,78 +127,6 @@ def _parse(url: str) -> tuple[str, int, float, list[str]]:
     return conninfo, pool_size, pool_timeout, [s for s in secrets if s]
 
 
-class _Pool:
-    """At most ``size`` open connections, each lent to one thread at a time."""
-
-    def __init__(self, connect: Callable[[], Any], size: int, timeout: float, what: str) -> None:
-        self._connect = connect
-        self._size = size
-        self._timeout = timeout
-        self._what = what
-        self._idle: list[Any] = []
-        self._open = 0
-        self._closed = False
-        self._cond = threading.Condition()
-
-    def get(self) -> Any:
-        deadline = time.monotonic() + self._timeout
-        with self._cond:
-            while True:
-                if self._closed:
-                    raise StoreError(f"the store {self._what} is closed")
-                if self._idle:
-                    return self._idle.pop()
-                if self._open < self._size:
-                    self._open += 1
-                    break
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise StoreError(
-                        f"store {self._what}: all {self._size} connections stayed busy for "
-                        f"{self._timeout:g}s; raise pool_size in the store URL or the "
-                        "server's max_connections"
-                    )
-                self._cond.wait(remaining)
-        try:
-            return self._connect()
-        except BaseException:
-            with self._cond:
-                self._open -= 1
-                self._cond.notify()
-            raise
-
-    def add(self, conn: Any) -> None:
-        """Adopt a connection opened outside :meth:`get` (counts against the size)."""
-        with self._cond:
-            self._open += 1
-        self.put(conn, reusable=True)
-
-    def put(self, conn: Any, *, reusable: bool) -> None:
-        with self._cond:
-            if reusable and not self._closed:
-                self._idle.append(conn)
-                self._cond.notify()
-                return
-            self._open -= 1
-            self._cond.notify()
-        _close_quietly(conn)
-
-    def close(self) -> None:
-        with self._cond:
-            self._closed = True
-            idle, self._idle = self._idle, []
-            self._cond.notify_all()
-        for conn in idle:
-            _close_quietly(conn)
-
-    def abandon(self) -> list[Any]:
-        """After fork: forget every connection without touching it (the parent still uses them)."""
-        with self._cond:
-            self._closed = True
-            idle, self._idle = self._idle, []
-        return idle
-
-
 # Arrays go in binary (%b): as text, each span's JSON would be escaped character by character.
 _ADD_SPANS_SQL = (
     "INSERT INTO trace_spans (trace_id, span_id, span, received_at) "
@@ -246,10 +179,17 @@ def _close_quietly(conn: Any) -> None:
         pass
 
 
-def _healthy(conn: Any) -> bool:
-    if conn.closed or getattr(conn, "broken", False):
-        return False
-    return bool(conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE)
+class _Health:
+    """Whether the store has lost connections since it last reached the server."""
+
+    def __init__(self) -> None:
+        self.suspect = False
+
+    def lost(self) -> None:
+        self.suspect = True
+
+    def found(self) -> None:
+        self.suspect = False
 
 
 class PostgresStore(SQLStore):
@@ -268,6 +208,8 @@ class PostgresStore(SQLStore):
     def __init__(self, url: str) -> None:
         if psycopg is None:
             raise MissingDependency("psycopg", "postgres")
+        if psycopg_pool is None:
+            raise MissingDependency("psycopg-pool", "postgres")
         conninfo, pool_size, pool_timeout, secrets = _parse(url)
         super().__init__(redact_url(url))
         self._conninfo = conninfo
@@ -277,14 +219,29 @@ class PostgresStore(SQLStore):
         self._local = threading.local()
         self._migrated = False
         self._spans_swept = 0
-        self._pool = self._new_pool()
+        self._health = _Health()
         # Connect and migrate now: a wrong URL or a newer schema fails here, not on first use.
-        self._pool.add(self._connect())
+        _close_quietly(self._connect())
+        self._pool = self._new_pool()
 
     # connections --------------------------------------------------------------------------
 
-    def _new_pool(self) -> _Pool:
-        return _Pool(self._connect, self.pool_size, self.pool_timeout, self.url)
+    def _new_pool(self) -> Any:
+        health = self._health
+        return psycopg_pool.ConnectionPool(
+            self._conninfo,
+            kwargs={"autocommit": True},
+            min_size=1,
+            max_size=self.pool_size,
+            timeout=self.pool_timeout,
+            # One attempt (and one more at once) per connection the pool needs, not minutes of
+            # attempts in the background: while the server is down the pool gives the
+            # connection up and says so, and the next request that needs one asks again.
+            reconnect_timeout=0,
+            reconnect_failed=lambda pool: health.lost(),
+            name=f"tracely-store-{os.getpid()}",
+            open=True,
+        )
 
     def _scrub(self, text: str) -> str:
         for secret in self._secrets:
@@ -294,15 +251,19 @@ class PostgresStore(SQLStore):
     def _fail(self, exc: BaseException) -> StoreError:
         return StoreError(f"store {self.url}: {self._scrub(str(exc))}")
 
-    def _connect(self) -> Any:
+    def _open(self) -> Any:
+        """A new autocommit connection, or the StoreError that says why there is none."""
         try:
-            conn = psycopg.connect(self._conninfo, autocommit=True)
+            return psycopg.connect(self._conninfo, autocommit=True)
         except psycopg.Error as exc:
             raise StoreError(
                 f"cannot connect to PostgreSQL at {self.url}: {self._scrub(str(exc))} (check "
                 "that the server is running and reachable there, and the user, password and "
                 "database in the URL)"
             ) from None
+
+    def _connect(self) -> Any:
+        conn = self._open()
         if self._migrated:
             return conn
         try:
@@ -329,33 +290,65 @@ class PostgresStore(SQLStore):
 
     def _check_fork(self) -> None:
         if self._pid != os.getpid():
-            # The parent's connections must not be used (or closed) by the child: it opens its own.
+            # The parent's connections must not be used or closed by the child: its pool is
+            # kept, untouched (a pool closed or collected here would close them), and the child
+            # opens its own.
             self._pid = os.getpid()
             self._lock = threading.RLock()
-            self._stale.extend(self._pool.abandon())
+            self._stale.append(self._pool)
             if self._conn is not None:
                 self._stale.append(self._conn)
                 self._conn = None
+            self._health = _Health()
             self._pool = self._new_pool()
+
+    def _reachable(self) -> None:
+        """Raise the StoreError that says the server cannot be reached, if it cannot."""
+        _close_quietly(self._open())
+        self._health.found()
+
+    def _getconn(self) -> Any:
+        # While connections are being lost, a connection of our own says at once whether the
+        # server is there, where waiting on the pool would only time out. A request already
+        # waiting looks again each _HEALTH_EVERY seconds: the pool does not wake it when it
+        # gives a connection up.
+        deadline = time.monotonic() + self.pool_timeout
+        while True:
+            if self._health.suspect:
+                self._reachable()
+            remaining = deadline - time.monotonic()
+            try:
+                return self._pool.getconn(timeout=max(0.001, min(remaining, _HEALTH_EVERY)))
+            except psycopg_pool.PoolClosed:
+                raise StoreError(f"the store {self.url} is closed") from None
+            except psycopg_pool.PoolTimeout:
+                if remaining > _HEALTH_EVERY:
+                    continue
+            if self._health.suspect:
+                self._reachable()
+            raise StoreError(
+                f"store {self.url}: all {self.pool_size} connections stayed busy for "
+                f"{self.pool_timeout:g}s; raise pool_size in the store URL or the "
+                "server's max_connections"
+            )
 
     def _begin(self, begin: str) -> Any:
         """A pooled connection with a transaction open; a connection that died is replaced."""
         attempts = self.pool_size + 1
         for attempt in range(attempts):
-            conn = self._pool.get()
+            conn = self._getconn()
             try:
                 conn.execute(begin)
                 return conn
             except psycopg.Error as exc:
-                healthy = not (conn.closed or getattr(conn, "broken", False))
-                if healthy:
-                    try:
-                        conn.execute("ROLLBACK")
-                    except psycopg.Error:
-                        healthy = False
-                self._pool.put(conn, reusable=healthy and _healthy(conn))
-                if healthy or attempt == attempts - 1:
+                dead = conn.closed or conn.broken
+                if not dead:
+                    self._rollback(conn)
+                # The pool replaces a connection returned broken.
+                self._pool.putconn(conn)
+                if not dead or attempt == attempts - 1:
                     raise self._fail(exc) from exc
+                self._health.lost()
         raise AssertionError("unreachable")  # pragma: no cover
 
     @contextmanager
@@ -381,7 +374,7 @@ class PostgresStore(SQLStore):
                 raise self._fail(exc) from exc
         finally:
             self._local.writing = writing
-            self._pool.put(conn, reusable=_healthy(conn))
+            self._pool.putconn(conn)
 
     def _rollback(self, conn: Any) -> None:
         try:
