@@ -29,6 +29,7 @@ import pytest
 import requests
 
 import tracely_sdk as tracely
+from tracely_sdk import _network_guard
 from tracely_sdk._network_guard import Endpoint, parse_endpoint
 from tracely_sdk._runner import INCOMPLETE, PASS, ReplayCase, run_case
 from tracely_sdk.cli import main
@@ -41,6 +42,9 @@ pytest_plugins = ["pytester"]
 
 @pytest.fixture(autouse=True)
 def _no_allowance_from_outside(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Stores other tests of this process opened are tracely's own endpoints for the rest of it
+    # (by design); each test here starts from a process that opened none.
+    monkeypatch.setattr(_network_guard, "_own", ())
     for var in ("TRACELY_ALLOW_NETWORK", "OTEL_TRACES_EXPORTER"):
         monkeypatch.delenv(var, raising=False)
     for signal in ("", "TRACES_", "METRICS_", "LOGS_"):
