@@ -203,3 +203,19 @@ def test_the_sdk_and_the_server_package_import_without_the_web_stack() -> None:
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.stdout.strip() == "ok", result.stderr
+
+
+def test_the_listening_socket_says_tcp_so_answers_are_not_held_back_by_nagle() -> None:
+    # asyncio sets TCP_NODELAY on an accepted connection only when the socket's protocol is
+    # IPPROTO_TCP; a socket made with protocol 0 kept Nagle's algorithm on, and a kept-alive
+    # client (the HTTP store) waited about 40 ms for every answer.
+    from tracely_sdk.server._http import HTTPServer, Limits
+
+    async def handler(scope: Any, receive: Any, send: Any) -> None:  # never called
+        raise AssertionError
+
+    server = HTTPServer(("127.0.0.1", 0), handler, Limits(max_body_bytes=1024))
+    try:
+        assert server.socket.proto == socket.IPPROTO_TCP
+    finally:
+        server.socket.close()
