@@ -29,8 +29,12 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.models.openai import OpenAIChatModel
+from pydantic_ai.providers.openai import OpenAIProvider
 
 import tracely_sdk as tracely
+from examples.llm_server import serve
+from tests.sdk.providers._helpers import closed_url, instrumented_fixture
 
 # -- LangGraph -------------------------------------------------------------------------------
 
@@ -273,3 +277,39 @@ def test_a_recorded_model_retry_stays_a_tool_error_when_pydantic_ai_is_not_impor
         "ToolError ModelRetry no weather data for Atlantis",
         "False",  # and tracely did not import pydantic-ai because the recording named it
     ]
+
+
+# -- pydantic-ai on the OpenAI chat model, against the local stand-in ------------------------
+
+instrumented = instrumented_fixture("openai")
+
+
+@tracely.observe(as_type="tool")
+def forecast(city: str) -> str:
+    """The weather in a city."""
+    return _lookup(city)
+
+
+def _run_openai_pydantic_agent(base_url: str) -> str:
+    model = OpenAIChatModel(
+        "gpt-4o-mini", provider=OpenAIProvider(base_url=base_url, api_key="test-key")
+    )
+    agent = Agent(model, tools=[forecast], retries=1)
+    with tracely.agent("weather-pydantic", input="weather in Atlantis?") as run:
+        run.output = agent.run_sync("What is the weather in Atlantis?").output
+    return str(run.output)
+
+
+def test_an_unchanged_pydantic_ai_agent_on_openai_replays_its_model_retry(
+    capture: Any, instrumented: None
+) -> None:
+    with serve() as (server, base_url):
+        live = _run_openai_pydantic_agent(f"{base_url}/v1")
+        assert len(server.requests) == 2  # the tool call, then the answer to the retry prompt
+    assert "no weather data for Atlantis" in live
+    bundle = capture.last_bundle
+    assert bundle["tools"]["forecast"][0]["error"]["type"] == "ModelRetry"
+    with tracely.fixtures(bundle) as rep:
+        replayed = _run_openai_pydantic_agent(closed_url())
+    assert replayed == live
+    assert rep.diverged == [] and rep.clean, rep.to_dict()
