@@ -11,6 +11,7 @@ import contextvars
 import functools
 import inspect
 import logging
+import sys
 import threading
 import traceback
 from collections.abc import Awaitable, Callable, Mapping
@@ -225,6 +226,28 @@ def expected_errors(errors: Any, where: str) -> ExpectedErrors:
                 f"replayed failure (e.g. errors=(ModelRetry,)); {cls!r} is not one"
             )
     return classes
+
+
+# The control-flow exceptions a framework catches by class from the tools it runs, rebuilt on
+# replay without errors= so that an unchanged agent replays as it ran: recorded type name ->
+# (module, attribute). Only this table chooses a class, and only from a module the process has
+# already imported: a recording that names a framework never makes tracely import it. (The
+# OpenAI Agents SDK is absent on purpose: its function tools catch every exception alike.)
+FRAMEWORK_TOOL_ERRORS: Mapping[str, tuple[str, str]] = {
+    "ModelRetry": ("pydantic_ai.exceptions", "ModelRetry"),
+    "ToolException": ("langchain_core.tools.base", "ToolException"),
+}
+
+
+def framework_tool_error(type_name: str) -> type[BaseException] | None:
+    """The allowlisted framework exception class for a recorded tool failure's type name, if
+    its framework is imported in this process."""
+    where = FRAMEWORK_TOOL_ERRORS.get(type_name)
+    if where is None:
+        return None
+    module = sys.modules.get(where[0])
+    cls = getattr(module, where[1], None) if module is not None else None
+    return cls if isinstance(cls, type) and issubclass(cls, BaseException) else None
 
 
 def error_status(exc: BaseException) -> Status:
@@ -460,14 +483,17 @@ class Call:
 
     def _replayed_error(self, error: Mapping[str, Any]) -> BaseException:
         """The exception a recorded failure is raised as: ToolError/LLMError, or an instance of
-        the ``errors=`` class whose qualified name is the recorded type, made from the message.
+        the ``errors=`` class whose qualified name is the recorded type, made from the message;
+        failing that, for a tool, the framework's class from ``FRAMEWORK_TOOL_ERRORS``.
 
-        Only classes the calling code names are ever constructed; the recording chooses among
-        them by name and supplies nothing but the message.
+        Only classes the calling code names or the allowlist holds are ever constructed; the
+        recording chooses among them by name and supplies nothing but the message.
         """
         cls = ToolError if self.kind == A.KIND_TOOL else LLMError
         recorded = cls.from_record(self.label, error)
         expected = next((c for c in self.errors if c.__qualname__ == recorded.type), None)
+        if expected is None and self.kind == A.KIND_TOOL:
+            expected = framework_tool_error(recorded.type)
         if expected is None:
             return recorded
         try:
@@ -680,8 +706,9 @@ def call_tool(
     ``args`` identify the call for matching. ``returns`` (or ``fn``'s return annotation) is
     the type a replayed value is rebuilt into. ``errors`` names the exception classes the
     code expects back: a recorded failure of one of them (by qualified name) is raised as that
-    class, made from the recorded message; any other as :class:`~tracely_sdk.ToolError`.
-    ``ignore`` lists masks (JSON paths, ``re:PATTERN``, ``@iso-timestamp``, ``@uuid``) for the
+    class, made from the recorded message; a framework's own (pydantic-ai's ``ModelRetry``,
+    LangChain's ``ToolException``) likewise when that framework is imported; any other as
+    :class:`~tracely_sdk.ToolError`. ``ignore`` lists masks (JSON paths, ``re:PATTERN``, ``@iso-timestamp``, ``@uuid``) for the
     volatile parts of ``args``, left out when replay compares them with the recording.
     """
     annotation = returns if returns is not NO_ANNOTATION else return_annotation(fn)

@@ -133,7 +133,7 @@ def _pydantic_agent(errors: tuple[type[BaseException], ...]) -> Any:
     return run
 
 
-def test_pydantic_ai_retrying_a_model_retry_is_handled_and_a_tool_error_crashes(
+def test_pydantic_ai_retrying_a_model_retry_is_handled_and_another_failure_crashes(
     capture: Any,
 ) -> None:
     assert _pydantic_agent((ModelRetry,))() == "done"
@@ -145,6 +145,11 @@ def test_pydantic_ai_retrying_a_model_retry_is_handled_and_a_tool_error_crashes(
     assert (handled["verdict"], handled["output"]) == ("HANDLED", "done"), handled
     assert handled["next"] == "called llm:test-model"
 
-    crashed = robustness(bundle, _pydantic_agent(()), retry)
+    # pydantic-ai's ModelRetry is on tracely's allowlist: handled without errors= too.
+    unchanged = robustness(bundle, _pydantic_agent(()), retry)
+    assert (unchanged["verdict"], unchanged["output"]) == ("HANDLED", "done"), unchanged
+
+    timeout = {"weather": {"type": "TimeoutError", "message": "no answer in 5s"}}
+    crashed = robustness(bundle, _pydantic_agent((ModelRetry,)), timeout)
     assert crashed["verdict"] == "CRASHED" and crashed["call"] == "tools:weather #1"
-    assert crashed["error"] == {"type": "ModelRetry", "message": "no data; try another city"}
+    assert crashed["error"] == {"type": "TimeoutError", "message": "no answer in 5s"}
