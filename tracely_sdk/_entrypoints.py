@@ -202,8 +202,21 @@ class EntrypointPolicy:
 
 
 # Provider clients built at import time (``client = OpenAI()`` at module level) refuse to exist
-# without a key, although a strict replay never sends a request with it.
-API_KEY_VARIABLES = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GOOGLE_API_KEY")
+# without a key, although a strict replay never sends a request with it. boto3 builds a client
+# without credentials but not without a region; the placeholder credentials let a call that is
+# not served be signed, so the network guard refuses it and says why (botocore would stop first
+# with NoCredentialsError, which hides the cause).
+API_KEY_VARIABLES = (
+    "OPENAI_API_KEY",
+    "ANTHROPIC_API_KEY",
+    "GOOGLE_API_KEY",
+    "GROQ_API_KEY",
+    "CO_API_KEY",
+    "MISTRAL_API_KEY",
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_DEFAULT_REGION",
+)
 PLACEHOLDER_API_KEY = "tracely-replay-placeholder"
 
 

@@ -280,6 +280,25 @@ def test_http_clients_are_refused_before_a_request_leaves(
     assert rep.refused[0]["event"] == "socket.connect"
 
 
+def test_a_boto3_client_is_refused_and_the_report_holds_what_botocore_wrapped(
+    server: Service,
+) -> None:
+    boto3 = pytest.importorskip("boto3")
+    from botocore.exceptions import HTTPClientError
+
+    bedrock = boto3.client(
+        "bedrock-runtime",
+        region_name="us-east-1",
+        aws_access_key_id="test-key",
+        aws_secret_access_key="test-secret",
+        endpoint_url=server.base_url,
+    )
+    with tracely.fixtures({}) as rep, pytest.raises(HTTPClientError, match="strict replay refused"):
+        bedrock.converse(modelId="m", messages=[{"role": "user", "content": [{"text": "hi"}]}])
+    assert server.requests == []
+    assert rep.refused and rep.refused[0]["library"].startswith("botocore (via ")
+
+
 def test_a_thread_pool_worker_cannot_go_live(server: Service) -> None:
     def swallowed() -> str:
         try:

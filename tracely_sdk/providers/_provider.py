@@ -155,11 +155,16 @@ class Provider:
         headers = getattr(options, "headers", None) or {}
         if self.codec.raw_response_mode(headers if isinstance(headers, Mapping) else {}) is None:
             return method, url, model, None
+        # A raw-response request reached the base client's request method without passing a
+        # patched create method: two different mistakes look alike here, so name both.
         why = (
-            "it came through a .with_raw_response/.with_streaming_response wrapper that this "
-            "client bound before tracely patched the SDK; patch at startup with "
-            f"tracely.init(instrument='{self.name}') (or "
-            f"tracely.providers.instrument('{self.name}')) so the wrappers bind the patched "
+            "it came through the SDK's generic request method, client.post/request, not a "
+            "patched create method. Either the code calls client.post/request itself, as "
+            "litellm does for its openai/... models: record it at the HTTP client "
+            "(tracely.init(instrument='auto'), which includes 'httpx') so its entry is served "
+            "there; or a .with_raw_response/.with_streaming_response wrapper was bound before "
+            f"tracely patched the SDK: patch at startup with tracely.init(instrument='{self.name}') "
+            f"(or tracely.providers.instrument('{self.name}')) so the wrappers bind the patched "
             "methods"
         )
         return method, url, model, why

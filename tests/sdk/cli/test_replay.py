@@ -399,6 +399,90 @@ def test_placeholders_fill_only_the_keys_that_are_unset(monkeypatch: pytest.Monk
     assert __import__("os").environ["OPENAI_API_KEY"] == "real"  # a set key is never replaced
 
 
+CLIENTS_AGENT = """
+import boto3
+import groq
+from mistralai.client import Mistral
+
+import tracely_sdk as tracely
+
+# built at import, each wanting a key or a region from the environment
+groq_client = groq.Groq()
+mistral_client = Mistral()
+bedrock = boto3.client("bedrock-runtime")
+
+
+def ask_groq(city):
+    messages = [{"role": "user", "content": city}]
+    reply = groq_client.chat.completions.create(model="llama-3.3-70b", messages=messages)
+    return reply.choices[0].message.content
+
+
+def ask_mistral(city):
+    messages = [{"role": "user", "content": city}]
+    reply = mistral_client.chat.complete(model="mistral-small-latest", messages=messages)
+    return reply.choices[0].message.content
+
+
+def ask_bedrock(city):
+    messages = [{"role": "user", "content": [{"text": city}]}]
+    reply = bedrock.converse(modelId="amazon.nova-lite-v1:0", messages=messages)
+    return reply["output"]["message"]["content"][0]["text"]
+
+
+def run(city):
+    with tracely.agent("clients", input=city) as agent_run:
+        agent_run.output = [
+            tracely.call_llm("llama-3.3-70b", lambda: ask_groq(city), input=city),
+            tracely.call_llm("mistral-small-latest", lambda: ask_mistral(city), input=city),
+            tracely.call_llm("amazon.nova-lite-v1:0", lambda: ask_bedrock(city), input=city),
+        ]
+        return agent_run.output
+"""
+
+
+def test_replay_builds_groq_mistral_and_bedrock_clients_without_keys_or_region(
+    capture: Any, cli: CLI, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    unset_api_keys(monkeypatch)
+    (tmp_path / "clients_agent.py").write_text(CLIENTS_AGENT)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.chdir(tmp_path)  # the project: its own modules may be replayed
+    for name in _entrypoints.API_KEY_VARIABLES:
+        monkeypatch.setenv(name, "live")
+    import clients_agent  # type: ignore[import-not-found]
+
+    # the model's replies, recorded without a paid API; replay serves them and never asks
+    for client in ("groq", "mistral", "bedrock"):
+        monkeypatch.setattr(clients_agent, f"ask_{client}", lambda city, c=client: f"{c}: {city}")
+    trace_id = record(capture, cli, clients_agent.run, "Paris")
+    monkeypatch.delitem(sys.modules, "clients_agent")
+    for name in _entrypoints.API_KEY_VARIABLES:
+        monkeypatch.delenv(name)
+    status, _, err = cli(
+        "cases", "promote", trace_id, "--name", "clients", "--entrypoint", "clients_agent:run"
+    )
+    assert status == 0, err
+
+    unset = (*_entrypoints.API_KEY_VARIABLES, "AWS_REGION", "AWS_PROFILE", "AWS_CONFIG_FILE")
+    env = {k: v for k, v in os.environ.items() if k not in unset}
+    env = {k: v for k, v in env.items() if not k.startswith(("OTEL_", "TRACELY_"))}
+    command = [sys.executable, "-m", "tracely_sdk.cli", "replay", "--store", cli.url]
+    command += ["--json", str(tmp_path / "r.json")]
+    replay = subprocess.run(
+        command,
+        env={**env, "PYTHONPATH": str(ROOT), "AWS_CONFIG_FILE": str(tmp_path / "no-aws-config")},
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert replay.returncode == 0, replay.stdout + replay.stderr
+    (case,) = json.loads((tmp_path / "r.json").read_text())["cases"]
+    assert case["verdict"] == "PASS", case
+
+
 def test_live_tools_run_for_real_and_the_summary_says_so(
     capture: Any, cli: CLI, tmp_path: Path
 ) -> None:

@@ -17,6 +17,7 @@ import pytest
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no fetch of prices at import
 
 import litellm
+import openai
 
 import tracely_sdk as tracely
 from examples.llm_server import serve
@@ -256,3 +257,21 @@ def test_entries_written_by_hand_or_recorded_by_the_sdk_are_served_at_the_client
     assert claude.choices[0].message.content == "Written by hand"
     assert claude_streamed == "Streamed too"
     assert len(rep.served) == 4 and not rep.errors
+
+
+def test_an_sdk_recording_stopped_at_litellms_client_post_names_that_cause_and_its_fix(
+    instrumented: None,
+) -> None:
+    bundle = {"llm": {GPT: [{"provider": "OpenAI.chat.completions.create", "output": "Hello"}]}}
+    # litellm wraps the ReplayError in its own error; the report holds the ReplayError
+    with tracely.fixtures(bundle) as rep, pytest.raises(openai.APIError):
+        litellm.completion(
+            model=f"openai/{GPT}", messages=user("Hi"), api_base=closed_url("/v1"), api_key="k"
+        )
+    (error,) = rep.errors
+    message = str(error)
+    assert "generic request method" in message and "not a patched create method" in message
+    assert "as litellm does for its openai/... models" in message
+    assert "record it at the HTTP client" in message  # the fix for that cause
+    assert "bound before tracely patched the SDK" in message  # and the other cause, with its fix
+    assert "tracely.init(instrument='openai')" in message
