@@ -856,9 +856,7 @@ def run_case(
     """
     rcase = ReplayCase.of(case)
     chosen = entrypoint or rcase.entrypoint
-    result = contextvars.Context().run(
-        _run_case, rcase, fn, strict, chosen, tuple(live), settings
-    )
+    result = contextvars.Context().run(_run_case, rcase, fn, strict, chosen, tuple(live), settings)
     result.agent_version = rcase.agent_version or entrypoint_version(chosen)
     result.tags = list(rcase.tags)
     return result

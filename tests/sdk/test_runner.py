@@ -781,9 +781,7 @@ def test_a_bundle_not_loaded_by_the_runner_is_always_validated(capture: Any) -> 
     assert ran == [] and result.verdict == ERRORED
 
 
-def test_a_run_resolves_its_settings_once_and_each_run_anew(
-    capture: Any, monkeypatch: Any
-) -> None:
+def test_a_run_resolves_its_settings_once_and_each_run_anew(capture: Any, monkeypatch: Any) -> None:
     from tracely_sdk import _config
 
     cases = [case_of(record(capture, weather_agent.run, c), c.lower()) for c in ("Paris", "Oslo")]
