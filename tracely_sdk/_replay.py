@@ -494,13 +494,31 @@ def replay_session(
     allow_network: Iterable[str] | None = None,
     max_calls: int | None = None,
     retry: RetryAnswer | None = None,
+    validated: bool = False,
+    settings: RunSettings | None = None,
 ) -> Iterator[ReplaySession]:
     """The block of :func:`fixtures` over a recording, yielding its :class:`ReplaySession`;
-    ``max_calls`` and ``retry`` are the session's (robustness runs set them)."""
+    ``max_calls`` and ``retry`` are the session's (robustness runs set them).
+
+    For the runner only: ``validated`` says ``bundle`` was validated when its case was loaded
+    (a stored case or a case file), so it is not validated again; ``settings`` are the run's
+    resolved settings, used when ``ignore``/``allow_network`` are not given. A bundle from
+    anywhere else is always validated.
+    """
     patterns = live_patterns(live)
-    loaded = load_bundle(bundle)
-    masks = _config.resolve("ignore", ignore)
-    allowed = _config.resolve("allow_network", allow_network)
+    loaded = (
+        cast(Bundle, dict(bundle))  # what load_bundle returns of a valid bundle
+        if validated and isinstance(bundle, Mapping)
+        else load_bundle(bundle)
+    )
+    if settings is None:
+        settings = RunSettings.resolve()
+    masks = settings.masks if ignore is None else _config.resolve("ignore", ignore)
+    allowed = (
+        settings.allow_network
+        if allow_network is None
+        else _config.resolve("allow_network", allow_network)
+    )
     report = ReplayReport(
         "recorded" if strict else "lenient",
         case_id=case_id,
@@ -531,6 +549,19 @@ def replay_session(
             _active.remove(session)
         _session.reset(token)
         session.finish()
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """The settings a replay block reads, resolved once for a run of many cases."""
+
+    masks: Any
+    allow_network: Any
+
+    @classmethod
+    def resolve(cls) -> RunSettings:
+        """The settings as the environment and pyproject.toml say now."""
+        return cls(_config.resolve("ignore"), _config.resolve("allow_network"))
 
 
 def live_patterns(live: Iterable[str] | None) -> tuple[str, ...]:
@@ -583,6 +614,7 @@ __all__ = [
     "Divergence",
     "ReplayReport",
     "ReplaySession",
+    "RunSettings",
     "Step",
     "call_key",
     "current_session",

@@ -57,7 +57,13 @@ from tracely_sdk._canonical import canonical_equal
 from tracely_sdk._diff import Difference, diff_values, render
 from tracely_sdk._entrypoints import EntrypointPolicy, ensure_cwd_on_path
 from tracely_sdk._redact import redact_text
-from tracely_sdk._replay import ReplayReport, current_session, fixtures
+from tracely_sdk._replay import (
+    ReplayReport,
+    RunSettings,
+    current_session,
+    fixtures,
+    replay_session,
+)
 from tracely_sdk._types import dumps
 from tracely_sdk._version import __version__
 from tracely_sdk.errors import BundleError, ConfigError, RecordedError, StoreError
@@ -129,6 +135,9 @@ class ReplayCase:
     problem: str | None = None
     agent_version: str | None = None  # the version of the agent the case is for, if it says
     problem_type: str = "BundleError"
+    # Set only by the loaders, whose bundles were validated when the case was loaded (a case
+    # file) or written (a local store, whose seal shows the row is what was written).
+    validated: bool = field(default=False, compare=False, repr=False)
 
     @classmethod
     def of(cls, case: Any) -> ReplayCase:
@@ -291,7 +300,7 @@ def load_case_dir(directory: str | os.PathLike[str]) -> list[ReplayCase]:
         except CaseFileError as exc:
             cases.append(_broken_case_file(path, str(exc)))
         else:
-            cases.append(ReplayCase.of(case))
+            cases.append(dataclasses.replace(ReplayCase.of(case), validated=True))
     return _in_order(cases)
 
 
@@ -340,8 +349,15 @@ def _select(
         return found
     if store is None:
         raise ValueError("load_cases needs a store or a cases directory")
+
+    def loaded(case: Any) -> ReplayCase:
+        rcase = ReplayCase.of(case)
+        if rcase.problem is None and getattr(store, "validates_bundles", False):
+            return dataclasses.replace(rcase, validated=True)
+        return rcase
+
     if case_ids:
-        selected = [ReplayCase.of(store.get_case(cid)) for cid in dict.fromkeys(case_ids)]
+        selected = [loaded(store.get_case(cid)) for cid in dict.fromkeys(case_ids)]
         if tags:
             wanted = set(tags)
             selected = [c for c in selected if wanted & set(c.tags)]
@@ -350,9 +366,9 @@ def _select(
         tagged: dict[str, ReplayCase] = {}
         for tag in dict.fromkeys(tags):
             for case in store.list_cases(tag=tag):
-                tagged.setdefault(case.id, ReplayCase.of(case))
+                tagged.setdefault(case.id, loaded(case))
         return list(tagged.values())
-    return [ReplayCase.of(c) for c in store.list_cases()]
+    return [loaded(c) for c in store.list_cases()]
 
 
 # -- entrypoints ---------------------------------------------------------------------------
@@ -826,6 +842,7 @@ def run_case(
     strict: bool = True,
     entrypoint: str | None = None,
     live: Sequence[str] = (),
+    settings: RunSettings | None = None,
 ) -> CaseResult:
     """Replay ``case`` through ``fn`` under its recording and return the verdict.
 
@@ -834,11 +851,12 @@ def run_case(
     case is emitted. Otherwise ``fn(*input["args"], **input["kwargs"])`` runs (awaited if it
     returns a coroutine) in a fresh context under ``fixtures(bundle, strict, live=live)``:
     the calls whose labels match a ``live`` pattern run live, and one whose outcome differs
-    from the recorded call's is a FAIL reason with the difference.
+    from the recorded call's is a FAIL reason with the difference. ``settings`` are the
+    ``ignore``/``allow_network`` settings resolved for a run (default: resolved now).
     """
     rcase = ReplayCase.of(case)
     chosen = entrypoint or rcase.entrypoint
-    result = contextvars.Context().run(_run_case, rcase, fn, strict, chosen, tuple(live))
+    result = contextvars.Context().run(_run_case, rcase, fn, strict, chosen, tuple(live), settings)
     result.agent_version = rcase.agent_version or entrypoint_version(chosen)
     result.tags = list(rcase.tags)
     return result
@@ -850,6 +868,7 @@ def _run_case(
     strict: bool,
     entrypoint: str | None,
     live: tuple[str, ...] = (),
+    settings: RunSettings | None = None,
 ) -> CaseResult:
     started = time.perf_counter()
     mode = "recorded" if strict else "lenient"
@@ -875,9 +894,22 @@ def _run_case(
     output: Any = None
     with contextlib.ExitStack() as stack:
         try:
-            report = stack.enter_context(
-                fixtures(case.bundle, strict, case_id=case.id, case_version=case.version, live=live)
-            )
+            if case.bundle is None:
+                report = stack.enter_context(
+                    fixtures(None, strict, case_id=case.id, case_version=case.version)
+                )
+            else:
+                report = stack.enter_context(
+                    replay_session(
+                        case.bundle,
+                        strict,
+                        case_id=case.id,
+                        case_version=case.version,
+                        live=live,
+                        validated=case.validated,
+                        settings=settings,
+                    )
+                ).report
         except BundleError as exc:
             return _unloadable(
                 case,
@@ -1055,13 +1087,14 @@ def _run_one(
     strict: bool,
     fns: dict[str, Callable[..., Any]],
     live: Sequence[str] = (),
+    settings: RunSettings | None = None,
 ) -> CaseResult:
     if case.problem is not None or entrypoint is None:
         return run_case(case, _never_called, strict=strict, entrypoint=entrypoint)
     fn = fns.get(entrypoint)
     if fn is None:
         fn = fns[entrypoint] = load_entrypoint(entrypoint)
-    return run_case(case, fn, strict=strict, entrypoint=entrypoint, live=live)
+    return run_case(case, fn, strict=strict, entrypoint=entrypoint, live=live, settings=settings)
 
 
 def _never_called(*args: Any, **kwargs: Any) -> Any:  # pragma: no cover - unreachable
@@ -1106,9 +1139,12 @@ def run_cases(
         selected = refuse_disallowed(selected, None, policy, fns)
         chosen = _entrypoints(selected, None)
     if jobs == 1 or len(selected) <= 1:
+        # Read once for the run, and only when a case runs (as each fixtures() block would).
+        runs = any(c.problem is None for c in selected)
+        settings = RunSettings.resolve() if runs else None
         results = []
         for case in selected:
-            result = _run_one(case, chosen[case.id], strict, fns, live)
+            result = _run_one(case, chosen[case.id], strict, fns, live, settings)
             results.append(result)
             if progress is not None:
                 progress(result)
@@ -1149,11 +1185,12 @@ def _worker_chunk(
     items: list[tuple[dict[str, Any], str | None]], how: tuple[bool, tuple[str, ...]]
 ) -> list[dict[str, Any]]:
     strict, live = how
+    settings = RunSettings.resolve()
     out = []
     for data, ep in items:
         case = ReplayCase.from_dict(data)
         try:
-            result = _run_one(case, ep, strict, _worker_fns, live)
+            result = _run_one(case, ep, strict, _worker_fns, live, settings)
         except EntrypointError as exc:
             result = CaseResult(
                 case.id, case.version, case.name, ERRORED, [str(exc)], entrypoint=ep

@@ -716,3 +716,82 @@ def test_a_cases_shard_is_chosen_by_its_id_alone() -> None:
     assert all([s.index for s in shards if s.holds(i)] == where[i] for i in more if i in where)
     assert Shard.parse(" 2/4 ") == Shard(2, 4) and str(Shard(2, 4)) == "2/4"
     assert Shard(1, 1).holds("anything")
+
+
+def _counting(monkeypatch: Any, module: Any, name: str) -> list[Any]:
+    """Count the calls ``module`` makes to its ``name`` (still calling the real one)."""
+    calls: list[Any] = []
+    real = getattr(module, name)
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        calls.append(args)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(module, name, counted)
+    return calls
+
+
+def test_a_run_of_case_files_validates_each_bundle_once(
+    capture: Any, tmp_path: Path, monkeypatch: Any
+) -> None:
+    from tracely_sdk import _replay
+    from tracely_sdk.store import _files
+
+    store = _store_with_cases(capture, tmp_path / "t.db")
+    export_cases(store, tmp_path / "cases")
+    store.close()
+    hermetic(monkeypatch)
+    validated = _counting(monkeypatch, _files, "validate_bundle")
+    revalidated = _counting(monkeypatch, _replay, "validate_bundle")
+    cases = load_case_dir(tmp_path / "cases")
+    results = run_cases(cases, f"{WEATHER}:run")
+    assert [r.verdict for r in results] == [PASS, PASS]
+    assert (len(validated), len(revalidated)) == (2, 0)
+
+
+def test_a_run_of_stored_cases_does_not_validate_them_again(
+    capture: Any, tmp_path: Path, monkeypatch: Any
+) -> None:
+    from tracely_sdk import _replay
+
+    store = _store_with_cases(capture, tmp_path / "t.db")
+    try:
+        cases = load_cases(store=store)
+    finally:
+        store.close()
+    hermetic(monkeypatch)
+    revalidated = _counting(monkeypatch, _replay, "validate_bundle")
+    assert [r.verdict for r in run_cases(cases, f"{WEATHER}:run")] == [PASS, PASS]
+    assert revalidated == []
+
+
+def test_a_bundle_not_loaded_by_the_runner_is_always_validated(capture: Any) -> None:
+    bundle = record(capture, weather_agent.run, "Paris")
+    tampered = {
+        **bundle,
+        "tools": {"get_weather": [{**bundle["tools"]["get_weather"][0], "output": {}}]},
+    }
+    with pytest.raises(tracely.BundleError, match="checksum"), tracely.fixtures(tampered):
+        pass
+    # a case built by hand, not loaded from a store or a case file, is not taken on trust
+    ran: list[Any] = []
+    (result,) = run_cases([case_of(tampered)], f"{WEATHER}:run")
+    assert result.verdict == ERRORED and "checksum" in result.reasons[0]
+    result = run_case(case_of(tampered), lambda city: ran.append(city))
+    assert ran == [] and result.verdict == ERRORED
+
+
+def test_a_run_resolves_its_settings_once_and_each_run_anew(capture: Any, monkeypatch: Any) -> None:
+    from tracely_sdk import _config
+
+    cases = [case_of(record(capture, weather_agent.run, c), c.lower()) for c in ("Paris", "Oslo")]
+    hermetic(monkeypatch)
+    resolved = _counting(monkeypatch, _config, "resolve")
+    assert [r.verdict for r in run_cases(cases * 3, f"{WEATHER}:run")] == [PASS] * 6
+    replay_settings = [args[0] for args in resolved if args[0] in ("ignore", "allow_network")]
+    assert sorted(replay_settings) == ["allow_network", "ignore"]
+    # the next run reads them again (a fixtures() block reads them on entering: see the
+    # network guard's tests)
+    monkeypatch.setenv("TRACELY_IGNORE", "$$$")
+    with pytest.raises(tracely.ConfigError, match="TRACELY_IGNORE"):
+        run_cases(cases, f"{WEATHER}:run")
