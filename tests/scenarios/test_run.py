@@ -7,9 +7,10 @@ import re
 import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
@@ -46,28 +47,51 @@ class _Handler(BaseHTTPRequestHandler):
         headers = {k.lower(): v for k, v in self.headers.items()}
         self.server.requests.append((body, headers))
         status, answer = self.server.reply(body, headers)
-        data = answer.encode() if isinstance(answer, str) else json.dumps(answer).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        _answer(self, status, answer.encode() if isinstance(answer, str) else answer)
 
 
-@pytest.fixture
-def service() -> Iterator[Callable[[Reply], Service]]:
-    started: list[Service] = []
+def _answer(
+    handler: BaseHTTPRequestHandler,
+    status: int,
+    body: Any,
+    headers: dict[str, str] | None = None,
+) -> None:
+    """A whole answer: ``body`` as it is if bytes, else as JSON."""
+    data = body if isinstance(body, bytes) else json.dumps(body).encode()
+    handler.send_response(status)
+    for name, value in {"Content-Type": "application/json", **(headers or {})}.items():
+        handler.send_header(name, value)
+    handler.send_header("Content-Length", str(len(data)))
+    handler.end_headers()
+    handler.wfile.write(data)
 
-    def start(reply: Reply) -> Service:
-        s = Service(reply)
+
+_S = TypeVar("_S", bound=ThreadingHTTPServer)
+
+
+@contextmanager
+def _serving(make: Callable[[Any], _S]) -> Iterator[Callable[[Any], _S]]:
+    """A function that starts a server made by ``make`` in a thread; all stopped at the end."""
+    started: list[_S] = []
+
+    def start(arg: Any) -> _S:
+        s = make(arg)
         threading.Thread(target=s.serve_forever, args=(0.02,), daemon=True).start()
         started.append(s)
         return s
 
-    yield start
-    for s in started:
-        s.shutdown()
-        s.server_close()
+    try:
+        yield start
+    finally:
+        for s in started:
+            s.shutdown()
+            s.server_close()
+
+
+@pytest.fixture
+def service() -> Iterator[Callable[[Reply], Service]]:
+    with _serving(Service) as start:
+        yield start
 
 
 def scenario(*turns: dict[str, Any], **fields: Any) -> Any:
@@ -255,29 +279,13 @@ class _RawHandler(BaseHTTPRequestHandler):
     do_GET = do_POST = do_CONNECT = _any
 
     def answer(self, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
-        data = body if isinstance(body, bytes) else json.dumps(body).encode()
-        self.send_response(status)
-        for name, value in {"Content-Type": "application/json", **(headers or {})}.items():
-            self.send_header(name, value)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        _answer(self, status, body, headers)
 
 
 @pytest.fixture
 def raw_service() -> Iterator[Callable[[Handle], RawService]]:
-    started: list[RawService] = []
-
-    def start(handle: Handle) -> RawService:
-        s = RawService(handle)
-        threading.Thread(target=s.serve_forever, args=(0.02,), daemon=True).start()
-        started.append(s)
-        return s
-
-    yield start
-    for s in started:
-        s.shutdown()
-        s.server_close()
+    with _serving(RawService) as start:
+        yield start
 
 
 def custom(turns: list[dict[str, Any]], **target: Any) -> Any:
