@@ -7,6 +7,7 @@ Tests that must see an unset global provider use ``unset_global_provider``.
 
 from __future__ import annotations
 
+import http.server
 import sys
 import threading
 from collections.abc import Iterator
@@ -145,3 +146,63 @@ def unset_global_provider() -> Iterator[None]:
             current.shutdown()
         trace._TRACER_PROVIDER = saved
         trace._TRACER_PROVIDER_SET_ONCE._done = saved_once
+
+
+# An OTLP/HTTP endpoint ---------------------------------------------------------------------
+
+
+class _OTLPHandler(http.server.BaseHTTPRequestHandler):
+    disable_nagle_algorithm = True
+    server: OTLPCollector
+
+    def do_POST(self) -> None:
+        from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+            ExportTraceServiceRequest,
+        )
+
+        request = ExportTraceServiceRequest()
+        request.ParseFromString(self.rfile.read(int(self.headers["Content-Length"])))
+        self.server.received.append((self.path, request))
+        self.send_response(200)
+        self.send_header("Content-Type", "application/x-protobuf")
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+class OTLPCollector(http.server.ThreadingHTTPServer):
+    """What the real OTLP/HTTP exporter posts to, on 127.0.0.1: keeps every export request."""
+
+    def __init__(self) -> None:
+        super().__init__(("127.0.0.1", 0), _OTLPHandler)
+        self.received: list[tuple[str, Any]] = []  # (path, ExportTraceServiceRequest)
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+    @property
+    def spans(self) -> list[Any]:
+        """Every span received, in the order the requests came."""
+        return [
+            span
+            for _, request in self.received
+            for rs in request.resource_spans
+            for ss in rs.scope_spans
+            for span in ss.spans
+        ]
+
+
+@pytest.fixture
+def otlp_collector() -> Iterator[OTLPCollector]:
+    server = OTLPCollector()
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()

@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-import http.server
 import os
 import subprocess
 import sys
 import textwrap
-import threading
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from opentelemetry import trace
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
 from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
@@ -26,45 +22,6 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 def processors(provider: TracerProvider) -> list[Any]:
     return list(provider._active_span_processor._span_processors)
-
-
-class _Collector(http.server.BaseHTTPRequestHandler):
-    disable_nagle_algorithm = True
-    received: list[ExportTraceServiceRequest]
-
-    def do_POST(self) -> None:
-        body = self.rfile.read(int(self.headers["Content-Length"]))
-        request = ExportTraceServiceRequest()
-        request.ParseFromString(body)
-        self.server.received.append((self.path, request))  # type: ignore[attr-defined]
-        self.send_response(200)
-        self.send_header("Content-Type", "application/x-protobuf")
-        self.send_header("Content-Length", "0")
-        self.end_headers()
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-
-@pytest.fixture
-def collector() -> Iterator[Any]:
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Collector)
-    server.received = []  # type: ignore[attr-defined]
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield server
-    server.shutdown()
-    server.server_close()
-
-
-def spans_received(server: Any) -> list[str]:
-    return [
-        span.name
-        for _, request in server.received
-        for rs in request.resource_spans
-        for ss in rs.scope_spans
-        for span in ss.spans
-    ]
 
 
 def test_builds_a_provider_when_none_is_set(
@@ -168,15 +125,15 @@ def test_the_sampler_leaves_the_apps_provider_alone(unset_global_provider: None)
     assert app.sampler is not ALWAYS_OFF
 
 
-def test_exports_over_real_otlp_http(unset_global_provider: None, collector: Any) -> None:
-    endpoint = f"http://127.0.0.1:{collector.server_address[1]}"
+def test_exports_over_real_otlp_http(unset_global_provider: None, otlp_collector: Any) -> None:
+    endpoint = otlp_collector.endpoint
     provider = setup(environ={"OTEL_EXPORTER_OTLP_ENDPOINT": endpoint}, endpoint=endpoint)
     assert provider is not None
     with tracely.agent("a", input=1):
         tracely.call_tool("t", lambda: 1)
     provider.force_flush()
-    assert collector.received[0][0] == "/v1/traces"
-    assert sorted(spans_received(collector)) == ["execute_tool t", "invoke_agent a"]
+    assert otlp_collector.received[0][0] == "/v1/traces"
+    assert sorted(s.name for s in otlp_collector.spans) == ["execute_tool t", "invoke_agent a"]
 
 
 def _run(script: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
@@ -192,8 +149,8 @@ def _run(script: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_pending_spans_are_flushed_at_exit(collector: Any) -> None:
-    endpoint = f"http://127.0.0.1:{collector.server_address[1]}"
+def test_pending_spans_are_flushed_at_exit(otlp_collector: Any) -> None:
+    endpoint = otlp_collector.endpoint
     result = _run(
         """
         import tracely_sdk as tracely
@@ -204,7 +161,10 @@ def test_pending_spans_are_flushed_at_exit(collector: Any) -> None:
         {"OTEL_EXPORTER_OTLP_ENDPOINT": endpoint},
     )
     assert result.returncode == 0, result.stderr
-    assert sorted(spans_received(collector)) == ["execute_tool t", "invoke_agent exit-agent"]
+    assert sorted(s.name for s in otlp_collector.spans) == [
+        "execute_tool t",
+        "invoke_agent exit-agent",
+    ]
 
 
 def test_no_endpoint_means_no_connection_noise() -> None:

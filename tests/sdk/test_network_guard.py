@@ -435,33 +435,6 @@ def test_a_bad_host_to_allow_names_the_variable_it_came_from(
 # -- tracely's own endpoints ------------------------------------------------------------------
 
 
-class _Collector(BaseHTTPRequestHandler):
-    def do_POST(self) -> None:
-        body = self.rfile.read(int(self.headers.get("content-length") or 0))
-        self.server.received.append((self.path, body))  # type: ignore[attr-defined]
-        self.send_response(200)
-        self.send_header("content-type", "application/x-protobuf")
-        self.send_header("content-length", "0")
-        self.end_headers()
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-
-@pytest.fixture
-def collector() -> Iterator[ThreadingHTTPServer]:
-    """An OTLP/HTTP receiver on 127.0.0.1 that keeps what it was sent."""
-    running = ThreadingHTTPServer(("127.0.0.1", 0), _Collector)
-    running.received = []  # type: ignore[attr-defined]
-    thread = threading.Thread(target=running.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield running
-    finally:
-        running.shutdown()
-        running.server_close()
-
-
 def _export_one_span(endpoint: str | None = None) -> None:
     """Export a span through the OTLP/HTTP exporter from its own thread, as an app does."""
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
@@ -479,25 +452,25 @@ def _export_one_span(endpoint: str | None = None) -> None:
 
 
 def test_tracelys_own_otlp_exporter_still_exports_during_strict_replay(
-    collector: ThreadingHTTPServer, monkeypatch: pytest.MonkeyPatch
+    otlp_collector: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    url = f"http://127.0.0.1:{collector.server_address[1]}"
+    url = otlp_collector.endpoint
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", url + "/v1/traces")
     with tracely.fixtures({}) as rep:
         _export_one_span()
-    assert [path for path, _ in collector.received] == ["/v1/traces"]  # type: ignore[attr-defined]
-    assert b"during replay" in collector.received[0][1]  # type: ignore[attr-defined]
+    assert [path for path, _ in otlp_collector.received] == ["/v1/traces"]
+    assert [span.name for span in otlp_collector.spans] == ["during replay"]
     assert rep.refused == [] and rep.clean
 
 
 def test_an_exporter_tracely_was_not_told_about_is_refused(
-    collector: ThreadingHTTPServer,
+    otlp_collector: Any,
 ) -> None:
-    url = f"http://127.0.0.1:{collector.server_address[1]}"
+    url = otlp_collector.endpoint
     with tracely.fixtures({}) as rep:
         _export_one_span(url + "/v1/traces")  # set up by hand, not by the OTEL_* variables
-    assert collector.received == []  # type: ignore[attr-defined]
-    assert rep.refused[0]["port"] == collector.server_address[1]
+    assert otlp_collector.received == []
+    assert rep.refused[0]["port"] == otlp_collector.server_address[1]
 
 
 def test_a_store_tracely_opened_is_reachable(listener: socket.socket) -> None:

@@ -2,21 +2,18 @@
 
 from __future__ import annotations
 
-import http.server
 import json
 import os
 import re
 import subprocess
 import sys
-import threading
 import xml.etree.ElementTree as ET
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
 from opentelemetry import trace
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
 
@@ -583,36 +580,8 @@ def test_an_errored_case_shows_the_agents_traceback_now_and_in_the_kept_run(
 # -- spans nobody reads -------------------------------------------------------------------------
 
 
-class _Receiver(http.server.BaseHTTPRequestHandler):
-    """An OTLP/HTTP receiver: keeps every span it is sent."""
-
-    def do_POST(self) -> None:
-        request = ExportTraceServiceRequest()
-        request.ParseFromString(self.rfile.read(int(self.headers["Content-Length"])))
-        self.server.spans.extend(  # type: ignore[attr-defined]
-            span for rs in request.resource_spans for ss in rs.scope_spans for span in ss.spans
-        )
-        self.send_response(200)
-        self.send_header("Content-Length", "0")
-        self.end_headers()
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-
-@pytest.fixture
-def receiver() -> Iterator[Any]:
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Receiver)
-    server.spans = []  # type: ignore[attr-defined]
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield server
-    server.shutdown()
-    server.server_close()
-
-
 def test_init_tracing_samples_nothing_only_without_an_exporter(
-    unset_global_provider: None, monkeypatch: pytest.MonkeyPatch, receiver: Any
+    unset_global_provider: None, monkeypatch: pytest.MonkeyPatch, otlp_collector: Any
 ) -> None:
     for name in [n for n in os.environ if n.startswith("OTEL_")]:
         monkeypatch.delenv(name)
@@ -625,14 +594,14 @@ def test_init_tracing_samples_nothing_only_without_an_exporter(
 
     trace._TRACER_PROVIDER = None
     trace._TRACER_PROVIDER_SET_ONCE._done = False
-    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", f"http://127.0.0.1:{receiver.server_port}")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", otlp_collector.endpoint)
     init_tracing()
     provider = trace.get_tracer_provider()
     assert isinstance(provider, TracerProvider) and provider.sampler is not ALWAYS_OFF
     with tracely.agent("read", input=1) as run:
         assert run.span.is_recording()
     provider.force_flush()
-    assert [s.name for s in receiver.spans] == ["invoke_agent read"]
+    assert [s.name for s in otlp_collector.spans] == ["invoke_agent read"]
 
 
 def _tracely_replay(
@@ -657,12 +626,12 @@ def _tracely_replay(
 
 
 def test_reports_and_the_kept_run_are_the_same_with_and_without_an_exporter(
-    capture: Any, cli: CLI, tmp_path: Path, receiver: Any
+    capture: Any, cli: CLI, tmp_path: Path, otlp_collector: Any
 ) -> None:
     big_suite(capture, cli, broken=1)  # city1 fails, oslo passes
     atlantis = record(capture, cli, weather_agent.run_handles, "Atlantis")
     cli("cases", "promote", atlantis, "--name", "Atlantis", "--entrypoint", f"{WEATHER}:run")
-    endpoint = f"http://127.0.0.1:{receiver.server_port}"
+    endpoint = otlp_collector.endpoint
     unread = _tracely_replay(cli, tmp_path / "unread", {})
     read = _tracely_replay(cli, tmp_path / "read", {"OTEL_EXPORTER_OTLP_ENDPOINT": endpoint})
     assert unread.returncode == read.returncode == 1, unread.stderr + read.stderr
@@ -676,13 +645,15 @@ def test_reports_and_the_kept_run_are_the_same_with_and_without_an_exporter(
     assert all(re.fullmatch("[0-9a-f]{32}", t) for ids in trace_ids.values() for t in ids)
 
     # Every span of the exported run reached the receiver: one agent span per case, one per call.
-    spans_of = {t: [s for s in receiver.spans if s.trace_id.hex() == t] for t in trace_ids["read"]}
+    spans_of = {
+        t: [s for s in otlp_collector.spans if s.trace_id.hex() == t] for t in trace_ids["read"]
+    }
     for case in cases["read"]:
         spans = spans_of[case["trace_id"]]
         kinds = sorted(a.value.string_value for s in spans for a in s.attributes if a.key == A.KIND)
         calls = [step for step in case["timeline"] if step.get("call")]
         assert kinds.count("agent") == 1 and len(spans) == 1 + len(calls), case["case_id"]
-    assert len(receiver.spans) == sum(len(s) for s in spans_of.values())
+    assert len(otlp_collector.spans) == sum(len(s) for s in spans_of.values())
 
     def same(text: str, name: str) -> str:
         """``text`` with what differs between two runs of the same cases made alike."""
