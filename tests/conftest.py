@@ -8,6 +8,7 @@ Tests that must see an unset global provider use ``unset_global_provider``.
 from __future__ import annotations
 
 import http.server
+import os
 import sys
 import threading
 from collections.abc import Iterator
@@ -31,6 +32,12 @@ settings.register_profile("tracely", deadline=None, suppress_health_check=[Healt
 settings.load_profile("tracely")
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+
+# The suite pins what a person sees at a terminal. A CI runner sets CI (replay then lists only
+# the failures) and GITHUB_STEP_SUMMARY (replay appends to it); tests that pin those behaviours
+# set them themselves, so neither may leak in from the machine running the suite.
+for _name in ("CI", "GITHUB_STEP_SUMMARY"):
+    os.environ.pop(_name, None)
 
 
 class _Router(SpanProcessor):
