@@ -65,9 +65,7 @@ def instrumented() -> Iterator[None]:
 
 
 @pytest.fixture
-def cli(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> CLI:
+def cli(capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> CLI:
     monkeypatch.setattr("tracely_sdk.cli._replay.init_tracing", lambda: None)
     monkeypatch.delenv("TRACELY_STORE", raising=False)
     return CLI(capsys, f"sqlite:///{(tmp_path / 'tracely.db').as_posix().lstrip('/')}")

@@ -145,7 +145,9 @@ def test_a_tool_call_streamed_by_the_async_client_adds_up_to_the_call_it_asks_fo
 
 
 def test_a_chat_written_by_hand_is_served_plain_and_streamed(instrumented: None) -> None:
-    bundle = {"llm": {MODEL: [{"output": "Written by hand", "usage": [3, 3]}, {"output": "Streamed too"}]}}
+    bundle = {
+        "llm": {MODEL: [{"output": "Written by hand", "usage": [3, 3]}, {"output": "Streamed too"}]}
+    }
     base = closed_url()
     with tracely.fixtures(bundle) as rep:
         plain = client(base).chat(model=MODEL, messages=user("Hi"))

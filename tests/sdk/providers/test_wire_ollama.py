@@ -183,9 +183,7 @@ def test_answers_written_by_hand_are_served_as_lines_or_as_one_body(instrumented
     assert len(rep.served) == 3 and not rep.errors
 
 
-def test_a_stream_cut_short_is_served_as_the_same_failure(
-    capture: Any, instrumented: None
-) -> None:
+def test_a_stream_cut_short_is_served_as_the_same_failure(capture: Any, instrumented: None) -> None:
     def scenario(base: str) -> tuple[list[str], str]:
         body = {"model": MODEL, "messages": user("one two three four five six seven eight")}
         lines: list[str] = []
@@ -204,7 +202,6 @@ def test_a_stream_cut_short_is_served_as_the_same_failure(
     replayed, rep = replay(bundle, scenario)
     assert replayed[1] == "RemoteProtocolError"
     assert rep.served == [f"llm:{MODEL}"]
-
 
 
 def test_ndjson_lines_are_kept_in_order_and_a_line_cut_short_as_its_text() -> None:

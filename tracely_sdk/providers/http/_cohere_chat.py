@@ -96,9 +96,9 @@ def usage(body: Mapping[str, Any]) -> tuple[int, int] | None:
     tokens = counts.get("tokens") if isinstance(counts, Mapping) else None
     if not isinstance(tokens, Mapping):
         return None
-    given = tokens.get("input_tokens"), tokens.get("output_tokens")
-    if all(isinstance(n, (int, float)) and not isinstance(n, bool) for n in given):
-        return int(given[0]), int(given[1])
+    tokens_in, tokens_out = tokens.get("input_tokens"), tokens.get("output_tokens")
+    if isinstance(tokens_in, (int, float)) and isinstance(tokens_out, (int, float)):
+        return int(tokens_in), int(tokens_out)
     return None
 
 

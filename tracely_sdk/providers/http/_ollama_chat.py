@@ -100,9 +100,9 @@ def asks_for_tools(body: Mapping[str, Any]) -> bool:
 
 def usage(body: Mapping[str, Any]) -> tuple[int, int] | None:
     """The tokens read (``prompt_eval_count``) and written (``eval_count``)."""
-    given = body.get("prompt_eval_count"), body.get("eval_count")
-    if all(isinstance(n, int) and not isinstance(n, bool) for n in given):
-        return given[0], given[1]
+    tokens_in, tokens_out = body.get("prompt_eval_count"), body.get("eval_count")
+    if type(tokens_in) is int and type(tokens_out) is int:
+        return tokens_in, tokens_out
     return None
 
 
