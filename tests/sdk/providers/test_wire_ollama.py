@@ -217,3 +217,15 @@ def test_ndjson_lines_are_kept_in_order_and_a_line_cut_short_as_its_text() -> No
     cut = ndjson_lines(b'{"done":false}\n{"don')
     assert cut == [{"data": {"done": False}}, {"text": '{"don'}]
     assert ndjson_pieces(cut) == [b'{"done":false}\n', b'{"don\n']
+
+
+def test_a_recording_whose_lines_are_not_lines_is_refused_with_the_reason(
+    instrumented: None,
+) -> None:
+    output = {"status": 200, "headers": {"content-type": "application/x-ndjson"}, "lines": [7]}
+    entry = {"provider": "httpx.Client.send", "output_type": "http.response", "output": output}
+    with (
+        tracely.fixtures({"llm": {MODEL: [entry]}}),
+        pytest.raises(tracely.ReplayError, match=f"llm:{MODEL}"),
+    ):
+        list(ollama.Client(host=closed_url()).chat(MODEL, messages=user("Hi"), stream=True))
