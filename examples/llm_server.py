@@ -19,7 +19,11 @@ when ``stream_options.include_usage`` is set), ``POST /v1/responses`` (JSON, or 
 /v1/responses/{id}`` for a response this server made (JSON, or with ``?stream=true`` its events again,
 after ``starting_after`` when given: what ``responses.stream(response_id=...)`` resumes), and the Gemini API's
 ``POST /v1/models/{model}:generateContent`` (JSON; ``/v1beta`` and ``/v1alpha`` too) and ``:streamGenerateContent?alt=sse`` (SSE ``data:``
-lines, one ``GenerateContentResponse`` each).
+lines, one ``GenerateContentResponse`` each). Also ``POST /v1/embeddings`` (a made-up vector per input,
+floats or ``encoding_format: base64``), Groq's ``POST /openai/v1/chat/completions``, Cohere's ``POST /v2/chat`` (JSON,
+or SSE events whose data names its ``type``: ``message-start`` ... ``message-end``), and Ollama's ``POST
+/api/chat`` and ``/api/generate`` (newline-delimited JSON, ``application/x-ndjson``, the last line ``"done":
+true``; one JSON body with ``"stream": false``).
 
 The model: when the request offers tools and the last turn is the user's, it calls the first tool, with
 arguments made from the tool's JSON schema and the user's text (a string property gets the last capitalised
@@ -43,10 +47,12 @@ Run it alone with ``python -m examples.llm_server --port 8765``; it prints the b
 from __future__ import annotations
 
 import argparse
+import base64
 import contextlib
 import json
 import re
 import socket
+import struct
 import threading
 import urllib.parse
 from collections.abc import Iterator
@@ -333,9 +339,9 @@ class _Handler(BaseHTTPRequestHandler):
             return
         self.wfile.write(data)
 
-    def _start_sse(self, headers: dict[str, str]) -> None:
+    def _start_sse(self, headers: dict[str, str], content_type: str) -> None:
         self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream; charset=utf-8")
+        self.send_header("Content-Type", content_type)
         self.send_header("Cache-Control", "no-cache")
         self.send_header("Transfer-Encoding", "chunked")
         for key, value in headers.items():
@@ -346,8 +352,15 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
         self.wfile.flush()
 
-    def _send_events(self, events: list[bytes], headers: dict[str, str], *, cut: bool) -> None:
-        self._start_sse(headers)
+    def _send_events(
+        self,
+        events: list[bytes],
+        headers: dict[str, str],
+        *,
+        cut: bool,
+        content_type: str = "text/event-stream; charset=utf-8",
+    ) -> None:
+        self._start_sse(headers, content_type)
         if cut:
             for event in events[: max(1, len(events) // 2)]:
                 self._send_chunk(event)
@@ -399,6 +412,11 @@ class _Handler(BaseHTTPRequestHandler):
             "/v1/chat/completions": self._chat,
             "/v1/responses": self._responses,
             "/v1/messages": self._messages,
+            "/openai/v1/chat/completions": self._chat,  # Groq's path
+            "/v1/embeddings": self._embeddings,
+            "/v2/chat": self._cohere_chat,
+            "/api/chat": self._ollama,
+            "/api/generate": self._ollama,
         }.get(self.path.split("?")[0])
         if route is None and _GEMINI_PATH.match(self.path.split("?")[0]):
             route = self._generate_content
@@ -627,6 +645,121 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(200, completed, headers, cut=cut)
             return
         self._send_events([_event_bytes(e) for e in events], headers, cut=cut)
+
+    # -- embeddings, Cohere v2 chat, Ollama's native API
+
+    def _embeddings(self, body: dict[str, Any], number: int, *, cut: bool) -> None:
+        given = body.get("input")
+        texts = [given] if isinstance(given, str) else list(given or [])
+        data = []
+        for index, text in enumerate(texts):
+            vector = _embedding(text if isinstance(text, str) else json.dumps(text))
+            encoded: Any = vector
+            if body.get("encoding_format") == "base64":
+                encoded = base64.b64encode(struct.pack(f"<{len(vector)}f", *vector)).decode()
+            data.append({"object": "embedding", "index": index, "embedding": encoded})
+        tokens = sum(_words(t) for t in texts if isinstance(t, str))
+        payload = {
+            "object": "list",
+            "data": data,
+            "model": str(body.get("model") or "text-embedding-3-small"),
+            "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+        }
+        headers = {"x-request-id": f"req_{number:06d}", "openai-processing-ms": "1"}
+        self._send_json(200, payload, headers, cut=cut)
+
+    def _cohere_chat(self, body: dict[str, Any], number: int, *, cut: bool) -> None:
+        messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
+        reply = _chat_reply(body, messages)
+        call_id = f"call_{number:06d}_0"
+        tokens = {"input_tokens": reply.prompt_tokens, "output_tokens": reply.completion_tokens}
+        usage = {"billed_units": dict(tokens), "tokens": tokens}
+        finish = "TOOL_CALL" if reply.tool_name else "COMPLETE"
+        plan = f"I will call {reply.tool_name}."
+        if not body.get("stream"):
+            message: dict[str, Any] = {"role": "assistant"}
+            if reply.tool_name:
+                message["tool_plan"] = plan
+                function = {"name": reply.tool_name, "arguments": reply.arguments_json}
+                message["tool_calls"] = [{"id": call_id, "type": "function", "function": function}]
+            else:
+                message["content"] = [{"type": "text", "text": reply.text}]
+            payload = {
+                "id": f"chat_{number:06d}",
+                "finish_reason": finish,
+                "message": message,
+                "usage": usage,
+            }
+            self._send_json(200, payload, cut=cut)
+            return
+
+        def event(kind: str, **fields: Any) -> bytes:
+            return _event_bytes({"type": kind, **fields})
+
+        def says(**message: Any) -> dict[str, Any]:
+            return {"message": message}
+
+        events = [event("message-start", id=f"chat_{number:06d}", delta=says(role="assistant"))]
+        if reply.tool_name:
+            events.append(event("tool-plan-delta", delta=says(tool_plan=plan)))
+            function = {"name": reply.tool_name, "arguments": ""}
+            call = {"id": call_id, "type": "function", "function": function}
+            events.append(event("tool-call-start", index=0, delta=says(tool_calls=call)))
+            for piece in _split(reply.arguments_json, 8):
+                delta = says(tool_calls={"function": {"arguments": piece}})
+                events.append(event("tool-call-delta", index=0, delta=delta))
+            events.append(event("tool-call-end", index=0))
+        else:
+            start = says(content={"type": "text", "text": ""})
+            events.append(event("content-start", index=0, delta=start))
+            for piece in _tokens(reply.text or ""):
+                delta = says(content={"text": piece})
+                events.append(event("content-delta", index=0, delta=delta))
+            events.append(event("content-end", index=0))
+        events.append(event("message-end", delta={"finish_reason": finish, "usage": usage}))
+        self._send_events(events, {}, cut=cut)
+
+    def _ollama(self, body: dict[str, Any], number: int, *, cut: bool) -> None:
+        chat = self.path.split("?")[0] == "/api/chat"
+        if chat:
+            reply = _chat_reply(
+                body, [m for m in body.get("messages") or [] if isinstance(m, dict)]
+            )
+        else:
+            prompt = str(body.get("prompt") or "")
+            words = _words(prompt) + _words(str(body.get("system") or ""))
+            reply = _Reply(text=_answer(prompt, None), prompt_tokens=words)
+        model = str(body.get("model") or "llama3.2")
+
+        def line(piece: str, **fields: Any) -> dict[str, Any]:
+            said = (
+                {"message": {"role": "assistant", "content": piece}}
+                if chat
+                else {"response": piece}
+            )
+            return {"model": model, "created_at": "2023-11-14T22:13:20Z", **said, **fields}
+
+        final = line(
+            "" if body.get("stream") is not False else reply.text or "",
+            done=True,
+            done_reason="stop",
+            total_duration=1000,
+            load_duration=10,
+            prompt_eval_count=reply.prompt_tokens,
+            prompt_eval_duration=100,
+            eval_count=reply.completion_tokens,
+            eval_duration=500,
+        )
+        if reply.tool_name:
+            final["message"]["tool_calls"] = [
+                {"function": {"name": reply.tool_name, "arguments": reply.tool_arguments}}
+            ]
+        if body.get("stream") is False:
+            self._send_json(200, final, cut=cut)
+            return
+        lines = [line(piece, done=False) for piece in _tokens(reply.text or "")]
+        wire = [json.dumps(x, separators=(",", ":")).encode() + b"\n" for x in [*lines, final]]
+        self._send_events(wire, {}, cut=cut, content_type="application/x-ndjson")
 
     # -- anthropic messages
 
@@ -926,6 +1059,11 @@ def _responses_payload(
 
 def _event_bytes(event: dict[str, Any]) -> bytes:
     return f"event: {event['type']}\n".encode() + b"data: " + json.dumps(event).encode() + b"\n\n"
+
+
+def _embedding(text: str) -> list[float]:
+    """A made-up vector of a text: the same text, the same vector."""
+    return [len(text) / 100, _words(text) / 10, (ord(text[0]) if text else 0) / 1000, 0.5]
 
 
 def _tokens(text: str) -> list[str]:

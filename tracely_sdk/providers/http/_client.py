@@ -20,7 +20,7 @@ from tracely_sdk import _replay
 from tracely_sdk._seam import in_call_body
 from tracely_sdk.providers._patching import aintercept, install, intercept, is_installed, uninstall
 from tracely_sdk.providers._streams import served_stream, teed_body
-from tracely_sdk.providers.http._exchange import WireCall, body_bytes, format_for, sse_pieces
+from tracely_sdk.providers.http._exchange import WireCall, body_pieces, format_for
 
 # The library's exceptions a recorded failure may be raised as again: its transport errors,
 # named in the recording, looked up only in this fixed set.
@@ -195,8 +195,7 @@ class HTTPLibrary:
                 f"a recorded HTTP status is an integer from 100 to 599, not {status!r}"
             )
         headers = [(str(k), str(v)) for k, v in (output.get("headers") or {}).items()]
-        events = output.get("events")
-        pieces = sse_pieces(events) if isinstance(events, list) else [body_bytes(output)]
+        pieces = body_pieces(output)
         if stream:
             replayed = self._stream_classes()[2]
             response = http.Response(

@@ -5,10 +5,13 @@ The recording of a call (its entry's ``output``, type tag ``http.response``)::
     {"status": 200, "headers": {"content-type": "application/json", ...}, "body": {...}}
     {"status": 200, "headers": {"content-type": "text/event-stream"},
      "events": [{"event": "message_start", "data": {...}}, {"data": "[DONE]"}, ...]}
+    {"status": 200, "headers": {"content-type": "application/x-ndjson"},
+     "lines": [{"data": {...}}, {"data": {..., "done": true}}]}
 
 ``body`` is the JSON the server sent (``text`` holds a body that is not JSON, ``base64`` one
 that is not text); ``events`` are a server-sent-event stream's events in order, each with its
-``event`` name when it had one and its ``data``, parsed when it is JSON (``text`` otherwise).
+``event`` name when it had one and its ``data``, parsed when it is JSON (``text`` otherwise);
+``lines`` are a newline-delimited JSON stream's lines in order, in the same form.
 Served, a recording becomes the same bytes again, as JSON written compactly: what the
 client's library parses is what it parsed live.
 """
@@ -42,7 +45,15 @@ from tracely_sdk.providers._patching import (
     warn_once,
 )
 from tracely_sdk.providers._streams import body_recorder
-from tracely_sdk.providers.http import _anthropic_messages, _openai_chat
+from tracely_sdk.providers.http import (
+    _anthropic_messages,
+    _cohere_chat,
+    _ollama_chat,
+    _ollama_generate,
+    _openai_chat,
+    _openai_embeddings,
+    _openai_responses,
+)
 
 if TYPE_CHECKING:
     from tracely_sdk._seam import Call
@@ -50,7 +61,15 @@ if TYPE_CHECKING:
 
 TAG = WIRE_TAG
 
-FORMATS: tuple[ModuleType, ...] = (_openai_chat, _anthropic_messages)
+FORMATS: tuple[ModuleType, ...] = (
+    _openai_chat,
+    _anthropic_messages,
+    _openai_responses,
+    _openai_embeddings,
+    _cohere_chat,
+    _ollama_chat,
+    _ollama_generate,
+)
 """The wire formats whose requests are model calls, each a codec module."""
 
 
@@ -142,13 +161,53 @@ def sse_pieces(events: Iterable[Mapping[str, Any]]) -> list[bytes]:
     return pieces
 
 
-def _is_sse(content_type: str) -> bool:
-    return content_type.split(";", 1)[0].strip().lower() == "text/event-stream"
+def ndjson_lines(content: bytes) -> list[dict[str, Any]]:
+    """The lines of a newline-delimited JSON stream (empty lines left out), each as an event:
+    its ``data`` when it is JSON (a line cut short is kept as ``text``)."""
+    lines: list[dict[str, Any]] = []
+    for line in content.split(b"\n"):
+        if line.strip():
+            value = body_value(line.rstrip(b"\r"))
+            lines.append({"data": value["body"]} if "body" in value else value)
+    return lines
+
+
+def ndjson_pieces(lines: Iterable[Mapping[str, Any]]) -> list[bytes]:
+    """The bytes of recorded lines, one piece per line."""
+    return [
+        (orjson.dumps(line["data"]) if "data" in line else body_bytes(line)) + b"\n"
+        for line in lines
+    ]
+
+
+def body_pieces(output: Mapping[str, Any]) -> list[bytes]:
+    """The body of a recorded exchange as the wire carried it: a piece per event or line of a
+    stream, else the whole body in one."""
+    events, lines = output.get("events"), output.get("lines")
+    if isinstance(events, list):
+        return sse_pieces(events)
+    if isinstance(lines, list):
+        return ndjson_pieces(lines)
+    return [body_bytes(output)]
+
+
+def _media_type(content_type: str) -> str:
+    return content_type.split(";", 1)[0].strip().lower()
+
+
+_NDJSON = frozenset({"application/x-ndjson", "application/ndjson", "application/jsonl"})
+
+
+def _streamed_output(codec: ModuleType, events: list[dict[str, Any]]) -> dict[str, Any]:
+    """A stream of ``events`` as the format's wire frames it: SSE, or NDJSON lines."""
+    content_type = getattr(codec, "STREAM_TYPE", "text/event-stream")
+    key = "lines" if content_type in _NDJSON else "events"
+    return {"status": 200, "headers": {"content-type": content_type}, key: events}
 
 
 def _response_body(codec: ModuleType, output: Mapping[str, Any]) -> Mapping[str, Any]:
     """The response body a recorded exchange answers with (a stream's, added up)."""
-    events = output.get("events")
+    events = output.get("events", output.get("lines"))
     if isinstance(events, Sequence):
         try:
             body = codec.body_from_events(events)
@@ -174,29 +233,31 @@ def served_output(
     if isinstance(output, Mapping) and isinstance(output.get("headers"), Mapping):
         headers = {str(k).lower(): v for k, v in output["headers"].items()}
     body = output.get("body") if isinstance(output, Mapping) else None
-    if tag == plain_tag and not streamed and isinstance(body, Mapping):
+    if tag is not None and tag == plain_tag and not streamed and isinstance(body, Mapping):
         headers["content-type"] = "application/json"
         return {"status": 200, "headers": headers, "body": body}
-    if tag == streamed_tag and streamed and isinstance(output, Mapping):
+    if tag is not None and tag == streamed_tag and streamed and isinstance(output, Mapping):
         events = [
             {key: chunk[key] for key in ("event", "data") if chunk.get(key) is not None}
             for chunk in output.get("chunks") or ()
             if isinstance(chunk, Mapping)
         ]
-        headers["content-type"] = "text/event-stream"
-        return {"status": 200, "headers": headers, "events": codec.closed_events(events)}
+        served = _streamed_output(codec, codec.closed_events(events))
+        served["headers"] = {**headers, **served["headers"]}
+        return served
     text = output.get("content") if tag is None and isinstance(output, Mapping) else output
     if tag is None and isinstance(text, str):
         usage = entry_usage(entry)
+        # None: the format has no answer made of text (an embedding)
         if streamed:
             events = codec.text_events(text, model=model, usage=usage)
-            return {
-                "status": 200,
-                "headers": {"content-type": "text/event-stream"},
-                "events": events,
-            }
-        answer = codec.text_body(text, model=model, usage=usage)
-        return {"status": 200, "headers": {"content-type": "application/json"}, "body": answer}
+            if events is not None:
+                return _streamed_output(codec, events)
+        else:
+            answer = codec.text_body(text, model=model, usage=usage)
+            if answer is not None:
+                headers = {"content-type": "application/json"}
+                return {"status": 200, "headers": headers, "body": answer}
     shape = (
         f"{'a streamed' if streamed else 'a plain'} {codec.__name__.rsplit('.', 1)[-1].lstrip('_')}"
     )
@@ -269,6 +330,9 @@ class WireCall(Intercepted):
             temperature=temperature,
             top_p=top_p,
         )
+        operation = getattr(codec, "OPERATION", None)  # chat, unless the format says otherwise
+        if operation is not None:
+            self.attributes[A.GEN_AI_OPERATION_NAME] = operation
         if compared_as_messages(self.model):
             try:  # the only form the recorded entry has: compare the input as messages
                 self.input = codec.messages(body)
@@ -316,8 +380,11 @@ class WireCall(Intercepted):
 
     def _recording(self, content: bytes, headers: Mapping[str, str]) -> Recording:
         value: dict[str, Any] = {"status": self.status, "headers": dict(headers)}
-        if _is_sse(self.content_type):
+        media_type = _media_type(self.content_type)
+        if media_type == "text/event-stream":
             value["events"] = sse_events(content)
+        elif media_type in _NDJSON:
+            value["lines"] = ndjson_lines(content)
         else:
             value.update(body_value(content))
         body = _response_body(self.codec, value)
@@ -363,8 +430,11 @@ __all__ = [
     "WireCall",
     "answers",
     "body_bytes",
+    "body_pieces",
     "body_value",
     "format_for",
+    "ndjson_lines",
+    "ndjson_pieces",
     "served_output",
     "sse_events",
     "sse_pieces",
