@@ -8,7 +8,8 @@ The recording of a call (its entry's ``output``, type tag ``http.response``)::
 
 ``body`` is the JSON the server sent (``text`` holds a body that is not JSON, ``base64`` one
 that is not text); ``events`` are a server-sent-event stream's events in order, each with its
-``event`` name when it had one and its ``data``, parsed when it is JSON (``text`` otherwise).
+``event`` name when it had one and its ``data``, parsed when it is JSON (``text`` otherwise),
+or an AWS event stream's messages (``headers`` and ``data``, see :mod:`._eventstream`).
 Served, a recording becomes the same bytes again, as JSON written compactly: what the
 client's library parses is what it parsed live.
 """
@@ -17,8 +18,8 @@ from __future__ import annotations
 
 import base64
 import urllib.parse
-import weakref
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -42,15 +43,28 @@ from tracely_sdk.providers._patching import (
     warn_once,
 )
 from tracely_sdk.providers._streams import body_recorder
-from tracely_sdk.providers.http import _anthropic_messages, _openai_chat
+from tracely_sdk.providers.http import (
+    _anthropic_messages,
+    _bedrock_converse,
+    _bedrock_converse_stream,
+    _bedrock_invoke,
+    _eventstream,
+    _openai_chat,
+)
 
 if TYPE_CHECKING:
     from tracely_sdk._seam import Call
-    from tracely_sdk.providers.http._client import HTTPLibrary
+    from tracely_sdk.providers.http._client import ClientHook
 
 TAG = WIRE_TAG
 
-FORMATS: tuple[ModuleType, ...] = (_openai_chat, _anthropic_messages)
+FORMATS: tuple[ModuleType, ...] = (
+    _openai_chat,
+    _anthropic_messages,
+    _bedrock_converse,
+    _bedrock_converse_stream,
+    _bedrock_invoke,
+)
 """The wire formats whose requests are model calls, each a codec module."""
 
 
@@ -61,6 +75,29 @@ def format_for(method: str, path: str) -> ModuleType | None:
         if codec.answers(method, path):
             return codec
     return None
+
+
+def model_call(
+    method: str, path: str, content: Any
+) -> tuple[ModuleType, dict[str, Any], str] | None:
+    """The codec, JSON body and model of a request that is a model call, or None.
+
+    The model is the body's ``model``, or for a format that names it in the path (Bedrock's),
+    the codec's ``path_model``. A body that is not bytes (a streamed upload, a file) is not read:
+    not a model call.
+    """
+    codec = format_for(method, path)
+    if codec is None or not isinstance(content, (bytes, bytearray, memoryview, str)):
+        return None
+    try:
+        body = orjson.loads(content)
+    except orjson.JSONDecodeError:
+        return None
+    if not isinstance(body, dict):
+        return None
+    from_path = getattr(codec, "path_model", None)
+    model = from_path(path) if from_path is not None else body.get("model")
+    return (codec, body, model) if isinstance(model, str) and model else None
 
 
 def answers(method: str, url: str) -> bool:
@@ -146,6 +183,24 @@ def _is_sse(content_type: str) -> bool:
     return content_type.split(";", 1)[0].strip().lower() == "text/event-stream"
 
 
+def _content_type(output: Mapping[str, Any]) -> str:
+    headers = output.get("headers")
+    if not isinstance(headers, Mapping):
+        return ""
+    return next((str(v) for k, v in headers.items() if str(k).lower() == "content-type"), "")
+
+
+def served_pieces(output: Mapping[str, Any]) -> list[bytes]:
+    """The bytes a recorded exchange's body is served as: its events framed as its content
+    type frames them (an AWS event stream's messages, else server-sent events), or its body."""
+    events = output.get("events")
+    if not isinstance(events, list):
+        return [body_bytes(output)]
+    if _eventstream.is_eventstream(_content_type(output)):
+        return _eventstream.pieces(events)
+    return sse_pieces(events)
+
+
 def _response_body(codec: ModuleType, output: Mapping[str, Any]) -> Mapping[str, Any]:
     """The response body a recorded exchange answers with (a stream's, added up)."""
     events = output.get("events")
@@ -157,6 +212,10 @@ def _response_body(codec: ModuleType, output: Mapping[str, Any]) -> Mapping[str,
         return body if isinstance(body, Mapping) else {}
     body = output.get("body")
     return body if isinstance(body, Mapping) else {}
+
+
+def _stream_content_type(codec: ModuleType) -> str:
+    return str(getattr(codec, "STREAM_CONTENT_TYPE", "text/event-stream"))
 
 
 def served_output(
@@ -183,7 +242,7 @@ def served_output(
             for chunk in output.get("chunks") or ()
             if isinstance(chunk, Mapping)
         ]
-        headers["content-type"] = "text/event-stream"
+        headers["content-type"] = _stream_content_type(codec)
         return {"status": 200, "headers": headers, "events": codec.closed_events(events)}
     text = output.get("content") if tag is None and isinstance(output, Mapping) else output
     if tag is None and isinstance(text, str):
@@ -192,7 +251,7 @@ def served_output(
             events = codec.text_events(text, model=model, usage=usage)
             return {
                 "status": 200,
-                "headers": {"content-type": "text/event-stream"},
+                "headers": {"content-type": _stream_content_type(codec)},
                 "events": events,
             }
         answer = codec.text_body(text, model=model, usage=usage)
@@ -211,8 +270,23 @@ def served_output(
 # --------------------------------------------------------------------------- one call
 
 
+@dataclass(frozen=True, slots=True)
+class Target:
+    """Where a request goes, as a client library's hook reads it (``path`` URL-decoded)."""
+
+    method: str
+    scheme: str
+    host: str
+    port: int | None
+    path: str
+
+
 class WireCall(Intercepted):
-    """One model call seen at the HTTP client: the :class:`InterceptedCall` of an exchange."""
+    """One model call seen at the HTTP client: the :class:`InterceptedCall` of an exchange.
+
+    What it does not know of the client library (how a response is read, teed, made of
+    recorded bytes) it asks the library's ``hook`` (:class:`._client.ClientHook`).
+    """
 
     __slots__ = (
         "attributes",
@@ -234,9 +308,11 @@ class WireCall(Intercepted):
     def __init__(
         self,
         codec: ModuleType,
-        hook: HTTPLibrary,
+        hook: ClientHook,
         request: Any,
+        target: Target,
         body: Mapping[str, Any],
+        model: str,
         *,
         provider: str,
         is_async: bool,
@@ -244,25 +320,24 @@ class WireCall(Intercepted):
     ) -> None:
         self.codec = codec
         self.hook = hook
-        self.request = request
-        self.model = str(body["model"])
+        self.request = request  # the library's own request, given back to the hook
+        self.model = model
         self.provider = provider  # the patched method, as ``httpx.Client.send``
         self.is_async = is_async
-        self.stream = stream  # the client was asked for the body unread (``send(stream=True)``)
+        self.stream = stream  # the client reads the body later, as it needs it
         self.streamed = codec.streamed(body)  # the API was asked for an event stream
         self.call: Call | None = None
         self.status = 0
         self.content_type = ""
         self.encoding: str | None = None
-        url = request.url
-        self.input: Any = {"method": request.method, "path": url.path, "body": body}
+        self.input: Any = {"method": target.method, "path": target.path, "body": body}
         server = {
-            SERVER_ADDRESS: url.host,
-            SERVER_PORT: url.port or (443 if url.scheme == "https" else 80),
+            SERVER_ADDRESS: target.host,
+            SERVER_PORT: target.port or (443 if target.scheme == "https" else 80),
         }
         max_tokens, temperature, top_p = codec.request_numbers(body)
         self.attributes = request_attributes(
-            codec.provider(url.host) or A.provider_for_model(self.model),
+            codec.provider(target.host) or A.provider_for_model(self.model),
             server,
             stream=self.streamed,
             max_tokens=max_tokens,
@@ -283,27 +358,29 @@ class WireCall(Intercepted):
     # -- recording -----------------------------------------------------------------------
 
     def _look(self, response: Any) -> dict[str, str]:
-        self.status = int(response.status_code)
-        self.content_type = response.headers.get("content-type", "")
-        self.encoding = response.headers.get("content-encoding")
-        return dict(self.codec.record_headers(response.headers.multi_items()))
+        self.status, pairs = self.hook.response_head(response)
+        for name, value in pairs:
+            if name.lower() == "content-type":
+                self.content_type = value
+            elif name.lower() == "content-encoding":
+                self.encoding = value
+        return dict(self.codec.record_headers(pairs))
 
     def recordable(self, result: Any) -> Recording | TeeStream:
         headers = self._look(result)
-        if self.stream:
+        content = None if self.stream else self.hook.read_body(result, self.encoding)
+        if content is None:
             return TeeStream(
                 result, headers, tee=lambda call, started: self._tee(result, call, headers, started)
             )
-        return self._recording(result.content, headers)
+        return self._recording(content, headers)
 
     async def arecordable(self, result: Any) -> Recording | TeeStream:
         return self.recordable(result)
 
     def _tee(self, response: Any, call: Call, headers: Mapping[str, str], started: float) -> None:
         recorder = body_recorder(call, self, headers, started, is_async=self.is_async)
-        response.stream = self.hook.teeing_stream(response.stream, recorder, self.is_async)
-        # Dropped unread and never closed: record what was read when the response is freed.
-        weakref.finalize(response, recorder.finish)
+        self.hook.tee_body(response, recorder, self.is_async)
 
     def record_item(self, item: Any, wire: dict[str, Any] | None) -> dict[str, Any]:
         return {"piece": bytes(item)}
@@ -318,6 +395,8 @@ class WireCall(Intercepted):
         value: dict[str, Any] = {"status": self.status, "headers": dict(headers)}
         if _is_sse(self.content_type):
             value["events"] = sse_events(content)
+        elif _eventstream.is_eventstream(self.content_type):
+            value["events"] = _eventstream.recorded_events(content)
         else:
             value.update(body_value(content))
         body = _response_body(self.codec, value)
@@ -328,7 +407,11 @@ class WireCall(Intercepted):
         return None
 
     def record_error(self, exc: BaseException) -> dict[str, Any]:
-        return {"type": type(exc).__qualname__, "message": str(exc)}
+        error: dict[str, Any] = {"type": type(exc).__qualname__, "message": str(exc)}
+        reason = getattr(exc, "reason", None)
+        if isinstance(reason, BaseException):  # urllib3's MaxRetryError: what the last try met
+            error["reason"] = {"type": type(reason).__qualname__, "message": str(reason)}
+        return error
 
     # -- serving -------------------------------------------------------------------------
 
@@ -351,21 +434,24 @@ class WireCall(Intercepted):
         return self.hook.served_response(self.request, output, stream=self.stream, session=session)
 
     def raise_error(self, error: Mapping[str, Any], label: str) -> NoReturn:
-        cls = self.hook.transport_error(str(error.get("type")))
-        if cls is not None:
-            raise cls(str(error.get("message")), request=self.request)
+        exc = self.hook.transport_error(error, self.request)
+        if exc is not None:
+            raise exc
         raise LLMError(label, str(error.get("type")), str(error.get("message")))
 
 
 __all__ = [
     "FORMATS",
     "TAG",
+    "Target",
     "WireCall",
     "answers",
     "body_bytes",
     "body_value",
     "format_for",
+    "model_call",
     "served_output",
+    "served_pieces",
     "sse_events",
     "sse_pieces",
 ]
