@@ -22,12 +22,11 @@ bytes as a byte array): the values botocore reads back are the same.
 from __future__ import annotations
 
 import base64
+import importlib.util
 import struct
 import zlib
 from collections.abc import Iterable, Mapping
 from typing import Any
-
-from tracely_sdk.errors import MissingDependency
 
 CONTENT_TYPE = "application/vnd.amazon.eventstream"
 
@@ -41,6 +40,12 @@ def is_eventstream(content_type: str) -> bool:
     return content_type.split(";", 1)[0].strip().lower() == CONTENT_TYPE
 
 
+def readable() -> bool:
+    """Whether streams can be read into events here: botocore is installed. Without it (a
+    client other than boto3's met one), a stream is recorded as its bytes, served the same."""
+    return importlib.util.find_spec("botocore") is not None
+
+
 # --------------------------------------------------------------------------- reading
 
 
@@ -48,10 +53,8 @@ def messages(content: bytes) -> list[tuple[dict[str, Any], bytes]]:
     """The (headers, payload) of each whole message of a stream, read by botocore (its
     ParserError, a ValueError here, for bytes that are not an event stream). A message cut
     short at the end (a stream the reader closed early) is not one: it is left out."""
-    try:
-        from botocore.eventstream import EventStreamBuffer, ParserError
-    except ImportError as exc:
-        raise MissingDependency("botocore", "urllib3") from exc
+    from botocore.eventstream import EventStreamBuffer, ParserError
+
     buffer = EventStreamBuffer()
     buffer.add_data(content)
     try:

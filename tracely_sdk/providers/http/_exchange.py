@@ -395,7 +395,7 @@ class WireCall(Intercepted):
         value: dict[str, Any] = {"status": self.status, "headers": dict(headers)}
         if _is_sse(self.content_type):
             value["events"] = sse_events(content)
-        elif _eventstream.is_eventstream(self.content_type):
+        elif _eventstream.is_eventstream(self.content_type) and _eventstream.readable():
             value["events"] = _eventstream.recorded_events(content)
         else:
             value.update(body_value(content))
