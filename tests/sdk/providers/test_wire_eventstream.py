@@ -1,4 +1,5 @@
-"""AWS event streams: tracely's encoder against botocore's own parser (``providers.http._eventstream``)."""
+"""AWS event streams: tracely's encoder against botocore's own parser (``providers.http._eventstream``),
+and recorded events written back as the same bytes (``_exchange.eventstream_events`` / ``_pieces``)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tracely_sdk.providers.http import _eventstream
+from tracely_sdk.providers.http._exchange import eventstream_events, eventstream_pieces
 
 names = st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=40).filter(
     lambda n: len(n.encode()) < 256
@@ -59,14 +61,14 @@ recorded = st.lists(
 def test_recorded_events_are_served_as_bytes_that_read_back_as_the_same_events(
     events: list[dict[str, Any]],
 ) -> None:
-    assert _eventstream.recorded_events(b"".join(_eventstream.pieces(events))) == events
+    assert eventstream_events(b"".join(eventstream_pieces(events))) == events
 
 
 def test_a_byte_header_is_recorded_as_base64_and_written_back_as_bytes() -> None:
     wire = _eventstream.encode({":id": b"\x00\xffab"}, b"not json \xff")
-    (event,) = _eventstream.recorded_events(wire)
+    (event,) = eventstream_events(wire)
     assert event == {"headers": {":id": {"base64": "AP9hYg=="}}, "base64": "bm90IGpzb24g/w=="}
-    assert _eventstream.pieces([event]) == [wire]
+    assert eventstream_pieces([event]) == [wire]
 
 
 def test_a_message_whose_crc_does_not_match_is_refused_naming_the_stream() -> None:
@@ -102,4 +104,4 @@ def test_a_header_that_cannot_be_framed_is_refused_with_what_is_wrong(
 
 def test_a_recorded_event_without_headers_is_refused() -> None:
     with pytest.raises(ValueError, match="headers as an object"):
-        _eventstream.pieces([{"data": {}}])
+        eventstream_pieces([{"data": {}}])

@@ -7,8 +7,8 @@ A stream is a run of binary messages, each framed as::
 
 a header being ``name length (u8) | name | type (u8) | value``. Reading uses botocore's own
 parser (``botocore.eventstream.EventStreamBuffer``, which checks both CRCs), so a recording holds
-what botocore read. A message is recorded as its headers and its payload (``data`` when JSON,
-else ``text``, else ``base64``)::
+what botocore read. A message is recorded (``_exchange.eventstream_events``) as its headers and
+its payload (``data`` when JSON, else ``text``, else ``base64``)::
 
     {"headers": {":event-type": "contentBlockDelta", ":message-type": "event", ...},
      "data": {"contentBlockIndex": 0, "delta": {"text": "Hello"}}}
@@ -25,7 +25,7 @@ import base64
 import importlib.util
 import struct
 import zlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 CONTENT_TYPE = "application/vnd.amazon.eventstream"
@@ -53,7 +53,7 @@ def messages(content: bytes) -> list[tuple[dict[str, Any], bytes]]:
     """The (headers, payload) of each whole message of a stream, read by botocore (its
     ParserError, a ValueError here, for bytes that are not an event stream). A message cut
     short at the end (a stream the reader closed early) is not one: it is left out."""
-    from botocore.eventstream import EventStreamBuffer, ParserError
+    from botocore.eventstream import EventStreamBuffer, ParserError  # optional: see readable()
 
     buffer = EventStreamBuffer()
     buffer.add_data(content)
@@ -62,28 +62,6 @@ def messages(content: bytes) -> list[tuple[dict[str, Any], bytes]]:
     except ParserError as exc:
         raise ValueError(f"not an AWS event stream: {exc}") from exc
     return read
-
-
-def _header_value(value: Any) -> Any:
-    if isinstance(value, (bytes, bytearray)):
-        return {"base64": base64.b64encode(value).decode()}
-    return value
-
-
-def recorded_events(content: bytes) -> list[dict[str, Any]]:
-    """The events of a stream as a recording keeps them (see the module docstring)."""
-    # Imported here: the exchange module reads and writes streams through this one.
-    from tracely_sdk.providers.http._exchange import body_value
-
-    events: list[dict[str, Any]] = []
-    for headers, payload in messages(content):
-        event: dict[str, Any] = {"headers": {k: _header_value(v) for k, v in headers.items()}}
-        value = body_value(payload)
-        if "body" in value:
-            value["data"] = value.pop("body")
-        event.update(value)
-        events.append(event)
-    return events
 
 
 # --------------------------------------------------------------------------- writing
@@ -118,6 +96,13 @@ def _header_bytes(name: str, value: Any) -> bytes:
     )
 
 
+def header_value(value: Any) -> Any:
+    """A header value as a recording keeps it: bytes as ``{"base64": ...}``, the rest as is."""
+    if isinstance(value, (bytes, bytearray)):
+        return {"base64": base64.b64encode(value).decode()}
+    return value
+
+
 def encode(headers: Mapping[str, Any], payload: bytes) -> bytes:
     """One event-stream message: ``headers`` (values as :func:`recorded_events` keeps them,
     or bytes) and ``payload``, framed with both CRC32s."""
@@ -131,19 +116,4 @@ def encode(headers: Mapping[str, Any], payload: bytes) -> bytes:
     return message + struct.pack("!I", _crc(message))
 
 
-def pieces(events: Iterable[Mapping[str, Any]]) -> list[bytes]:
-    """The bytes of recorded events, one message per event."""
-    # Imported here: the exchange module reads and writes streams through this one.
-    from tracely_sdk.providers.http._exchange import body_bytes
-
-    out: list[bytes] = []
-    for event in events:
-        headers = event.get("headers")
-        if not isinstance(headers, Mapping):
-            raise ValueError("a recorded event-stream event has its headers as an object")
-        payload = body_bytes({"body": event["data"]} if "data" in event else event)
-        out.append(encode(headers, payload))
-    return out
-
-
-__all__ = ["CONTENT_TYPE", "encode", "is_eventstream", "messages", "pieces", "recorded_events"]
+__all__ = ["CONTENT_TYPE", "encode", "header_value", "is_eventstream", "messages", "readable"]

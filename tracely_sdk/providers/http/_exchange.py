@@ -179,6 +179,34 @@ def sse_pieces(events: Iterable[Mapping[str, Any]]) -> list[bytes]:
     return pieces
 
 
+def eventstream_events(content: bytes) -> list[dict[str, Any]]:
+    """The messages of an AWS event stream as a recording keeps them: each one's headers, and
+    its payload as :func:`body_value` keeps a body (JSON as ``data``); see :mod:`._eventstream`."""
+    events: list[dict[str, Any]] = []
+    for headers, payload in _eventstream.messages(content):
+        event: dict[str, Any] = {
+            "headers": {k: _eventstream.header_value(v) for k, v in headers.items()}
+        }
+        value = body_value(payload)
+        if "body" in value:
+            value["data"] = value.pop("body")
+        event.update(value)
+        events.append(event)
+    return events
+
+
+def eventstream_pieces(events: Iterable[Mapping[str, Any]]) -> list[bytes]:
+    """The bytes of recorded AWS event-stream messages, one message per event."""
+    out: list[bytes] = []
+    for event in events:
+        headers = event.get("headers")
+        if not isinstance(headers, Mapping):
+            raise ValueError("a recorded event-stream event has its headers as an object")
+        payload = body_bytes({"body": event["data"]} if "data" in event else event)
+        out.append(_eventstream.encode(headers, payload))
+    return out
+
+
 def _is_sse(content_type: str) -> bool:
     return content_type.split(";", 1)[0].strip().lower() == "text/event-stream"
 
@@ -197,7 +225,7 @@ def served_pieces(output: Mapping[str, Any]) -> list[bytes]:
     if not isinstance(events, list):
         return [body_bytes(output)]
     if _eventstream.is_eventstream(_content_type(output)):
-        return _eventstream.pieces(events)
+        return eventstream_pieces(events)
     return sse_pieces(events)
 
 
@@ -396,7 +424,7 @@ class WireCall(Intercepted):
         if _is_sse(self.content_type):
             value["events"] = sse_events(content)
         elif _eventstream.is_eventstream(self.content_type) and _eventstream.readable():
-            value["events"] = _eventstream.recorded_events(content)
+            value["events"] = eventstream_events(content)
         else:
             value.update(body_value(content))
         body = _response_body(self.codec, value)
@@ -448,6 +476,8 @@ __all__ = [
     "answers",
     "body_bytes",
     "body_value",
+    "eventstream_events",
+    "eventstream_pieces",
     "format_for",
     "model_call",
     "served_output",
