@@ -4,10 +4,13 @@ them at ``HTTPConnectionPool.urlopen``, served on replay as a real ``urllib3.HTT
 
 from __future__ import annotations
 
+import gzip
+import http.server
 import json
 import os
 import subprocess
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -205,6 +208,67 @@ def test_urllib3s_own_request_is_recorded_with_its_body_read_inside_urlopen(
     live = record(capture, scenario)
     replayed, rep = replay(live.bundle, scenario)
     assert replayed == live.value and rep.clean
+
+
+class _Gzipped(http.server.BaseHTTPRequestHandler):
+    """A chat completion sent gzip-compressed, as OpenAI sends a JSON answer."""
+
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers["content-length"]))
+        answer = {"id": "chatcmpl-1", "model": GPT, "choices": [], "usage": {}}
+        body = gzip.compress(json.dumps(answer).encode())
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Encoding", "gzip")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+@pytest.fixture
+def gzip_server() -> Iterator[str]:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Gzipped)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+READERS: dict[str, Callable[[str], Any]] = {
+    "requests": lambda url: requests.post(url, json=chat("Hi"), timeout=10).json(),
+    "urllib3 decoded": lambda url: urllib3.request("POST", url, json=chat("Hi")).json(),
+    "urllib3 raw": lambda url: gzip.decompress(
+        urllib3.request("POST", url, json=chat("Hi"), decode_content=False).data
+    ),
+    "urllib3 raw, read later": lambda url: gzip.decompress(
+        urllib3.request(
+            "POST", url, json=chat("Hi"), preload_content=False, decode_content=False
+        ).read()
+    ),
+}
+
+
+@pytest.mark.parametrize("reader", READERS)
+def test_a_compressed_answer_is_recorded_decoded_however_the_caller_reads_it(
+    capture: Any, instrumented: None, gzip_server: str, reader: str
+) -> None:
+    url = f"{gzip_server}/v1/chat/completions"
+    with tracely.agent("agent", input="q"):
+        live = READERS[reader](url)
+    (entry,) = capture.last_bundle["llm"][GPT]
+    assert entry["output"]["body"]["id"] == "chatcmpl-1"
+    assert "content-encoding" not in entry["output"]["headers"]
+    if reader.startswith("urllib3 raw"):
+        return  # served as recorded, uncompressed: a caller reading raw bytes gets JSON
+    with tracely.fixtures(json.loads(json.dumps(capture.last_bundle))) as rep:
+        assert READERS[reader](f"{closed_url()}/v1/chat/completions") == live
+    assert rep.clean
 
 
 # --------------------------------------------------------------------------- boto3 bedrock-runtime
@@ -410,6 +474,8 @@ def test_a_recorded_bedrock_case_passes_fails_on_a_changed_prompt_and_is_incompl
 # --------------------------------------------------------------------------- tracely replay
 
 AGENT = """
+import gzip
+import http.server
 import json
 import os
 

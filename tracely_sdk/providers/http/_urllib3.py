@@ -10,8 +10,10 @@ Live, a body read inside ``urlopen`` (``preload_content=True``, urllib3's defaul
 at once. One left unread (``preload_content=False``, what requests and botocore ask for) is
 recorded as the caller reads it, through whichever of the response's public reading methods it
 uses (``stream()``, ``read()``, ``read1()``, ``read_chunked()``, and ``data``, iteration and
-``readinto`` through them): the call is recorded when the body is read to its end, closed, or
-dropped. On replay the caller is given a real ``urllib3.HTTPResponse`` of the recorded bytes,
+``readinto`` through them; the response becomes an instance of a subclass of its class that
+tees them): the call is recorded when the body is read to its end, closed, or dropped. A body
+that fails midway (a connection cut) records the call as that failure, raised again by
+``urlopen`` on replay. On replay the caller is given a real ``urllib3.HTTPResponse`` of the recorded bytes,
 so requests and botocore make their own responses, errors and event streams of it.
 """
 
@@ -22,7 +24,7 @@ import importlib
 import io
 import urllib.parse
 import weakref
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -58,86 +60,110 @@ def _decoding(response: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -
     return bool(response.decode_content if flag is None else flag)
 
 
-def _tee(response: Any, recorder: Any, spec: WireCall) -> None:
-    """Record ``response``'s body as its caller reads it, by any of its reading methods.
+def _reads_all(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> bool:
+    amount = args[0] if args else kwargs.get("amt")
+    return amount is None or amount < 0
+
+
+class _Tee:
+    """The recording of one live response's body, kept on the response (``_tracely_tee``) and
+    fed by its reading methods (:func:`_teed_class`).
 
     Only the outermost reading call records (``stream()`` reads through ``read()``: the
-    recorder is active while it pulls). The wrappers hold the response weakly: a response
-    dropped unread is freed at once, and its recording finished then.
+    recorder is active while it pulls).
     """
-    ref = weakref.ref(response)
-    cls = type(response)
-    released = [False]  # the connection went back to the pool while a read pulled the end
 
-    def decoding(target: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> bool:
-        decode = _decoding(target, args, kwargs)
-        if decode and spec.encoding:
-            # The pieces come decoded: there is no content-encoding left to undo, and urllib3
-            # may hold decoded bytes back until a later read.
-            spec.encoding = None
+    __slots__ = ("recorder", "released", "spec")
+
+    def __init__(self, recorder: Any, spec: WireCall) -> None:
+        self.recorder = recorder
+        self.spec = spec
+        self.released = False  # the connection went back to the pool while a read pulled
+
+    def _decoded(self, response: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> bool:
+        """Whether this read returns decoded pieces of a body sent encoded."""
+        if _decoding(response, args, kwargs) and self.spec.encoding:
+            # No content-encoding is left to undo, and urllib3 may hold decoded bytes back
+            # until a later read.
+            self.spec.encoding = None
             return True
         return False
 
-    def reader(name: str, reads_all: Callable[[tuple[Any, ...], Mapping[str, Any]], bool]) -> Any:
-        original = getattr(cls, name)
+    def read(self, response: Any, read: Any, args: Any, kwargs: Any, *, whole: bool) -> Any:
+        recorder = self.recorder
+        if recorder.active or recorder.done:
+            return read(*args, **kwargs)
+        held_back = self._decoded(response, args, kwargs)
+        with recorder:
+            data = read(*args, **kwargs)
+        if data:
+            recorder.add(data)
+        if not data or whole or (self.released and not held_back):
+            recorder.finish()
+        return data
 
-        def read(*args: Any, **kwargs: Any) -> Any:
-            target = ref()
-            if target is None:
-                return b""  # called while the response is being freed: nothing left to read
-            if recorder.active or recorder.done:
-                return original(target, *args, **kwargs)
-            buffering = decoding(target, args, kwargs)
-            with recorder:
-                data = original(target, *args, **kwargs)
-            if data:
-                recorder.add(data)
-            if not data or reads_all(args, kwargs) or (released[0] and not buffering):
-                recorder.finish()
-            return data
+    def pieces(self, response: Any, pieces: Any, args: Any, kwargs: Any) -> Any:
+        recorder = self.recorder
+        if recorder.active or recorder.done:
+            return pieces(*args, **kwargs)
+        self._decoded(response, args, kwargs)
+        return teed_body(pieces(*args, **kwargs), recorder)
 
-        return read
+    def end(self, end: Any, args: Any, kwargs: Any) -> Any:
+        try:
+            return end(*args, **kwargs)
+        finally:
+            if self.recorder.active:
+                self.released = True
+            else:
+                self.recorder.closed()
 
-    def generator(name: str) -> Any:
-        original = getattr(cls, name)
 
-        def pieces(*args: Any, **kwargs: Any) -> Iterator[bytes]:
-            target = ref()
-            if target is None:
-                return iter(())  # called while the response is being freed
-            if recorder.active or recorder.done:
-                return original(target, *args, **kwargs)  # type: ignore[no-any-return]
-            decoding(target, args, kwargs)
-            return teed_body(original(target, *args, **kwargs), recorder)  # type: ignore[no-any-return]
+_teed: dict[type, type] = {}
 
-        return pieces
 
-    def ending(name: str) -> Any:
-        original = getattr(cls, name)
+def _teed_class(cls: type) -> type:
+    """``cls`` with its reading methods feeding the response's :class:`_Tee`: a subclass, so
+    that each method is bound to (and keeps alive) the response it reads, as the original
+    would (``urllib3.request(...).read()`` holds nothing else)."""
+    teed = _teed.get(cls)
+    if teed is not None:
+        return teed
 
-        def end(*args: Any, **kwargs: Any) -> Any:
-            target = ref()
-            try:
-                # A response being freed (the garbage collector clears weak references first)
-                # has nothing to release: its connection goes with it.
-                return None if target is None else original(target, *args, **kwargs)
-            finally:
-                if recorder.active:
-                    released[0] = True
-                else:
-                    recorder.closed()
+    class Teed(cls):  # type: ignore[misc]
+        def read(self, *args: Any, **kwargs: Any) -> Any:
+            whole = _reads_all(args, kwargs)
+            return self._tracely_tee.read(self, super().read, args, kwargs, whole=whole)
 
-        return end
+        def read1(self, *args: Any, **kwargs: Any) -> Any:
+            return self._tracely_tee.read(self, super().read1, args, kwargs, whole=False)
 
-    def amount(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Any:
-        return args[0] if args else kwargs.get("amt")
+        def stream(self, *args: Any, **kwargs: Any) -> Any:
+            return self._tracely_tee.pieces(self, super().stream, args, kwargs)
 
-    response.read = reader("read", lambda a, k: amount(a, k) is None or amount(a, k) < 0)
-    response.read1 = reader("read1", lambda a, k: False)
-    response.stream = generator("stream")
-    response.read_chunked = generator("read_chunked")
-    response.release_conn = ending("release_conn")
-    response.close = ending("close")
+        def read_chunked(self, *args: Any, **kwargs: Any) -> Any:
+            return self._tracely_tee.pieces(self, super().read_chunked, args, kwargs)
+
+        def release_conn(self) -> None:
+            self._tracely_tee.end(super().release_conn, (), {})
+
+        def close(self) -> None:
+            self._tracely_tee.end(super().close, (), {})
+
+    Teed.__name__, Teed.__qualname__, Teed.__module__ = (
+        cls.__name__,
+        cls.__qualname__,
+        cls.__module__,
+    )
+    _teed[cls] = Teed
+    return Teed
+
+
+def _tee(response: Any, recorder: Any, spec: WireCall) -> None:
+    """Record ``response``'s body as its caller reads it, by any of its reading methods; and,
+    dropped unread, when it is freed."""
+    response._tracely_tee = _Tee(recorder, spec)
+    response.__class__ = _teed_class(type(response))
     weakref.finalize(response, recorder.finish)
 
 
