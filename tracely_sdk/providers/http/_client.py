@@ -9,6 +9,7 @@ else goes on untouched.
 
 from __future__ import annotations
 
+import abc
 import importlib
 import sys
 import weakref
@@ -43,7 +44,7 @@ _TRANSPORT_ERRORS = frozenset(
 )
 
 
-class ClientHook:
+class ClientHook(abc.ABC):
     """One client library's patches, whether its model calls are recorded outside
     ``fixtures()`` blocks, and what :class:`WireCall` asks of the library: how a response is
     read and teed, and made of recorded bytes."""
@@ -66,6 +67,7 @@ class ClientHook:
         ``fixtures()`` block is active, and no layer above records this call already."""
         return (self.live or _replay.current_session() is not None) and not in_call_body()
 
+    @abc.abstractmethod
     def _targets(self) -> list[tuple[type, str, Callable[..., Any]]]:
         raise NotImplementedError
 
@@ -86,30 +88,36 @@ class ClientHook:
 
     # -- what a WireCall asks ----------------------------------------------------------------
 
+    @abc.abstractmethod
     def response_head(self, response: Any) -> tuple[int, list[tuple[str, str]]]:
         """A live response's status and headers."""
         raise NotImplementedError
 
+    @abc.abstractmethod
     def read_body(self, response: Any, encoding: str | None) -> bytes | None:
         """A live response's body, decoded, when the client has read it already; else None
         (it is teed as the client reads it)."""
         raise NotImplementedError
 
+    @abc.abstractmethod
     def tee_body(self, response: Any, recorder: Any, is_async: bool) -> None:
         """Record a live response's body as the client reads it (``recorder``, of
         ``_streams.body_recorder``)."""
         raise NotImplementedError
 
+    @abc.abstractmethod
     def decoded(self, raw: bytes, encoding: str | None) -> bytes:
         """A body read as it came off the wire (``content-encoding`` applied), decoded."""
         raise NotImplementedError
 
+    @abc.abstractmethod
     def served_response(
         self, request: Any, output: Mapping[str, Any], *, stream: bool, session: Any
     ) -> Any:
         """The library's own response, made of a recorded exchange."""
         raise NotImplementedError
 
+    @abc.abstractmethod
     def transport_error(self, error: Mapping[str, Any], request: Any) -> BaseException | None:
         """The library's own exception for a recorded failure (one of a fixed set), or None."""
         raise NotImplementedError

@@ -244,9 +244,7 @@ class URLLib3(ClientHook):
         self, request: Any, output: Mapping[str, Any], *, stream: bool, session: Any
     ) -> Any:
         status = served_status(output)
-        headers = self.module.HTTPHeaderDict()
-        for key, value in (output.get("headers") or {}).items():
-            headers.add(str(key), str(value))
+        headers = {str(k): str(v) for k, v in (output.get("headers") or {}).items()}
         return self.module.HTTPResponse(
             body=io.BytesIO(b"".join(served_pieces(output))),
             headers=headers,
