@@ -23,7 +23,12 @@ import urllib3
 
 import tracely_sdk as tracely
 from examples.llm_server import serve
-from tests.sdk.providers._helpers import closed_url, llm_spans, replays_the_story
+from tests.sdk.providers._helpers import (
+    capturing_content,
+    closed_url,
+    llm_spans,
+    replays_the_story,
+)
 from tracely_sdk import _entrypoints, providers
 from tracely_sdk.store import Recording, SQLiteStore
 
@@ -310,6 +315,40 @@ def test_a_boto3_converse_call_is_recorded_with_the_model_from_its_path(
     replayed, rep = replay(live.bundle, converse)
     assert replayed == live.value
     assert rep.served == [f"llm:{CLAUDE}"] and rep.clean
+
+
+def test_bedrock_messages_are_on_the_span_in_the_genai_shape_when_content_is_captured(
+    capture: Any, instrumented: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with capturing_content(monkeypatch, "urllib3"):
+        record(capture, converse)
+    (span,) = llm_spans(capture)
+    assert json.loads(span.attributes["gen_ai.input.messages"]) == [
+        {"role": "system", "parts": [{"type": "text", "content": "Be brief."}]},
+        {"role": "user", "parts": [{"type": "text", "content": "Hello there"}]},
+    ]
+    assert json.loads(span.attributes["gen_ai.output.messages"]) == [
+        {
+            "role": "assistant",
+            "parts": [{"type": "text", "content": "You said: Hello there"}],
+            "finish_reason": "stop",
+        }
+    ]
+
+
+def test_a_tool_call_asked_for_in_a_converse_stream_is_on_the_span_as_the_model_asked_it(
+    capture: Any, instrumented: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with capturing_content(monkeypatch, "urllib3"):
+        record(capture, converse_stream)
+    (span,) = llm_spans(capture)
+    ((part,),) = [m["parts"] for m in json.loads(span.attributes["gen_ai.output.messages"])]
+    assert part == {
+        "type": "tool_call",
+        "id": "tooluse_000001",
+        "name": "get_weather",
+        "arguments": {"city": "Paris"},
+    }
 
 
 TOOLS = {
