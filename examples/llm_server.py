@@ -23,7 +23,10 @@ lines, one ``GenerateContentResponse`` each). Also ``POST /v1/embeddings`` (a ma
 floats or ``encoding_format: base64``), Groq's ``POST /openai/v1/chat/completions``, Cohere's ``POST /v2/chat`` (JSON,
 or SSE events whose data names its ``type``: ``message-start`` ... ``message-end``), and Ollama's ``POST
 /api/chat`` and ``/api/generate`` (newline-delimited JSON, ``application/x-ndjson``, the last line ``"done":
-true``; one JSON body with ``"stream": false``).
+true``; one JSON body with ``"stream": false``), and Amazon Bedrock's runtime API: ``POST /model/{modelId}/converse``
+(JSON), ``/converse-stream`` (an AWS binary event stream, ``application/vnd.amazon.eventstream``) and ``/invoke``
+(the model's own JSON: Anthropic's messages format), the model id URL-encoded in the path as botocore sends it
+(point ``boto3.client("bedrock-runtime", endpoint_url=server.base_url)`` at it).
 
 The model: when the request offers tools and the last turn is the user's, it calls the first tool, with
 arguments made from the tool's JSON schema and the user's text (a string property gets the last capitalised
@@ -55,6 +58,7 @@ import socket
 import struct
 import threading
 import urllib.parse
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -74,6 +78,7 @@ _GEMINI_PATH = re.compile(
     r"^/v1(?:beta|alpha)?/models/([^/:]+):(generateContent|streamGenerateContent)$"
 )
 _CAPITALISED = re.compile(r"\b[A-Z][\w-]*")
+_BEDROCK_PATH = re.compile(r"^/model/([^/]+)/(converse|converse-stream|invoke)$")
 
 
 @dataclass
@@ -420,6 +425,8 @@ class _Handler(BaseHTTPRequestHandler):
         }.get(self.path.split("?")[0])
         if route is None and _GEMINI_PATH.match(self.path.split("?")[0]):
             route = self._generate_content
+        if route is None and self._is_bedrock(request):
+            route = self._bedrock
         if route is None:
             self._not_found(request)
             return
@@ -450,6 +457,9 @@ class _Handler(BaseHTTPRequestHandler):
     def _is_gemini(self, request: SeenRequest) -> bool:
         return bool(_GEMINI_PATH.match(request.path.split("?")[0]))
 
+    def _is_bedrock(self, request: SeenRequest) -> bool:
+        return bool(_BEDROCK_PATH.match(request.path.split("?")[0]))
+
     def _gemini_error(self, status: int, reason: str, message: str) -> None:
         payload = {"error": {"code": status, "message": message, "status": reason}}
         self._send_json(status, payload)
@@ -461,7 +471,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _error(self, request: SeenRequest, status: int, kind: str, message: str) -> None:
         number = self.server._counter
-        if self._is_gemini(request):
+        if self._is_bedrock(request):
+            self._bedrock_error(status, "ValidationException", message)
+        elif self._is_gemini(request):
             self._gemini_error(
                 status, "INVALID_ARGUMENT" if status == 400 else "NOT_FOUND", message
             )
@@ -477,6 +489,12 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(status, payload, {"x-request-id": f"req_{number:06d}"})
 
     def _fault(self, request: SeenRequest, number: int) -> None:
+        if self._is_bedrock(request):
+            if request.fault == "429":
+                self._bedrock_error(429, "ThrottlingException", "Too many requests, please wait.")
+            else:
+                self._bedrock_error(500, "InternalServerException", "An internal error occurred.")
+            return
         if self._is_gemini(request):
             if request.fault == "429":
                 message = "Resource has been exhausted (e.g. check quota)."
@@ -911,6 +929,99 @@ class _Handler(BaseHTTPRequestHandler):
         events = [b"data: " + json.dumps(c).encode() + b"\r\n\r\n" for c in chunks]
         self._send_events(events, {}, cut=cut)
 
+    # -- bedrock runtime
+
+    def _bedrock_error(self, status: int, kind: str, message: str) -> None:
+        headers = {
+            "x-amzn-ErrorType": f"{kind}:http://internal.amazon.com/coral/com.amazon.bedrock/"
+        }
+        self._send_json(status, {"message": message}, headers)
+
+    def _bedrock(self, body: dict[str, Any], number: int, *, cut: bool) -> None:
+        match = _BEDROCK_PATH.match(self.path.split("?")[0])
+        assert match is not None
+        model, operation = urllib.parse.unquote(match.group(1)), match.group(2)
+        headers = {"x-amzn-RequestId": f"req-{number:06d}"}
+        if operation == "invoke":
+            reply = _messages_reply(body)
+            content: dict[str, Any] = (
+                {"type": "tool_use", "id": f"toolu_bdrk_{number:06d}", "name": reply.tool_name}
+                | {"input": reply.tool_arguments}
+                if reply.tool_name
+                else {"type": "text", "text": reply.text or ""}
+            )
+            headers["X-Amzn-Bedrock-Input-Token-Count"] = str(reply.prompt_tokens)
+            headers["X-Amzn-Bedrock-Output-Token-Count"] = str(reply.completion_tokens)
+            message = {
+                "id": f"msg_bdrk_{number:06d}",
+                "type": "message",
+                "role": "assistant",
+                "model": model,
+                "content": [content],
+                "stop_reason": "tool_use" if reply.tool_name else "end_turn",
+                "stop_sequence": None,
+                "usage": {
+                    "input_tokens": reply.prompt_tokens,
+                    "output_tokens": reply.completion_tokens,
+                },
+            }
+            self._send_json(200, message, headers, cut=cut)
+            return
+        reply = _messages_reply(_converse_as_messages(body))
+        usage = {
+            "inputTokens": reply.prompt_tokens,
+            "outputTokens": reply.completion_tokens,
+            "totalTokens": reply.prompt_tokens + reply.completion_tokens,
+        }
+        stop = "tool_use" if reply.tool_name else "end_turn"
+        tool_id = f"tooluse_{number:06d}"
+        if operation == "converse":
+            block: dict[str, Any] = (
+                {"toolUse": {"toolUseId": tool_id, "name": reply.tool_name}}
+                if reply.tool_name
+                else {"text": reply.text or ""}
+            )
+            if reply.tool_name:
+                block["toolUse"]["input"] = reply.tool_arguments
+            answer = {
+                "output": {"message": {"role": "assistant", "content": [block]}},
+                "stopReason": stop,
+                "usage": usage,
+                "metrics": {"latencyMs": 1},
+            }
+            self._send_json(200, answer, headers, cut=cut)
+            return
+        events: list[tuple[str, dict[str, Any]]] = [("messageStart", {"role": "assistant"})]
+        if reply.tool_name:
+            start = {"toolUse": {"toolUseId": tool_id, "name": reply.tool_name}}
+            events.append(("contentBlockStart", {"contentBlockIndex": 0, "start": start}))
+            events.extend(
+                ("contentBlockDelta", {"contentBlockIndex": 0, "delta": {"toolUse": {"input": p}}})
+                for p in _split(reply.arguments_json, 8)
+            )
+        else:
+            events.extend(
+                ("contentBlockDelta", {"contentBlockIndex": 0, "delta": {"text": p}})
+                for p in _tokens(reply.text or "")
+            )
+        events.append(("contentBlockStop", {"contentBlockIndex": 0}))
+        events.append(("messageStop", {"stopReason": stop}))
+        events.append(("metadata", {"usage": usage, "metrics": {"latencyMs": 1}}))
+        self.send_response(200)
+        self.send_header("Content-Type", "application/vnd.amazon.eventstream")
+        self.send_header("Transfer-Encoding", "chunked")
+        for key, value in headers.items():
+            self.send_header(key, value)
+        self.end_headers()
+        frames = [_eventstream_message(kind, data) for kind, data in events]
+        for frame in frames[: max(1, len(frames) // 2)] if cut else frames:
+            self._send_chunk(frame)
+        if cut:
+            self._drop_connection()
+            return
+        self.wfile.write(b"0\r\n\r\n")
+        self.wfile.flush()
+
 
 # --------------------------------------------------------------------------------------------- replies
 
@@ -1272,6 +1383,67 @@ def _response_tool(tool: Any) -> Any:
             "strict": tool.get("strict", True),
         }
     return tool
+
+
+# --------------------------------------------------------------------------------------------- bedrock
+
+
+def _converse_as_messages(body: dict[str, Any]) -> dict[str, Any]:
+    """A Converse request as the Anthropic request the toy model answers: the same turns, tools
+    and system prompt."""
+
+    def block(part: Any) -> Any:
+        if not isinstance(part, dict):
+            return part
+        if "text" in part:
+            return {"type": "text", "text": part["text"]}
+        if isinstance(part.get("toolUse"), dict):
+            use = part["toolUse"]
+            return {"type": "tool_use", "id": use.get("toolUseId"), "name": use.get("name")}
+        if isinstance(part.get("toolResult"), dict):
+            result = part["toolResult"]
+            texts = [
+                {"type": "text", "text": c["text"] if "text" in c else json.dumps(c.get("json"))}
+                for c in result.get("content") or []
+                if isinstance(c, dict)
+            ]
+            return {"type": "tool_result", "tool_use_id": result.get("toolUseId"), "content": texts}
+        return part
+
+    messages = [
+        {"role": m.get("role"), "content": [block(p) for p in m.get("content") or []]}
+        for m in body.get("messages") or []
+        if isinstance(m, dict)
+    ]
+    tools = [
+        {
+            "name": t["toolSpec"].get("name"),
+            "input_schema": (t["toolSpec"].get("inputSchema") or {}).get("json"),
+        }
+        for t in (body.get("toolConfig") or {}).get("tools") or []
+        if isinstance(t, dict) and isinstance(t.get("toolSpec"), dict)
+    ]
+    system = " ".join(s.get("text", "") for s in body.get("system") or [] if isinstance(s, dict))
+    return {"messages": messages, "tools": tools, "system": system or None}
+
+
+def _eventstream_message(kind: str, data: dict[str, Any]) -> bytes:
+    """One AWS event-stream message, framed as AWS frames it. The stand-in writes its own frames,
+    apart from tracely's encoder, so that what botocore reads live is not tracely's output."""
+    headers = b""
+    for name, value in (
+        (":event-type", kind),
+        (":content-type", "application/json"),
+        (":message-type", "event"),
+    ):
+        raw = value.encode()
+        headers += bytes([len(name)]) + name.encode() + b"\x07" + len(raw).to_bytes(2, "big") + raw
+    payload = json.dumps(data).encode()
+    total = 12 + len(headers) + len(payload) + 4
+    prelude = total.to_bytes(4, "big") + len(headers).to_bytes(4, "big")
+    prelude += (zlib.crc32(prelude) & 0xFFFFFFFF).to_bytes(4, "big")
+    message = prelude + headers + payload
+    return message + (zlib.crc32(message) & 0xFFFFFFFF).to_bytes(4, "big")
 
 
 # --------------------------------------------------------------------------------------------- running

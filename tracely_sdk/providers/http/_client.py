@@ -1,26 +1,27 @@
-"""The hook on an httpx-style client library (httpx, and httpx2, its fork with the same API).
+"""The hooks on HTTP client libraries: what they share (:class:`ClientHook`), and the hook on an
+httpx-style library (httpx, and httpx2, its fork with the same API).
 
 ``Client.send`` and ``AsyncClient.send`` are patched: every request of a client passes there,
 ``client.post(...)`` and ``client.stream(...)`` alike, once per call whatever its redirects and
-retries of authentication. A model call (:func:`format_for`) is intercepted there; anything
+retries of authentication. A model call (:func:`model_call`) is intercepted there; anything
 else goes on untouched.
 """
 
 from __future__ import annotations
 
+import abc
 import importlib
 import sys
+import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import timedelta
 from typing import Any
-
-import orjson
 
 from tracely_sdk import _replay
 from tracely_sdk._seam import in_call_body
 from tracely_sdk.providers._patching import aintercept, install, intercept, is_installed, uninstall
 from tracely_sdk.providers._streams import served_stream, teed_body
-from tracely_sdk.providers.http._exchange import WireCall, body_pieces, format_for
+from tracely_sdk.providers.http._exchange import Target, WireCall, model_call, served_pieces
 
 # The library's exceptions a recorded failure may be raised as again: its transport errors,
 # named in the recording, looked up only in this fixed set.
@@ -43,14 +44,14 @@ _TRANSPORT_ERRORS = frozenset(
 )
 
 
-class HTTPLibrary:
-    """One httpx-style library's patches, and whether its model calls are recorded outside
-    ``fixtures()`` blocks."""
+class ClientHook(abc.ABC):
+    """One client library's patches, whether its model calls are recorded outside
+    ``fixtures()`` blocks, and what :class:`WireCall` asks of the library: how a response is
+    read and teed, and made of recorded bytes."""
 
     def __init__(self, module: str) -> None:
         self.name = module
         self.live = False
-        self._streams: tuple[type, type, type] | None = None
 
     @property
     def module(self) -> Any:
@@ -61,9 +62,14 @@ class HTTPLibrary:
     def set_live(self, live: bool) -> None:
         self.live = live
 
+    def watching(self) -> bool:
+        """Whether a request sent now may be a call to record or serve: recording is on, or a
+        ``fixtures()`` block is active, and no layer above records this call already."""
+        return (self.live or _replay.current_session() is not None) and not in_call_body()
+
+    @abc.abstractmethod
     def _targets(self) -> list[tuple[type, str, Callable[..., Any]]]:
-        http = importlib.import_module(self.name)
-        return [(http.Client, "send", self._send), (http.AsyncClient, "send", self._asend)]
+        raise NotImplementedError
 
     def install(self) -> None:
         for owner, method, wrapper in self._targets():
@@ -80,27 +86,84 @@ class HTTPLibrary:
             if is_installed(owner, method)
         ]
 
+    # -- what a WireCall asks ----------------------------------------------------------------
+
+    @abc.abstractmethod
+    def response_head(self, response: Any) -> tuple[int, list[tuple[str, str]]]:
+        """A live response's status and headers."""
+        raise NotImplementedError
+
+    @abc.abstractmethod
+    def read_body(self, response: Any, encoding: str | None) -> bytes | None:
+        """A live response's body, decoded, when the client has read it already; else None
+        (it is teed as the client reads it)."""
+        raise NotImplementedError
+
+    @abc.abstractmethod
+    def tee_body(self, response: Any, recorder: Any, is_async: bool) -> None:
+        """Record a live response's body as the client reads it (``recorder``, of
+        ``_streams.body_recorder``)."""
+        raise NotImplementedError
+
+    @abc.abstractmethod
+    def decoded(self, raw: bytes, encoding: str | None) -> bytes:
+        """A body read as it came off the wire (``content-encoding`` applied), decoded."""
+        raise NotImplementedError
+
+    @abc.abstractmethod
+    def served_response(
+        self, request: Any, output: Mapping[str, Any], *, stream: bool, session: Any
+    ) -> Any:
+        """The library's own response, made of a recorded exchange."""
+        raise NotImplementedError
+
+    @abc.abstractmethod
+    def transport_error(self, error: Mapping[str, Any], request: Any) -> BaseException | None:
+        """The library's own exception for a recorded failure (one of a fixed set), or None."""
+        raise NotImplementedError
+
+
+def served_status(output: Mapping[str, Any]) -> int:
+    """A recorded exchange's status, checked."""
+    status = output["status"]
+    if not isinstance(status, int) or isinstance(status, bool) or not 100 <= status <= 599:
+        raise ValueError(f"a recorded HTTP status is an integer from 100 to 599, not {status!r}")
+    return status
+
+
+class HTTPLibrary(ClientHook):
+    """The hook on an httpx-style library."""
+
+    def __init__(self, module: str) -> None:
+        super().__init__(module)
+        self._streams: tuple[type, type, type] | None = None
+
+    def _targets(self) -> list[tuple[type, str, Callable[..., Any]]]:
+        http = importlib.import_module(self.name)
+        return [(http.Client, "send", self._send), (http.AsyncClient, "send", self._asend)]
+
     # -- the wrappers ----------------------------------------------------------------------
 
     def _spec(self, instance: Any, args: Any, kwargs: Any, is_async: bool) -> WireCall | None:
-        if not (self.live or _replay.current_session() is not None) or in_call_body():
+        if not self.watching():
             return None
         request = args[0] if args else kwargs.get("request")
         try:
-            codec = format_for(request.method, request.url.path)
-            if codec is None:
-                return None
-            body = orjson.loads(request.content)  # a streamed upload is not read: not a model call
+            url = request.url
+            found = model_call(request.method, url.path, request.content)
         except Exception:
+            return None  # a streamed upload is not read: not a model call
+        if found is None:
             return None
-        if not isinstance(body, dict) or not isinstance(body.get("model"), str):
-            return None
+        codec, body, model = found
         owner = "AsyncClient" if is_async else "Client"
         return WireCall(
             codec,
             self,
             request,
+            Target(request.method, url.scheme, url.host, url.port, url.path),
             body,
+            model,
             provider=f"{self.name}.{owner}.send",
             is_async=is_async,
             stream=bool(kwargs.get("stream")),
@@ -170,13 +233,20 @@ class HTTPLibrary:
             self._streams = (Teed, AsyncTeed, Replayed)
         return self._streams
 
-    def teeing_stream(self, inner: Any, recorder: Any, is_async: bool) -> Any:
-        """A live response's byte stream in place of ``inner``: each piece read is recorded."""
+    def response_head(self, response: Any) -> tuple[int, list[tuple[str, str]]]:
+        return int(response.status_code), list(response.headers.multi_items())
+
+    def read_body(self, response: Any, encoding: str | None) -> bytes | None:
+        content: bytes = response.content
+        return content
+
+    def tee_body(self, response: Any, recorder: Any, is_async: bool) -> None:
         teed, async_teed, _ = self._stream_classes()
-        return (async_teed if is_async else teed)(inner, recorder)
+        response.stream = (async_teed if is_async else teed)(response.stream, recorder)
+        # Dropped unread and never closed: record what was read when the response is freed.
+        weakref.finalize(response, recorder.finish)
 
     def decoded(self, raw: bytes, encoding: str | None) -> bytes:
-        """A body read as it came off the wire (``content-encoding`` applied), decoded."""
         if not encoding:
             return raw
         content: bytes = self.module.Response(
@@ -187,15 +257,10 @@ class HTTPLibrary:
     def served_response(
         self, request: Any, output: Mapping[str, Any], *, stream: bool, session: Any
     ) -> Any:
-        """The library's own response, made of a recorded exchange."""
         http = self.module
-        status = output["status"]
-        if not isinstance(status, int) or isinstance(status, bool) or not 100 <= status <= 599:
-            raise ValueError(
-                f"a recorded HTTP status is an integer from 100 to 599, not {status!r}"
-            )
+        status = served_status(output)
         headers = [(str(k), str(v)) for k, v in (output.get("headers") or {}).items()]
-        pieces = body_pieces(output)
+        pieces = served_pieces(output)
         if stream:
             replayed = self._stream_classes()[2]
             response = http.Response(
@@ -209,11 +274,12 @@ class HTTPLibrary:
         response.elapsed = timedelta(0)
         return response
 
-    def transport_error(self, name: str) -> Callable[..., BaseException] | None:
-        """The library's transport error named ``name`` (one of a fixed set), or None."""
+    def transport_error(self, error: Mapping[str, Any], request: Any) -> BaseException | None:
+        name = str(error.get("type"))
         if name not in _TRANSPORT_ERRORS:
             return None
         cls = getattr(self.module, name, None)
         if isinstance(cls, type) and issubclass(cls, self.module.TransportError):
-            return cls
+            exc: BaseException = cls(str(error.get("message")), request=request)
+            return exc
         return None

@@ -10,8 +10,9 @@ The recording of a call (its entry's ``output``, type tag ``http.response``)::
 
 ``body`` is the JSON the server sent (``text`` holds a body that is not JSON, ``base64`` one
 that is not text); ``events`` are a server-sent-event stream's events in order, each with its
-``event`` name when it had one and its ``data``, parsed when it is JSON (``text`` otherwise);
-``lines`` are a newline-delimited JSON stream's lines in order, in the same form.
+``event`` name when it had one and its ``data``, parsed when it is JSON (``text`` otherwise),
+or an AWS event stream's messages (``headers`` and ``data``, see :mod:`._eventstream`);
+``lines`` are a newline-delimited JSON stream's lines in order, in the same form as events.
 Served, a recording becomes the same bytes again, as JSON written compactly: what the
 client's library parses is what it parsed live.
 """
@@ -20,8 +21,8 @@ from __future__ import annotations
 
 import base64
 import urllib.parse
-import weakref
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -47,7 +48,11 @@ from tracely_sdk.providers._patching import (
 from tracely_sdk.providers._streams import body_recorder
 from tracely_sdk.providers.http import (
     _anthropic_messages,
+    _bedrock_converse,
+    _bedrock_converse_stream,
+    _bedrock_invoke,
     _cohere_chat,
+    _eventstream,
     _ollama_chat,
     _ollama_generate,
     _openai_chat,
@@ -57,7 +62,7 @@ from tracely_sdk.providers.http import (
 
 if TYPE_CHECKING:
     from tracely_sdk._seam import Call
-    from tracely_sdk.providers.http._client import HTTPLibrary
+    from tracely_sdk.providers.http._client import ClientHook
 
 TAG = WIRE_TAG
 
@@ -69,6 +74,9 @@ FORMATS: tuple[ModuleType, ...] = (
     _cohere_chat,
     _ollama_chat,
     _ollama_generate,
+    _bedrock_converse,
+    _bedrock_converse_stream,
+    _bedrock_invoke,
 )
 """The wire formats whose requests are model calls, each a codec module."""
 
@@ -80,6 +88,29 @@ def format_for(method: str, path: str) -> ModuleType | None:
         if codec.answers(method, path):
             return codec
     return None
+
+
+def model_call(
+    method: str, path: str, content: Any
+) -> tuple[ModuleType, dict[str, Any], str] | None:
+    """The codec, JSON body and model of a request that is a model call, or None.
+
+    The model is the body's ``model``, or for a format that names it in the path (Bedrock's),
+    the codec's ``path_model``. A body that is not bytes (a streamed upload, a file) is not read:
+    not a model call.
+    """
+    codec = format_for(method, path)
+    if codec is None or not isinstance(content, (bytes, bytearray, memoryview, str)):
+        return None
+    try:
+        body = orjson.loads(content)
+    except orjson.JSONDecodeError:
+        return None
+    if not isinstance(body, dict):
+        return None
+    from_path = getattr(codec, "path_model", None)
+    model = from_path(path) if from_path is not None else body.get("model")
+    return (codec, body, model) if isinstance(model, str) and model else None
 
 
 def answers(method: str, url: str) -> bool:
@@ -180,17 +211,6 @@ def ndjson_pieces(lines: Iterable[Mapping[str, Any]]) -> list[bytes]:
     ]
 
 
-def body_pieces(output: Mapping[str, Any]) -> list[bytes]:
-    """The body of a recorded exchange as the wire carried it: a piece per event or line of a
-    stream, else the whole body in one."""
-    events, lines = output.get("events"), output.get("lines")
-    if isinstance(events, list):
-        return sse_pieces(events)
-    if isinstance(lines, list):
-        return ndjson_pieces(lines)
-    return [body_bytes(output)]
-
-
 def _media_type(content_type: str) -> str:
     return content_type.split(";", 1)[0].strip().lower()
 
@@ -199,10 +219,60 @@ _NDJSON = frozenset({"application/x-ndjson", "application/ndjson", "application/
 
 
 def _streamed_output(codec: ModuleType, events: list[dict[str, Any]]) -> dict[str, Any]:
-    """A stream of ``events`` as the format's wire frames it: SSE, or NDJSON lines."""
-    content_type = getattr(codec, "STREAM_TYPE", "text/event-stream")
+    """A stream of ``events`` as the format's wire frames it: SSE, an AWS event stream, or
+    NDJSON lines."""
+    content_type = _stream_content_type(codec)
     key = "lines" if content_type in _NDJSON else "events"
     return {"status": 200, "headers": {"content-type": content_type}, key: events}
+
+
+def eventstream_events(content: bytes) -> list[dict[str, Any]]:
+    """The messages of an AWS event stream as a recording keeps them: each one's headers, and
+    its payload as :func:`body_value` keeps a body (JSON as ``data``); see :mod:`._eventstream`."""
+    events: list[dict[str, Any]] = []
+    for headers, payload in _eventstream.messages(content):
+        event: dict[str, Any] = {
+            "headers": {k: _eventstream.header_value(v) for k, v in headers.items()}
+        }
+        value = body_value(payload)
+        if "body" in value:
+            value["data"] = value.pop("body")
+        event.update(value)
+        events.append(event)
+    return events
+
+
+def eventstream_pieces(events: Iterable[Mapping[str, Any]]) -> list[bytes]:
+    """The bytes of recorded AWS event-stream messages, one message per event."""
+    out: list[bytes] = []
+    for event in events:
+        headers = event.get("headers")
+        if not isinstance(headers, Mapping):
+            raise ValueError("a recorded event-stream event has its headers as an object")
+        payload = body_bytes({"body": event["data"]} if "data" in event else event)
+        out.append(_eventstream.encode(headers, payload))
+    return out
+
+
+def _content_type(output: Mapping[str, Any]) -> str:
+    headers = output.get("headers")
+    if not isinstance(headers, Mapping):
+        return ""
+    return next((str(v) for k, v in headers.items() if str(k).lower() == "content-type"), "")
+
+
+def served_pieces(output: Mapping[str, Any]) -> list[bytes]:
+    """The bytes a recorded exchange's body is served as, a piece per event or line of a
+    stream: its events framed as its content type frames them (an AWS event stream's
+    messages, else server-sent events), its NDJSON lines, or its body in one piece."""
+    events, lines = output.get("events"), output.get("lines")
+    if isinstance(lines, list):
+        return ndjson_pieces(lines)
+    if not isinstance(events, list):
+        return [body_bytes(output)]
+    if _eventstream.is_eventstream(_content_type(output)):
+        return eventstream_pieces(events)
+    return sse_pieces(events)
 
 
 def _response_body(codec: ModuleType, output: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -216,6 +286,10 @@ def _response_body(codec: ModuleType, output: Mapping[str, Any]) -> Mapping[str,
         return body if isinstance(body, Mapping) else {}
     body = output.get("body")
     return body if isinstance(body, Mapping) else {}
+
+
+def _stream_content_type(codec: ModuleType) -> str:
+    return str(getattr(codec, "STREAM_CONTENT_TYPE", "text/event-stream"))
 
 
 def served_output(
@@ -272,8 +346,23 @@ def served_output(
 # --------------------------------------------------------------------------- one call
 
 
+@dataclass(frozen=True, slots=True)
+class Target:
+    """Where a request goes, as a client library's hook reads it (``path`` URL-decoded)."""
+
+    method: str
+    scheme: str
+    host: str
+    port: int | None
+    path: str
+
+
 class WireCall(Intercepted):
-    """One model call seen at the HTTP client: the :class:`InterceptedCall` of an exchange."""
+    """One model call seen at the HTTP client: the :class:`InterceptedCall` of an exchange.
+
+    What it does not know of the client library (how a response is read, teed, made of
+    recorded bytes) it asks the library's ``hook`` (:class:`._client.ClientHook`).
+    """
 
     __slots__ = (
         "attributes",
@@ -295,9 +384,11 @@ class WireCall(Intercepted):
     def __init__(
         self,
         codec: ModuleType,
-        hook: HTTPLibrary,
+        hook: ClientHook,
         request: Any,
+        target: Target,
         body: Mapping[str, Any],
+        model: str,
         *,
         provider: str,
         is_async: bool,
@@ -305,25 +396,24 @@ class WireCall(Intercepted):
     ) -> None:
         self.codec = codec
         self.hook = hook
-        self.request = request
-        self.model = str(body["model"])
+        self.request = request  # the library's own request, given back to the hook
+        self.model = model
         self.provider = provider  # the patched method, as ``httpx.Client.send``
         self.is_async = is_async
-        self.stream = stream  # the client was asked for the body unread (``send(stream=True)``)
+        self.stream = stream  # the client reads the body later, as it needs it
         self.streamed = codec.streamed(body)  # the API was asked for an event stream
         self.call: Call | None = None
         self.status = 0
         self.content_type = ""
         self.encoding: str | None = None
-        url = request.url
-        self.input: Any = {"method": request.method, "path": url.path, "body": body}
+        self.input: Any = {"method": target.method, "path": target.path, "body": body}
         server = {
-            SERVER_ADDRESS: url.host,
-            SERVER_PORT: url.port or (443 if url.scheme == "https" else 80),
+            SERVER_ADDRESS: target.host,
+            SERVER_PORT: target.port or (443 if target.scheme == "https" else 80),
         }
         max_tokens, temperature, top_p = codec.request_numbers(body)
         self.attributes = request_attributes(
-            codec.provider(url.host) or A.provider_for_model(self.model),
+            codec.provider(target.host) or A.provider_for_model(self.model),
             server,
             stream=self.streamed,
             max_tokens=max_tokens,
@@ -347,27 +437,29 @@ class WireCall(Intercepted):
     # -- recording -----------------------------------------------------------------------
 
     def _look(self, response: Any) -> dict[str, str]:
-        self.status = int(response.status_code)
-        self.content_type = response.headers.get("content-type", "")
-        self.encoding = response.headers.get("content-encoding")
-        return dict(self.codec.record_headers(response.headers.multi_items()))
+        self.status, pairs = self.hook.response_head(response)
+        for name, value in pairs:
+            if name.lower() == "content-type":
+                self.content_type = value
+            elif name.lower() == "content-encoding":
+                self.encoding = value
+        return dict(self.codec.record_headers(pairs))
 
     def recordable(self, result: Any) -> Recording | TeeStream:
         headers = self._look(result)
-        if self.stream:
+        content = None if self.stream else self.hook.read_body(result, self.encoding)
+        if content is None:
             return TeeStream(
                 result, headers, tee=lambda call, started: self._tee(result, call, headers, started)
             )
-        return self._recording(result.content, headers)
+        return self._recording(content, headers)
 
     async def arecordable(self, result: Any) -> Recording | TeeStream:
         return self.recordable(result)
 
     def _tee(self, response: Any, call: Call, headers: Mapping[str, str], started: float) -> None:
         recorder = body_recorder(call, self, headers, started, is_async=self.is_async)
-        response.stream = self.hook.teeing_stream(response.stream, recorder, self.is_async)
-        # Dropped unread and never closed: record what was read when the response is freed.
-        weakref.finalize(response, recorder.finish)
+        self.hook.tee_body(response, recorder, self.is_async)
 
     def record_item(self, item: Any, wire: dict[str, Any] | None) -> dict[str, Any]:
         return {"piece": bytes(item)}
@@ -385,6 +477,8 @@ class WireCall(Intercepted):
             value["events"] = sse_events(content)
         elif media_type in _NDJSON:
             value["lines"] = ndjson_lines(content)
+        elif _eventstream.is_eventstream(self.content_type) and _eventstream.readable():
+            value["events"] = eventstream_events(content)
         else:
             value.update(body_value(content))
         body = _response_body(self.codec, value)
@@ -395,7 +489,11 @@ class WireCall(Intercepted):
         return None
 
     def record_error(self, exc: BaseException) -> dict[str, Any]:
-        return {"type": type(exc).__qualname__, "message": str(exc)}
+        error: dict[str, Any] = {"type": type(exc).__qualname__, "message": str(exc)}
+        reason = getattr(exc, "reason", None)
+        if isinstance(reason, BaseException):  # urllib3's MaxRetryError: what the last try met
+            error["reason"] = {"type": type(reason).__qualname__, "message": str(reason)}
+        return error
 
     # -- serving -------------------------------------------------------------------------
 
@@ -418,24 +516,28 @@ class WireCall(Intercepted):
         return self.hook.served_response(self.request, output, stream=self.stream, session=session)
 
     def raise_error(self, error: Mapping[str, Any], label: str) -> NoReturn:
-        cls = self.hook.transport_error(str(error.get("type")))
-        if cls is not None:
-            raise cls(str(error.get("message")), request=self.request)
+        exc = self.hook.transport_error(error, self.request)
+        if exc is not None:
+            raise exc
         raise LLMError(label, str(error.get("type")), str(error.get("message")))
 
 
 __all__ = [
     "FORMATS",
     "TAG",
+    "Target",
     "WireCall",
     "answers",
     "body_bytes",
-    "body_pieces",
     "body_value",
+    "eventstream_events",
+    "eventstream_pieces",
     "format_for",
+    "model_call",
     "ndjson_lines",
     "ndjson_pieces",
     "served_output",
+    "served_pieces",
     "sse_events",
     "sse_pieces",
 ]

@@ -24,7 +24,7 @@ from tracely_otel.genai import (
 )
 from tracely_sdk.providers import _wire
 
-STREAM_TYPE = "application/x-ndjson"
+STREAM_CONTENT_TYPE = "application/x-ndjson"
 """How this format streams: one JSON object per line."""
 
 model_key = "model"

@@ -16,7 +16,7 @@ from tracely_sdk.providers import _wire
 from tracely_sdk.providers.http._ollama_chat import (
     CREATED,
     SDK_TAGS,
-    STREAM_TYPE,
+    STREAM_CONTENT_TYPE,
     closed_events,
     counts,
     finish_reason,
@@ -35,7 +35,7 @@ from tracely_sdk.providers.http._ollama_chat import (
 
 __all__ = [
     "SDK_TAGS",
-    "STREAM_TYPE",
+    "STREAM_CONTENT_TYPE",
     "answers",
     "asks_for_tools",
     "body_from_events",
