@@ -308,7 +308,9 @@ SETTINGS: dict[str, Setting] = {
             FaultConfig(),
             fault_config,
             "What `tracely replay --faults` derives and gates on: a table with kinds "
-            '(["error", "timeout", "empty"]), max_calls ("2x": twice the recorded calls, or a '
+            '(tools: "error", "timeout", "empty"; model calls: "rate_limit", "server_error", '
+            '"timeout", "stream_cut", "refusal"; default all), max_calls ("2x": twice the '
+            "recorded calls, or a "
             'number), retry ("incomplete", "serve-recorded", "serve-fault"), error_type (for '
             'tools never recorded failing; default "ToolError") and fail_on (derived verdicts '
             'that fail the job, e.g. ["error:CRASHED"]; default none). A JSON object in the '

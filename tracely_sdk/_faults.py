@@ -1,11 +1,14 @@
-"""Robustness runs: a case replayed with one recorded tool call failing, one way at a time.
+"""Robustness runs: a case replayed with one recorded call failing, one way at a time.
 
-A recording shows the agent on a good day. For each recorded tool call of a case and each
-fault kind, :func:`derive` makes a *derived recording*: the case's recording with that one
-call's outcome replaced by the fault, every other call exactly as recorded. A derived run is an
-ordinary strict ``fixtures()`` session over it, so the fault reaches the agent the way a
-recorded failure does (:mod:`tracely_sdk._seam`): as :class:`~tracely_sdk.ToolError`, or as the
-class the call names in ``errors=`` when its name is the fault's type.
+A recording shows the agent on a good day. For each recorded tool or model call of a case and
+each fault kind that applies to it, :func:`derive` makes a *derived recording*: the case's
+recording with that one call's outcome replaced by the fault, every other call exactly as
+recorded. A derived run is an ordinary strict ``fixtures()`` session over it, so a tool fault
+reaches the agent the way a recorded failure does (:mod:`tracely_sdk._seam`): as
+:class:`~tracely_sdk.ToolError`, or as the class the call names in ``errors=`` when its name is
+the fault's type. A model fault is served at the HTTP client, as the wire carries it, so the
+SDK raises its own exception (``tracely_sdk.providers.http._faults``, passed in as
+``model_fault``).
 
 Fault kinds (tools):
 
@@ -20,8 +23,22 @@ Fault kinds (tools):
   recorded with a type tag (a dataclass, a pydantic model) may have none tracely can make; such
   a pair is skipped, with the reason.
 
+Fault kinds (model calls): ``rate_limit`` (HTTP 429), ``server_error`` (500, Anthropic's 529),
+``timeout`` (the client's read timeout), ``stream_cut`` (a streamed reply whose connection
+drops after its first events) and ``refusal`` (the provider's content-filter or refusal
+finish). A model call recorded by ``call_llm`` or by hand never reaches an HTTP client on
+replay, so it has none: skipped, with the reason.
+
 A call whose recording already is the fault (an ``error`` on a call recorded failing) is
 skipped: the case itself replays it.
+
+Retries: a call the derived recording cannot answer because it repeats the faulted call (an
+SDK's own retry after a 429, a framework's retry of a step) is answered by the ``retry`` rule
+(:class:`RetryRule`): ``serve-recorded`` gives it the recorded outcome, ``serve-fault`` the
+fault again, ``incomplete`` nothing (a miss: the run is INCOMPLETE, never live). A model call
+is a repeat when it calls the faulted model after the fault and before an answer of that
+model was served: model calls are served in order, so the next recorded answer must not be
+taken for the retry.
 
 A derived run's verdict (:func:`decide`) is not the case's:
 
@@ -47,7 +64,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
 from tracely_otel import Bundle, seal
-from tracely_sdk._matching import TOOLS, CallKey, Recording, call_key
+from tracely_sdk._matching import LLM, TOOLS, CallKey, Entry, Recording, call_key
 from tracely_sdk.errors import ConfigError
 
 __all__ = [
@@ -57,24 +74,51 @@ __all__ = [
     "INCOMPLETE",
     "KINDS",
     "LOOPED",
+    "MODEL_KINDS",
     "RETRY_RULES",
     "TIMEOUT_TYPE",
+    "TOOL_KINDS",
     "UNREACHED",
     "DerivedRun",
     "Fault",
     "FaultConfig",
+    "ModelFault",
+    "RetryRule",
     "decide",
     "derive",
     "failing",
     "fault_config",
+    "kept_bundle",
+    "parse_selectors",
+    "selected",
     "parse_kinds",
     "recorded_errors",
-    "retry_answer",
     "what_next",
 ]
 
-FaultKind = Literal["error", "timeout", "empty"]
-KINDS: tuple[FaultKind, ...] = ("error", "timeout", "empty")
+FaultKind = Literal[
+    "error", "timeout", "empty", "rate_limit", "server_error", "stream_cut", "refusal"
+]
+TOOL_KINDS: tuple[FaultKind, ...] = ("error", "timeout", "empty")
+MODEL_KINDS: tuple[FaultKind, ...] = (
+    "rate_limit",
+    "server_error",
+    "timeout",
+    "stream_cut",
+    "refusal",
+)
+KINDS: tuple[FaultKind, ...] = (
+    "error",
+    "timeout",
+    "empty",
+    "rate_limit",
+    "server_error",
+    "stream_cut",
+    "refusal",
+)
+
+ModelFault = Callable[[Mapping[str, Any], str, str], tuple[dict[str, Any] | None, str]]
+"""``(recorded entry, kind, model) -> (the entry serving the fault, or None and why not)``."""
 
 FaultVerdict = Literal["HANDLED", "CRASHED", "LOOPED", "INCOMPLETE", "UNREACHED"]
 HANDLED: FaultVerdict = "HANDLED"
@@ -84,8 +128,8 @@ INCOMPLETE: FaultVerdict = "INCOMPLETE"
 UNREACHED: FaultVerdict = "UNREACHED"
 FAULT_VERDICTS: tuple[FaultVerdict, ...] = (HANDLED, CRASHED, LOOPED, INCOMPLETE, UNREACHED)
 
-RetryRule = Literal["incomplete", "serve-recorded", "serve-fault"]
-RETRY_RULES: tuple[RetryRule, ...] = ("incomplete", "serve-recorded", "serve-fault")
+RetryName = Literal["incomplete", "serve-recorded", "serve-fault"]
+RETRY_RULES: tuple[RetryName, ...] = ("incomplete", "serve-recorded", "serve-fault")
 
 TIMEOUT_TYPE = "TimeoutError"
 GENERIC_ERROR_TYPE = "ToolError"
@@ -106,7 +150,7 @@ class FaultConfig:
 
     kinds: tuple[FaultKind, ...] = KINDS
     max_calls: str | int = "2x"
-    retry: RetryRule = "incomplete"
+    retry: RetryName = "incomplete"
     error_type: str = GENERIC_ERROR_TYPE
     fail_on: tuple[str, ...] = ()
 
@@ -206,7 +250,7 @@ def fault_config(source: str, value: Any) -> FaultConfig:
     return FaultConfig(
         kinds=kinds,
         max_calls=max_calls if isinstance(max_calls, int) else max_calls.strip().lower(),
-        retry=cast(RetryRule, retry),
+        retry=cast(RetryName, retry),
         error_type=error_type.strip(),
         fail_on=tuple(fail_on),
     )
@@ -226,18 +270,19 @@ def _is_factor(value: Any) -> bool:
 
 @dataclass(frozen=True)
 class Fault:
-    """One recorded tool call and the way it fails in a derived run."""
+    """One recorded call and the way it fails in a derived run."""
 
     kind: FaultKind
-    name: str  # the tool
-    index: int  # its place among the recorded calls of that tool (0-based)
+    name: str  # the tool, or the model
+    index: int  # its place among the recorded calls of that name (0-based)
     seq: int  # its place in the trace's order of calls
     args: Any = None
     has_args: bool = False
+    section: str = TOOLS  # tools, or llm
 
     @property
     def label(self) -> str:
-        return f"{TOOLS}:{self.name}"
+        return f"{self.section}:{self.name}"
 
     @property
     def call(self) -> str:
@@ -299,38 +344,50 @@ def derive(
     *,
     errors: Mapping[str, Mapping[str, str]] | None = None,
     error_type: str = GENERIC_ERROR_TYPE,
+    model_fault: ModelFault | None = None,
 ) -> Derivation:
-    """The derived runs of ``bundle`` (a loaded recording): one per recorded tool call (in the
-    trace's order) and kind (in the order of :data:`KINDS`), and the pairs skipped, with why.
+    """The derived runs of ``bundle`` (a loaded recording): one per recorded call (in the
+    trace's order) and kind that applies to it (in the order of :data:`KINDS`), and the pairs
+    skipped, with why.
 
     ``errors`` is :func:`recorded_errors` of the selected cases; this recording's own failures
-    come first. ``bundle`` is never changed: each derived recording is a copy, resealed when
-    the original carries a checksum.
+    come first. ``model_fault`` makes a model call's fault entry; without it, model calls get
+    no derived runs. ``bundle`` is never changed: each derived recording is a copy, resealed
+    when the original carries a checksum.
     """
     own = recorded_errors([bundle])
     catalogue = {**(errors or {}), **own}
-    entries = _tool_entries(bundle)
-    total = len(Recording(bundle).entries())
+    entries = Recording(bundle).entries()
+    total = len(entries)
     out = Derivation()
     for entry in entries:
         raw = entry.raw
-        for kind in (k for k in KINDS if k in kinds):
+        tool = entry.kind == TOOLS
+        if not tool and model_fault is None:
+            continue
+        applies = TOOL_KINDS if tool else MODEL_KINDS
+        for kind in (k for k in KINDS if k in kinds and k in applies):
             fault = Fault(
                 kind=kind,
                 name=entry.name,
                 index=entry.index,
                 seq=entry.seq,
-                args=raw.get("args"),
-                has_args="args" in raw,
+                args=raw.get("args") if tool else None,
+                has_args=tool and "args" in raw,
+                section=entry.kind,
             )
-            served, why_not = _faulted_entry(raw, fault, catalogue, error_type)
+            if tool:
+                served, why_not = _faulted_entry(raw, fault, catalogue, error_type)
+            else:
+                assert model_fault is not None
+                served, why_not = model_fault(raw, kind, entry.name)
             if served is None:
                 out.skipped.append(Skipped(fault, why_not))
                 continue
             out.runs.append(
                 DerivedRun(
                     fault=fault,
-                    bundle=_replace_entry(bundle, entry.name, entry.index, served),
+                    bundle=_replace_entry(bundle, fault, served),
                     recorded=raw,
                     served=served,
                     recorded_calls=total,
@@ -392,41 +449,72 @@ def _empty_of(value: Any) -> Any:
     return None
 
 
-def _replace_entry(bundle: Bundle, name: str, index: int, entry: Mapping[str, Any]) -> Bundle:
-    derived = cast(Bundle, copy.deepcopy(dict(bundle)))
-    tools = dict(derived.get("tools") or {})
-    calls = list(tools[name])
-    calls[index] = cast(Any, dict(entry))
-    tools[name] = calls
-    derived["tools"] = tools
+def _replace_entry(bundle: Bundle, fault: Fault, entry: Mapping[str, Any]) -> Bundle:
+    derived: Any = copy.deepcopy(dict(bundle))
+    section = dict(derived.get(fault.section) or {})
+    calls = list(section[fault.name])
+    calls[fault.index] = dict(entry)
+    section[fault.name] = calls
+    derived[fault.section] = section
     if "checksum" in derived:
         seal(derived)
-    return derived
+    return cast(Bundle, derived)
 
 
 # -- a derived run's calls the recording cannot answer ------------------------------------------
 
 
-def retry_answer(
-    run: DerivedRun, rule: str
-) -> Callable[[str, str, CallKey | None], Mapping[str, Any] | None] | None:
-    """What answers a call of ``run`` that its recording cannot: under ``serve-recorded`` a
-    retry of the faulted call (same tool, same args) gets the recorded outcome, under
-    ``serve-fault`` the fault again; under ``incomplete`` (None) nothing does."""
-    if rule == "incomplete":
-        return None
-    answer = run.recorded if rule == "serve-recorded" else run.served
-    fault = run.fault
-    expected = call_key(fault.args) if fault.has_args else None
+class RetryRule:
+    """What answers the calls of a derived run that its recording cannot: a repeat of the
+    faulted call, under the ``retry`` rule (``serve-recorded``: the recorded outcome;
+    ``serve-fault``: the fault again; ``incomplete``: nothing, the call misses).
 
-    def answer_retry(kind: str, name: str, key: CallKey | None) -> Mapping[str, Any] | None:
-        if kind != TOOLS or name != fault.name:
+    A tool call is a repeat when the recording misses it and it has the faulted call's tool
+    and args. A model call is a repeat when it calls the faulted model after the fault was
+    served and before an answer of that model was (:meth:`repeats`): it is answered here, never
+    by the next recorded answer. ``answers`` keeps what was answered, in order.
+    """
+
+    def __init__(self, run: DerivedRun, rule: str) -> None:
+        self.run = run
+        self.rule = rule
+        fault = run.fault
+        self.expected = call_key(fault.args) if fault.has_args else None
+        # The name the faulted model call was made with, until an answer to it is served.
+        self.pending: str | None = None
+        self.answers: list[tuple[str, str, Mapping[str, Any]]] = []
+
+    def served(self, entry: Entry, name: str) -> None:
+        fault = self.run.fault
+        if fault.section != LLM or entry.kind != LLM:
+            return
+        if entry.name == fault.name and entry.index == fault.index:
+            self.pending = name
+        elif name == self.pending:
+            self.pending = None
+
+    def repeats(self, kind: str, name: str) -> bool:
+        return kind == LLM and self.pending is not None and name == self.pending
+
+    def answer(self, kind: str, name: str, key: CallKey | None) -> Mapping[str, Any] | None:
+        fault = self.run.fault
+        if kind != fault.section or (
+            name != fault.name if kind == TOOLS else not self.repeats(kind, name)
+        ):
             return None
-        if expected is not None and (key is None or not key.matches(expected)):
+        if (
+            kind == TOOLS
+            and self.expected is not None
+            and (key is None or not key.matches(self.expected))
+        ):
             return None
+        if self.rule == "incomplete":
+            return None
+        answer = self.run.recorded if self.rule == "serve-recorded" else self.run.served
+        if self.rule == "serve-recorded":
+            self.pending = None
+        self.answers.append((kind, name, answer))
         return answer
-
-    return answer_retry
 
 
 # -- the verdict --------------------------------------------------------------------------------
@@ -507,3 +595,86 @@ def _short(text: str, limit: int = 80) -> str:
 def failing(results: Iterable[Mapping[str, Any]], config: FaultConfig) -> list[Mapping[str, Any]]:
     """The derived runs (as reported) whose verdict ``config.fail_on`` says fails the job."""
     return [r for r in results if config.gates(str(r.get("fault")), str(r.get("verdict")))]
+
+
+# -- derived runs kept as cases ---------------------------------------------------------------
+
+
+def parse_selectors(text: str, source: str = "--with-faults") -> tuple[tuple[str, str], ...]:
+    """``"llm:gpt-4o:rate_limit, tools:*:timeout"`` as ``(CALL, KIND)`` patterns: CALL is matched
+    against a derived run's call (``llm:gpt-4o``, or ``llm:gpt-4o #2`` for one of its calls),
+    KIND against its fault kind; both may use ``*``."""
+    selectors: list[tuple[str, str]] = []
+    for item in text.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        call, sep, kind = item.rpartition(":")
+        if not sep or ":" not in call or not kind:
+            raise ConfigError(
+                f"{source}: {item!r} is not CALL:KIND; e.g. llm:gpt-4o:rate_limit, "
+                "'tools:get_weather #1:timeout' or llm:*:*"
+            )
+        if not any(fnmatch.fnmatchcase(k, kind) for k in KINDS):
+            raise ConfigError(
+                f"{source}: {item!r} names no fault kind; use one of {', '.join(KINDS)} or *"
+            )
+        selectors.append((call.strip(), kind.strip()))
+    if not selectors:
+        raise ConfigError(f"{source}: no CALL:KIND given, e.g. llm:gpt-4o:rate_limit")
+    return tuple(selectors)
+
+
+def selected(row: Mapping[str, Any], selectors: Sequence[tuple[str, str]]) -> bool:
+    """Whether a derived run (as reported) matches one of ``selectors`` (all match none)."""
+    if not selectors:
+        return True
+    call, label, kind = str(row.get("call")), str(row.get("label")), str(row.get("fault"))
+    return any(
+        (fnmatch.fnmatchcase(call, want_call) or fnmatch.fnmatchcase(label, want_call))
+        and fnmatch.fnmatchcase(kind, want_kind)
+        for want_call, want_kind in selectors
+    )
+
+
+def kept_bundle(
+    run: DerivedRun,
+    answers: Sequence[tuple[str, str, Mapping[str, Any]]],
+    prepare: Callable[[str, Mapping[str, Any]], Mapping[str, Any]] | None = None,
+    unused: Iterable[tuple[str, str, int]] = (),
+) -> Bundle:
+    """The recording a derived run is kept as: what the run was served. Its derived
+    recording, without the calls it never made (``unused``: section, name, index), and with
+    each call its retry rule answered (``answers``, in order) recorded right after the faulted
+    call, so the kept case replays as the run did, with no retry rule. ``prepare`` makes an
+    answer an entry of its section (a model call's input as the layer serving it compares it)."""
+    derived: Any = copy.deepcopy(dict(run.bundle))
+    fault = run.fault
+    dropped = set(unused)
+    for section in (TOOLS, LLM):
+        calls = derived.get(section) or {}
+        for name in list(calls):
+            calls[name] = [
+                e for i, e in enumerate(calls[name]) if (section, name, i) not in dropped
+            ]
+            if not calls[name]:
+                del calls[name]
+    added = [
+        dict(prepare(kind, entry) if prepare is not None else entry)
+        for kind, name, entry in answers
+        if kind == fault.section and name == fault.name
+    ]
+    for section in (TOOLS, LLM):
+        for entries in (derived.get(section) or {}).values():
+            for entry in entries:
+                if isinstance(entry.get("seq"), int) and entry["seq"] > fault.seq:
+                    entry["seq"] += len(added)
+    for offset, entry in enumerate(added, start=1):
+        if "seq" in entry:
+            entry["seq"] = fault.seq + offset
+    before = sum(1 for i in range(fault.index) if (fault.section, fault.name, i) not in dropped)
+    calls = derived[fault.section][fault.name]
+    calls[before + 1 : before + 1] = added
+    if "checksum" in derived:
+        seal(derived)
+    return cast(Bundle, derived)

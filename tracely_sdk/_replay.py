@@ -18,7 +18,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypedDict, cast
+from typing import Any, Literal, Protocol, TypedDict, cast
 
 import orjson
 
@@ -190,7 +190,32 @@ class CallBudgetExceeded(BaseException):
     """
 
 
-RetryAnswer = Callable[[str, str, CallKey | None], Mapping[str, Any] | None]
+class RepeatUnanswered(BaseException):
+    """A robustness run repeated its faulted model call and nothing answers the repeat.
+
+    The run stops there (it is INCOMPLETE): a BaseException, so that neither the SDK's own
+    retry loop, which retries any Exception after a backoff of its own, nor the agent goes on
+    asking.
+    """
+
+
+class RetryAnswer(Protocol):
+    """What answers the calls of a robustness run that its recording cannot (see
+    :class:`tracely_sdk._faults.RetryRule`).
+
+    ``repeats``: whether a call now is a repeat of the faulted model call, answered by the rule
+    before the recording is looked at (an LLM call is served in order, so the next recorded
+    answer would otherwise be taken for it); ``answer``: the entry that answers a repeat or a
+    tool call the recording misses, None when nothing does; ``served``: told of every recorded
+    entry served and the name it was called by, so the rule knows when the faulted call was
+    made.
+    """
+
+    def repeats(self, kind: str, name: str) -> bool: ...
+
+    def answer(self, kind: str, name: str, key: CallKey | None) -> Mapping[str, Any] | None: ...
+
+    def served(self, entry: Entry, name: str) -> None: ...
 
 
 class ReplaySession:
@@ -250,6 +275,7 @@ class ReplaySession:
         """
         key = None if key_text is None else CallKey(key_text, self.masks + masks)
         label = f"{kind}:{name}"
+        retry = self.retry
         with self._lock:
             self.calls += 1
             if self.max_calls is not None and self.calls > self.max_calls:
@@ -257,6 +283,8 @@ class ReplaySession:
                 raise CallBudgetExceeded(
                     f"{label}: call {self.calls} is past the budget of {self.max_calls} calls"
                 )
+            if retry is not None and retry.repeats(kind, name):
+                return self._retried(retry, kind, name, key)
             if kind == TOOLS:
                 match = self.recording.match_tool(name, key, strict=self.strict)
             else:
@@ -280,14 +308,13 @@ class ReplaySession:
                     specs = self.report.masked.setdefault(label, [])
                     specs.extend(m for m in match.masked if m not in specs)
                 self._calls.append((match.entry, step))
+                if retry is not None:
+                    retry.served(match.entry, name)
                 return match
             actual = orjson.loads(key.text) if key is not None else None
-            answer = self.retry(kind, name, key) if self.retry is not None else None
+            answer = retry.answer(kind, name, key) if retry is not None else None
             if answer is not None:
-                entry = Recording(cast(Bundle, {kind: {name: [answer]}})).entries()[0]
-                self.report.served.append(label)
-                self._calls.append((None, Step(outcome="retried", label=label, actual=actual)))
-                return Match(entry)
+                return self._answered(kind, name, answer, actual)
             if not self.strict or self.runs_live(label):
                 self.report.live.append(label)
                 self._calls.append((None, Step(outcome="live", label=label, actual=actual)))
@@ -299,6 +326,32 @@ class ReplaySession:
                 (None, Step(outcome="missed", label=label, actual=actual, message=message))
             )
         raise error
+
+    def _answered(self, kind: str, name: str, answer: Mapping[str, Any], actual: Any) -> Match:
+        label = f"{kind}:{name}"
+        entry = Recording(cast(Bundle, {kind: {name: [answer]}})).entries()[0]
+        self.report.served.append(label)
+        self._calls.append((None, Step(outcome="retried", label=label, actual=actual)))
+        return Match(entry)
+
+    def _retried(self, retry: RetryAnswer, kind: str, name: str, key: CallKey | None) -> Match:
+        """A repeat of a robustness run's faulted call: answered by its retry rule, or a miss
+        that stops the run (never the next recorded answer, never live)."""
+        actual = orjson.loads(key.text) if key is not None else None
+        answer = retry.answer(kind, name, key)
+        if answer is not None:
+            return self._answered(kind, name, answer, actual)
+        label = f"{kind}:{name}"
+        message = (
+            f"no recorded call for {label}: a repeat of the faulted call (a retry), which the "
+            'faulted recording cannot answer; [tool.tracely.faults] retry = "serve-recorded" '
+            "serves a retry the recorded answer. Strict replay never runs the call live"
+        )
+        self.report.errors.append(ReplayError(message, label=label))
+        self._calls.append(
+            (None, Step(outcome="missed", label=label, actual=actual, message=message))
+        )
+        raise RepeatUnanswered(message)
 
     def runs_live(self, label: str) -> bool:
         """Whether a call labelled ``label`` runs live (``fixtures(live=...)``)."""

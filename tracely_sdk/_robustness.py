@@ -17,7 +17,8 @@ from typing import Any
 
 from tracely_sdk import _faults
 from tracely_sdk._faults import DerivedRun, FaultConfig
-from tracely_sdk._replay import CallBudgetExceeded, load_bundle, replay_session
+from tracely_sdk._matching import LLM
+from tracely_sdk._replay import CallBudgetExceeded, RepeatUnanswered, load_bundle, replay_session
 from tracely_sdk._runner import (
     CaseResult,
     ReplayCase,
@@ -30,19 +31,37 @@ from tracely_sdk._runner import (
 )
 from tracely_sdk.errors import BundleError
 
-__all__ = ["fault_table", "gate_failures", "run_derived", "run_faults"]
+__all__ = ["derivation", "fault_table", "gate_failures", "kept_runs", "run_derived", "run_faults"]
 
 
 def run_derived(
     case: ReplayCase, fn: Callable[..., Any], run: DerivedRun, config: FaultConfig
 ) -> dict[str, Any]:
     """Replay ``case`` through ``fn`` on the derived recording ``run``; its result as data."""
-    return contextvars.Context().run(_run_derived, case, fn, run, config)
+    row, _, _ = contextvars.Context().run(_run_derived, case, fn, run, config)
+    return row
+
+
+def derivation(
+    bundle: Any, config: FaultConfig, errors: Mapping[str, Mapping[str, str]] | None = None
+) -> _faults.Derivation:
+    """The derived runs of a loaded recording under ``config``, model calls included."""
+    from tracely_sdk.providers.http._faults import fault_entry
+
+    return _faults.derive(
+        bundle,
+        config.kinds,
+        errors=errors,
+        error_type=config.error_type,
+        model_fault=fault_entry,
+    )
 
 
 def _run_derived(
     case: ReplayCase, fn: Callable[..., Any], run: DerivedRun, config: FaultConfig
-) -> dict[str, Any]:
+) -> tuple[dict[str, Any], _faults.RetryRule, list[tuple[str, str, int]]]:
+    """The derived run's result, its retry rule (what it answered) and the recorded calls the
+    run never made (section, name, index)."""
     started = time.perf_counter()
     fault = run.fault
     budget = config.budget(run.recorded_calls)
@@ -50,13 +69,14 @@ def _run_derived(
     args, kwargs = call if call is not None else ([], {})
     raised: BaseException | None = None
     output: Any = None
+    rule = _faults.RetryRule(run, config.retry)
     with replay_session(
         run.bundle,
         True,
         case_id=case.id,
         case_version=case.version,
         max_calls=budget,
-        retry=_faults.retry_answer(run, config.retry),
+        retry=rule,
     ) as session:
         try:
             output = fn(*args, **kwargs)
@@ -64,6 +84,8 @@ def _run_derived(
                 output = _await(output)
         except CallBudgetExceeded:
             pass  # session.stopped says so
+        except RepeatUnanswered:
+            pass  # the report's errors say so
         except (Exception, SystemExit) as exc:  # the agent's failure is the verdict
             raised = exc
     report = session.report
@@ -83,32 +105,73 @@ def _run_derived(
         raised=error,
     )
     plain_output = None if raised is not None or session.stopped else _plain(output)
-    return {
-        "call": fault.call,
-        "label": fault.label,
-        "seq": fault.seq,
-        "args": fault.args,
-        "fault": fault.kind,
-        "served": {k: run.served[k] for k in ("output", "error") if k in run.served},
-        "verdict": verdict,
-        "reasons": reasons,
-        "next": _faults.what_next(
-            timeline, fault, raised=error, output=plain_output, stopped=session.stopped
-        ),
-        "output": plain_output,
-        "error": error,
-        "traceback": agent_traceback(raised) if raised is not None else None,
-        "calls": session.calls,
-        "max_calls": budget,
-        "retry": config.retry,
-        # The calls in the order made, each with what answered it: the whole timeline of
-        # every derived run would make the reports of a large suite heavy.
-        "steps": [
-            f"{s['outcome']} {s['label']}"
-            for s in sorted((s for s in timeline if s.get("call")), key=lambda s: int(s["call"]))
-        ],
-        "duration_s": round(time.perf_counter() - started, 6),
-    }
+    return (
+        {
+            "call": fault.call,
+            "label": fault.label,
+            "seq": fault.seq,
+            "args": fault.args,
+            "fault": fault.kind,
+            "served": {k: run.served[k] for k in ("output", "error") if k in run.served},
+            "verdict": verdict,
+            "reasons": reasons,
+            "next": _faults.what_next(
+                timeline, fault, raised=error, output=plain_output, stopped=session.stopped
+            ),
+            "output": plain_output,
+            "error": error,
+            "traceback": agent_traceback(raised) if raised is not None else None,
+            "calls": session.calls,
+            "max_calls": budget,
+            "retry": config.retry,
+            # The calls in the order made, each with what answered it: the whole timeline of
+            # every derived run would make the reports of a large suite heavy.
+            "steps": [
+                f"{s['outcome']} {s['label']}"
+                for s in sorted(
+                    (s for s in timeline if s.get("call")), key=lambda s: int(s["call"])
+                )
+            ],
+            "duration_s": round(time.perf_counter() - started, 6),
+        },
+        rule,
+        [(e.kind, e.name, e.index) for e in session.recording.unused()],
+    )
+
+
+def kept_runs(
+    case: ReplayCase,
+    fn: Callable[..., Any],
+    config: FaultConfig,
+    selectors: Sequence[tuple[str, str]] = (),
+) -> list[tuple[dict[str, Any], Any]]:
+    """The derived runs of ``case`` that ``selectors`` choose (all when empty), each as its
+    result and, when HANDLED, the recording it is kept as (:func:`_faults.kept_bundle`; None
+    for any other verdict: a case of it would not pass)."""
+    derived = derivation(load_bundle(case.bundle), config)
+    out: list[tuple[dict[str, Any], Any]] = []
+    for run in derived.runs:
+        fault = run.fault
+        chosen = {"call": fault.call, "label": fault.label, "fault": fault.kind}
+        if not _faults.selected(chosen, selectors):
+            continue
+        row, rule, unused = contextvars.Context().run(_run_derived, case, fn, run, config)
+        kept = None
+        if row["verdict"] == _faults.HANDLED:
+            kept = _faults.kept_bundle(run, rule.answers, _answer_entry, unused)
+        out.append((row, kept))
+    return out
+
+
+def _answer_entry(section: str, entry: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A model call's answer, kept as an entry: its input as the layer that serves it (the
+    HTTP client, for a retry the SDK makes itself) compares it."""
+    if section != LLM:
+        return entry
+    from tracely_sdk.providers.http._faults import format_of, served_input
+
+    codec = format_of(entry)
+    return entry if codec is None else {**entry, "input": served_input(codec, entry)}
 
 
 def run_faults(
@@ -141,10 +204,8 @@ def run_faults(
         fn = fns.get(chosen)
         if fn is None:
             fn = fns[chosen] = load_entrypoint(chosen)
-        derivation = _faults.derive(
-            bundle, config.kinds, errors=catalogue, error_type=config.error_type
-        )
-        rows = [run_derived(case, fn, run, config) for run in derivation.runs]
+        derived = derivation(bundle, config, catalogue)
+        rows = [run_derived(case, fn, run, config) for run in derived.runs]
         for row in rows:
             row["gates"] = config.gates(row["fault"], row["verdict"])
         result.faults = rows + [
@@ -157,7 +218,7 @@ def run_faults(
                 "verdict": "SKIPPED",
                 "reasons": [s.reason],
             }
-            for s in derivation.skipped
+            for s in derived.skipped
         ]
         if progress is not None:
             progress(result)

@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
+from tracely_sdk._faults import KINDS
 from tracely_sdk._html._assets import CSS, JS
 from tracely_sdk._html._calls import call_facts, conversation_view, reply_view, waterfall_view
 from tracely_sdk._html._diffs import differences_view
@@ -178,14 +179,11 @@ def verdict_badge(verdict: Any) -> Html:
     return tag("span", verdict, class_=f"badge v-{verdict}")
 
 
-_FAULT_KINDS = ("error", "timeout", "empty")
-
-
 def faults_view(rows: Sequence[Any]) -> Html:
     """A case's robustness runs (``replay --faults``): each faulted call / each fault kind,
     with the verdict, what the agent did next, and why."""
     rows = [r for r in rows if isinstance(r, Mapping)]
-    kinds = [k for k in _FAULT_KINDS if any(r.get("fault") == k for r in rows)]
+    kinds = [k for k in KINDS if any(r.get("fault") == k for r in rows)]
     calls: dict[str, dict[str, Mapping[str, Any]]] = {}
     for row in rows:
         calls.setdefault(str(row.get("call")), {})[str(row.get("fault"))] = row
@@ -205,7 +203,7 @@ def faults_view(rows: Sequence[Any]) -> Html:
         )
 
     return join(
-        tag("h3", "Robustness: each recorded tool call failing"),
+        tag("h3", "Robustness: each recorded call failing"),
         tag(
             "table",
             tag("thead", tag("tr", tag("th", "Call"), [tag("th", k) for k in kinds])),

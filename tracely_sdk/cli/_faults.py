@@ -16,9 +16,12 @@ if TYPE_CHECKING:
 __all__ = ["add_fault_option", "fault_config", "gate", "show"]
 
 HELP = (
-    "besides each case, replay it once per (recorded tool call, fault kind) with that call "
-    "failing: KINDS is error, timeout, empty (comma-separated; default: [tool.tracely.faults] "
-    "kinds, else all). Each derived run is HANDLED, CRASHED, LOOPED, INCOMPLETE or UNREACHED, "
+    "besides each case, replay it once per (recorded call, fault kind) with that call "
+    "failing: KINDS is error, timeout, empty for tool calls, rate_limit, server_error, "
+    "timeout, stream_cut, refusal for model calls (comma-separated; default: "
+    "[tool.tracely.faults] kinds, else all). A model fault is served at the SDK's HTTP "
+    "client, so the SDK raises its own error. Each derived run is HANDLED, CRASHED, LOOPED, "
+    "INCOMPLETE or UNREACHED, "
     "shown in a table per case and in the reports. Derived verdicts only fail the job as "
     "[tool.tracely.faults] fail_on says (default: reported, never failing)"
 )
@@ -89,8 +92,8 @@ def show(out: Output, results: Sequence[CaseResult], *, failures_only: bool = Fa
         out.line(f"{derived} derived run{'s' if derived != 1 else ''}: {shown}")
     if skipped:
         out.line(
-            f"— {skipped} pair(s) skipped: the call is recorded failing that way, or its output "
-            "has no empty value (the JSON report says which)"
+            f"— {skipped} pair(s) skipped: the call is recorded failing that way, its output "
+            "has no empty value, or the fault does not apply to it (the JSON report says which)"
         )
 
 

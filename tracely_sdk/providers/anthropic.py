@@ -504,8 +504,8 @@ def _stream_wrapper(call: type[_Call], provider: str, is_async: bool) -> Wrapper
         wanted = PROVIDER_LAYER.wanted()
         spec = _spec(call, provider, False, instance, args, kwargs, stream=True) if wanted else None
         manager = wrapped(*args, **kwargs)
-        if spec is None:
-            return manager
+        if spec is None or P.served_at_the_client(spec.model):
+            return manager  # an entry recorded at the client is served there
         request = getattr(manager, attribute, None)
         if request is None:
             P.warn_once(

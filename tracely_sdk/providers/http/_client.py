@@ -122,6 +122,11 @@ class ClientHook(abc.ABC):
         """The library's own exception for a recorded failure (one of a fixed set), or None."""
         raise NotImplementedError
 
+    def cut_error(self, cut: Any, request: Any) -> BaseException | None:
+        """What reading a recorded body cut short (``"cut": {"type", "message"}``, a transport
+        error of the library) raises after its last piece; None for a whole body."""
+        return self.transport_error(cut, request) if isinstance(cut, Mapping) else None
+
 
 def served_status(output: Mapping[str, Any]) -> int:
     """A recorded exchange's status, checked."""
@@ -220,15 +225,22 @@ class HTTPLibrary(ClientHook):
                         self.recorder.closed()
 
             class Replayed(http.SyncByteStream, http.AsyncByteStream):  # type: ignore[name-defined,misc]
-                def __init__(self, pieces: Sequence[bytes]) -> None:
+                def __init__(
+                    self, pieces: Sequence[bytes], cut: BaseException | None = None
+                ) -> None:
                     self.pieces = pieces
+                    self.cut = cut  # a body cut short: the error its reader gets after the pieces
 
                 def __iter__(self) -> Iterator[bytes]:
                     yield from self.pieces
+                    if self.cut is not None:
+                        raise self.cut
 
                 async def __aiter__(self) -> Any:
                     for piece in self.pieces:
                         yield piece
+                    if self.cut is not None:
+                        raise self.cut
 
             self._streams = (Teed, AsyncTeed, Replayed)
         return self._streams
@@ -263,8 +275,9 @@ class HTTPLibrary(ClientHook):
         pieces = served_pieces(output)
         if stream:
             replayed = self._stream_classes()[2]
+            cut = self.cut_error(output.get("cut"), request)
             response = http.Response(
-                status, headers=headers, stream=replayed(pieces), request=request
+                status, headers=headers, stream=replayed(pieces, cut), request=request
             )
             served_stream(session, response)
         else:

@@ -13,6 +13,9 @@ that is not text); ``events`` are a server-sent-event stream's events in order, 
 ``event`` name when it had one and its ``data``, parsed when it is JSON (``text`` otherwise),
 or an AWS event stream's messages (``headers`` and ``data``, see :mod:`._eventstream`);
 ``lines`` are a newline-delimited JSON stream's lines in order, in the same form as events.
+``cut`` (``{"type", "message"}``, a transport error of the client library) marks a body cut
+short: served, reading it raises that error after its last piece (a robustness run's
+``stream_cut``, see ``_faults``).
 Served, a recording becomes the same bytes again, as JSON written compactly: what the
 client's library parses is what it parsed live.
 """
@@ -36,6 +39,7 @@ from tracely_sdk.providers._patching import (
     WIRE_TAG,
     Intercepted,
     Recording,
+    Refused,
     TeeStream,
     compared_as_messages,
     content_json,
@@ -512,6 +516,10 @@ class WireCall(Intercepted):
             output = orjson.loads(output_json)  # a fresh copy, whatever the caller changes
         else:
             output = served_output(self.codec, entry, self.model, streamed=self.streamed)
+        cut = self.hook.cut_error(output.get("cut"), self.request)
+        if cut is not None and not self.stream:
+            # The client reads a whole body inside send(): a cut one fails there, as live.
+            return Refused(cut)
         session = self.call.session if self.call is not None else None
         return self.hook.served_response(self.request, output, stream=self.stream, session=session)
 
