@@ -90,6 +90,21 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
         "agent span recorded no return value)",
     )
     p.add_argument(
+        "--with-faults",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="CALL:KIND,...",
+        help="also keep derived robustness runs of each case promoted as reviewed cases of "
+        "their own (needs --entrypoint): each is replayed through the agent as `tracely "
+        "replay --faults` does ([tool.tracely.faults] kinds, retry and max_calls apply) and "
+        "each HANDLED one is kept, or those the selectors choose: CALL is a call "
+        "(llm:gpt-4o, 'tools:get_weather #1') and KIND a fault kind, both may use * (e.g. "
+        "llm:*:rate_limit). A kept case's recording is the faulted one, its expected output "
+        "what the agent answered; its id is the case's with the kind and call "
+        "(paris-rate_limit-llm-gpt-4o-1), its tags the case's with fault and fault:KIND",
+    )
+    p.add_argument(
         "--strict",
         action="store_true",
         help="refuse (exit 2) a trace holding calls tracely could not record for replay "
@@ -225,11 +240,12 @@ def _case_detail(case: Any) -> dict[str, Any]:
 def cmd_promote(args: argparse.Namespace, ctx: Context) -> int:
     from tracely_sdk._entrypoints import placeholder_api_keys
     from tracely_sdk._runner import check_entrypoint
-    from tracely_sdk.cli import EXIT_USAGE
+    from tracely_sdk.cli import EXIT_FAILED, EXIT_USAGE
     from tracely_sdk.store._base import Promotion, unreplayable_calls
     from tracely_sdk.store._model import dumps_json
 
     store = ctx.store(create=False)
+    selectors = _fault_selectors(args)
     recordings = _chosen_recordings(args, ctx, store)
     stated = _stated_run(args, recordings)
     if args.entrypoint is not None:
@@ -273,19 +289,150 @@ def cmd_promote(args: argparse.Namespace, ctx: Context) -> int:
         ]
     )
     one = len(args.trace_ids) == 1
+    kept: list[tuple[Any, dict[str, Any]]] = []
+    if selectors is not None:
+        kept, not_kept = _keep_fault_runs(store, cases, selectors)
     if args.json:
-        if one:
+        if one and selectors is None:
             ctx.out.document("tracely.cases.promote/1", case_summary(cases[0]))
-        else:
+        elif selectors is None:
             ctx.out.document("tracely.cases.promote/1", {"cases": [case_summary(c) for c in cases]})
-        return 0
+        else:
+            ctx.out.document(
+                "tracely.cases.promote/1",
+                {
+                    "cases": [case_summary(c) for c in cases],
+                    "fault_cases": [
+                        {
+                            **case_summary(c),
+                            "from_case": row["case_id"],
+                            "call": row["call"],
+                            "fault": row["fault"],
+                            "verdict": row["verdict"],
+                        }
+                        for c, row in kept
+                    ],
+                    "not_kept": not_kept,
+                },
+            )
+        return 0 if selectors is None or kept else EXIT_FAILED
     for recording, case in zip(recordings, cases, strict=True):
         ctx.out.line(
             f"promoted trace {recording.trace_id} as case {case.id} (version {case.version})"
         )
     if not one:
         ctx.out.line(f"{len(cases)} case{'s' if len(cases) != 1 else ''} promoted")
+    if selectors is None:
+        return 0
+    for case, row in kept:
+        ctx.out.line(
+            f"kept {row['call']} / {row['fault']} of case {row['case_id']} ({row['verdict']}: "
+            f"{row['next']}) as case {case.id}"
+        )
+    for row in not_kept:
+        ctx.out.note(
+            f"not kept: {row['call']} / {row['fault']} of case {row['case_id']} is "
+            f"{row['verdict']} ({'; '.join(row['reasons']) or row['next']}); a case of it "
+            "would not pass"
+        )
+    if not kept:
+        ctx.out.error(
+            "--with-faults kept no derived run: none was HANDLED"
+            + (" among those the selectors choose" if selectors else "")
+            + " (`tracely replay --faults` shows every verdict)"
+        )
+        return EXIT_FAILED
     return 0
+
+
+def _fault_selectors(args: argparse.Namespace) -> tuple[tuple[str, str], ...] | None:
+    """The derived runs --with-faults keeps: () for every HANDLED one, None without it."""
+    from tracely_sdk._faults import parse_selectors
+    from tracely_sdk.errors import ConfigError
+
+    if args.with_faults is None:
+        return None
+    if not args.entrypoint:
+        raise ConfigError(
+            "--with-faults replays each promoted case's derived runs through its agent: give "
+            "--entrypoint MODULE:FUNCTION"
+        )
+    if not args.with_faults.strip():
+        return ()
+    return parse_selectors(args.with_faults)
+
+
+def _keep_fault_runs(
+    store: Any, cases: list[Any], selectors: tuple[tuple[str, str], ...]
+) -> tuple[list[tuple[Any, dict[str, Any]]], list[dict[str, Any]]]:
+    """Run the derived runs of ``cases`` that ``selectors`` choose; store each HANDLED one as a
+    case of its own. Returns the kept cases with their runs, and the runs not kept."""
+    import time
+
+    from tracely_sdk import _config
+    from tracely_sdk._robustness import kept_runs
+    from tracely_sdk._runner import ReplayCase, load_entrypoint
+    from tracely_sdk.errors import NotFound
+    from tracely_sdk.store._model import Case, CaseVersion, normalise_tags, slugify
+
+    config = _config.resolve("faults")
+    kept: list[tuple[Any, dict[str, Any]]] = []
+    not_kept: list[dict[str, Any]] = []
+    for case in cases:
+        fn = load_entrypoint(case.entrypoint)
+        for row, bundle in kept_runs(ReplayCase.of(case), fn, config, selectors):
+            row = {**row, "case_id": case.id}
+            if bundle is None:
+                not_kept.append(
+                    {
+                        k: row.get(k)
+                        for k in ("case_id", "call", "fault", "verdict", "reasons", "next")
+                    }
+                )
+                continue
+            base = slugify(f"{case.id} {row['fault']} {row['call']}")
+            case_id, n = base, 1
+            while _exists(store, case_id, NotFound):
+                n += 1
+                case_id = f"{base}-{n}"
+            now = time.time_ns()
+            fault_case = Case(
+                id=case_id,
+                name=f"{case.name} [{row['call']} / {row['fault']}]",
+                entrypoint=case.entrypoint,
+                input=case.input,
+                expected_output=row["output"],
+                bundle=bundle,
+                source_trace_id=case.source_trace_id,
+                version=1,
+                tags=normalise_tags((*case.tags, "fault", f"fault:{row['fault']}")),
+                created_at=now,
+                updated_at=now,
+            )
+            note = (
+                f"a robustness run of case {case.id} v{case.version}: {row['call']} / "
+                f"{row['fault']} (retry {row['retry']}), {row['verdict']}: {row['next']}"
+            )
+            version = CaseVersion(
+                case_id=case_id,
+                version=1,
+                input=fault_case.input,
+                expected_output=fault_case.expected_output,
+                bundle=bundle,
+                source_trace_id=fault_case.source_trace_id,
+                created_at=now,
+                note=note,
+            )
+            kept.append((store.put_case(fault_case, [version]), row))
+    return kept, not_kept
+
+
+def _exists(store: Any, case_id: str, not_found: type[Exception]) -> bool:
+    try:
+        store.get_case(case_id)
+    except not_found:
+        return False
+    return True
 
 
 def _chosen_recordings(args: argparse.Namespace, ctx: Context, store: Any) -> list[Any]:

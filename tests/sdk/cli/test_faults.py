@@ -11,16 +11,21 @@ import os
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import openai
 import pytest
 
-from examples import weather_agent
+from examples import openai_agent, weather_agent
+from examples.llm_server import serve
+from tracely_sdk import providers
 
 from ._helpers import CLI, WEATHER, record
 
 ROOT = Path(__file__).resolve().parents[3]
+OPENAI_AGENT = "examples.openai_agent:run"
 
 
 def promote(capture: Any, cli: CLI, fn: Any, city: str, name: str, entrypoint: str) -> None:
@@ -70,6 +75,7 @@ def test_a_tool_failure_the_agent_handles_is_handled_and_one_it_does_not_crashes
         suite,
         "replay",
         "--faults",
+        "error,timeout,empty",
         "--json",
         str(tmp_path / "r.json"),
         "--junit",
@@ -107,10 +113,20 @@ def test_a_tool_failure_the_agent_handles_is_handled_and_one_it_does_not_crashes
     empty = paris[("tools:get_weather #1", "empty")]
     assert empty["served"] == {"output": {}}
     assert empty["verdict"] == "HANDLED" and empty["next"] == "called llm:local-weather-model"
-    # The LLM calls are faulted by no tool kind: only tool calls are derived.
-    assert {call for call, _ in paris} == {"tools:get_weather #1"}
+    # The LLM calls are call_llm's: a model fault (timeout) is served at an HTTP client, which
+    # they never reach on replay, so they are skipped, with that reason.
+    model_rows = {k: r for k, r in paris.items() if k[0].startswith("llm:")}
+    assert set(model_rows) == {
+        ("llm:local-weather-model #1", "timeout"),
+        ("llm:local-weather-model #2", "timeout"),
+    }
+    assert all(r["verdict"] == "SKIPPED" for r in model_rows.values())
+    assert (
+        "recorded by call_llm"
+        in model_rows[("llm:local-weather-model #1", "timeout")]["reasons"][0]
+    )
 
-    oslo = by_cell(cases["oslo"])
+    oslo = {k: r for k, r in by_cell(cases["oslo"]).items() if k[0].startswith("tools:")}
     assert {k: r["verdict"] for k, r in oslo.items()} == {
         ("tools:get_weather #1", "error"): "HANDLED",
         ("tools:get_weather #1", "timeout"): "HANDLED",
@@ -129,8 +145,9 @@ def test_a_tool_failure_the_agent_handles_is_handled_and_one_it_does_not_crashes
     out = done.stdout
     paris_table = out.split("robustness of paris\n")[1].split("\n\n")[0].splitlines()
     assert paris_table[0].split() == ["CALL", "ERROR", "TIMEOUT", "EMPTY"]
-    assert paris_table[1].startswith("tools:get_weather #1  CRASHED: raised WeatherServiceError")
-    assert "HANDLED: called llm:local-weather-model" in paris_table[1]
+    (tool_row,) = [line for line in paris_table if line.startswith("tools:")]
+    assert tool_row.split(None, 2)[2].startswith("CRASHED: raised WeatherServiceError")
+    assert "HANDLED: called llm:local-weather-model" in tool_row
     assert "7 derived runs: 2 crashed, 5 handled" in out
 
     # JUnit: a test case per derived run, with its verdict; not gated, so no failure.
@@ -210,3 +227,132 @@ def test_faults_refuse_lenient_and_bad_kinds(suite: CLI) -> None:
     assert bad.returncode == 2 and "unknown fault kind 'errors'" in bad.stderr
     config = tracely(suite, "replay", "--faults", env={"TRACELY_FAULTS": '{"retry": "again"}'})
     assert config.returncode == 2 and "retry='again'" in config.stderr
+
+
+# -- model calls ---------------------------------------------------------------------------------
+
+QUESTION = "What's the weather in Paris?"
+SERVE_RECORDED = {"TRACELY_FAULTS": json.dumps({"retry": "serve-recorded"})}
+
+
+@pytest.fixture
+def openai_case(capture: Any, cli: CLI) -> Iterator[str]:
+    """The OpenAI SDK agent recorded against the local model server (two model calls and a
+    tool call), as a stored trace."""
+    providers.instrument(["openai", "httpx", "httpx2"])
+    try:
+        with serve() as (server, _):
+            client = openai.OpenAI(api_key="test-key", base_url=server.openai_base_url)
+            yield record(capture, cli, lambda: openai_agent.run(QUESTION, client=client))
+    finally:
+        providers.uninstrument(["openai", "httpx", "httpx2"])
+
+
+def test_model_call_faults_are_in_the_robustness_table_and_every_report(
+    openai_case: str, cli: CLI, tmp_path: Path
+) -> None:
+    status, _, err = cli(
+        "cases", "promote", openai_case, "--name", "paris", "--entrypoint", OPENAI_AGENT
+    )
+    assert status == 0, err
+    done = tracely(
+        cli,
+        "replay",
+        "--faults",
+        "rate_limit,server_error,stream_cut",
+        "--json",
+        str(tmp_path / "r.json"),
+        "--junit",
+        str(tmp_path / "j.xml"),
+        "--html",
+        str(tmp_path / "r.html"),
+        env=SERVE_RECORDED,
+    )
+    assert done.returncode == 0, done.stderr
+    (case,) = json.loads((tmp_path / "r.json").read_text())["cases"]
+    cells = {k: r["verdict"] for k, r in by_cell(case).items() if k[0].startswith("llm:")}
+    model = f"llm:{openai_agent.MODEL}"
+    # The SDK retries the 429 and the 500 itself; serve-recorded answers its retry.
+    assert cells == {
+        (f"{model} #1", "rate_limit"): "HANDLED",
+        (f"{model} #1", "server_error"): "HANDLED",
+        (f"{model} #1", "stream_cut"): "SKIPPED",
+        (f"{model} #2", "rate_limit"): "HANDLED",
+        (f"{model} #2", "server_error"): "HANDLED",
+        (f"{model} #2", "stream_cut"): "SKIPPED",
+    }
+    table = done.stdout.split("robustness of paris\n")[1].split("\n\n")[0].splitlines()
+    assert table[0].split() == ["CALL", "RATE_LIMIT", "SERVER_ERROR", "STREAM_CUT"]
+    assert table[1].startswith(f"{model} #1")
+    junit = junit_cases(tmp_path / "j.xml")
+    limited = junit[f"paris [{model} #1 / rate_limit]"]
+    assert junit_props(limited)["tracely.fault.verdict"] == "HANDLED"
+    html = (tmp_path / "r.html").read_text()
+    assert "rate_limit" in html and "Robustness" in html
+
+
+def test_promoted_fault_cases_replay_with_the_verdict_of_their_derived_run(
+    openai_case: str, cli: CLI, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TRACELY_FAULTS", SERVE_RECORDED["TRACELY_FAULTS"])
+    status, out, err = cli(
+        "cases",
+        "promote",
+        openai_case,
+        "--name",
+        "paris",
+        "--entrypoint",
+        OPENAI_AGENT,
+        "--with-faults",
+        "llm:*:rate_limit,llm:*:refusal",
+    )
+    assert status == 0, err
+    model = openai_agent.MODEL
+    kept = sorted(line.rsplit(" ", 1)[1] for line in out.splitlines() if line.startswith("kept"))
+    assert kept == [
+        f"paris-rate_limit-llm-{model}-1",
+        f"paris-rate_limit-llm-{model}-2",
+        f"paris-refusal-llm-{model}-1",
+        f"paris-refusal-llm-{model}-2",
+    ]
+    store = cli.store()
+    try:
+        limited = store.get_case(f"paris-rate_limit-llm-{model}-1")
+        refused = store.get_case(f"paris-refusal-llm-{model}-1")
+        original = store.get_case("paris")
+    finally:
+        store.close()
+    assert limited.expected_output == original.expected_output  # the retry recovered
+    assert refused.expected_output == ""  # the agent answered nothing after a content filter
+    assert "fault:rate_limit" in limited.tags
+    # The retry the SDK made is recorded in the kept case: 429, then the recorded answer.
+    first, retried, _ = limited.bundle["llm"][model]
+    assert first["output"]["status"] == 429
+    assert retried["output_type"] == "openai.chat.completion"
+
+    # Replayed without any retry rule, each kept case passes, as its derived run was HANDLED.
+    done = tracely(cli, "replay", "--json", str(tmp_path / "r.json"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    verdicts = {
+        c["case_id"]: c["verdict"] for c in json.loads((tmp_path / "r.json").read_text())["cases"]
+    }
+    assert verdicts == {"paris": "PASS", **dict.fromkeys(kept, "PASS")}
+
+
+def test_with_faults_needs_an_entrypoint_and_well_formed_selectors(
+    openai_case: str, cli: CLI
+) -> None:
+    status, _, err = cli("cases", "promote", openai_case, "--name", "p", "--with-faults")
+    assert status == 2 and "--with-faults replays each promoted case's derived runs" in err
+    status, _, err = cli(
+        "cases",
+        "promote",
+        openai_case,
+        "--name",
+        "p",
+        "--entrypoint",
+        OPENAI_AGENT,
+        "--with-faults",
+        "rate_limit",
+    )
+    assert status == 2 and "is not CALL:KIND" in err
