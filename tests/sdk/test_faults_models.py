@@ -472,3 +472,23 @@ def test_a_client_of_its_own_gets_the_wire_fault(capture: Any, server: LLMServer
         pytest.raises(httpx.RemoteProtocolError),
     ):
         ask_over_httpx(server.openai_base_url, QUESTION, stream=True)
+
+
+def test_the_responses_api_gets_openais_errors_and_no_refusal(
+    capture: Any, server: LLMServer
+) -> None:
+    client = openai.OpenAI(api_key="test-key", base_url=server.openai_base_url, max_retries=0)
+
+    def respond() -> str:
+        with tracely.agent("respond", input=QUESTION) as run:
+            run.output = client.responses.create(model=GPT, input=QUESTION).output_text
+        return str(run.output)
+
+    bundle = recorded(capture, respond)
+    with (
+        tracely.fixtures(derived(bundle, "rate_limit").bundle),
+        pytest.raises(openai.RateLimitError),
+    ):
+        respond()
+    (skipped,) = derive(load_bundle(bundle), ["refusal"], model_fault=fault_entry).skipped
+    assert skipped.reason == "tracely serves no refusal of this API (openai_responses)"
