@@ -50,8 +50,9 @@ A derived run's verdict (:func:`decide`) is not the case's:
   ``retry`` rule ``incomplete``); nothing ran live.
 - ``UNREACHED``: the run never made the faulted call, so the fault says nothing.
 
-Everything here is a pure function of its arguments: the same recording and kinds give the
-same derived runs in the same order.
+The derivation and the verdicts are pure functions of their arguments: the same recording and
+kinds give the same derived runs in the same order. :class:`RetryRule` holds the one state of a
+derived run this module keeps: whether its faulted model call awaits an answer.
 """
 
 from __future__ import annotations
