@@ -408,8 +408,10 @@ def test_a_langgraph_retry_after_a_rate_limit_is_served_by_the_retry_rule(
 # -- the async clients -----------------------------------------------------------------------
 
 
-async def ask_gpt_async(base_url: str, question: str, stream: bool = False) -> str:
-    client = openai.AsyncOpenAI(api_key="test-key", base_url=base_url, max_retries=0)
+async def ask_gpt_async(
+    base_url: str, question: str, stream: bool = False, retries: int = 0
+) -> str:
+    client = openai.AsyncOpenAI(api_key="test-key", base_url=base_url, max_retries=retries)
     with tracely.agent("ask-gpt-async", input=question) as run:
         messages: Any = [{"role": "user", "content": question}]
         parts = []
@@ -441,6 +443,14 @@ def test_the_async_client_gets_the_same_faults(capture: Any, server: LLMServer) 
     ):
         asyncio.run(ask_gpt_async(server.openai_base_url, QUESTION, stream=True))
     assert isinstance(cut.value.__cause__, httpx2.RemoteProtocolError)
+
+    # The SDK's retry, unanswered, stops an async run as it stops a sync one.
+    def run_async(base_url: str, question: str) -> str:
+        return asyncio.run(ask_gpt_async(base_url, question, retries=2))
+
+    row = robustness(plain, run_async, "rate_limit", server.openai_base_url, QUESTION)
+    assert row["verdict"] == "INCOMPLETE", row
+    assert row["steps"] == [f"served llm:{GPT}", f"missed llm:{GPT}"]
 
 
 # -- a home-made client ----------------------------------------------------------------------
