@@ -37,6 +37,7 @@ never reaches a client on replay: such a call is skipped, with that reason.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping
 from types import ModuleType
 from typing import Any
@@ -210,8 +211,12 @@ def fault_entry(
                 None,
                 f"the call is recorded answered HTTP {status}: the case itself replays that",
             )
-        output = {"status": status, "headers": {"content-type": "application/json", **headers}}
-        return {**kept, "output": {**output, "body": body}}, ""
+        output = {
+            "status": status,
+            "headers": {"content-type": "application/json", **headers},
+            "body": copy.deepcopy(body),  # each derived recording its own
+        }
+        return {**kept, "output": output}, ""
     if kind == "timeout":
         if isinstance(recorded_error, Mapping) and "Timeout" in str(recorded_error.get("type")):
             return None, "the call is recorded timing out: the case itself replays that"
