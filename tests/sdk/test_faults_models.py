@@ -16,6 +16,7 @@ import httpx
 import httpx2
 import openai
 import pytest
+import requests
 from langchain_core.messages import AnyMessage, HumanMessage
 from langchain_openai import ChatOpenAI
 from langgraph.graph import END, START, StateGraph
@@ -502,3 +503,30 @@ def test_the_responses_api_gets_openais_errors_and_no_refusal(
         respond()
     (skipped,) = derive(load_bundle(bundle), ["refusal"], model_fault=fault_entry).skipped
     assert skipped.reason == "tracely serves no refusal of this API (openai_responses)"
+
+
+def ask_over_requests(base_url: str, question: str) -> str:
+    """A client of its own on requests: recorded at urllib3, where it is replayed."""
+    body = {"model": GPT, "messages": [{"role": "user", "content": question}]}
+    with tracely.agent("ask-requests", input=question) as run:
+        try:
+            response = requests.post(f"{base_url}/chat/completions", json=body, timeout=5)
+            error = response.json().get("error") or {"type": "none"}
+            run.output = f"{response.status_code} {error['type']}"
+        except requests.exceptions.ReadTimeout:
+            run.output = "timed out"
+    return str(run.output)
+
+
+def test_a_call_recorded_at_urllib3_gets_urllib3s_faults(capture: Any, server: LLMServer) -> None:
+    providers.instrument("urllib3")
+    try:
+        answer = ask_over_requests(server.openai_base_url, QUESTION)
+        assert answer == "200 none"
+        bundle = dict(capture.last_bundle)
+        with tracely.fixtures(derived(bundle, "rate_limit").bundle):
+            assert ask_over_requests(server.openai_base_url, QUESTION) == "429 requests"
+        with tracely.fixtures(derived(bundle, "timeout").bundle):
+            assert ask_over_requests(server.openai_base_url, QUESTION) == "timed out"
+    finally:
+        providers.uninstrument("urllib3")
