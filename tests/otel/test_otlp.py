@@ -45,6 +45,7 @@ from tracely_otel._otlp import (
     OTLPDecodeError,
     PayloadTooLarge,
     decode_any,
+    decode_export_request,
     encode_records_otlp_json,
     gunzip_bounded,
     records_from_jaeger,
@@ -1433,6 +1434,114 @@ def test_proto_round_trip_grouped(records: list[SpanRecord]) -> None:
     from_json = records_from_otlp_json(json_format.MessageToJson(request))
     assert from_json == records
     assert len({id(r.resource) for r in from_json}) == len(request.resource_spans)
+
+
+def _any_value_of(kind: str, value: Any) -> AnyValue:
+    if kind == "array_value":
+        return AnyValue(array_value={"values": value})
+    if kind == "kvlist_value":
+        return AnyValue(kvlist_value={"values": [KeyValue(key=k, value=v) for k, v in value]})
+    return AnyValue(**{kind: value})
+
+
+_gen_scalar = st.one_of(
+    st.just(AnyValue()),  # a value that sets no field
+    *(
+        st.tuples(st.just(kind), values).map(lambda kv: _any_value_of(*kv))
+        for kind, values in [
+            ("string_value", _text),
+            ("bool_value", st.booleans()),
+            ("int_value", _int64),
+            ("double_value", st.floats()),
+            ("bytes_value", st.binary(max_size=8)),
+        ]
+    ),
+)
+_gen_any = st.recursive(
+    _gen_scalar,
+    lambda children: (
+        st.lists(children, max_size=3).map(lambda v: _any_value_of("array_value", v))
+        | st.lists(st.tuples(_text, children), max_size=3).map(
+            lambda v: _any_value_of("kvlist_value", v)
+        )
+    ),
+    max_leaves=8,
+)
+_gen_attributes = st.lists(st.builds(KeyValue, key=_text, value=_gen_any), max_size=3)
+# All zeros now and then, which both decoders refuse with the same words.
+_gen_trace_id = st.integers(0, 2**128 - 1).map(lambda n: n.to_bytes(16, "big"))
+_gen_span_id = st.integers(0, 2**64 - 1).map(lambda n: n.to_bytes(8, "big"))
+_gen_span = st.builds(
+    PBSpan,
+    trace_id=_gen_trace_id,
+    span_id=_gen_span_id,
+    parent_span_id=st.one_of(st.just(b""), st.just(bytes(8)), _gen_span_id),  # zeros: no parent
+    trace_state=_text,
+    flags=st.sampled_from([0, 1, 0x100, 0x301, 2**32 - 1]),
+    name=_text,
+    kind=st.integers(0, 5),
+    start_time_unix_nano=st.integers(0, 2**64 - 1),
+    end_time_unix_nano=st.integers(0, 2**64 - 1),
+    attributes=_gen_attributes,
+    dropped_attributes_count=st.integers(0, 2**32 - 1),
+    events=st.lists(
+        st.builds(
+            PBSpan.Event,
+            time_unix_nano=st.integers(0, 2**64 - 1),
+            name=_text,
+            attributes=_gen_attributes,
+        ),
+        max_size=2,
+    ),
+    status=st.builds(
+        lambda code, message: {"code": code, "message": message}, st.integers(0, 2), _text
+    ),
+)
+_gen_request = st.builds(
+    ExportTraceServiceRequest,
+    resource_spans=st.lists(
+        st.builds(
+            lambda attributes, scope_spans: {
+                "resource": {"attributes": attributes},
+                "scope_spans": scope_spans,
+            },
+            _gen_attributes,
+            st.lists(
+                st.builds(
+                    lambda name, spans: {"scope": {"name": name}, "spans": spans},
+                    _text,
+                    st.lists(_gen_span, max_size=3),
+                ),
+                max_size=2,
+            ),
+        ),
+        max_size=2,
+    ),
+)
+
+
+def _otlp_json(request: ExportTraceServiceRequest, integer_enums: bool) -> dict[str, Any]:
+    """The OTLP/JSON form of ``request``: protobuf's JSON mapping, with the ids in hex."""
+    doc = json_format.MessageToDict(request, use_integers_for_enums=integer_enums)
+    for rs in doc.get("resourceSpans", ()):
+        for ss in rs.get("scopeSpans", ()):
+            for span in ss.get("spans", ()):
+                for field in ("traceId", "spanId", "parentSpanId"):
+                    if field in span:
+                        span[field] = base64.b64decode(span[field]).hex()
+    return doc
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_gen_request, st.booleans())
+def test_json_and_protobuf_of_one_request_decode_alike(
+    request: ExportTraceServiceRequest, integer_enums: bool
+) -> None:
+    from_proto = decode_export_request(request.SerializeToString(), "proto")
+    from_json = decode_export_request(orjson.dumps(_otlp_json(request, integer_enums)), "json")
+    # repr tells 0.0 from -0.0, 1 from True and 1.0, and makes NaN equal to itself
+    assert repr(from_json.records) == repr(from_proto.records)
+    assert (from_json.rejected, from_json.errors) == (from_proto.rejected, from_proto.errors)
 
 
 def test_proto_bad_ids_are_found_after_good_spans_of_the_same_trace() -> None:
