@@ -268,19 +268,52 @@ def read_answer(sock: socket.socket) -> bytes:
     return head + b"\r\n\r\n" + body
 
 
-def test_a_chunk_announcing_a_terabyte_is_answered_413(make_server: Any) -> None:
+def test_a_chunk_announcing_a_terabyte_is_answered_413_at_once(make_server: Any) -> None:
+    proc = make_server("--max-body-bytes", "65536", env={"TRACELY_SERVER_BODY_TIMEOUT": "30"})
+    with connect(proc, timeout=5) as sock:
+        # The chunk's size line says a terabyte; a few bytes of it follow, then nothing.
+        sock.sendall(
+            b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Authorization: Bearer " + proc.tokens.ingest.encode() + b"\r\n"
+            b"Transfer-Encoding: chunked\r\n\r\n%x\r\n" % (1 << 40) + b"{" * 1024
+        )
+        reply = read_answer(sock)
+    assert statuses(reply) == [413], reply[:300]
+    assert b"connection: close" in reply.lower()
+
+
+def test_chunked_bodies_within_the_limit_are_served_one_after_another(make_server: Any) -> None:
+    proc = make_server("--max-body-bytes", "65536")
+    request = (
+        b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        b"Authorization: Bearer " + proc.tokens.ingest.encode() + b"\r\n"
+        b"Transfer-Encoding: chunked\r\n\r\n"
+        b"%x;ext=1\r\n%s\r\n"
+        % (len(EMPTY_OTLP) - 4, EMPTY_OTLP[:-4])
+        + b"4\r\n%s\r\n0\r\n\r\n" % EMPTY_OTLP[-4:]
+    )
+    last = b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    with connect(proc) as sock:
+        sock.sendall(request + request + last)  # pipelined: each head mid-stream
+        reply = read_to_close(sock)
+    assert statuses(reply) == [200, 200, 200], reply[:500]
+
+
+def test_a_chunked_body_past_the_limit_is_read_by_a_client_still_sending(
+    make_server: Any,
+) -> None:
     proc = make_server("--max-body-bytes", "65536")
     with connect(proc) as sock:
         sock.sendall(
             b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
             b"Authorization: Bearer " + proc.tokens.ingest.encode() + b"\r\n"
-            b"Transfer-Encoding: chunked\r\n\r\n%x\r\n" % (1 << 40)
+            b"Transfer-Encoding: chunked\r\n\r\n"
         )
 
-        def send_forever() -> None:  # a client that would send a terabyte if let
+        def send_forever() -> None:  # small chunks, each within the limit, without end
             try:
                 while True:
-                    sock.sendall(b"{" * 65536)
+                    sock.sendall(b"4000\r\n" + b"{" * 0x4000 + b"\r\n")
             except OSError:
                 return
 

@@ -241,7 +241,7 @@ class LimitsMiddleware:
             return  # lifespan is off; websockets are not served
         connection: _Connection | None = (scope.get("state") or {}).get(_CONNECTION)
         if connection is not None:
-            connection.request_started()
+            connection.request_started(scope)
         try:
             await self._serve(scope, receive, send, connection)
         finally:
@@ -389,11 +389,17 @@ class _Body:
         remaining = self._deadline - loop.time()
         if remaining <= 0:
             raise _body_timeout(self._limits.body_timeout)
+        connection = self._connection
+        if connection is not None and connection.too_large.done():
+            raise self._too_large()
         receiving = asyncio.ensure_future(self._receive())
         waiting: set[asyncio.Future[Any]] = {receiving}
-        if self._connection is not None:
-            waiting.add(self._connection.ended)
+        if connection is not None:
+            waiting.update((connection.ended, connection.too_large))
         await asyncio.wait(waiting, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
+        if connection is not None and connection.too_large.done():
+            receiving.cancel()
+            raise self._too_large()
         if not receiving.done():
             receiving.cancel()
             if self._connection is not None and self._connection.ended.done():
@@ -403,15 +409,18 @@ class _Body:
         if message["type"] == "http.disconnect":
             raise self._ended()
         self._size += len(message.get("body", b""))
-        limit = self._limits.max_body_bytes
-        if self._size > limit:
-            # A chunked body: how much more is coming is not known, so it is not waited for.
-            raise HTTPError(
-                413, f"the body is more than {limit} bytes", detail={"limit": limit}, close=True
-            )
+        if self._size > self._limits.max_body_bytes:
+            raise self._too_large()
         if not message.get("more_body", False):
             self._done = True
         return message
+
+    def _too_large(self) -> HTTPError:
+        # A chunked body: how much more is coming is not known, so it is not waited for.
+        limit = self._limits.max_body_bytes
+        return HTTPError(
+            413, f"the body is more than {limit} bytes", detail={"limit": limit}, close=True
+        )
 
     def _ended(self) -> HTTPError:
         announced = (
@@ -475,6 +484,10 @@ class _Connection(asyncio.Protocol):
     and uvicorn's ``limit_concurrency`` counts idle connections too and answers every request,
     probes included, 503 while they are open. The ASGI layer tells this object when a request
     starts and ends (through the scope's ``state``).
+
+    ASGI hands the application a chunked body's bytes, never the sizes its chunks announce, and
+    h11 keeps them private: so a chunked request's bytes are also read here for those sizes
+    (:class:`_ChunkSizes`), and a body announcing more than the limit is answered 413 at once.
     """
 
     def __init__(
@@ -489,11 +502,15 @@ class _Connection(asyncio.Protocol):
         self.eof = False
         self.over_cap = False
         self._lingering = False
+        # This request's bytes so far (its head first), until a chunked body is recognised.
+        self._recent: bytearray | None = bytearray()
+        self._chunks: _ChunkSizes | None = None
 
     def connection_made(self, transport: Any) -> None:
         self.transport = transport
         self._loop = asyncio.get_running_loop()
         self.ended: asyncio.Future[None] = self._loop.create_future()
+        self.too_large: asyncio.Future[None] = self._loop.create_future()
         self.over_cap = self._connections.opened(self)
         self.inner = self._make_inner({_CONNECTION: self})
         self.inner.connection_made(_LingeringTransport(transport, self))
@@ -506,6 +523,12 @@ class _Connection(asyncio.Protocol):
             self.sending = True
             if self._timer is None:
                 self._arm()  # the first byte of the next request on this connection
+            if self._recent is not None:
+                self._recent += data
+                if len(self._recent) > self._limits.max_head_bytes + _SKIP_LIMIT:
+                    self._recent = None
+        elif self._chunks is not None:
+            self._watch(data)
         self.inner.data_received(data)
 
     def eof_received(self) -> bool | None:
@@ -532,13 +555,32 @@ class _Connection(asyncio.Protocol):
     def resume_writing(self) -> None:
         self.inner.resume_writing()
 
-    def request_started(self) -> None:
+    def request_started(self, scope: Mapping[str, Any]) -> None:
         self.busy = True
         self.sending = False
         self._disarm()
+        recent, self._recent = self._recent, None
+        chunked = any(name == b"transfer-encoding" for name, _ in scope.get("headers") or ())
+        start = str(scope.get("method", "")).encode("ascii") + b" "
+        if chunked and recent is not None and recent.startswith(start):
+            # The bytes after the head are the body's first; a pipelined request whose head
+            # is not at the start of what arrived is left to the size count alone.
+            end = recent.find(b"\r\n\r\n")
+            if end >= 0:
+                self._chunks = _ChunkSizes(self._limits.max_body_bytes)
+                self._watch(recent[end + 4 :])
 
     def request_done(self) -> None:
         self.busy = False
+        self._recent = bytearray()
+        self._chunks = None
+
+    def _watch(self, data: bytes | bytearray) -> None:
+        chunks = self._chunks
+        if chunks is not None and chunks.feed(data):
+            self._chunks = None
+            if not self.too_large.done():
+                self.too_large.set_result(None)
 
     def close(self) -> None:
         self._disarm()
@@ -569,6 +611,53 @@ class _Connection(asyncio.Protocol):
         self._timer = None
         if not self.busy:
             self.transport.close()
+
+
+class _ChunkSizes:
+    """The sizes a chunked body's chunks announce, read off its bytes as they arrive (h11
+    parses and checks the framing; this only adds the sizes up)."""
+
+    _MAX_LINE = 1024
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.total = 0
+        self._line = bytearray()
+        self._skip = 0
+        self._done = False
+
+    def feed(self, data: bytes | bytearray) -> bool:
+        """True once the sizes announced so far add up to more than the limit."""
+        at, end = 0, len(data)
+        while at < end and not self._done:
+            if self._skip:
+                step = min(self._skip, end - at)
+                self._skip -= step
+                at += step
+                continue
+            newline = data.find(b"\n", at)
+            if newline < 0:
+                self._line += data[at:]
+                self._done = len(self._line) > self._MAX_LINE  # h11 refuses it
+                return False
+            self._line += data[at:newline]
+            at = newline + 1
+            text = bytes(self._line).split(b";", 1)[0].strip()
+            self._line.clear()
+            try:
+                size = int(text, 16)
+            except ValueError:
+                self._done = True  # not chunked framing: h11 answers it
+                return False
+            if size == 0:
+                self._done = True  # the last chunk: trailers follow
+                return False
+            self.total += size
+            if self.total > self.limit:
+                self._done = True
+                return True
+            self._skip = size + 2  # the chunk and its CRLF
+        return False
 
 
 class _LingeringTransport:
