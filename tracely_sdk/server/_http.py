@@ -5,7 +5,8 @@ Connection handling and HTTP/1.1 framing are uvicorn's and h11's: h11 is the str
 with 400 before the application sees them), and uvicorn skips the unread rest of a body
 before it reads the next request on a connection. Routing, requests and responses are
 Starlette's. What a public endpoint needs beyond that is added here, in one ASGI middleware
-(:class:`Limits` for the request) and one connection wrapper (:class:`_Connection`):
+(:class:`LimitsMiddleware`) and one connection wrapper (:class:`_Connection`) around uvicorn's
+h11 protocol:
 
 - a deadline for a request's head, counted from its first byte (or from the connection's
   opening), so that an idle or trickling client costs one connection for that long and never a
@@ -44,12 +45,16 @@ if TYPE_CHECKING:
     from starlette.responses import Response
 
 __all__ = [
+    "PROBES",
+    "Guarded",
     "HTTPError",
     "HTTPServer",
     "Limits",
+    "LimitsMiddleware",
     "body_of",
     "client_of",
     "error_body",
+    "has_body",
     "header",
     "json_response",
     "media_type",
@@ -151,14 +156,6 @@ def json_response(status: int, value: Any, headers: Mapping[str, str] | None = N
     return response(status, orjson.dumps(value), "application/json", headers)
 
 
-def error_response(error: HTTPError) -> Response:
-    return response(
-        error.status,
-        error_body(error.status, error.message, error.code, error.detail),
-        headers=error.headers,
-    )
-
-
 def header(request: Request, name: str) -> str:
     """A request header, stripped ("" when absent)."""
     return request.headers.get(name, "").strip()
@@ -194,6 +191,7 @@ def body_of(request: Request) -> bytes:
 
 
 def has_body(scope: Mapping[str, Any]) -> bool:
+    """Whether the request says it has a body (a chunked one, or a Content-Length above 0)."""
     for name, value in scope.get("headers") or ():
         if name == b"transfer-encoding" or (name == b"content-length" and value != b"0"):
             return True
@@ -204,7 +202,7 @@ def has_body(scope: Mapping[str, Any]) -> bool:
 
 
 class Guarded(Protocol):
-    """The application behind :class:`Limits`."""
+    """The application behind :class:`LimitsMiddleware`."""
 
     @property
     def draining(self) -> bool:
@@ -402,7 +400,7 @@ class _Body:
             raise self._too_large()
         if not receiving.done():
             receiving.cancel()
-            if self._connection is not None and self._connection.ended.done():
+            if connection is not None and connection.ended.done():
                 raise self._ended()
             raise _body_timeout(self._limits.body_timeout)
         message = receiving.result()
