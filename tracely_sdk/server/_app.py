@@ -423,7 +423,8 @@ class App:
         await self._router(scope, receive, send)
 
     def _guard(self, request: Request) -> None:
-        if not self.config.local_ui or request.url.path.startswith("/ui"):
+        path = request.scope["path"]
+        if not self.config.local_ui or path == "/ui" or path.startswith("/ui/"):
             return  # the pages check these themselves, and say so as a page
         if not is_local_host(header(request, "Host")):
             # No token guards `tracely ui`: a page elsewhere must not reach it by DNS rebinding.
@@ -448,7 +449,11 @@ class App:
                 pages.append(StarletteRoute(template.removeprefix("/ui"), endpoint))
             else:
                 top.append(StarletteRoute(template, endpoint))
-        return Router([*top, Mount("/ui", routes=pages)], default=self._not_found)
+        # Trailing slashes are dropped before routing (the same resource), so none redirects.
+        under_ui = Router(pages, redirect_slashes=False, default=self._not_found)
+        return Router(
+            [*top, Mount("/ui", app=under_ui)], redirect_slashes=False, default=self._not_found
+        )
 
     async def _not_found(self, scope: Any, receive: Any, send: Any) -> None:
         from starlette.requests import Request
@@ -533,7 +538,7 @@ class App:
 
     def error_response(self, request: Request, error: HTTPError) -> Response:
         """An error as the route answers errors: OTLP's Status on /v1/traces, else JSON."""
-        if request.url.path == "/v1/traces" and request.method == "POST":
+        if request.scope["path"] == "/v1/traces" and request.method == "POST":
             return _status_response(error, _otlp_encoding(request))
         return response(
             error.status,
@@ -1176,23 +1181,6 @@ def _params(request: Request) -> dict[str, str]:
     }
 
 
-class _Deferred:
-    """The application, once built (the port is bound first, so that its errors come first)."""
-
-    def __init__(self, ref: list[App]) -> None:
-        self._ref = ref
-
-    @property
-    def draining(self) -> bool:
-        return self._ref[0].draining
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        await self._ref[0](scope, receive, send)
-
-    def error_response(self, request: Request, error: HTTPError) -> Response:
-        return self._ref[0].error_response(request, error)
-
-
 def _grpc_receiver(
     config: ServerConfig, pipeline: IngestPipeline, tokens: TokenSet, limiter: RateLimiter
 ) -> GRPCReceiver | None:
@@ -1254,11 +1242,10 @@ def create_server(
     httpd: HTTPServer | None = None
     grpc: GRPCReceiver | None = None
     try:
-        app_ref: list[App] = []
         try:
             httpd = HTTPServer(
                 (config.host, config.port),
-                _Deferred(app_ref),
+                None,  # the application, once built: the port is bound first, its errors first
                 Limits(
                     max_body_bytes=config.max_body_bytes,
                     max_connections=config.max_connections,
@@ -1298,7 +1285,7 @@ def create_server(
         except JournalError as exc:
             raise ConfigError(f"the ingest journal cannot be used: {exc}") from exc
         app = App(config, store, pipeline, tokens, limiter)
-        app_ref.append(app)
+        httpd.app = app
         return TracelyServer(config, store, pipeline, app, httpd, owns_store=owns_store, grpc=grpc)
     except BaseException:
         if grpc is not None:

@@ -255,14 +255,13 @@ class LimitsMiddleware:
         except HTTPError as exc:
             await self._refuse(scope, exc, body, send)
             return
-        draining = self.app.draining
         status = 0
 
         async def sending(message: Any) -> None:
             nonlocal status
             if message["type"] == "http.response.start":
                 status = message["status"]
-                if draining or body.unread_may_be_long():
+                if self.app.draining or body.unread_may_be_long():
                     message = {**message, "headers": [*message["headers"], _CLOSE]}
             await send(message)
 
@@ -589,11 +588,11 @@ class _Connection(asyncio.Protocol):
         closes too or after a short while, so that a client still sending reads the answer."""
         if self._lingering or self.transport.is_closing():
             return
-        self._lingering = True
         self._disarm()
-        if self.eof or not self.transport.can_write_eof():
-            self.transport.close()
+        if self.eof or not (self.busy or self.sending) or not self.transport.can_write_eof():
+            self.transport.close()  # the client is not sending: nothing to wait for
             return
+        self._lingering = True
         self.transport.write_eof()
         self._loop.call_later(_LINGER_SECONDS, self.transport.close)
 
@@ -719,7 +718,7 @@ class HTTPServer:
     def __init__(
         self,
         address: tuple[str, int],
-        app: Guarded,
+        app: Guarded | None,
         limits: Limits,
         *,
         trusted_proxies: tuple[str, ...] = (),
@@ -749,6 +748,9 @@ class HTTPServer:
 
     def serve_forever(self) -> None:
         import uvicorn
+
+        if self.app is None:
+            raise RuntimeError("HTTPServer.app must be set before serving")
 
         config = uvicorn.Config(
             LimitsMiddleware(self.app, self.limits),
