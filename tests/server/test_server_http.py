@@ -268,6 +268,20 @@ def read_answer(sock: socket.socket) -> bytes:
     return head + b"\r\n\r\n" + body
 
 
+def test_a_client_that_stops_sending_after_a_whole_request_reads_its_answer(
+    server: ServerProcess,
+) -> None:
+    with connect(server) as sock:
+        sock.sendall(
+            b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Authorization: Bearer " + server.tokens.ingest.encode() + b"\r\n"
+            b"Content-Length: %d\r\n\r\n" % len(EMPTY_OTLP) + EMPTY_OTLP
+        )
+        sock.shutdown(socket.SHUT_WR)
+        reply = read_answer(sock)
+    assert statuses(reply) == [200], reply[:300]
+
+
 def test_a_chunk_announcing_a_terabyte_is_answered_413_at_once(make_server: Any) -> None:
     proc = make_server("--max-body-bytes", "65536", env={"TRACELY_SERVER_BODY_TIMEOUT": "30"})
     with connect(proc, timeout=5) as sock:
