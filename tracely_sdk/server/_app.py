@@ -385,7 +385,7 @@ def _export_response(encoding: str, rejected: int, message: str) -> Response:
 
 
 class App:
-    """Routes a :class:`Request` to its handler: authentication, limits, errors."""
+    """The ASGI application: the checks every route shares, the router, authentication, errors."""
 
     def __init__(
         self,

@@ -680,8 +680,9 @@ def _protocol_factory(limits: Limits) -> Callable[..., _Connection]:
     from uvicorn.protocols.http.h11_impl import H11Protocol
 
     class _H11Protocol(H11Protocol):
-        # The one method no option reaches: h11 refused the request's line, head or framing.
-        # Answered in the JSON envelope every other error uses (uvicorn's is plain text).
+        # The one piece of uvicorn's protocol still replaced: h11 refused the request's line,
+        # head or framing, which no option and no ASGI application ever sees. Answered in the
+        # JSON envelope every other error uses (uvicorn's own answer is plain text).
         def send_400_response(self, msg: str) -> None:
             body = error_body(
                 400, "the request is not valid HTTP/1.1 (its request line, head or framing)"
