@@ -59,7 +59,6 @@ __all__ = ["COOKIE", "PREFIX", "UI_ROUTES", "csrf_value", "is_local_host", "is_s
 PREFIX = "/ui"
 COOKIE = "tracely_token"
 _FORM_LIMIT = 16 * 1024
-_HTML = "text/html; charset=utf-8"
 CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
     "form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
