@@ -217,3 +217,16 @@ def test_health_and_openapi_need_no_token(server: ServerProcess) -> None:
     assert server.get("/healthz", token=None).json() == {"status": "ok"}
     doc = server.get("/openapi.json", token=None).json()
     assert doc["openapi"] == "3.1.0"
+
+
+@pytest.mark.parametrize("path", ["/nope", "/ui/nope", "/api/cases/x/nope"])
+def test_an_unknown_path_is_the_apis_404(server: ServerProcess, path: str) -> None:
+    answer = server.get(path, token="read")
+    assert answer.status == 404 and answer.error["code"] == "not_found", answer
+    assert path in answer.error["message"]
+
+
+def test_a_wrong_method_is_405_naming_every_method_of_the_path(server: ServerProcess) -> None:
+    answer = server.request("DELETE", "/api/cases", token="write")
+    assert answer.status == 405 and answer.headers["allow"] == "GET, POST", answer
+    assert answer.error["code"] == "method_not_allowed"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import socket
-import time
 import urllib.parse
 import zlib
 from typing import Any
@@ -343,21 +342,26 @@ def test_arbitrary_bodies_never_get_a_5xx(
     assert 400 <= answer.status < 500, answer
 
 
-def test_connections_are_capped(make_server: Any) -> None:
+def test_connections_are_capped_and_the_probes_still_answer(make_server: Any) -> None:
     proc = make_server(env={"TRACELY_SERVER_MAX_CONNECTIONS": "2"})
     host, port = proc.url.removeprefix("http://").rsplit(":", 1)
     held = [socket.create_connection((host, int(port)), timeout=5) for _ in range(2)]
     try:
-        # Once the server has taken both held connections, a third is refused; until then
-        # (a loaded machine may take a moment to accept them) it may still be served.
-        deadline = time.monotonic() + 10
-        while True:
-            reply = raw(proc, b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
-            if reply.startswith(b"HTTP/1.1 503") or time.monotonic() > deadline:
-                break
-            time.sleep(0.05)
+        for sock in held:  # two requests in flight, their bodies still arriving
+            sock.sendall(
+                b"POST /api/cases HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                b"Authorization: Bearer " + proc.tokens.write.encode() + b"\r\n"
+                b"Expect: 100-continue\r\nContent-Length: 1000\r\n\r\n"
+            )
+            # The server asks for the body once it is handling the request.
+            assert sock.recv(100).startswith(b"HTTP/1.1 100 ")
+            sock.sendall(b"{")
+        request = b"GET /api/traces HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n\r\n"
+        reply = raw(proc, request % proc.tokens.read.encode())
         assert reply.startswith(b"HTTP/1.1 503"), reply[:80]
-        assert b"Retry-After: 1" in reply
+        assert b"retry-after: 1" in reply.lower()
+        # The probes are answered all the same.
+        assert raw(proc, b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n").startswith(b"HTTP/1.1 200")
     finally:
         for sock in held:
             sock.close()

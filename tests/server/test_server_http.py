@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 import socket
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -219,3 +220,139 @@ def test_the_listening_socket_says_tcp_so_answers_are_not_held_back_by_nagle() -
         assert server.socket.proto == socket.IPPROTO_TCP
     finally:
         server.socket.close()
+
+
+def test_idle_connections_past_the_cap_never_starve_the_probes(make_server: Any) -> None:
+    proc = make_server(
+        env={"TRACELY_SERVER_MAX_CONNECTIONS": "4", "TRACELY_SERVER_HEADER_TIMEOUT": "30"}
+    )
+    idle = [connect(proc) for _ in range(5)]
+    for connection in idle:
+        connection.__enter__()
+    try:
+        # The cap is full of connections that never send a byte, long before their deadline:
+        # the probes are still answered, on a new connection, at once.
+        assert proc.get("/healthz", token=None).status == 200
+        assert proc.get("/readyz", token=None).status == 200
+    finally:
+        for connection in idle:
+            connection.__exit__(None, None, None)
+
+
+def test_a_body_shorter_than_its_content_length_is_answered_400(make_server: Any) -> None:
+    proc = make_server(env={"TRACELY_SERVER_BODY_TIMEOUT": "0.5"})
+    with connect(proc) as sock:
+        sock.sendall(
+            b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Authorization: Bearer " + proc.tokens.ingest.encode() + b"\r\n"
+            b"Content-Length: 1000\r\n\r\n" + EMPTY_OTLP
+        )
+        sock.shutdown(socket.SHUT_WR)  # the client stops sending, 980 bytes short
+        reply = read_to_close(sock)
+    assert statuses(reply) == [400], reply[:300]
+    assert b"Content-Length" in reply and b"connection: close" in reply.lower()
+
+
+def read_answer(sock: socket.socket) -> bytes:
+    """One response: its head and the body its Content-Length says."""
+    out = b""
+    while b"\r\n\r\n" not in out:
+        piece = sock.recv(65536)
+        if not piece:
+            return out
+        out += piece
+    head, _, body = out.partition(b"\r\n\r\n")
+    length = int(re.search(rb"(?i)content-length: (\d+)", head).group(1))  # type: ignore[union-attr]
+    while len(body) < length:
+        body += sock.recv(65536)
+    return head + b"\r\n\r\n" + body
+
+
+def test_a_client_that_stops_sending_after_a_whole_request_reads_its_answer(
+    server: ServerProcess,
+) -> None:
+    with connect(server) as sock:
+        sock.sendall(
+            b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Authorization: Bearer " + server.tokens.ingest.encode() + b"\r\n"
+            b"Content-Length: %d\r\n\r\n" % len(EMPTY_OTLP) + EMPTY_OTLP
+        )
+        sock.shutdown(socket.SHUT_WR)
+        reply = read_answer(sock)
+    assert statuses(reply) == [200], reply[:300]
+
+
+def test_a_chunk_announcing_a_terabyte_is_answered_413_at_once(make_server: Any) -> None:
+    proc = make_server("--max-body-bytes", "65536", env={"TRACELY_SERVER_BODY_TIMEOUT": "30"})
+    with connect(proc, timeout=5) as sock:
+        # The chunk's size line says a terabyte; a few bytes of it follow, then nothing.
+        sock.sendall(
+            b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Authorization: Bearer " + proc.tokens.ingest.encode() + b"\r\n"
+            b"Transfer-Encoding: chunked\r\n\r\n%x\r\n" % (1 << 40) + b"{" * 1024
+        )
+        reply = read_answer(sock)
+    assert statuses(reply) == [413], reply[:300]
+    assert b"connection: close" in reply.lower()
+
+
+def test_chunked_bodies_within_the_limit_are_served_one_after_another(make_server: Any) -> None:
+    proc = make_server("--max-body-bytes", "65536")
+    request = (
+        b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        b"Authorization: Bearer " + proc.tokens.ingest.encode() + b"\r\n"
+        b"Transfer-Encoding: chunked\r\n\r\n"
+        b"%x;ext=1\r\n%s\r\n"
+        % (len(EMPTY_OTLP) - 4, EMPTY_OTLP[:-4])
+        + b"4\r\n%s\r\n0\r\n\r\n" % EMPTY_OTLP[-4:]
+    )
+    last = b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    with connect(proc) as sock:
+        sock.sendall(request + request + last)  # pipelined: each head mid-stream
+        reply = read_to_close(sock)
+    assert statuses(reply) == [200, 200, 200], reply[:500]
+
+
+def test_a_chunked_body_past_the_limit_is_read_by_a_client_still_sending(
+    make_server: Any,
+) -> None:
+    proc = make_server("--max-body-bytes", "65536")
+    with connect(proc) as sock:
+        sock.sendall(
+            b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Authorization: Bearer " + proc.tokens.ingest.encode() + b"\r\n"
+            b"Transfer-Encoding: chunked\r\n\r\n"
+        )
+
+        def send_forever() -> None:  # small chunks, each within the limit, without end
+            try:
+                while True:
+                    sock.sendall(b"4000\r\n" + b"{" * 0x4000 + b"\r\n")
+            except OSError:
+                return
+
+        sender = threading.Thread(target=send_forever, daemon=True)
+        sender.start()
+        reply = read_answer(sock)
+    sender.join(10)
+    assert statuses(reply) == [413], reply[:300]
+    assert b"connection: close" in reply.lower()
+
+
+@pytest.mark.parametrize(("target", "scope"), [("/v1/traces", "ingest"), ("/api/cases", "write")])
+@pytest.mark.parametrize("length", [65537, 10**12])
+def test_a_content_length_over_the_limit_is_answered_413_before_any_body_byte(
+    make_server: Any, target: str, scope: str, length: int
+) -> None:
+    proc = make_server("--max-body-bytes", "65536", env={"TRACELY_SERVER_BODY_TIMEOUT": "30"})
+    with connect(proc, timeout=5) as sock:
+        # Not one body byte is sent: the answer cannot wait for the body (nor its deadline).
+        sock.sendall(
+            b"POST " + target.encode() + b" HTTP/1.1\r\nHost: x\r\n"
+            b"Content-Type: application/json\r\nAuthorization: Bearer "
+            + getattr(proc.tokens, scope).encode()
+            + b"\r\nContent-Length: %d\r\n\r\n" % length
+        )
+        reply = read_answer(sock)
+    assert statuses(reply) == [413], reply[:300]
+    assert b"65536" in reply

@@ -2,7 +2,9 @@
 
 Every route is one row of :data:`ROUTES` (method, path template, scope, handler); the OpenAPI
 document in :mod:`tracely_sdk.server._openapi` describes exactly these, and a test holds the
-two together. Input is validated at the edge — ids, sizes, JSON depth and shape, unknown
+two together. The rows become a Starlette ``Router``: one ``Route`` per path, whose endpoint
+checks the method and the token before the body is read, reads it, and runs the handler in a
+worker thread (the store is blocking) within the server's request slots. Input is validated at the edge — ids, sizes, JSON depth and shape, unknown
 fields — and every failure is a 4xx with a message saying what to change.
 
 ``/v1/traces`` answers as OTLP/HTTP specifies: 200 with an ``ExportTraceServiceResponse`` (a
@@ -12,6 +14,7 @@ request's encoding (protobuf or JSON), 429/503 with ``Retry-After`` for back-pre
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import logging
 import math
@@ -43,14 +46,20 @@ from tracely_sdk.server._auth import (
 )
 from tracely_sdk.server._config import ServerConfig
 from tracely_sdk.server._http import (
-    Admitted,
+    PROBES,
     HTTPError,
     HTTPServer,
     Limits,
-    Request,
-    Response,
+    body_of,
+    client_of,
     error_body,
+    has_body,
+    header,
     json_response,
+    media_type,
+    raw_path,
+    read_body,
+    response,
 )
 from tracely_sdk.server._ingest import (
     KIND_JSON,
@@ -80,6 +89,9 @@ from tracely_sdk.store._base import Promotion, StatedRun
 from tracely_sdk.store._model import RUN_FIELDS, RUN_ID_PATTERN, normalise_tags, now_ns
 
 if TYPE_CHECKING:
+    from starlette.requests import Request
+    from starlette.responses import Response
+
     from tracely_sdk.server._grpc import GRPCReceiver
 
 __all__ = ["ROUTES", "App", "Route", "TracelyServer", "create_server"]
@@ -90,6 +102,8 @@ TRACE_ID_RE: Final = re.compile(r"^[0-9a-fA-F]{32}$")
 RUN_ID_RE: Final = re.compile(RUN_ID_PATTERN)
 MAX_JSON_DEPTH: Final = 128
 MAX_PAGE: Final = 1000
+# How long a request whose body has arrived may wait for a slot before it is answered 503.
+_SLOT_WAIT: Final = 5.0
 _PROTOBUF_TYPES: Final = frozenset({"application/x-protobuf", "application/protobuf"})
 _RPC_CODES: Final = {400: 3, 401: 16, 403: 7, 404: 5, 413: 3, 415: 3, 429: 8, 500: 13, 503: 14}
 _BAD_REQUEST_TYPE: Final = "type.googleapis.com/google.rpc.BadRequest"
@@ -132,7 +146,7 @@ _VERSION_FIELDS: Final = frozenset(
 # routes
 
 
-Handler = Callable[["App", Request, dict[str, str]], Response]
+Handler = Callable[["App", "Request", dict[str, str]], "Response"]
 
 
 @dataclass(frozen=True)
@@ -144,22 +158,6 @@ class Route:
     scope: str | None  # None: no token needed
     handler: Handler
     otlp: bool = False
-
-    @property
-    def parts(self) -> tuple[str, ...]:
-        return tuple(self.template.split("/")[1:])
-
-    def match(self, segments: Sequence[str]) -> dict[str, str] | None:
-        parts = self.parts
-        if len(parts) != len(segments):
-            return None
-        params: dict[str, str] = {}
-        for part, segment in zip(parts, segments, strict=True):
-            if part.startswith("{"):
-                params[part[1:-1]] = segment
-            elif part != segment:
-                return None
-        return params
 
 
 # --------------------------------------------------------------------------------------------
@@ -276,7 +274,8 @@ def _tags(value: Any) -> list[str]:
 def _query(
     request: Request, allowed: frozenset[str], *, keys: Sequence[str] = ()
 ) -> dict[str, str]:
-    unknown = set(request.query) - allowed
+    query = request.query_params
+    unknown = set(query) - allowed
     if unknown:
         raise HTTPError(
             400,
@@ -285,7 +284,8 @@ def _query(
             detail={"unknown_fields": sorted(unknown)},
         )
     out: dict[str, str] = {}
-    for key, values in request.query.items():
+    for key in query:
+        values = query.getlist(key)
         if len(values) != 1:
             raise HTTPError(400, f"query parameter {key!r} is given {len(values)} times")
         out[key] = values[0]
@@ -313,7 +313,7 @@ def _retry_after(seconds: float) -> dict[str, str]:
 
 
 def _otlp_encoding(request: Request) -> str | None:
-    media = request.media_type()
+    media = media_type(request)
     if media in _PROTOBUF_TYPES:
         return "proto"
     if media == "application/json":
@@ -357,7 +357,7 @@ def _status_response(error: HTTPError, encoding: str | None) -> Response:
             ]
         body = orjson.dumps(doc)
         content_type = "application/json"
-    return Response(error.status, body, content_type, headers=error.headers, close=error.close)
+    return response(error.status, body, content_type, error.headers)
 
 
 def _export_response(encoding: str, rejected: int, message: str) -> Response:
@@ -367,17 +367,17 @@ def _export_response(encoding: str, rejected: int, message: str) -> Response:
             ExportTraceServiceResponse,
         )
 
-        response = ExportTraceServiceResponse()
+        answer = ExportTraceServiceResponse()
         if rejected or message:
-            response.partial_success.CopyFrom(
+            answer.partial_success.CopyFrom(
                 ExportTracePartialSuccess(rejected_spans=rejected, error_message=message)
             )
-        return Response(200, response.SerializeToString(), "application/x-protobuf")
+        return response(200, answer.SerializeToString(), "application/x-protobuf")
     doc: dict[str, Any] = {}
     if rejected or message:
         # int64 fields are decimal strings in the JSON mapping
         doc["partialSuccess"] = {"rejectedSpans": str(rejected), "errorMessage": message}
-    return Response(200, orjson.dumps(doc), "application/json")
+    return response(200, orjson.dumps(doc), "application/json")
 
 
 # --------------------------------------------------------------------------------------------
@@ -385,7 +385,7 @@ def _export_response(encoding: str, rejected: int, message: str) -> Response:
 
 
 class App:
-    """Routes a :class:`Request` to its handler: authentication, limits, errors."""
+    """The ASGI application: the checks every route shares, the router, authentication, errors."""
 
     def __init__(
         self,
@@ -403,75 +403,158 @@ class App:
         self.sign_ins = SignInThrottle(config.sign_in_failures)
         self.draining = False
         self._openapi: bytes | None = None
+        self._slots: asyncio.Semaphore | None = None
+        self._router = self._build_router()
 
-    def admit(self, request: Request) -> Admitted | Response:
-        """Route the request and check what can be checked before its body is read: the
-        method, shutdown and the token. Runs in the event loop, so it never blocks."""
-        if (
-            self.config.local_ui
-            and not is_local_host(request.header("Host"))
-            and request.segments[0] != "ui"  # the pages say so themselves, as a page
-        ):
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        """The ASGI application: the checks every route shares, then the router."""
+        from starlette.requests import Request
+
+        # Routed on the path as sent, each parameter decoded once matched (``_params``): an
+        # encoded slash stays inside its parameter, where the validators refuse it by name.
+        raw = scope.get("raw_path")
+        if raw:
+            scope = {**scope, "path": raw.decode("latin-1")}
+        try:
+            self._guard(Request(scope))
+        except HTTPError as exc:
+            await self.error_response(Request(scope), exc)(scope, receive, send)
+            return
+        await self._router(scope, receive, send)
+
+    def _guard(self, request: Request) -> None:
+        path = request.scope["path"]
+        if not self.config.local_ui or path == "/ui" or path.startswith("/ui/"):
+            return  # the pages check these themselves, and say so as a page
+        if not is_local_host(header(request, "Host")):
             # No token guards `tracely ui`: a page elsewhere must not reach it by DNS rebinding.
             raise HTTPError(400, "this server answers for 127.0.0.1 only")
-        if (
-            self.config.local_ui
-            and request.method not in ("GET", "HEAD", "OPTIONS")
-            and request.segments[0] != "ui"  # the pages' forms check it and say so as a page
-            and not is_same_origin(request)
-        ):
+        if request.method not in ("GET", "HEAD", "OPTIONS") and not is_same_origin(request):
             # No token guards `tracely ui` either against a page of another site that posts
             # to 127.0.0.1 (a form or a fetch needs no DNS trick for that).
             raise HTTPError(403, "a request from another site was refused")
-        allowed: list[str] = []
+
+    def _build_router(self) -> Any:
+        from starlette.routing import Mount, Router
+        from starlette.routing import Route as StarletteRoute
+
+        by_path: dict[str, dict[str, Route]] = {}
         for route in ROUTES + PAGES:
-            params = route.match(request.segments)
-            if params is None:
-                continue
-            if route.method != request.method:
-                allowed.append(route.method)
-                continue
+            by_path.setdefault(route.template, {})[route.method] = route
+        top: list[Any] = []
+        pages: list[Any] = []
+        for template, methods in by_path.items():
+            endpoint = _Endpoint(self, template, methods)
+            if template.startswith("/ui/"):
+                pages.append(StarletteRoute(template.removeprefix("/ui"), endpoint))
+            else:
+                top.append(StarletteRoute(template, endpoint))
+        # Trailing slashes are dropped before routing (the same resource), so none redirects.
+        under_ui = Router(pages, redirect_slashes=False, default=self._not_found)
+        return Router(
+            [*top, Mount("/ui", app=under_ui)], redirect_slashes=False, default=self._not_found
+        )
+
+    async def _not_found(self, scope: Any, receive: Any, send: Any) -> None:
+        from starlette.requests import Request
+
+        request = Request(scope)
+        error = HTTPError(404, f"no such resource: {raw_path(request)[:200]}")
+        await self.error_response(request, error)(scope, receive, send)
+
+    async def _endpoint(
+        self, template: str, methods: Mapping[str, Route], request: Request
+    ) -> Response:
+        """One path: the method, shutdown and the token are checked before the body is read
+        (in the event loop: nothing here blocks), then the handler runs in a worker thread."""
+        route = methods.get(request.method)
+        try:
+            if route is None:
+                allowed = ", ".join(methods)
+                raise HTTPError(
+                    405,
+                    f"{request.method} is not allowed on {raw_path(request)}; use {allowed}",
+                    code="method_not_allowed",
+                    headers={"Allow": allowed},
+                )
             if route.otlp:
                 # OTLP answers in its own terms (a google.rpc.Status), errors included.
                 refusal = self.admit_export(request)
                 if refusal is not None:
                     return refusal
             else:
-                if self.draining and route.template not in ("/healthz", "/readyz"):
+                if self.draining and template not in PROBES:
                     raise HTTPError(
                         503, "the server is shutting down", headers=_retry_after(1), close=True
                     )
                 if route.scope is not None:
                     self._authorize(request, route.scope)
-            return Admitted(functools.partial(_call_route, self, route.handler, params))
-        if allowed:
-            raise HTTPError(
-                405,
-                f"{request.method} is not allowed on {request.path}; use {', '.join(allowed)}",
-                code="method_not_allowed",
-                headers={"Allow": ", ".join(allowed)},
-            )
-        raise HTTPError(404, f"no such resource: {request.path[:200]}")
+            if has_body(request.scope):
+                await read_body(request)
+            if template in PROBES:
+                # The probes answer from memory: no request slot, so that busy handlers never
+                # make a healthy server look dead.
+                return await self._run(route, request)
+            slots = self._request_slots()
+            try:
+                await asyncio.wait_for(slots.acquire(), _SLOT_WAIT)
+            except asyncio.TimeoutError:
+                raise HTTPError(
+                    503,
+                    "the server is handling as many requests as it may; retry later",
+                    headers={"Retry-After": "1"},
+                ) from None
+            try:
+                return await self._run(route, request)
+            finally:
+                slots.release()
+        except HTTPError as exc:
+            return self.error_response(request, exc)
+
+    def _request_slots(self) -> asyncio.Semaphore:
+        if self._slots is None:
+            import anyio.to_thread
+
+            self._slots = asyncio.Semaphore(self.config.max_concurrent_requests)
+            threads = anyio.to_thread.current_default_thread_limiter()
+            wanted = self.config.max_concurrent_requests + len(PROBES)
+            threads.total_tokens = max(threads.total_tokens, wanted)
+        return self._slots
+
+    async def _run(self, route: Route, request: Request) -> Response:
+        import anyio.to_thread
+
+        return await anyio.to_thread.run_sync(self._handle, route, request)
+
+    def _handle(self, route: Route, request: Request) -> Response:
+        try:
+            return route.handler(self, request, _params(request))
+        except HTTPError as exc:
+            return self.error_response(request, exc)
+        except Exception:  # the last line of defence: answer, log, keep serving
+            logger.exception("unhandled error answering %s %s", request.method, route.template)
+            internal = HTTPError(500, "internal server error", close=True)
+            return response(500, error_body(500, internal.message), headers=internal.headers)
 
     def error_response(self, request: Request, error: HTTPError) -> Response:
         """An error as the route answers errors: OTLP's Status on /v1/traces, else JSON."""
-        if request.segments == ("v1", "traces") and request.method == "POST":
+        if request.scope["path"] == "/v1/traces" and request.method == "POST":
             return _status_response(error, _otlp_encoding(request))
-        return Response(
+        return response(
             error.status,
             error_body(error.status, error.message, error.code, error.detail),
             headers=error.headers,
-            close=error.close,
         )
 
     def _authorize(self, request: Request, scope: str) -> None:
-        principal = self.tokens.authenticate(request.header("Authorization"), request.client)
+        client = client_of(request)
+        principal = self.tokens.authenticate(header(request, "Authorization"), client)
         if principal is None:
             # Failed attempts are rate-limited per client, so tokens cannot be guessed quickly.
-            wait = self.limiter.acquire(f"client:{request.client}")
+            wait = self.limiter.acquire(f"client:{client}")
             if wait:
                 raise HTTPError(429, "too many requests", headers=_retry_after(wait))
-            has_header = bool(request.header("Authorization"))
+            has_header = bool(header(request, "Authorization"))
             raise HTTPError(
                 401,
                 "the bearer token is not valid"
@@ -521,13 +604,13 @@ class App:
     def _body(self, request: Request) -> tuple[bytes, bytes]:
         """The body as received and decompressed (413 past the limit, either way)."""
         limit = self.config.max_body_bytes
-        encoding = request.header("Content-Encoding").lower()
+        encoding = header(request, "Content-Encoding").lower()
         if encoding not in ("", "identity", "gzip"):
             raise HTTPError(
                 415,
                 f"Content-Encoding {encoding[:40]!r} is not supported; send gzip or no encoding",
             )
-        body = request.body(limit)
+        body = body_of(request)
         if encoding != "gzip":
             return body, body
         try:
@@ -542,7 +625,7 @@ class App:
             raise HTTPError(400, exc.problem, field="body") from None
 
     def json_body(self, request: Request) -> Any:
-        media = request.media_type()
+        media = media_type(request)
         if media != "application/json":
             raise HTTPError(
                 415,
@@ -572,7 +655,7 @@ class App:
                 raise HTTPError(
                     415,
                     f"OTLP/HTTP bodies are application/x-protobuf or application/json, not "
-                    f"{request.media_type() or 'untyped'}",
+                    f"{media_type(request) or 'untyped'}",
                 )
         except HTTPError as exc:
             return _status_response(exc, encoding)
@@ -588,7 +671,7 @@ class App:
 
     def _ingest(self, request: Request, encoding: str) -> Response:
         raw, data = self._body(request)
-        compressed = request.header("Content-Encoding").lower() == "gzip"
+        compressed = header(request, "Content-Encoding").lower() == "gzip"
         try:
             records, rejected, errors = decode_export_request(data, encoding)
         except OTLPDecodeError as exc:
@@ -658,7 +741,7 @@ def _readyz(app: App, request: Request, params: dict[str, str]) -> Response:
 
 
 def _openapi(app: App, request: Request, params: dict[str, str]) -> Response:
-    return Response(200, app.openapi())
+    return response(200, app.openapi())
 
 
 def _summary(recording: Recording) -> dict[str, Any]:
@@ -900,7 +983,7 @@ def _delete_case(app: App, request: Request, params: dict[str, str]) -> Response
     _query(request, frozenset())
     case_id = _case_id(params["case_id"])
     app._call(lambda: app.store.delete_case(case_id))
-    return Response(204, b"", content_type=None)
+    return response(204, b"", None)
 
 
 def _run_id(value: str) -> str:
@@ -958,10 +1041,6 @@ def _get_run(app: App, request: Request, params: dict[str, str]) -> Response:
     _query(request, frozenset())
     run_id = _run_id(params["run_id"])
     return json_response(200, app._call(lambda: app.store.get_run(run_id)).to_dict())
-
-
-def _call_route(app: App, handler: Handler, params: dict[str, str], request: Request) -> Response:
-    return handler(app, request, params)
 
 
 def _export(app: App, request: Request, params: dict[str, str]) -> Response:
@@ -1075,21 +1154,31 @@ class TracelyServer:
         self.shutdown()
 
 
-class _Deferred:
-    """The application, once built (the port is bound first, so that its errors come first)."""
+class _Endpoint:
+    """The ASGI endpoint of one path (every method reaches it: a wrong one is answered 405 in
+    the API's terms, with every method the path allows)."""
 
-    def __init__(self, ref: list[App]) -> None:
-        self._ref = ref
+    def __init__(self, app: App, template: str, methods: Mapping[str, Route]) -> None:
+        self.app = app
+        self.template = template
+        self.methods = methods
 
-    @property
-    def draining(self) -> bool:
-        return self._ref[0].draining
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        from starlette.requests import Request
 
-    def admit(self, request: Request) -> Admitted | Response:
-        return self._ref[0].admit(request)
+        request = Request(scope, receive)
+        answer = await self.app._endpoint(self.template, self.methods, request)
+        await answer(scope, receive, send)
 
-    def error_response(self, request: Request, error: HTTPError) -> Response:
-        return self._ref[0].error_response(request, error)
+
+def _params(request: Request) -> dict[str, str]:
+    """The path's parameters, percent-decoded (the path was routed as sent)."""
+    import urllib.parse
+
+    return {
+        name: urllib.parse.unquote(str(value), errors="strict")
+        for name, value in request.path_params.items()
+    }
 
 
 def _grpc_receiver(
@@ -1153,15 +1242,13 @@ def create_server(
     httpd: HTTPServer | None = None
     grpc: GRPCReceiver | None = None
     try:
-        app_ref: list[App] = []
         try:
             httpd = HTTPServer(
                 (config.host, config.port),
-                _Deferred(app_ref),
+                None,  # the application, once built: the port is bound first, its errors first
                 Limits(
                     max_body_bytes=config.max_body_bytes,
                     max_connections=config.max_connections,
-                    max_concurrent=config.max_concurrent_requests,
                     head_timeout=config.header_timeout,
                     body_timeout=config.body_timeout,
                     keep_alive_timeout=config.keep_alive_timeout,
@@ -1198,7 +1285,7 @@ def create_server(
         except JournalError as exc:
             raise ConfigError(f"the ingest journal cannot be used: {exc}") from exc
         app = App(config, store, pipeline, tokens, limiter)
-        app_ref.append(app)
+        httpd.app = app
         return TracelyServer(config, store, pipeline, app, httpd, owns_store=owns_store, grpc=grpc)
     except BaseException:
         if grpc is not None:

@@ -215,8 +215,9 @@ SERVER_SETTINGS: dict[str, Setting] = {
             ("TRACELY_SERVER_MAX_CONNECTIONS",),
             256,
             _positive,
-            "Open client connections; further ones are answered 503 and closed (an idle one "
-            "is closed after the header or keep-alive timeout).",
+            "Open client connections. At the cap the oldest idle one is closed to make room; "
+            "when every one has a request in flight, a further one is answered 503 and closed "
+            "(/healthz and /readyz are answered all the same).",
         ),
         Setting(
             "grpc_max_connections",
@@ -253,8 +254,9 @@ SERVER_SETTINGS: dict[str, Setting] = {
             ("TRACELY_SERVER_BODY_TIMEOUT",),
             60.0,
             _timeout,
-            "How long a request's body may take to arrive; then it is answered 408 and the "
-            "connection closed. The body is read before the request takes a slot.",
+            "How long a request's body may take to arrive; then it is answered 408 (400 when "
+            "the client has stopped sending) and the connection closed. The body is read "
+            "before the request takes a slot.",
         ),
         Setting(
             "keep_alive_timeout",

@@ -3,23 +3,28 @@
 Connection handling and HTTP/1.1 framing are uvicorn's and h11's: h11 is the strict parser
 (conflicting ``Content-Length`` headers, malformed chunking and oversized heads are refused
 with 400 before the application sees them), and uvicorn skips the unread rest of a body
-before it reads the next request on a connection. What a public endpoint needs beyond that is
-added here:
+before it reads the next request on a connection. Routing, requests and responses are
+Starlette's. What a public endpoint needs beyond that is added here, in one ASGI middleware
+(:class:`LimitsMiddleware`) and one connection wrapper (:class:`_Connection`) around uvicorn's
+h11 protocol:
 
 - a deadline for a request's head, counted from its first byte (or from the connection's
   opening), so that an idle or trickling client costs one connection for that long and never a
   request slot; a deadline for its body, read in the event loop before a slot is taken;
-- a cap on open connections (further ones are answered 503 and closed);
+- a cap on open connections: at the cap an idle connection gives way to a new one, and when
+  every one has a request in flight the new one is answered 503, the probes excepted;
 - ``Transfer-Encoding`` together with ``Content-Length`` is refused (RFC 9112 §6.1);
-- a body over the limit is read to its end and dropped, then answered 413 on a connection that
-  stays usable, so a client still sending reads the answer instead of a reset; one far over it
-  is answered 413 at once with ``Connection: close``;
-- at most ``max_concurrent`` requests handled at once, in worker threads (the store is
-  blocking); a request that cannot get a slot within a few seconds is answered 503;
-- JSON error bodies, and a last line of defence that turns any exception into a 500.
+- a ``Content-Length`` over the limit is answered 413 before a byte of the body is read (the
+  connection stays usable, uvicorn skipping what the client still sends, unless the body is
+  far over it); a chunked body is answered 413 once it passes the limit; a body that ends
+  before its ``Content-Length`` is answered 400, one that stops arriving 408;
+- a connection closed after an answer lingers briefly, reading and dropping, so that a
+  client still sending reads the answer instead of a reset;
+- JSON error bodies for all of these.
 
-The application (:class:`Handler`) sees a :class:`Request` whose body has been read, and
-answers with a :class:`Response`; it decides what needs a token before the body is read.
+The application decides what needs a token before the body is read, reads it with
+:func:`read_body`, and answers with Starlette responses (:func:`json_response`).
+Importing this module needs none of the web stack: the server package imports without it.
 """
 
 from __future__ import annotations
@@ -28,25 +33,34 @@ import asyncio
 import logging
 import socket
 import threading
-import urllib.parse
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 import orjson
 
 if TYPE_CHECKING:
     import uvicorn
+    from starlette.requests import Request
+    from starlette.responses import Response
 
 __all__ = [
-    "Admitted",
+    "PROBES",
+    "Guarded",
     "HTTPError",
     "HTTPServer",
-    "Handler",
-    "Request",
-    "Response",
+    "Limits",
+    "LimitsMiddleware",
+    "body_of",
+    "client_of",
     "error_body",
+    "has_body",
+    "header",
     "json_response",
+    "media_type",
+    "raw_path",
+    "read_body",
+    "response",
 ]
 
 logger = logging.getLogger("tracely.server")
@@ -70,8 +84,8 @@ _STATUS_CODES = {
     503: "unavailable",
     505: "bad_request",
 }
-# A body over the limit by at most this factor is read and dropped before the 413, so that the
-# client, still sending, reads it; a larger one is answered at once and the connection closed.
+# A body over the limit by at most this factor is skipped by uvicorn after the 413, so that the
+# connection stays usable; a larger one is answered and the connection closed.
 _DRAIN_FACTOR = 4
 # An unread body up to this size is skipped before the next request on the connection; a
 # request refused unread with a longer one (or a chunked one) is answered and closed instead,
@@ -80,6 +94,12 @@ _SKIP_LIMIT = 64 * 1024
 _MAX_QUERY_FIELDS = 32
 _MAX_HEADERS = 100
 _MAX_TARGET = 8192
+# A connection closed while its client may still be sending keeps reading (and dropping) for
+# this long after the answer, so that the client reads the answer instead of a reset.
+_LINGER_SECONDS = 2.0
+PROBES = frozenset({"/healthz", "/readyz"})
+_CONNECTION = "tracely.connection"
+_BODY = "tracely.body"
 
 
 class HTTPError(Exception):
@@ -102,7 +122,8 @@ class HTTPError(Exception):
         self.message = message
         self.detail = dict(detail) if detail else None
         self.headers = dict(headers or {})
-        self.close = close
+        if close:
+            self.headers["Connection"] = "close"
         self.field = field  # the offending field, for OTLP's BadRequest detail
 
 
@@ -115,279 +136,300 @@ def error_body(status: int, message: str, code: str | None = None, detail: Any =
     return orjson.dumps({"error": error})
 
 
-@dataclass
-class Response:
-    status: int
-    body: bytes = b""
-    content_type: str | None = "application/json"
-    headers: dict[str, str] = field(default_factory=dict)
-    close: bool = False
+# -- requests and responses ---------------------------------------------------------------------
+
+
+def response(
+    status: int,
+    body: bytes = b"",
+    media_type: str | None = "application/json",
+    headers: Mapping[str, str] | None = None,
+) -> Response:
+    """A Starlette response with a body already encoded."""
+    from starlette.responses import Response
+
+    return Response(body, status, dict(headers or {}), media_type)
 
 
 def json_response(status: int, value: Any, headers: Mapping[str, str] | None = None) -> Response:
-    return Response(status, orjson.dumps(value), headers=dict(headers or {}))
+    """A JSON answer (orjson: what the API has always written, and fast)."""
+    return response(status, orjson.dumps(value), "application/json", headers)
 
 
-def _error_response(error: HTTPError) -> Response:
-    return Response(
-        error.status,
-        error_body(error.status, error.message, error.code, error.detail),
-        headers=error.headers,
-        close=error.close,
-    )
+def header(request: Request, name: str) -> str:
+    """A request header, stripped ("" when absent)."""
+    return request.headers.get(name, "").strip()
 
 
-class Request:
-    """One request: method, path segments (percent-decoded, UTF-8), query, headers, body."""
-
-    def __init__(self, scope: Mapping[str, Any]) -> None:
-        self.method: str = scope["method"]
-        client = scope.get("client")
-        self.client = str(client[0]) if client else "?"
-        from starlette.datastructures import Headers
-
-        self.headers = Headers(raw=list(scope.get("headers") or []))
-        raw_path = scope.get("raw_path") or str(scope.get("path", "/")).encode("utf-8")
-        self.path = raw_path.decode("latin-1") or "/"
-        try:
-            self.segments = tuple(
-                urllib.parse.unquote(s, errors="strict") for s in self.path.split("/")[1:]
-            )
-        except UnicodeDecodeError:
-            raise HTTPError(400, "the request path is not valid UTF-8 once decoded") from None
-        if self.segments and self.segments[-1] == "" and len(self.segments) > 1:
-            self.segments = self.segments[:-1]  # a trailing slash names the same resource
-        try:
-            self.query = urllib.parse.parse_qs(
-                bytes(scope.get("query_string") or b"").decode("latin-1"),
-                keep_blank_values=True,
-                strict_parsing=False,
-                max_num_fields=_MAX_QUERY_FIELDS,
-            )
-        except ValueError:
-            raise HTTPError(
-                400, f"too many query parameters (at most {_MAX_QUERY_FIELDS})"
-            ) from None
-        self._body = b""
-
-    def header(self, name: str) -> str:
-        value = self.headers.get(name)
-        return value.strip() if isinstance(value, str) else ""
-
-    def media_type(self) -> str:
-        return self.header("Content-Type").split(";", 1)[0].strip().lower()
-
-    def has_body(self) -> bool:
-        return bool(self.header("Transfer-Encoding")) or self.header("Content-Length") not in (
-            "",
-            "0",
-        )
-
-    def declared_length(self) -> int | None:
-        """``Content-Length`` (h11 has checked it is a number), or None for a chunked body."""
-        length = self.header("Content-Length")
-        return int(length) if length.isascii() and length.isdigit() else None
-
-    def body(self, limit: int) -> bytes:
-        """The request body (read before the handler runs, within the server's limit)."""
-        if len(self._body) > limit:
-            raise HTTPError(
-                413,
-                f"the body is {len(self._body)} bytes; the limit is {limit} bytes",
-                detail={"limit": limit},
-            )
-        return self._body
+def media_type(request: Request) -> str:
+    return header(request, "Content-Type").split(";", 1)[0].strip().lower()
 
 
-@dataclass(frozen=True)
-class Admitted:
-    """A request that may proceed: ``run`` answers it (in a worker thread) once its body is read."""
-
-    run: Callable[[Request], Response]
-    reads_body: bool = True
+def client_of(request: Request) -> str:
+    """The client's address (a trusted proxy's ``X-Forwarded-For`` already applied)."""
+    client = request.client
+    return str(client.host) if client else "?"
 
 
-class Handler(Protocol):
-    """The application behind the HTTP layer."""
+def raw_path(request: Request) -> str:
+    """The path as sent (percent-encoded), for messages and links back to it."""
+    raw = request.scope.get("raw_path")
+    return raw.decode("latin-1") if raw else request.url.path
+
+
+async def read_body(request: Request) -> bytes:
+    """Read the body within the limits of :class:`Limits` (an :class:`HTTPError` past them)
+    and keep it for :func:`body_of` (the handlers run in worker threads)."""
+    body = await request.body()
+    request.scope[_BODY] = body
+    return body
+
+
+def body_of(request: Request) -> bytes:
+    """The body :func:`read_body` read (empty when the request has none)."""
+    return bytes(request.scope.get(_BODY, b""))
+
+
+def has_body(scope: Mapping[str, Any]) -> bool:
+    """Whether the request says it has a body (a chunked one, or a Content-Length above 0)."""
+    for name, value in scope.get("headers") or ():
+        if name == b"transfer-encoding" or (name == b"content-length" and value != b"0"):
+            return True
+    return False
+
+
+# -- the middleware -----------------------------------------------------------------------------
+
+
+class Guarded(Protocol):
+    """The application behind :class:`LimitsMiddleware`."""
 
     @property
     def draining(self) -> bool:
         """Shutting down: every answer closes its connection."""
 
-    def admit(self, request: Request) -> Admitted | Response:
-        """Route, authenticate and check the request before its body is read (in the event
-        loop: no blocking). A Response answers it at once."""
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None: ...
 
     def error_response(self, request: Request, error: HTTPError) -> Response:
-        """The answer for an error found by the HTTP layer (413, 408, 503...)."""
+        """The answer for an error found here (413, 408, 503...), in the route's terms."""
 
 
 @dataclass(frozen=True)
 class Limits:
     max_body_bytes: int
     max_connections: int = 256
-    max_concurrent: int = 32
     head_timeout: float = 10.0
     body_timeout: float = 60.0
     keep_alive_timeout: float = 15.0
-    slot_wait: float = 5.0
     max_head_bytes: int = 32 * 1024
 
 
-class _Disconnected(Exception):
-    pass
+class LimitsMiddleware:
+    """The one ASGI middleware: what no uvicorn option does for a request. It checks the head
+    (header count, target length, framing, a ``Content-Length`` over the limit), bounds the
+    body's size and time as the application reads it, and closes a connection whose unread
+    body may be long. Pure ASGI: the body is never buffered here."""
 
-
-class _ASGIApp:
-    """The ASGI application: limits, body reading, worker threads, answers."""
-
-    def __init__(self, handler: Handler, limits: Limits) -> None:
-        self.handler = handler
+    def __init__(self, app: Guarded, limits: Limits) -> None:
+        self.app = app
         self.limits = limits
-        self._slots: asyncio.Semaphore | None = None
-        self._threads: Any = None
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             return  # lifespan is off; websockets are not served
-        response = await self._answer(scope, receive)
-        # The path without its query string: nothing a client put there is written to a log.
-        logger.debug(
-            "%s %s %s %s",
-            (scope.get("client") or ("?",))[0],
-            scope.get("method"),
-            str(scope.get("path", ""))[:200],
-            response.status,
-        )
-        await _send(send, response, close=response.close or self.handler.draining)
-
-    async def _answer(self, scope: Any, receive: Any) -> Response:
-        import anyio.to_thread
-
-        request: Request | None = None
+        connection: _Connection | None = (scope.get("state") or {}).get(_CONNECTION)
+        if connection is not None:
+            connection.request_started(scope)
         try:
-            if len(scope.get("headers") or ()) > _MAX_HEADERS:
-                raise HTTPError(
-                    431, f"the request has more than {_MAX_HEADERS} header fields", close=True
-                )
-            target = len(scope.get("raw_path") or b"") + len(scope.get("query_string") or b"")
-            if target > _MAX_TARGET:
-                raise HTTPError(414, f"the request target is longer than {_MAX_TARGET} bytes")
-            raw_headers = {k.lower() for k, _ in scope.get("headers") or []}
-            if b"transfer-encoding" in raw_headers and b"content-length" in raw_headers:
-                # Two framings: a proxy in front may pick the other one, so the rest of the
-                # connection cannot be trusted (RFC 9112 §6.1).
-                raise HTTPError(
-                    400,
-                    "the request has both Transfer-Encoding and Content-Length; send one",
-                    close=True,
-                )
-            request = Request(scope)
-            admitted = self.handler.admit(request)
-            if isinstance(admitted, Response):
-                return self._closing_if_unread(request, admitted)
-            if admitted.reads_body and request.has_body():
-                try:
-                    request._body = await self._read_body(request, receive)
-                except HTTPError as exc:
-                    return self.handler.error_response(request, exc)
-            if self._slots is None:
-                self._slots = asyncio.Semaphore(self.limits.max_concurrent)
-                self._threads = anyio.to_thread.current_default_thread_limiter()
-                self._threads.total_tokens = max(
-                    self._threads.total_tokens, self.limits.max_concurrent
-                )
-            try:
-                await asyncio.wait_for(self._slots.acquire(), self.limits.slot_wait)
-            except asyncio.TimeoutError:
-                error = HTTPError(
-                    503,
-                    "the server is handling as many requests as it may; retry later",
-                    headers={"Retry-After": "1"},
-                )
-                return self.handler.error_response(request, error)
-            try:
-                return await anyio.to_thread.run_sync(self._run, admitted, request)
-            finally:
-                self._slots.release()
-        except HTTPError as exc:
-            if request is None:
-                response = _error_response(exc)
-                # The body of a request refused before it was parsed is skipped by the server
-                # before the next request; one that may be long is not waited for.
-                if scope.get("headers") and _may_be_long(scope):
-                    response.close = True
-                return response
-            return self._closing_if_unread(request, self.handler.error_response(request, exc))
-        except _Disconnected:
-            return Response(400, b"", close=True)
+            await self._serve(scope, receive, send, connection)
+        finally:
+            if connection is not None:
+                connection.request_done()
 
-    def _run(self, admitted: Admitted, request: Request) -> Response:
+    async def _serve(
+        self, scope: Any, receive: Any, send: Any, connection: _Connection | None
+    ) -> None:
+        body = _Body(self.limits, scope, receive, connection)
         try:
-            return admitted.run(request)
+            self._check_head(scope, connection)
         except HTTPError as exc:
-            return self.handler.error_response(request, exc)
-        except Exception:  # the last line of defence: answer, log, keep serving
-            logger.exception("unhandled error answering %s %s", request.method, request.path[:200])
-            return Response(500, error_body(500, "internal server error"), close=True)
+            await self._refuse(scope, exc, body, send)
+            return
+        status = 0
 
-    def _closing_if_unread(self, request: Request, response: Response) -> Response:
-        """An answer given without reading the body: the server skips the body before the next
-        request, unless it may be long (then the connection is closed instead)."""
-        if request.has_body():
-            length = request.declared_length()
-            if length is None or length > _SKIP_LIMIT:
-                response.close = True
-        return response
+        async def sending(message: Any) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                if self.app.draining or body.unread_may_be_long():
+                    message = {**message, "headers": [*message["headers"], _CLOSE]}
+            await send(message)
 
-    async def _read_body(self, request: Request, receive: Any) -> bytes:
+        try:
+            await self.app(scope, body.receive, sending)
+        finally:
+            # The path without its query string: nothing a client put there is written to a log.
+            logger.debug(
+                "%s %s %s %s",
+                (scope.get("client") or ("?",))[0],
+                scope.get("method"),
+                str(scope.get("path", ""))[:200],
+                status,
+            )
+
+    def _check_head(self, scope: Any, connection: _Connection | None) -> None:
+        probe = scope.get("path") in PROBES and scope.get("method") in ("GET", "HEAD")
+        if connection is not None and connection.over_cap and not probe:
+            # Every connection the cap allows is busy with a request: this one is answered (a
+            # probe in full) and closed.
+            raise HTTPError(
+                503,
+                "the server has as many connections open as it may",
+                headers={"Retry-After": "1"},
+                close=True,
+            )
+        headers = scope.get("headers") or ()
+        if len(headers) > _MAX_HEADERS:
+            raise HTTPError(
+                431, f"the request has more than {_MAX_HEADERS} header fields", close=True
+            )
+        path = scope.get("raw_path") or b""
+        query = scope.get("query_string") or b""
+        if len(path) + len(query) > _MAX_TARGET:
+            raise HTTPError(414, f"the request target is longer than {_MAX_TARGET} bytes")
+        if query.count(b"&") >= _MAX_QUERY_FIELDS:
+            raise HTTPError(400, f"too many query parameters (at most {_MAX_QUERY_FIELDS})")
+        try:
+            _unquote_strict(path)
+        except UnicodeDecodeError:
+            raise HTTPError(400, "the request path is not valid UTF-8 once decoded") from None
+        names = {name for name, _ in headers}
+        if b"transfer-encoding" in names and b"content-length" in names:
+            # Two framings: a proxy in front may pick the other one, so the rest of the
+            # connection cannot be trusted (RFC 9112 §6.1).
+            raise HTTPError(
+                400,
+                "the request has both Transfer-Encoding and Content-Length; send one",
+                close=True,
+            )
+        declared = _declared_length(scope)
         limit = self.limits.max_body_bytes
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.limits.body_timeout
-        declared = request.declared_length()
-        if declared is not None and declared > limit * _DRAIN_FACTOR:
+        if declared is not None and declared > limit:
+            # Answered before a byte of the body is read: a client that waits for the answer
+            # (Expect: 100-continue) sends nothing; one that sends anyway is skipped, or, far
+            # over the limit, closed on.
             raise HTTPError(
                 413,
                 f"the body is {declared} bytes; the limit is {limit} bytes",
                 detail={"limit": limit},
-                close=True,
+                close=declared > limit * _DRAIN_FACTOR,
             )
-        chunks: list[bytes] = []
-        size = 0
-        over = declared is not None and declared > limit
-        while True:
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                raise _body_timeout(self.limits.body_timeout)
-            try:
-                message = await asyncio.wait_for(receive(), remaining)
-            except asyncio.TimeoutError:
-                raise _body_timeout(self.limits.body_timeout) from None
-            if message["type"] == "http.disconnect":
-                raise _Disconnected
-            chunk = message.get("body", b"")
-            size += len(chunk)
-            if size > limit:
-                over = True
-                chunks.clear()  # dropped: read on only so that the client reads the answer
-                if size > limit * _DRAIN_FACTOR:
-                    raise HTTPError(
-                        413,
-                        f"the body is more than {limit} bytes",
-                        detail={"limit": limit},
-                        close=True,
-                    )
-            elif not over:
-                chunks.append(chunk)
-            if not message.get("more_body", False):
-                break
-        if over:
-            raise HTTPError(
-                413,
-                f"the body is {size} bytes; the limit is {limit} bytes",
-                detail={"limit": limit},
-            )
-        return b"".join(chunks)
+        if len(path) > 1 and path.endswith(b"/"):
+            # A trailing slash names the same resource.
+            scope["raw_path"] = path.rstrip(b"/") or b"/"
+            scope["path"] = str(scope.get("path", "/")).rstrip("/") or "/"
+
+    async def _refuse(self, scope: Any, error: HTTPError, body: _Body, send: Any) -> None:
+        from starlette.requests import Request
+
+        answer = self.app.error_response(Request(scope), error)
+        if self.app.draining or (body.unread_may_be_long() and error.status != 413):
+            answer.headers["connection"] = "close"
+        await answer(scope, body.receive, send)
+
+
+_CLOSE = (b"connection", b"close")
+
+
+def _unquote_strict(path: bytes) -> str:
+    import urllib.parse
+
+    return urllib.parse.unquote_to_bytes(path).decode("utf-8")
+
+
+def _declared_length(scope: Mapping[str, Any]) -> int | None:
+    """``Content-Length`` (h11 has checked it is a number), or None."""
+    for name, value in scope.get("headers") or ():
+        if name == b"content-length":
+            return int(value) if value.isdigit() else None
+    return None
+
+
+class _Body:
+    """The request's ``receive``, within the body's size limit and deadline."""
+
+    def __init__(
+        self, limits: Limits, scope: Any, receive: Any, connection: _Connection | None
+    ) -> None:
+        self._limits = limits
+        self._receive = receive
+        self._connection = connection
+        self._declared = _declared_length(scope)
+        self._has_body = has_body(scope)
+        self._size = 0
+        self._done = not self._has_body
+        self._deadline: float | None = None
+
+    def unread_may_be_long(self) -> bool:
+        """Whether answering now leaves a body that may be long unread (then the connection
+        is closed rather than the rest of the body skipped)."""
+        if self._done:
+            return False
+        return self._declared is None or self._declared - self._size > _SKIP_LIMIT
+
+    async def receive(self) -> Any:
+        if self._done:
+            return await self._receive()
+        loop = asyncio.get_running_loop()
+        if self._deadline is None:
+            self._deadline = loop.time() + self._limits.body_timeout
+        remaining = self._deadline - loop.time()
+        if remaining <= 0:
+            raise _body_timeout(self._limits.body_timeout)
+        connection = self._connection
+        if connection is not None and connection.too_large.done():
+            raise self._too_large()
+        receiving = asyncio.ensure_future(self._receive())
+        waiting: set[asyncio.Future[Any]] = {receiving}
+        if connection is not None:
+            waiting.update((connection.ended, connection.too_large))
+        await asyncio.wait(waiting, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
+        if connection is not None and connection.too_large.done():
+            receiving.cancel()
+            raise self._too_large()
+        if not receiving.done():
+            receiving.cancel()
+            if connection is not None and connection.ended.done():
+                raise self._ended()
+            raise _body_timeout(self._limits.body_timeout)
+        message = receiving.result()
+        if message["type"] == "http.disconnect":
+            raise self._ended()
+        self._size += len(message.get("body", b""))
+        if self._size > self._limits.max_body_bytes:
+            raise self._too_large()
+        if not message.get("more_body", False):
+            self._done = True
+        return message
+
+    def _too_large(self) -> HTTPError:
+        # A chunked body: how much more is coming is not known, so it is not waited for.
+        limit = self._limits.max_body_bytes
+        return HTTPError(
+            413, f"the body is more than {limit} bytes", detail={"limit": limit}, close=True
+        )
+
+    def _ended(self) -> HTTPError:
+        announced = (
+            f" of the {self._declared} its Content-Length announced"
+            if self._declared is not None
+            else ""
+        )
+        return HTTPError(
+            400,
+            f"the body ended after {self._size} bytes{announced}; send the whole body",
+            close=True,
+        )
 
 
 def _body_timeout(seconds: float) -> HTTPError:
@@ -398,116 +440,277 @@ def _body_timeout(seconds: float) -> HTTPError:
     )
 
 
-def _may_be_long(scope: Any) -> bool:
-    for name, value in scope.get("headers") or []:
-        name = name.lower()
-        if name == b"transfer-encoding":
+# -- connections --------------------------------------------------------------------------------
+
+
+class _Connections:
+    """The open connections, oldest first, and the cap on them."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._open: dict[_Connection, None] = {}
+
+    def opened(self, connection: _Connection) -> bool:
+        """Count a new connection; True when it is over the cap. At the cap, the oldest
+        connection without a request in flight (idle first, else one still sending its head)
+        is closed to make room: idle connections can never keep a client, or a probe, out."""
+        over = False
+        if len(self._open) >= self.limit:
+            idle = next((c for c in self._open if not (c.busy or c.sending)), None)
+            if idle is None:
+                idle = next((c for c in self._open if not c.busy), None)
+            if idle is not None:
+                self.closed(idle)
+                idle.close()
+            else:
+                over = True
+        self._open[connection] = None
+        return over
+
+    def closed(self, connection: _Connection) -> None:
+        self._open.pop(connection, None)
+
+
+class _Connection(asyncio.Protocol):
+    """One client connection: uvicorn's h11 protocol inside, and what no uvicorn option does
+    around it: the cap on connections, a deadline for each request's head counted from its
+    first byte (or from the connection's opening), and a lingering close.
+
+    uvicorn's ``timeout_keep_alive`` starts only after a first answer and stops at any byte, so
+    a client that never sends a byte, or sends one a second, would hold a connection for ever;
+    and uvicorn's ``limit_concurrency`` counts idle connections too and answers every request,
+    probes included, 503 while they are open. The ASGI layer tells this object when a request
+    starts and ends (through the scope's ``state``).
+
+    ASGI hands the application a chunked body's bytes, never the sizes its chunks announce, and
+    h11 keeps them private: so a chunked request's bytes are also read here for those sizes
+    (:class:`_ChunkSizes`), and a body announcing more than the limit is answered 413 at once.
+    """
+
+    def __init__(
+        self, inner: Callable[[dict[str, Any]], Any], connections: _Connections, limits: Limits
+    ) -> None:
+        self._make_inner = inner
+        self._connections = connections
+        self._limits = limits
+        self._timer: asyncio.TimerHandle | None = None
+        self.busy = False
+        self.sending = False  # some of the next request's head has arrived
+        self.eof = False
+        self.over_cap = False
+        self._lingering = False
+        # This request's bytes so far (its head first), until a chunked body is recognised.
+        self._recent: bytearray | None = bytearray()
+        self._chunks: _ChunkSizes | None = None
+
+    def connection_made(self, transport: Any) -> None:
+        self.transport = transport
+        self._loop = asyncio.get_running_loop()
+        self.ended: asyncio.Future[None] = self._loop.create_future()
+        self.too_large: asyncio.Future[None] = self._loop.create_future()
+        self.over_cap = self._connections.opened(self)
+        self.inner = self._make_inner({_CONNECTION: self})
+        self.inner.connection_made(_LingeringTransport(transport, self))
+        self._arm()
+
+    def data_received(self, data: bytes) -> None:
+        if self._lingering:
+            return  # the answer is sent; what the client still sends is dropped
+        if not self.busy:
+            self.sending = True
+            if self._timer is None:
+                self._arm()  # the first byte of the next request on this connection
+            if self._recent is not None:
+                self._recent += data
+                if len(self._recent) > self._limits.max_head_bytes + _SKIP_LIMIT:
+                    self._recent = None
+        elif self._chunks is not None:
+            self._watch(data)
+        self.inner.data_received(data)
+
+    def eof_received(self) -> bool | None:
+        if self.busy and not self._lingering:
+            # The client has stopped sending, mid-request: it is still answered (a body
+            # shorter than it said is a 400), so the connection stays open for writing.
+            self.eof = True
+            if not self.ended.done():
+                self.ended.set_result(None)
             return True
-        if name == b"content-length":
-            return not value.isdigit() or int(value) > _SKIP_LIMIT
-    return False
+        if self._lingering:
+            self.transport.close()
+            return None
+        return self.inner.eof_received()  # type: ignore[no-any-return]
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        self._connections.closed(self)
+        self.inner.connection_lost(exc)
+
+    def pause_writing(self) -> None:
+        self.inner.pause_writing()
+
+    def resume_writing(self) -> None:
+        self.inner.resume_writing()
+
+    def request_started(self, scope: Mapping[str, Any]) -> None:
+        self.busy = True
+        self.sending = False
+        self._disarm()
+        recent, self._recent = self._recent, None
+        chunked = any(name == b"transfer-encoding" for name, _ in scope.get("headers") or ())
+        start = str(scope.get("method", "")).encode("ascii") + b" "
+        if chunked and recent is not None and recent.startswith(start):
+            # The bytes after the head are the body's first; a pipelined request whose head
+            # is not at the start of what arrived is left to the size count alone.
+            end = recent.find(b"\r\n\r\n")
+            if end >= 0:
+                self._chunks = _ChunkSizes(self._limits.max_body_bytes)
+                self._watch(recent[end + 4 :])
+
+    def request_done(self) -> None:
+        self.busy = False
+        self._recent = bytearray()
+        self._chunks = None
+
+    def _watch(self, data: bytes | bytearray) -> None:
+        chunks = self._chunks
+        if chunks is not None and chunks.feed(data):
+            self._chunks = None
+            if not self.too_large.done():
+                self.too_large.set_result(None)
+
+    def close(self) -> None:
+        self._disarm()
+        self.transport.close()
+
+    def linger(self) -> None:
+        """Close after the answer: the write side at once, the read side once the client
+        closes too or after a short while, so that a client still sending reads the answer."""
+        if self._lingering or self.transport.is_closing():
+            return
+        self._disarm()
+        if self.eof or not (self.busy or self.sending) or not self.transport.can_write_eof():
+            self.transport.close()  # the client is not sending: nothing to wait for
+            return
+        self._lingering = True
+        self.transport.write_eof()
+        self._loop.call_later(_LINGER_SECONDS, self.transport.close)
+
+    def _arm(self) -> None:
+        self._timer = self._loop.call_later(self._limits.head_timeout, self._head_timed_out)
+
+    def _disarm(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _head_timed_out(self) -> None:
+        self._timer = None
+        if not self.busy:
+            self.transport.close()
 
 
-async def _send(send: Any, response: Response, *, close: bool) -> None:
-    headers: list[tuple[bytes, bytes]] = []
-    if response.status != 204:
-        if response.content_type:
-            headers.append((b"content-type", response.content_type.encode("latin-1")))
-        headers.append((b"content-length", str(len(response.body)).encode("ascii")))
-    for name, value in response.headers.items():
-        headers.append((name.lower().encode("latin-1"), value.encode("latin-1")))
-    if close:
-        headers.append((b"connection", b"close"))
-    await send({"type": "http.response.start", "status": response.status, "headers": headers})
-    body = response.body if response.status != 204 else b""
-    await send({"type": "http.response.body", "body": body, "more_body": False})
+class _ChunkSizes:
+    """The sizes a chunked body's chunks announce, read off its bytes as they arrive (h11
+    parses and checks the framing; this only adds the sizes up)."""
+
+    _MAX_LINE = 1024
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.total = 0
+        self._line = bytearray()
+        self._skip = 0
+        self._done = False
+
+    def feed(self, data: bytes | bytearray) -> bool:
+        """True once the sizes announced so far add up to more than the limit."""
+        at, end = 0, len(data)
+        while at < end and not self._done:
+            if self._skip:
+                step = min(self._skip, end - at)
+                self._skip -= step
+                at += step
+                continue
+            newline = data.find(b"\n", at)
+            if newline < 0:
+                self._line += data[at:]
+                self._done = len(self._line) > self._MAX_LINE  # h11 refuses it
+                return False
+            self._line += data[at:newline]
+            at = newline + 1
+            text = bytes(self._line).split(b";", 1)[0].strip()
+            self._line.clear()
+            try:
+                size = int(text, 16)
+            except ValueError:
+                self._done = True  # not chunked framing: h11 answers it
+                return False
+            if size == 0:
+                self._done = True  # the last chunk: trailers follow
+                return False
+            self.total += size
+            if self.total > self.limit:
+                self._done = True
+                return True
+            self._skip = size + 2  # the chunk and its CRLF
+        return False
 
 
-def _protocol_class(limits: Limits) -> type[Any]:
-    """uvicorn's h11 protocol with a deadline for request heads and a cap on connections."""
+class _LingeringTransport:
+    """The transport as uvicorn sees it: closing it closes the connection lingering."""
+
+    def __init__(self, transport: Any, connection: _Connection) -> None:
+        self._transport = transport
+        self._connection = connection
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
+
+    def close(self) -> None:
+        self._connection.linger()
+
+    def is_closing(self) -> bool:
+        return self._connection._lingering or bool(self._transport.is_closing())
+
+
+def _protocol_factory(limits: Limits) -> Callable[..., _Connection]:
+    """What uvicorn calls for each connection (its ``http`` option takes a factory)."""
     import h11
     from uvicorn.protocols.http.h11_impl import H11Protocol
 
-    class TracelyH11Protocol(H11Protocol):
-        _head_timer: asyncio.TimerHandle | None = None
-        _head_cycle: Any = None
-
-        _error_status = 400
-
-        def connection_made(self, transport: Any) -> None:
-            super().connection_made(transport)
-            next_event = self.conn.next_event
-
-            def checked_next_event() -> Any:
-                try:
-                    return next_event()
-                except h11.RemoteProtocolError as exc:
-                    self._error_status = exc.error_status_hint
-                    raise
-
-            self.conn.next_event = checked_next_event  # type: ignore[method-assign]
-            if len(self.connections) > limits.max_connections:
-                self.connections.discard(self)
-                body = error_body(503, "the server has as many connections open as it may")
-                transport.write(
-                    b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
-                    b"Content-Length: %d\r\nRetry-After: 1\r\nConnection: close\r\n\r\n%s"
-                    % (len(body), body)
-                )
-                transport.close()
-                return
-            self._arm_head_timer()
-
-        def connection_lost(self, exc: Exception | None) -> None:
-            self._disarm_head_timer()
-            super().connection_lost(exc)
-
-        def data_received(self, data: bytes) -> None:
-            if self._head_timer is None and (self.cycle is None or self.cycle.response_complete):
-                self._arm_head_timer()  # the first byte of the next request on this connection
-            super().data_received(data)
-            if self._head_timer is not None and self.cycle is not self._head_cycle:
-                self._disarm_head_timer()  # the head arrived in time
-
-        def _arm_head_timer(self) -> None:
-            self._head_cycle = self.cycle
-            self._head_timer = self.loop.call_later(limits.head_timeout, self._head_timed_out)
-
-        def _disarm_head_timer(self) -> None:
-            if self._head_timer is not None:
-                self._head_timer.cancel()
-                self._head_timer = None
-
-        def _head_timed_out(self) -> None:
-            self._head_timer = None
-            if self.cycle is self._head_cycle and not self.transport.is_closing():
-                self._unset_keepalive_if_required()
-                self.transport.close()
-
+    class _H11Protocol(H11Protocol):
+        # The one piece of uvicorn's protocol still replaced: h11 refused the request's line,
+        # head or framing, which no option and no ASGI application ever sees. Answered in the
+        # JSON envelope every other error uses (uvicorn's own answer is plain text).
         def send_400_response(self, msg: str) -> None:
-            # h11 refused the request's framing or head: the same JSON envelope as every
-            # other error, and the connection closed (its framing cannot be trusted).
-            status = self._error_status
-            if status not in _STATUS_CODES:
-                status = 400
-            reason = {
-                400: "Bad Request",
-                414: "URI Too Long",
-                431: "Request Header Fields Too Large",
-            }
-            text = {
-                431: "the request head is too large",
-                414: "the request target is too long",
-            }.get(status, "the request is not valid HTTP/1.1 (its request line or framing)")
-            body = error_body(status, text)
-            self.transport.write(
-                b"HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n"
-                b"Connection: close\r\n\r\n%s"
-                % (status, reason.get(status, "Bad Request").encode(), len(body), body)
+            body = error_body(
+                400, "the request is not valid HTTP/1.1 (its request line, head or framing)"
             )
+            headers = [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                (b"connection", b"close"),
+            ]
+            for event in (
+                h11.Response(status_code=400, headers=headers, reason=b"Bad Request"),
+                h11.Data(data=body),
+                h11.EndOfMessage(),
+            ):
+                self.transport.write(self.conn.send(event))
             self.transport.close()
 
-    return TracelyH11Protocol
+    connections = _Connections(limits.max_connections)
+
+    def make(*, config: Any, server_state: Any, app_state: dict[str, Any], **_: Any) -> _Connection:
+        def inner(state: dict[str, Any]) -> Any:
+            return _H11Protocol(
+                config=config, server_state=server_state, app_state={**app_state, **state}
+            )
+
+        return _Connection(inner, connections, limits)
+
+    return make
 
 
 class HTTPServer:
@@ -516,7 +719,7 @@ class HTTPServer:
     def __init__(
         self,
         address: tuple[str, int],
-        handler: Handler,
+        app: Guarded | None,
         limits: Limits,
         *,
         trusted_proxies: tuple[str, ...] = (),
@@ -537,7 +740,7 @@ class HTTPServer:
             raise
         self.socket = sock
         self.server_address = sock.getsockname()[:2]
-        self.handler = handler
+        self.app = app
         self.limits = limits
         self.trusted_proxies = trusted_proxies
         self._server: uvicorn.Server | None = None
@@ -547,9 +750,13 @@ class HTTPServer:
     def serve_forever(self) -> None:
         import uvicorn
 
+        if self.app is None:
+            raise RuntimeError("HTTPServer.app must be set before serving")
+
         config = uvicorn.Config(
-            _ASGIApp(self.handler, self.limits),
-            http=_protocol_class(self.limits),
+            LimitsMiddleware(self.app, self.limits),
+            # uvicorn calls its http class as a factory: ours wraps its h11 protocol.
+            http=_protocol_factory(self.limits),  # type: ignore[arg-type]
             lifespan="off",
             ws="none",
             interface="asgi3",

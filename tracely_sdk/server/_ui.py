@@ -33,21 +33,32 @@ import time
 import urllib.parse
 from collections.abc import Callable, Mapping
 from http.cookies import CookieError, SimpleCookie
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tracely_sdk._html import CSS, JS
 from tracely_sdk._html._views import PageError, Pages, Viewer
 from tracely_sdk.errors import Conflict, NotFound, StoreError
 from tracely_sdk.server._auth import READ, WRITE, Principal
-from tracely_sdk.server._http import Request, Response
+from tracely_sdk.server._http import (
+    HTTPError,
+    client_of,
+    header,
+    media_type,
+    raw_path,
+    response,
+)
+from tracely_sdk.server._http import body_of as _body_of
 from tracely_sdk.store import InvalidCase
+
+if TYPE_CHECKING:
+    from starlette.requests import Request
+    from starlette.responses import Response
 
 __all__ = ["COOKIE", "PREFIX", "UI_ROUTES", "csrf_value", "is_local_host", "is_same_origin"]
 
 PREFIX = "/ui"
 COOKIE = "tracely_token"
 _FORM_LIMIT = 16 * 1024
-_HTML = "text/html; charset=utf-8"
 CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
     "form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
@@ -67,7 +78,7 @@ _LOCAL_HOSTS = frozenset({"127.0.0.1", "localhost", "[::1]"})
 _VISIBLE_ASCII = re.compile(r"[!-~]+")
 _SESSION_ID = re.compile(r"[A-Za-z0-9_-]{43}")  # secrets.token_urlsafe(32)
 
-Handler = Callable[[Any, Request, dict[str, str]], Response]
+Handler = Callable[[Any, "Request", dict[str, str]], "Response"]
 
 
 def csrf_value(session: str | None) -> str:
@@ -81,15 +92,17 @@ def csrf_value(session: str | None) -> str:
 
 
 def _html(status: int, text: str, headers: Mapping[str, str] | None = None) -> Response:
-    return Response(status, text.encode("utf-8"), _HTML, {**_HEADERS, **(headers or {})})
+    from starlette.responses import HTMLResponse
+
+    return HTMLResponse(text, status, {**_HEADERS, **(headers or {})})
 
 
 def _redirect(location: str, headers: Mapping[str, str] | None = None) -> Response:
-    return Response(303, b"", None, {**_HEADERS, "Location": location, **(headers or {})})
+    return response(303, b"", None, {**_HEADERS, "Location": location, **(headers or {})})
 
 
 def _cookie_header(session: str | None, request: Request, max_age: int = 0) -> str:
-    secure = "; Secure" if request.header("X-Forwarded-Proto").lower() == "https" else ""
+    secure = "; Secure" if header(request, "X-Forwarded-Proto").lower() == "https" else ""
     if session is None:
         return f"{COOKIE}=; Path={PREFIX}; Max-Age=0; HttpOnly; SameSite=Strict{secure}"
     return (
@@ -99,7 +112,7 @@ def _cookie_header(session: str | None, request: Request, max_age: int = 0) -> s
 
 def _cookie_session(request: Request) -> str | None:
     """The session id in the request's cookie (None: none, or not one this server makes)."""
-    raw = request.header("Cookie")
+    raw = header(request, "Cookie")
     if not raw:
         return None
     try:
@@ -118,12 +131,12 @@ def _session_key(session: str) -> str:
 
 
 def _query(request: Request) -> dict[str, str]:
-    return {k: v[-1] for k, v in request.query.items() if v}
+    return dict(request.query_params.multi_items())
 
 
 def _here(request: Request) -> str:
     query = urllib.parse.urlencode(_query(request))
-    return request.path + ("?" + query if query else "")
+    return raw_path(request) + ("?" + query if query else "")
 
 
 # -- who is asking ------------------------------------------------------------------------------
@@ -141,7 +154,7 @@ class _Visit:
         self.unavailable: str | None = None
         self.principal: Principal | None = None
         if self.no_auth:
-            self.principal = app.tokens.authenticate(None, request.client)
+            self.principal = app.tokens.authenticate(None, client_of(request))
         elif self.session is not None:
             try:
                 token = app.store.session_token(_session_key(self.session), time.time_ns())
@@ -159,7 +172,7 @@ class _Visit:
 
     def refusal(self, scope: str) -> Response | None:
         """The answer when this request may not go on: another host, no or a weak token."""
-        if self.no_auth and not is_local_host(self.request.header("Host")):
+        if self.no_auth and not is_local_host(header(self.request, "Host")):
             return _html(
                 400, self.pages.error(400, "this server answers for 127.0.0.1 only", Viewer())
             )
@@ -178,7 +191,7 @@ class _Visit:
         return None
 
     def _throttled(self) -> bool:
-        return bool(self.app.limiter.acquire(f"client:{self.request.client}"))
+        return bool(self.app.limiter.acquire(f"client:{client_of(self.request)}"))
 
     def _too_many(self, wait: float = 1.0) -> Response:
         page = self.pages.error(429, "too many requests; try again in a moment", Viewer())
@@ -191,10 +204,17 @@ class _Visit:
             return _html(
                 403, self.pages.error(403, "a form from another site was refused", Viewer())
             )
-        if request.media_type() != "application/x-www-form-urlencoded":
+        if media_type(request) != "application/x-www-form-urlencoded":
             return _html(415, self.pages.error(415, "send the page's form", Viewer()))
+        raw = _body_of(request)
+        if len(raw) > _FORM_LIMIT:
+            raise HTTPError(
+                413,
+                f"the body is {len(raw)} bytes; the limit is {_FORM_LIMIT} bytes",
+                detail={"limit": _FORM_LIMIT},
+            )
         try:
-            body = request.body(_FORM_LIMIT).decode("utf-8")
+            body = raw.decode("utf-8")
             fields = urllib.parse.parse_qs(body, keep_blank_values=True, max_num_fields=20)
         except (UnicodeDecodeError, ValueError):
             return _html(400, self.pages.error(400, "the form could not be read", Viewer()))
@@ -206,7 +226,7 @@ class _Visit:
         if refused is not None:
             return refused
         form = self.form()
-        if isinstance(form, Response):
+        if not isinstance(form, dict):
             return form
         expected = csrf_value(None if self.no_auth else self.session)
         if not hmac.compare_digest(form.get("csrf", "").encode(), expected.encode()):
@@ -227,11 +247,11 @@ def is_same_origin(request: Request) -> bool:
 
     ``Origin`` is checked when the browser sends it; ``null`` (a sandboxed frame, a page from
     a file or data URL) is another site. ``Sec-Fetch-Site``, where sent, must say the same."""
-    fetch_site = request.header("Sec-Fetch-Site").lower()
+    fetch_site = header(request, "Sec-Fetch-Site").lower()
     if fetch_site and fetch_site not in ("same-origin", "none"):
         return False
-    origin = request.header("Origin")
-    return not origin or _host_of(origin) == request.header("Host").lower()
+    origin = header(request, "Origin")
+    return not origin or _host_of(origin) == header(request, "Host").lower()
 
 
 def _host_name(host: str) -> str:
@@ -278,7 +298,7 @@ def _raw(render: Callable[[Pages, dict[str, str]], bytes]) -> Handler:
         answer = _render(visit, page)
         if not body:
             return answer
-        return Response(200, body[0], "application/json", dict(_HEADERS))
+        return response(200, body[0], "application/json", _HEADERS)
 
     return handler
 
@@ -324,7 +344,7 @@ def _asset(app: Any, request: Request, params: dict[str, str]) -> Response:
     else:
         return _html(404, Pages(app.store, prefix=PREFIX).error(404, "no such file", Viewer()))
     headers = {**_HEADERS, "Cache-Control": "max-age=300"}
-    return Response(200, body.encode("utf-8"), kind, headers)
+    return response(200, body.encode("utf-8"), kind, headers)
 
 
 def _login_page(app: Any, request: Request, params: dict[str, str]) -> Response:
@@ -354,17 +374,18 @@ def _safe_next(value: str | None) -> str:
 def _login(app: Any, request: Request, params: dict[str, str]) -> Response:
     visit = _Visit(app, request)
     form = visit.form()
-    if isinstance(form, Response):
+    if not isinstance(form, dict):
         return form
     token = form.get("token", "").strip()
     next_url = _safe_next(form.get("next"))
     # Checked before the token is: a throttled guesser learns nothing, not even a right guess.
-    wait = app.sign_ins.wait(request.client, token)
+    client = client_of(request)
+    wait = app.sign_ins.wait(client, token)
     if wait:
         return visit._too_many(wait)
-    principal = app.tokens.authenticate(f"Bearer {token}", request.client) if token else None
+    principal = app.tokens.authenticate(f"Bearer {token}", client) if token else None
     if principal is None or not principal.may(READ):
-        app.sign_ins.failed(request.client, token)
+        app.sign_ins.failed(client, token)
         problem = "that token is not valid" if principal is None else "that token may not read"
         return _html(401, visit.pages.login(Viewer(), next_url=next_url, problem=problem))
     session = secrets.token_urlsafe(32)
@@ -384,7 +405,7 @@ def _login(app: Any, request: Request, params: dict[str, str]) -> Response:
 def _logout(app: Any, request: Request, params: dict[str, str]) -> Response:
     visit = _Visit(app, request)
     form = visit.form()  # from this server's page; signing out needs no token
-    if isinstance(form, Response):
+    if not isinstance(form, dict):
         return form
     if visit.session is not None:
         # Ended in the store: on every server sharing it, and whoever else holds the cookie.
@@ -399,7 +420,7 @@ def _logout(app: Any, request: Request, params: dict[str, str]) -> Response:
 def _promote(app: Any, request: Request, params: dict[str, str]) -> Response:
     visit = _Visit(app, request)
     form = visit.checked_form()
-    if isinstance(form, Response):
+    if not isinstance(form, dict):
         return form
     trace_id = params["trace_id"]
     name = form.get("name", "").strip()
@@ -426,7 +447,7 @@ def _promote(app: Any, request: Request, params: dict[str, str]) -> Response:
 def _recapture(app: Any, request: Request, params: dict[str, str]) -> Response:
     visit = _Visit(app, request)
     form = visit.checked_form()
-    if isinstance(form, Response):
+    if not isinstance(form, dict):
         return form
     case_id = params["case_id"]
     trace_id = form.get("trace_id", "").strip()
