@@ -1,5 +1,6 @@
-"""Robustness runs through real agent frameworks: a tool failure the framework handles is
-HANDLED, one it lets escape is CRASHED with the call named.
+"""Robustness runs through real agent frameworks (LangGraph, pydantic-ai, the OpenAI Agents
+SDK): a tool failure the framework handles is HANDLED, one it lets escape is CRASHED with the
+call named.
 
 Each agent is recorded on a good day (the tool answers); the derived run fails that call.
 """
@@ -153,3 +154,73 @@ def test_pydantic_ai_retrying_a_model_retry_is_handled_and_another_failure_crash
     crashed = robustness(bundle, _pydantic_agent((ModelRetry,)), timeout)
     assert crashed["verdict"] == "CRASHED" and crashed["call"] == "tools:weather #1"
     assert crashed["error"] == {"type": "TimeoutError", "message": "no answer in 5s"}
+
+
+# -- OpenAI Agents SDK -----------------------------------------------------------------------
+
+
+def _agents_sdk_agent(base_url: str, handle_tool_errors: bool) -> Any:
+    """The SDK's own agent on the Responses API of the local model server; a failing tool is
+    told to the model (the SDK's default) or, with ``failure_error_function=None``, raised."""
+    import openai
+    from agents import Agent, OpenAIResponsesModel, Runner, function_tool, set_tracing_disabled
+
+    set_tracing_disabled(True)
+
+    @tracely.observe(as_type="tool")
+    def get_weather(city: str) -> str:
+        """Current weather conditions in a city.
+
+        Args:
+            city: The city name.
+        """
+        return f"sunny in {city}"
+
+    options: dict[str, Any] = {} if handle_tool_errors else {"failure_error_function": None}
+    client = openai.AsyncOpenAI(api_key="test-key", base_url=base_url, max_retries=0)
+    agent = Agent(
+        name="weather assistant",
+        instructions="Use get_weather for current conditions.",
+        tools=[function_tool(get_weather, **options)],
+        model=OpenAIResponsesModel(model="gpt-4o-mini", openai_client=client),
+    )
+
+    def run() -> str:
+        with tracely.agent("weather-agents-sdk", input="weather in Paris?") as agent_run:
+            agent_run.output = str(
+                Runner.run_sync(agent, "What's the weather in Paris?").final_output
+            )
+        return str(agent_run.output)
+
+    return run
+
+
+def test_the_openai_agents_sdk_telling_the_model_is_handled_and_raising_crashes(
+    capture: Any,
+) -> None:
+    from examples.llm_server import serve
+    from tracely_sdk import providers
+
+    providers.instrument(["openai"])
+    try:
+        with serve() as (server, _):
+            base_url = f"{server.base_url}/v1"
+            assert "sunny in Paris" in _agents_sdk_agent(base_url, True)()
+            bundle = capture.last_bundle
+            calls = len(server.requests)
+
+            handled = robustness(bundle, _agents_sdk_agent(base_url, True))
+            assert handled["verdict"] == "HANDLED", handled
+            assert handled["next"] == "called llm:gpt-4o-mini"
+
+            crashed = robustness(bundle, _agents_sdk_agent(base_url, False))
+            assert crashed["verdict"] == "CRASHED", crashed
+            assert crashed["call"] == "tools:get_weather #1"
+            # The SDK wraps a tool's exception in its own UserError, as it does live.
+            assert crashed["reasons"] == [
+                "the agent raised UserError: Error running tool get_weather: "
+                "tools:get_weather failed (a fault tracely injected)"
+            ]
+            assert len(server.requests) == calls  # the derived runs never reached the server
+    finally:
+        providers.uninstrument(["openai"])
