@@ -14,13 +14,10 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import timedelta
 from typing import Any
 
-import orjson
-
-from tracely_sdk import _replay
-from tracely_sdk._seam import in_call_body
-from tracely_sdk.providers._patching import aintercept, install, intercept, is_installed, uninstall
+from tracely_sdk.providers._patching import aintercept, intercept
 from tracely_sdk.providers._streams import served_stream, teed_body
-from tracely_sdk.providers.http._exchange import WireCall, body_bytes, format_for, sse_pieces
+from tracely_sdk.providers.http._exchange import WireCall, body_bytes, sse_pieces
+from tracely_sdk.providers.http._hook import ClientHook, recorded_status
 
 # The library's exceptions a recorded failure may be raised as again: its transport errors,
 # named in the recording, looked up only in this fixed set.
@@ -43,71 +40,44 @@ _TRANSPORT_ERRORS = frozenset(
 )
 
 
-class HTTPLibrary:
-    """One httpx-style library's patches, and whether its model calls are recorded outside
-    ``fixtures()`` blocks."""
+class HTTPLibrary(ClientHook):
+    """An httpx-style library's hook: ``Client.send`` and ``AsyncClient.send``."""
 
     def __init__(self, module: str) -> None:
-        self.name = module
-        self.live = False
+        super().__init__(module)
         self._streams: tuple[type, type, type] | None = None
 
     @property
     def module(self) -> Any:
         return sys.modules[self.name]
 
-    # -- state and patches -----------------------------------------------------------------
-
-    def set_live(self, live: bool) -> None:
-        self.live = live
-
     def _targets(self) -> list[tuple[type, str, Callable[..., Any]]]:
         http = importlib.import_module(self.name)
         return [(http.Client, "send", self._send), (http.AsyncClient, "send", self._asend)]
 
-    def install(self) -> None:
-        for owner, method, wrapper in self._targets():
-            install(owner, method, wrapper)
-
-    def uninstall(self) -> None:
-        for owner, method, _ in self._targets():
-            uninstall(owner, method)
-
-    def patched(self) -> list[str]:
-        return [
-            f"{self.name}.{owner.__name__}.{method}"
-            for owner, method, _ in self._targets()
-            if is_installed(owner, method)
-        ]
-
     # -- the wrappers ----------------------------------------------------------------------
 
-    def _spec(self, instance: Any, args: Any, kwargs: Any, is_async: bool) -> WireCall | None:
-        if not (self.live or _replay.current_session() is not None) or in_call_body():
+    def _spec(self, args: Any, kwargs: Any, is_async: bool) -> WireCall | None:
+        if not self.wanted():
             return None
         request = args[0] if args else kwargs.get("request")
         try:
-            codec = format_for(request.method, request.url.path)
-            if codec is None:
-                return None
-            body = orjson.loads(request.content)  # a streamed upload is not read: not a model call
+            content = request.content  # a streamed upload is not read: not a model call
         except Exception:
             return None
-        if not isinstance(body, dict) or not isinstance(body.get("model"), str):
-            return None
         owner = "AsyncClient" if is_async else "Client"
-        return WireCall(
-            codec,
-            self,
+        return self.model_call(
             request,
-            body,
+            request.method,
+            request.url,
+            content,
             provider=f"{self.name}.{owner}.send",
             is_async=is_async,
             stream=bool(kwargs.get("stream")),
         )
 
     def _send(self, wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any) -> Any:
-        spec = self._spec(instance, args, kwargs, is_async=False)
+        spec = self._spec(args, kwargs, is_async=False)
         if spec is None:
             return wrapped(*args, **kwargs)
         return intercept(spec, lambda: wrapped(*args, **kwargs))
@@ -115,10 +85,21 @@ class HTTPLibrary:
     async def _asend(
         self, wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any
     ) -> Any:
-        spec = self._spec(instance, args, kwargs, is_async=True)
+        spec = self._spec(args, kwargs, is_async=True)
         if spec is None:
             return await wrapped(*args, **kwargs)
         return await aintercept(spec, lambda: wrapped(*args, **kwargs))
+
+    # -- responses -------------------------------------------------------------------------
+
+    def head(self, response: Any) -> tuple[int, list[tuple[str, str]]]:
+        return int(response.status_code), list(response.headers.multi_items())
+
+    def content(self, response: Any) -> bytes:
+        return bytes(response.content)
+
+    def tee(self, response: Any, recorder: Any, is_async: bool) -> None:
+        response.stream = self.teeing_stream(response.stream, recorder, is_async)
 
     # -- bodies ----------------------------------------------------------------------------
 
@@ -189,11 +170,7 @@ class HTTPLibrary:
     ) -> Any:
         """The library's own response, made of a recorded exchange."""
         http = self.module
-        status = output["status"]
-        if not isinstance(status, int) or isinstance(status, bool) or not 100 <= status <= 599:
-            raise ValueError(
-                f"a recorded HTTP status is an integer from 100 to 599, not {status!r}"
-            )
+        status = recorded_status(output)
         headers = [(str(k), str(v)) for k, v in (output.get("headers") or {}).items()]
         events = output.get("events")
         pieces = sse_pieces(events) if isinstance(events, list) else [body_bytes(output)]
@@ -210,11 +187,13 @@ class HTTPLibrary:
         response.elapsed = timedelta(0)
         return response
 
-    def transport_error(self, name: str) -> Callable[..., BaseException] | None:
-        """The library's transport error named ``name`` (one of a fixed set), or None."""
+    def transport_error(self, error: Mapping[str, Any], request: Any) -> BaseException | None:
+        """The library's transport error named in ``error`` (one of a fixed set), or None."""
+        name = str(error.get("type"))
         if name not in _TRANSPORT_ERRORS:
             return None
         cls = getattr(self.module, name, None)
         if isinstance(cls, type) and issubclass(cls, self.module.TransportError):
-            return cls
+            exc: BaseException = cls(str(error.get("message")), request=request)
+            return exc
         return None

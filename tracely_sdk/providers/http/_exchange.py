@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import orjson
 
 from tracely_otel import attributes as A
-from tracely_sdk.errors import LLMError, ReplayError
+from tracely_sdk.errors import ReplayError
 from tracely_sdk.providers._patching import (
     SERVER_ADDRESS,
     SERVER_PORT,
@@ -46,7 +46,7 @@ from tracely_sdk.providers.http import _anthropic_messages, _openai_chat
 
 if TYPE_CHECKING:
     from tracely_sdk._seam import Call
-    from tracely_sdk.providers.http._client import HTTPLibrary
+    from tracely_sdk.providers.http._hook import ClientHook
 
 TAG = WIRE_TAG
 
@@ -61,6 +61,19 @@ def format_for(method: str, path: str) -> ModuleType | None:
         if codec.answers(method, path):
             return codec
     return None
+
+
+def request_facts(
+    codec: ModuleType, path: str, query: str, body: Mapping[str, Any]
+) -> tuple[str | None, bool]:
+    """The model a request asks (None: not a model call) and whether it asks for a stream: read
+    from the path and query by a format that puts them there (its ``from_path``), else from the
+    JSON body's ``model`` and the format's ``streamed``."""
+    from_path = getattr(codec, "from_path", None)
+    if from_path is not None:
+        return from_path(path, query, body)  # type: ignore[no-any-return]
+    model = body.get("model")
+    return (model if isinstance(model, str) else None), codec.streamed(body)
 
 
 def answers(method: str, url: str) -> bool:
@@ -156,6 +169,11 @@ def _response_body(codec: ModuleType, output: Mapping[str, Any]) -> Mapping[str,
             return {}  # a stream cut short before its first event
         return body if isinstance(body, Mapping) else {}
     body = output.get("body")
+    if isinstance(body, list):  # a stream sent as one JSON array of its chunks
+        try:
+            body = codec.body_from_events([{"data": item} for item in body])
+        except ValueError:
+            return {}
     return body if isinstance(body, Mapping) else {}
 
 
@@ -234,28 +252,31 @@ class WireCall(Intercepted):
     def __init__(
         self,
         codec: ModuleType,
-        hook: HTTPLibrary,
+        hook: ClientHook,
         request: Any,
         body: Mapping[str, Any],
         *,
+        method: str,
+        url: Any,
+        model: str,
+        streamed: bool,
         provider: str,
         is_async: bool,
         stream: bool,
     ) -> None:
         self.codec = codec
         self.hook = hook
-        self.request = request
-        self.model = str(body["model"])
+        self.request = request  # what the library's served response and errors are made with
+        self.model = model
         self.provider = provider  # the patched method, as ``httpx.Client.send``
         self.is_async = is_async
-        self.stream = stream  # the client was asked for the body unread (``send(stream=True)``)
-        self.streamed = codec.streamed(body)  # the API was asked for an event stream
+        self.stream = stream  # the body is left unread for the caller (``send(stream=True)``)
+        self.streamed = streamed  # the API was asked for a stream
         self.call: Call | None = None
         self.status = 0
         self.content_type = ""
         self.encoding: str | None = None
-        url = request.url
-        self.input: Any = {"method": request.method, "path": url.path, "body": body}
+        self.input: Any = {"method": method, "path": url.path, "body": body}
         server = {
             SERVER_ADDRESS: url.host,
             SERVER_PORT: url.port or (443 if url.scheme == "https" else 80),
@@ -283,10 +304,14 @@ class WireCall(Intercepted):
     # -- recording -----------------------------------------------------------------------
 
     def _look(self, response: Any) -> dict[str, str]:
-        self.status = int(response.status_code)
-        self.content_type = response.headers.get("content-type", "")
-        self.encoding = response.headers.get("content-encoding")
-        return dict(self.codec.record_headers(response.headers.multi_items()))
+        self.status, items = self.hook.head(response)
+        for name, value in items:
+            lowered = name.lower()
+            if lowered == "content-type":
+                self.content_type = value
+            elif lowered == "content-encoding":
+                self.encoding = value
+        return dict(self.codec.record_headers(items))
 
     def recordable(self, result: Any) -> Recording | TeeStream:
         headers = self._look(result)
@@ -294,14 +319,14 @@ class WireCall(Intercepted):
             return TeeStream(
                 result, headers, tee=lambda call, started: self._tee(result, call, headers, started)
             )
-        return self._recording(result.content, headers)
+        return self._recording(self.hook.content(result), headers)
 
     async def arecordable(self, result: Any) -> Recording | TeeStream:
         return self.recordable(result)
 
     def _tee(self, response: Any, call: Call, headers: Mapping[str, str], started: float) -> None:
         recorder = body_recorder(call, self, headers, started, is_async=self.is_async)
-        response.stream = self.hook.teeing_stream(response.stream, recorder, self.is_async)
+        self.hook.tee(response, recorder, self.is_async)
         # Dropped unread and never closed: record what was read when the response is freed.
         weakref.finalize(response, recorder.finish)
 
@@ -351,10 +376,7 @@ class WireCall(Intercepted):
         return self.hook.served_response(self.request, output, stream=self.stream, session=session)
 
     def raise_error(self, error: Mapping[str, Any], label: str) -> NoReturn:
-        cls = self.hook.transport_error(str(error.get("type")))
-        if cls is not None:
-            raise cls(str(error.get("message")), request=self.request)
-        raise LLMError(label, str(error.get("type")), str(error.get("message")))
+        self.hook.raise_error(error, label, self.request)
 
 
 __all__ = [
@@ -365,6 +387,7 @@ __all__ = [
     "body_bytes",
     "body_value",
     "format_for",
+    "request_facts",
     "served_output",
     "sse_events",
     "sse_pieces",
