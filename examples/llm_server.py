@@ -18,8 +18,9 @@ when ``stream_options.include_usage`` is set), ``POST /v1/responses`` (JSON, or 
 ``POST /v1/messages`` (Anthropic JSON, or its named SSE events including ``ping``), and ``GET
 /v1/responses/{id}`` for a response this server made (JSON, or with ``?stream=true`` its events again,
 after ``starting_after`` when given: what ``responses.stream(response_id=...)`` resumes), and the Gemini API's
-``POST /v1/models/{model}:generateContent`` (JSON; ``/v1beta`` and ``/v1alpha`` too) and ``:streamGenerateContent?alt=sse`` (SSE ``data:``
-lines, one ``GenerateContentResponse`` each).
+``POST /v1/models/{model}:generateContent`` (JSON; ``/v1beta`` and ``/v1alpha`` too) and ``:streamGenerateContent``
+(with ``?alt=sse``, SSE ``data:`` lines, one ``GenerateContentResponse`` each; without it, one JSON array of them
+sent an item at a time).
 
 The model: when the request offers tools and the last turn is the user's, it calls the first tool, with
 arguments made from the tool's JSON schema and the user's text (a string property gets the last capitalised
@@ -333,9 +334,9 @@ class _Handler(BaseHTTPRequestHandler):
             return
         self.wfile.write(data)
 
-    def _start_sse(self, headers: dict[str, str]) -> None:
+    def _start_sse(self, headers: dict[str, str], content_type: str = "text/event-stream") -> None:
         self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream; charset=utf-8")
+        self.send_header("Content-Type", f"{content_type}; charset=utf-8")
         self.send_header("Cache-Control", "no-cache")
         self.send_header("Transfer-Encoding", "chunked")
         for key, value in headers.items():
@@ -347,7 +348,12 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.flush()
 
     def _send_events(self, events: list[bytes], headers: dict[str, str], *, cut: bool) -> None:
-        self._start_sse(headers)
+        self._send_stream(events, "text/event-stream", headers, cut=cut)
+
+    def _send_stream(
+        self, events: list[bytes], content_type: str, headers: dict[str, str], *, cut: bool
+    ) -> None:
+        self._start_sse(headers, content_type)
         if cut:
             for event in events[: max(1, len(events) // 2)]:
                 self._send_chunk(event)
@@ -760,9 +766,6 @@ class _Handler(BaseHTTPRequestHandler):
         if method == "generateContent":
             self._send_json(200, response([part], "STOP", usage), cut=cut)
             return
-        if "alt=sse" not in query:
-            self._gemini_error(400, "INVALID_ARGUMENT", "This server streams with alt=sse only.")
-            return
         if reply.tool_name:
             chunks = [response([part], "STOP", usage)]
         else:
@@ -775,8 +778,16 @@ class _Handler(BaseHTTPRequestHandler):
                 for p in pieces[:-1]
             ]
             chunks.append(response([{"text": pieces[-1]}], "STOP", usage))
-        events = [b"data: " + json.dumps(c).encode() + b"\r\n\r\n" for c in chunks]
-        self._send_events(events, {}, cut=cut)
+        if urllib.parse.parse_qs(query).get("alt") == ["sse"]:
+            events = [b"data: " + json.dumps(c).encode() + b"\r\n\r\n" for c in chunks]
+            self._send_events(events, {}, cut=cut)
+            return
+        # Without alt=sse the API streams one JSON array, an item at a time.
+        items = [
+            (b"[" if i == 0 else b",\r\n") + json.dumps(c).encode() for i, c in enumerate(chunks)
+        ]
+        items[-1] += b"]"
+        self._send_stream(items, "application/json", {}, cut=cut)
 
 
 # --------------------------------------------------------------------------------------------- replies

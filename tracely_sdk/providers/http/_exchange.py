@@ -42,7 +42,7 @@ from tracely_sdk.providers._patching import (
     warn_once,
 )
 from tracely_sdk.providers._streams import body_recorder
-from tracely_sdk.providers.http import _anthropic_messages, _openai_chat
+from tracely_sdk.providers.http import _anthropic_messages, _gemini, _openai_chat
 
 if TYPE_CHECKING:
     from tracely_sdk._seam import Call
@@ -50,7 +50,7 @@ if TYPE_CHECKING:
 
 TAG = WIRE_TAG
 
-FORMATS: tuple[ModuleType, ...] = (_openai_chat, _anthropic_messages)
+FORMATS: tuple[ModuleType, ...] = (_openai_chat, _anthropic_messages, _gemini)
 """The wire formats whose requests are model calls, each a codec module."""
 
 
