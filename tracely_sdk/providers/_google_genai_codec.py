@@ -32,7 +32,13 @@ from typing import Any
 
 import orjson
 
-from tracely_otel.genai import ChatMessage, OutputMessage, content_parts, genai_finish_reason, input_messages
+from tracely_otel.genai import (
+    ChatMessage,
+    OutputMessage,
+    content_parts,
+    genai_finish_reason,
+    input_messages,
+)
 from tracely_sdk.providers import _wire
 
 SAFE_HEADERS = frozenset({"content-type", "retry-after"})
@@ -295,7 +301,9 @@ def usage_of(body: Mapping[str, Any]) -> tuple[int, int] | None:
         return None
     # The conventions count every input and output token: the API reports the prompt of its
     # own tools and the thinking apart.
-    tokens_in = prompt + (_field(usage, "tool_use_prompt_token_count", "toolUsePromptTokenCount") or 0)
+    tokens_in = prompt + (
+        _field(usage, "tool_use_prompt_token_count", "toolUsePromptTokenCount") or 0
+    )
     tokens_out = (_field(usage, "candidates_token_count", "candidatesTokenCount") or 0) + (
         _field(usage, "thoughts_token_count", "thoughtsTokenCount") or 0
     )

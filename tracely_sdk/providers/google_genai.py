@@ -95,6 +95,7 @@ patched = PROVIDER_LAYER.patched
 
 # --------------------------------------------------------------------------- GenAI conventions
 
+
 def _dump(value: Any) -> Any:
     return value.model_dump(mode="json", exclude_none=True)
 

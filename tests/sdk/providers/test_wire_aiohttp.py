@@ -114,7 +114,11 @@ def test_a_chat_completion_is_recorded_as_the_wire_carried_it_and_served_as_a_cl
     replayed, rep = replay(live.bundle, scenario)
     assert replayed["type"] is aiohttp.ClientResponse
     # The body is the recorded JSON written compactly: the same data, not the same spacing.
-    as_data = {**replayed, "read": json.loads(replayed["read"]), "text": json.loads(replayed["text"])}
+    as_data = {
+        **replayed,
+        "read": json.loads(replayed["read"]),
+        "text": json.loads(replayed["text"]),
+    }
     assert as_data == {
         **live.value,
         "read": json.loads(live.value["read"]),
@@ -143,7 +147,7 @@ def test_a_stream_is_recorded_as_it_arrives_and_served_to_every_way_of_reading_c
     first, second = live.bundle["llm"][MODEL]
     assert first["output"]["events"][-1] == {"text": "[DONE]"}
     assert first["output"]["headers"]["content-type"].startswith("text/event-stream")
-    assert first["usage"] == [3, 5]
+    assert first["usage"] == second["usage"] == [3, 5]
     spans = llm_spans(capture)
     assert len(spans) == 2
     assert spans[0].attributes["gen_ai.request.stream"] is True

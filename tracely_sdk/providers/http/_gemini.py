@@ -113,10 +113,17 @@ def closed_events(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def _chunk(
     text: str, *, model: str, usage: tuple[int, int] | None, finished: bool
 ) -> dict[str, Any]:
-    candidate: dict[str, Any] = {"content": {"role": "model", "parts": [{"text": text}]}, "index": 0}
+    candidate: dict[str, Any] = {
+        "content": {"role": "model", "parts": [{"text": text}]},
+        "index": 0,
+    }
     if finished:
         candidate["finishReason"] = "STOP"
-    body: dict[str, Any] = {"candidates": [candidate], "modelVersion": model, "responseId": "replay"}
+    body: dict[str, Any] = {
+        "candidates": [candidate],
+        "modelVersion": model,
+        "responseId": "replay",
+    }
     if usage is not None and finished:
         tokens_in, tokens_out = usage
         body["usageMetadata"] = {

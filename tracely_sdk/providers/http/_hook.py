@@ -80,7 +80,9 @@ class ClientHook:
             codec = format_for(method, url.path)
             if codec is None:
                 return None
-            body = orjson.loads(content) if isinstance(content, (bytes, bytearray, str)) else content
+            body = (
+                orjson.loads(content) if isinstance(content, (bytes, bytearray, str)) else content
+            )
             if not isinstance(body, dict):
                 return None
             query = url.query if isinstance(url.query, (str, bytes)) else url.query_string

@@ -164,12 +164,12 @@ class AiohttpLibrary(ClientHook):
             # No body to read (aiohttp's empty reader): recorded as the empty body it is.
             recorder.finish()
             return
-        key = id(reader)
+        key, finish = id(reader), recorder.finish
 
         def ended() -> None:
             if _recorders.get(key) is recorder:
                 del _recorders[key]
-                recorder.finish()
+                finish()
 
         # What arrived with the headers is buffered already; nothing has been read yet.
         buffered = b"".join(reader._buffer)
@@ -236,8 +236,11 @@ class AiohttpLibrary(ClientHook):
             from aiohttp.client_reqrep import ConnectionKey
 
             url = request.url
-            key = ConnectionKey(url.host or "", url.port, url.scheme == "https", True, None, None, None)
-            return aiohttp.ClientConnectorError(key, OSError(None, message))
+            key = ConnectionKey(
+                url.host or "", url.port, url.scheme == "https", True, None, None, None
+            )
+            refused: BaseException = aiohttp.ClientConnectorError(key, OSError(None, message))
+            return refused
         if name not in _TRANSPORT_ERRORS:
             return None
         cls = getattr(aiohttp, name, None)
