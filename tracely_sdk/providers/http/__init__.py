@@ -2,10 +2,13 @@
 
 A request is a model call when one of the wire-format codecs answers its method and path
 (``_openai_chat``: ``POST .../chat/completions``, what OpenAI and the servers copying its API
-speak; ``_anthropic_messages``: ``POST .../v1/messages``) and its JSON body names a ``model``.
-Any other request is left alone. The clients hooked are httpx's and httpx2's (``Client.send``
-and ``AsyncClient.send``, through which every request passes, streamed or not), each patched
-lazily like the SDKs: ``httpx`` and ``httpx2`` in ``PROVIDERS``.
+speak; ``_anthropic_messages``: ``POST .../v1/messages``; ``_gemini``:
+``POST .../models/MODEL:generateContent`` and ``:streamGenerateContent``) and it names a model
+(in its JSON body's ``model``, or in its path). Any other request is left alone. The clients
+hooked are httpx's and httpx2's (``Client.send`` and ``AsyncClient.send``, through which every
+request passes, streamed or not) and aiohttp's (``ClientSession._request``), each patched
+lazily like the SDKs: ``httpx``, ``httpx2`` and ``aiohttp`` in ``PROVIDERS``; what they share
+is :class:`._hook.ClientHook`.
 
 Such a request is one ``llm:MODEL`` call (see :mod:`._exchange`): a ``chat MODEL`` span with the
 GenAI attributes and ``server.*``, whose recorded input is the request (method, path, JSON
