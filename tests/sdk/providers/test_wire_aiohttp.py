@@ -89,6 +89,8 @@ def test_a_chat_completion_is_recorded_as_the_wire_carried_it_and_served_as_a_cl
                 "json": await response.json(),
                 "read": await response.read(),
                 "text": await response.text(),
+                "closed": response.closed,  # its whole body is in: released, as live
+                "reason": response.reason,
             }
 
     live = record(capture, scenario)

@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from tracely_sdk.providers._patching import aintercept, warn_once
-from tracely_sdk.providers._streams import served_stream
 from tracely_sdk.providers.http._exchange import WireCall, body_bytes, sse_pieces
 from tracely_sdk.providers.http._hook import ClientHook, recorded_status
 
@@ -56,7 +55,7 @@ class _Request:
     session: Any
     method: str
     url: Any
-    headers: Any
+    headers: Any  # as the caller gave them: the session's own are added only when served
 
 
 class _NoWriter:
@@ -92,9 +91,8 @@ class AiohttpLibrary(ClientHook):
             return None  # aiohttp's own checks answer a request it cannot send
         if content is None:
             return None
-        headers = session._prepare_headers(kwargs.get("headers"))
         return self.model_call(
-            _Request(session, method, url, headers),
+            _Request(session, method, url, kwargs.get("headers")),
             method,
             url,
             content,
@@ -128,9 +126,6 @@ class AiohttpLibrary(ClientHook):
 
     def head(self, response: Any) -> tuple[int, list[tuple[str, str]]]:
         return int(response.status), list(response.headers.items())
-
-    def content(self, response: Any) -> bytes:
-        raise AssertionError("aiohttp's bodies are always teed")  # pragma: no cover
 
     def _teed_reader(self) -> type:
         """StreamReader with each piece fed to it recorded: a live response's ``content``
@@ -200,13 +195,14 @@ class AiohttpLibrary(ClientHook):
         events = output.get("events")
         pieces = sse_pieces(events) if isinstance(events, list) else [body_bytes(output)]
         owner = request.session
+        sent = CIMultiDictProxy(owner._prepare_headers(request.headers))
         response = owner._response_class(
             request.method,
             request.url,
             writer=None,
             continue100=None,
             timer=TimerNoop(),
-            request_info=RequestInfo(request.url, request.method, request.headers, request.url),
+            request_info=RequestInfo(request.url, request.method, sent, request.url),
             traces=[],
             loop=loop,
             session=owner,
@@ -225,8 +221,10 @@ class AiohttpLibrary(ClientHook):
         response._headers = headers
         response._raw_headers = tuple((k.encode(), v.encode()) for k, v in headers.items())
         response.content = reader
+        # As aiohttp's own start() does: the response is done when its body is all in, as this
+        # one is already (there is no connection to release).
         response._closed = False
-        served_stream(session, response)
+        reader.on_eof(response._response_eof)
         return response
 
     def transport_error(self, error: Mapping[str, Any], request: Any) -> BaseException | None:
