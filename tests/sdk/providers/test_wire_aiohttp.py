@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ import tracely_sdk as tracely
 from examples.llm_server import serve
 from tests.sdk.providers._helpers import closed_url, llm_spans, replays_the_story
 from tracely_sdk import providers
+from tracely_sdk.errors import MissingDependency
 
 MODEL = "gpt-4o"
 CLAUDE = "claude-3-5-haiku"
@@ -413,3 +415,32 @@ def test_google_genais_async_call_is_recorded_once_by_its_patched_method(
         "Client.aio.models.generate_content_stream",
     ]
     assert len(llm_spans(capture)) == 2
+
+
+def test_a_stream_the_server_cuts_is_recorded_as_the_failure_and_raised_at_the_call_on_replay(
+    capture: Any, instrumented: None
+) -> None:
+    async def scenario(base: str) -> str:
+        body = chat("one two three four five six", stream=True)
+        async with aiohttp.ClientSession() as session:
+            try:
+                response = await session.post(
+                    f"{base}/v1/chat/completions", json=body, headers={"x-test-fault": "cut"}
+                )
+                await response.read()
+            except aiohttp.ClientPayloadError as exc:
+                return type(exc).__name__
+        return "read whole"
+
+    live = record(capture, scenario)
+    assert live.value == "ClientPayloadError"
+    (entry,) = live.bundle["llm"][MODEL]
+    assert entry["error"]["type"] == "ClientPayloadError"
+    replayed, rep = replay(live.bundle, scenario)
+    assert replayed == "ClientPayloadError" and rep.served == [f"llm:{MODEL}"]
+
+
+def test_aiohttp_not_installed_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "aiohttp", None)  # as if it were not installed
+    with pytest.raises(MissingDependency, match=r"tracely-replay\[aiohttp\]"):
+        providers.instrument("aiohttp")
