@@ -20,7 +20,14 @@ when ``stream_options.include_usage`` is set), ``POST /v1/responses`` (JSON, or 
 after ``starting_after`` when given: what ``responses.stream(response_id=...)`` resumes), and the Gemini API's
 ``POST /v1/models/{model}:generateContent`` (JSON; ``/v1beta`` and ``/v1alpha`` too) and ``:streamGenerateContent``
 (with ``?alt=sse``, SSE ``data:`` lines, one ``GenerateContentResponse`` each; without it, one JSON array of them
-sent an item at a time).
+sent an item at a time). Also ``POST /v1/embeddings`` (a made-up vector per input,
+floats or ``encoding_format: base64``), Groq's ``POST /openai/v1/chat/completions``, Cohere's ``POST /v2/chat`` (JSON,
+or SSE events whose data names its ``type``: ``message-start`` ... ``message-end``), and Ollama's ``POST
+/api/chat`` and ``/api/generate`` (newline-delimited JSON, ``application/x-ndjson``, the last line ``"done":
+true``; one JSON body with ``"stream": false``), and Amazon Bedrock's runtime API: ``POST /model/{modelId}/converse``
+(JSON), ``/converse-stream`` (an AWS binary event stream, ``application/vnd.amazon.eventstream``) and ``/invoke``
+(the model's own JSON: Anthropic's messages format), the model id URL-encoded in the path as botocore sends it
+(point ``boto3.client("bedrock-runtime", endpoint_url=server.base_url)`` at it).
 
 The model: when the request offers tools and the last turn is the user's, it calls the first tool, with
 arguments made from the tool's JSON schema and the user's text (a string property gets the last capitalised
@@ -44,12 +51,15 @@ Run it alone with ``python -m examples.llm_server --port 8765``; it prints the b
 from __future__ import annotations
 
 import argparse
+import base64
 import contextlib
 import json
 import re
 import socket
+import struct
 import threading
 import urllib.parse
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -69,6 +79,7 @@ _GEMINI_PATH = re.compile(
     r"^/v1(?:beta|alpha)?/models/([^/:]+):(generateContent|streamGenerateContent)$"
 )
 _CAPITALISED = re.compile(r"\b[A-Z][\w-]*")
+_BEDROCK_PATH = re.compile(r"^/model/([^/]+)/(converse|converse-stream|invoke)$")
 
 
 @dataclass
@@ -334,9 +345,9 @@ class _Handler(BaseHTTPRequestHandler):
             return
         self.wfile.write(data)
 
-    def _start_sse(self, headers: dict[str, str], content_type: str = "text/event-stream") -> None:
+    def _start_sse(self, headers: dict[str, str], content_type: str) -> None:
         self.send_response(200)
-        self.send_header("Content-Type", f"{content_type}; charset=utf-8")
+        self.send_header("Content-Type", content_type)
         self.send_header("Cache-Control", "no-cache")
         self.send_header("Transfer-Encoding", "chunked")
         for key, value in headers.items():
@@ -347,11 +358,13 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
         self.wfile.flush()
 
-    def _send_events(self, events: list[bytes], headers: dict[str, str], *, cut: bool) -> None:
-        self._send_stream(events, "text/event-stream", headers, cut=cut)
-
-    def _send_stream(
-        self, events: list[bytes], content_type: str, headers: dict[str, str], *, cut: bool
+    def _send_events(
+        self,
+        events: list[bytes],
+        headers: dict[str, str],
+        *,
+        cut: bool,
+        content_type: str = "text/event-stream; charset=utf-8",
     ) -> None:
         self._start_sse(headers, content_type)
         if cut:
@@ -405,9 +418,16 @@ class _Handler(BaseHTTPRequestHandler):
             "/v1/chat/completions": self._chat,
             "/v1/responses": self._responses,
             "/v1/messages": self._messages,
+            "/openai/v1/chat/completions": self._chat,  # Groq's path
+            "/v1/embeddings": self._embeddings,
+            "/v2/chat": self._cohere_chat,
+            "/api/chat": self._ollama,
+            "/api/generate": self._ollama,
         }.get(self.path.split("?")[0])
         if route is None and _GEMINI_PATH.match(self.path.split("?")[0]):
             route = self._generate_content
+        if route is None and self._is_bedrock(request):
+            route = self._bedrock
         if route is None:
             self._not_found(request)
             return
@@ -438,6 +458,9 @@ class _Handler(BaseHTTPRequestHandler):
     def _is_gemini(self, request: SeenRequest) -> bool:
         return bool(_GEMINI_PATH.match(request.path.split("?")[0]))
 
+    def _is_bedrock(self, request: SeenRequest) -> bool:
+        return bool(_BEDROCK_PATH.match(request.path.split("?")[0]))
+
     def _gemini_error(self, status: int, reason: str, message: str) -> None:
         payload = {"error": {"code": status, "message": message, "status": reason}}
         self._send_json(status, payload)
@@ -449,7 +472,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _error(self, request: SeenRequest, status: int, kind: str, message: str) -> None:
         number = self.server._counter
-        if self._is_gemini(request):
+        if self._is_bedrock(request):
+            self._bedrock_error(status, "ValidationException", message)
+        elif self._is_gemini(request):
             self._gemini_error(
                 status, "INVALID_ARGUMENT" if status == 400 else "NOT_FOUND", message
             )
@@ -465,6 +490,12 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(status, payload, {"x-request-id": f"req_{number:06d}"})
 
     def _fault(self, request: SeenRequest, number: int) -> None:
+        if self._is_bedrock(request):
+            if request.fault == "429":
+                self._bedrock_error(429, "ThrottlingException", "Too many requests, please wait.")
+            else:
+                self._bedrock_error(500, "InternalServerException", "An internal error occurred.")
+            return
         if self._is_gemini(request):
             if request.fault == "429":
                 message = "Resource has been exhausted (e.g. check quota)."
@@ -634,6 +665,121 @@ class _Handler(BaseHTTPRequestHandler):
             return
         self._send_events([_event_bytes(e) for e in events], headers, cut=cut)
 
+    # -- embeddings, Cohere v2 chat, Ollama's native API
+
+    def _embeddings(self, body: dict[str, Any], number: int, *, cut: bool) -> None:
+        given = body.get("input")
+        texts = [given] if isinstance(given, str) else list(given or [])
+        data = []
+        for index, text in enumerate(texts):
+            vector = _embedding(text if isinstance(text, str) else json.dumps(text))
+            encoded: Any = vector
+            if body.get("encoding_format") == "base64":
+                encoded = base64.b64encode(struct.pack(f"<{len(vector)}f", *vector)).decode()
+            data.append({"object": "embedding", "index": index, "embedding": encoded})
+        tokens = sum(_words(t) for t in texts if isinstance(t, str))
+        payload = {
+            "object": "list",
+            "data": data,
+            "model": str(body.get("model") or "text-embedding-3-small"),
+            "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+        }
+        headers = {"x-request-id": f"req_{number:06d}", "openai-processing-ms": "1"}
+        self._send_json(200, payload, headers, cut=cut)
+
+    def _cohere_chat(self, body: dict[str, Any], number: int, *, cut: bool) -> None:
+        messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
+        reply = _chat_reply(body, messages)
+        call_id = f"call_{number:06d}_0"
+        tokens = {"input_tokens": reply.prompt_tokens, "output_tokens": reply.completion_tokens}
+        usage = {"billed_units": dict(tokens), "tokens": tokens}
+        finish = "TOOL_CALL" if reply.tool_name else "COMPLETE"
+        plan = f"I will call {reply.tool_name}."
+        if not body.get("stream"):
+            message: dict[str, Any] = {"role": "assistant"}
+            if reply.tool_name:
+                message["tool_plan"] = plan
+                function = {"name": reply.tool_name, "arguments": reply.arguments_json}
+                message["tool_calls"] = [{"id": call_id, "type": "function", "function": function}]
+            else:
+                message["content"] = [{"type": "text", "text": reply.text}]
+            payload = {
+                "id": f"chat_{number:06d}",
+                "finish_reason": finish,
+                "message": message,
+                "usage": usage,
+            }
+            self._send_json(200, payload, cut=cut)
+            return
+
+        def event(kind: str, **fields: Any) -> bytes:
+            return _event_bytes({"type": kind, **fields})
+
+        def says(**message: Any) -> dict[str, Any]:
+            return {"message": message}
+
+        events = [event("message-start", id=f"chat_{number:06d}", delta=says(role="assistant"))]
+        if reply.tool_name:
+            events.append(event("tool-plan-delta", delta=says(tool_plan=plan)))
+            function = {"name": reply.tool_name, "arguments": ""}
+            call = {"id": call_id, "type": "function", "function": function}
+            events.append(event("tool-call-start", index=0, delta=says(tool_calls=call)))
+            for piece in _split(reply.arguments_json, 8):
+                delta = says(tool_calls={"function": {"arguments": piece}})
+                events.append(event("tool-call-delta", index=0, delta=delta))
+            events.append(event("tool-call-end", index=0))
+        else:
+            start = says(content={"type": "text", "text": ""})
+            events.append(event("content-start", index=0, delta=start))
+            for piece in _tokens(reply.text or ""):
+                delta = says(content={"text": piece})
+                events.append(event("content-delta", index=0, delta=delta))
+            events.append(event("content-end", index=0))
+        events.append(event("message-end", delta={"finish_reason": finish, "usage": usage}))
+        self._send_events(events, {}, cut=cut)
+
+    def _ollama(self, body: dict[str, Any], number: int, *, cut: bool) -> None:
+        chat = self.path.split("?")[0] == "/api/chat"
+        if chat:
+            reply = _chat_reply(
+                body, [m for m in body.get("messages") or [] if isinstance(m, dict)]
+            )
+        else:
+            prompt = str(body.get("prompt") or "")
+            words = _words(prompt) + _words(str(body.get("system") or ""))
+            reply = _Reply(text=_answer(prompt, None), prompt_tokens=words)
+        model = str(body.get("model") or "llama3.2")
+
+        def line(piece: str, **fields: Any) -> dict[str, Any]:
+            said = (
+                {"message": {"role": "assistant", "content": piece}}
+                if chat
+                else {"response": piece}
+            )
+            return {"model": model, "created_at": "2023-11-14T22:13:20Z", **said, **fields}
+
+        final = line(
+            "" if body.get("stream") is not False else reply.text or "",
+            done=True,
+            done_reason="stop",
+            total_duration=1000,
+            load_duration=10,
+            prompt_eval_count=reply.prompt_tokens,
+            prompt_eval_duration=100,
+            eval_count=reply.completion_tokens,
+            eval_duration=500,
+        )
+        if reply.tool_name:
+            final["message"]["tool_calls"] = [
+                {"function": {"name": reply.tool_name, "arguments": reply.tool_arguments}}
+            ]
+        if body.get("stream") is False:
+            self._send_json(200, final, cut=cut)
+            return
+        lines = [line(piece, done=False) for piece in _tokens(reply.text or "")]
+        wire = [json.dumps(x, separators=(",", ":")).encode() + b"\n" for x in [*lines, final]]
+        self._send_events(wire, {}, cut=cut, content_type="application/x-ndjson")
+
     # -- anthropic messages
 
     def _messages(self, body: dict[str, Any], number: int, *, cut: bool) -> None:
@@ -787,7 +933,100 @@ class _Handler(BaseHTTPRequestHandler):
             (b"[" if i == 0 else b",\r\n") + json.dumps(c).encode() for i, c in enumerate(chunks)
         ]
         items[-1] += b"]"
-        self._send_stream(items, "application/json", {}, cut=cut)
+        self._send_events(items, {}, cut=cut, content_type="application/json")
+
+    # -- bedrock runtime
+
+    def _bedrock_error(self, status: int, kind: str, message: str) -> None:
+        headers = {
+            "x-amzn-ErrorType": f"{kind}:http://internal.amazon.com/coral/com.amazon.bedrock/"
+        }
+        self._send_json(status, {"message": message}, headers)
+
+    def _bedrock(self, body: dict[str, Any], number: int, *, cut: bool) -> None:
+        match = _BEDROCK_PATH.match(self.path.split("?")[0])
+        assert match is not None
+        model, operation = urllib.parse.unquote(match.group(1)), match.group(2)
+        headers = {"x-amzn-RequestId": f"req-{number:06d}"}
+        if operation == "invoke":
+            reply = _messages_reply(body)
+            content: dict[str, Any] = (
+                {"type": "tool_use", "id": f"toolu_bdrk_{number:06d}", "name": reply.tool_name}
+                | {"input": reply.tool_arguments}
+                if reply.tool_name
+                else {"type": "text", "text": reply.text or ""}
+            )
+            headers["X-Amzn-Bedrock-Input-Token-Count"] = str(reply.prompt_tokens)
+            headers["X-Amzn-Bedrock-Output-Token-Count"] = str(reply.completion_tokens)
+            message = {
+                "id": f"msg_bdrk_{number:06d}",
+                "type": "message",
+                "role": "assistant",
+                "model": model,
+                "content": [content],
+                "stop_reason": "tool_use" if reply.tool_name else "end_turn",
+                "stop_sequence": None,
+                "usage": {
+                    "input_tokens": reply.prompt_tokens,
+                    "output_tokens": reply.completion_tokens,
+                },
+            }
+            self._send_json(200, message, headers, cut=cut)
+            return
+        reply = _messages_reply(_converse_as_messages(body))
+        usage = {
+            "inputTokens": reply.prompt_tokens,
+            "outputTokens": reply.completion_tokens,
+            "totalTokens": reply.prompt_tokens + reply.completion_tokens,
+        }
+        stop = "tool_use" if reply.tool_name else "end_turn"
+        tool_id = f"tooluse_{number:06d}"
+        if operation == "converse":
+            block: dict[str, Any] = (
+                {"toolUse": {"toolUseId": tool_id, "name": reply.tool_name}}
+                if reply.tool_name
+                else {"text": reply.text or ""}
+            )
+            if reply.tool_name:
+                block["toolUse"]["input"] = reply.tool_arguments
+            answer = {
+                "output": {"message": {"role": "assistant", "content": [block]}},
+                "stopReason": stop,
+                "usage": usage,
+                "metrics": {"latencyMs": 1},
+            }
+            self._send_json(200, answer, headers, cut=cut)
+            return
+        events: list[tuple[str, dict[str, Any]]] = [("messageStart", {"role": "assistant"})]
+        if reply.tool_name:
+            start = {"toolUse": {"toolUseId": tool_id, "name": reply.tool_name}}
+            events.append(("contentBlockStart", {"contentBlockIndex": 0, "start": start}))
+            events.extend(
+                ("contentBlockDelta", {"contentBlockIndex": 0, "delta": {"toolUse": {"input": p}}})
+                for p in _split(reply.arguments_json, 8)
+            )
+        else:
+            events.extend(
+                ("contentBlockDelta", {"contentBlockIndex": 0, "delta": {"text": p}})
+                for p in _tokens(reply.text or "")
+            )
+        events.append(("contentBlockStop", {"contentBlockIndex": 0}))
+        events.append(("messageStop", {"stopReason": stop}))
+        events.append(("metadata", {"usage": usage, "metrics": {"latencyMs": 1}}))
+        self.send_response(200)
+        self.send_header("Content-Type", "application/vnd.amazon.eventstream")
+        self.send_header("Transfer-Encoding", "chunked")
+        for key, value in headers.items():
+            self.send_header(key, value)
+        self.end_headers()
+        frames = [_eventstream_message(kind, data) for kind, data in events]
+        for frame in frames[: max(1, len(frames) // 2)] if cut else frames:
+            self._send_chunk(frame)
+        if cut:
+            self._drop_connection()
+            return
+        self.wfile.write(b"0\r\n\r\n")
+        self.wfile.flush()
 
 
 # --------------------------------------------------------------------------------------------- replies
@@ -937,6 +1176,11 @@ def _responses_payload(
 
 def _event_bytes(event: dict[str, Any]) -> bytes:
     return f"event: {event['type']}\n".encode() + b"data: " + json.dumps(event).encode() + b"\n\n"
+
+
+def _embedding(text: str) -> list[float]:
+    """A made-up vector of a text: the same text, the same vector."""
+    return [len(text) / 100, _words(text) / 10, (ord(text[0]) if text else 0) / 1000, 0.5]
 
 
 def _tokens(text: str) -> list[str]:
@@ -1145,6 +1389,67 @@ def _response_tool(tool: Any) -> Any:
             "strict": tool.get("strict", True),
         }
     return tool
+
+
+# --------------------------------------------------------------------------------------------- bedrock
+
+
+def _converse_as_messages(body: dict[str, Any]) -> dict[str, Any]:
+    """A Converse request as the Anthropic request the toy model answers: the same turns, tools
+    and system prompt."""
+
+    def block(part: Any) -> Any:
+        if not isinstance(part, dict):
+            return part
+        if "text" in part:
+            return {"type": "text", "text": part["text"]}
+        if isinstance(part.get("toolUse"), dict):
+            use = part["toolUse"]
+            return {"type": "tool_use", "id": use.get("toolUseId"), "name": use.get("name")}
+        if isinstance(part.get("toolResult"), dict):
+            result = part["toolResult"]
+            texts = [
+                {"type": "text", "text": c["text"] if "text" in c else json.dumps(c.get("json"))}
+                for c in result.get("content") or []
+                if isinstance(c, dict)
+            ]
+            return {"type": "tool_result", "tool_use_id": result.get("toolUseId"), "content": texts}
+        return part
+
+    messages = [
+        {"role": m.get("role"), "content": [block(p) for p in m.get("content") or []]}
+        for m in body.get("messages") or []
+        if isinstance(m, dict)
+    ]
+    tools = [
+        {
+            "name": t["toolSpec"].get("name"),
+            "input_schema": (t["toolSpec"].get("inputSchema") or {}).get("json"),
+        }
+        for t in (body.get("toolConfig") or {}).get("tools") or []
+        if isinstance(t, dict) and isinstance(t.get("toolSpec"), dict)
+    ]
+    system = " ".join(s.get("text", "") for s in body.get("system") or [] if isinstance(s, dict))
+    return {"messages": messages, "tools": tools, "system": system or None}
+
+
+def _eventstream_message(kind: str, data: dict[str, Any]) -> bytes:
+    """One AWS event-stream message, framed as AWS frames it. The stand-in writes its own frames,
+    apart from tracely's encoder, so that what botocore reads live is not tracely's output."""
+    headers = b""
+    for name, value in (
+        (":event-type", kind),
+        (":content-type", "application/json"),
+        (":message-type", "event"),
+    ):
+        raw = value.encode()
+        headers += bytes([len(name)]) + name.encode() + b"\x07" + len(raw).to_bytes(2, "big") + raw
+    payload = json.dumps(data).encode()
+    total = 12 + len(headers) + len(payload) + 4
+    prelude = total.to_bytes(4, "big") + len(headers).to_bytes(4, "big")
+    prelude += (zlib.crc32(prelude) & 0xFFFFFFFF).to_bytes(4, "big")
+    message = prelude + headers + payload
+    return message + (zlib.crc32(message) & 0xFFFFFFFF).to_bytes(4, "big")
 
 
 # --------------------------------------------------------------------------------------------- running

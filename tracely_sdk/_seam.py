@@ -384,7 +384,8 @@ class Call:
 
     def _start(self, attributes: Mapping[str, Any]) -> Span:
         span = _tracers.get().start_span(
-            A.span_name(self.kind, self.name),
+            # "<operation> <name>": chat, unless the call says otherwise (an embeddings call)
+            f"{attributes[A.GEN_AI_OPERATION_NAME]} {self.name}",
             kind=SpanKind.CLIENT if self.kind == A.KIND_LLM else SpanKind.INTERNAL,
             attributes=attributes,
             record_exception=False,

@@ -617,8 +617,8 @@ def test_cut_drops_the_connection_midway(
 
 def test_unknown_route_is_provider_shaped_404(server: LLMServer, oai: openai.OpenAI) -> None:
     with pytest.raises(openai.NotFoundError):
-        oai.embeddings.create(model="text-embedding-3-small", input="x")
-    assert server.paths() == ["/v1/embeddings"]
+        oai.moderations.create(model="omni-moderation-latest", input="x")
+    assert server.paths() == ["/v1/moderations"]
 
 
 def test_fail_next_rejects_unknown_faults(server: LLMServer) -> None:

@@ -293,8 +293,15 @@ def test_a_boto3_client_is_refused_and_the_report_holds_what_botocore_wrapped(
         aws_secret_access_key="test-secret",
         endpoint_url=server.base_url,
     )
+    # Converse is a model call, served or missed at urllib3 (test_wire_urllib3); a guardrail
+    # check is no model call: only the guard stands between it and the network.
     with tracely.fixtures({}) as rep, pytest.raises(HTTPClientError, match="strict replay refused"):
-        bedrock.converse(modelId="m", messages=[{"role": "user", "content": [{"text": "hi"}]}])
+        bedrock.apply_guardrail(
+            guardrailIdentifier="g1",
+            guardrailVersion="1",
+            source="INPUT",
+            content=[{"text": {"text": "hi"}}],
+        )
     assert server.requests == []
     assert rep.refused and rep.refused[0]["library"].startswith("botocore (via ")
 

@@ -301,7 +301,7 @@ def response_attributes(source: ResponseReader, body: Mapping[str, Any]) -> dict
         if settings.capture_content or source.asks_for_tools(body):
             messages = source.output_messages(body)
             tool_calls.expect(messages)
-            if settings.capture_content:
+            if settings.capture_content and messages:  # an embedding has none
                 out[A.GEN_AI_OUTPUT_MESSAGES] = content_json(messages)
         else:
             tool_calls.expect(())

@@ -46,7 +46,6 @@ from openai.resources.responses.responses import AsyncResponses, Responses
 from tracely_otel import attributes as A
 from tracely_otel.genai import (
     ChatMessage,
-    MessagePart,
     OutputMessage,
     content_parts,
     genai_finish_reason,
@@ -144,65 +143,16 @@ def genai_chat_messages(messages: Any) -> list[ChatMessage]:
 
 def genai_responses_input(value: Any) -> list[ChatMessage]:
     """A Responses API ``input`` in the GenAI conventions' ``gen_ai.input.messages`` shape."""
-    if isinstance(value, str):
-        return [{"role": "user", "parts": [{"type": "text", "content": value}]}]
-    out: list[ChatMessage] = []
-    for item in _plain(value) or []:
-        if not isinstance(item, dict):
-            continue
-        kind = item.get("type")
-        if kind == "function_call":
-            call = tool_call_part(item.get("call_id"), item.get("name"), item.get("arguments"))
-            out.append({"role": "assistant", "parts": [call]})
-        elif kind == "function_call_output":
-            response = tool_response_part(item.get("call_id"), item.get("output"))
-            out.append({"role": "tool", "parts": [response]})
-        elif kind == "reasoning":
-            text = " ".join(
-                s.get("text", "") for s in item.get("summary") or [] if isinstance(s, dict)
-            )
-            out.append({"role": "assistant", "parts": [{"type": "reasoning", "content": text}]})
-        elif "role" in item:
-            out.append({"role": item["role"], "parts": content_parts(item.get("content"))})
-        else:
-            out.append({"role": "user", "parts": [item]})
-    return out
+    return codec.genai_responses_input(value if isinstance(value, str) else _plain(value))
 
 
 genai_chat_output = codec.genai_chat_output
 chat_body_from_chunks = codec.chat_body_from_chunks
 _usage_of = codec.usage_of
-
-
-def _responses_finish(body: Mapping[str, Any]) -> str:
-    output = body.get("output") or []
-    if body.get("status") == "incomplete":
-        reason = (body.get("incomplete_details") or {}).get("reason")
-        return "content_filter" if reason == "content_filter" else "length"
-    if any(isinstance(i, dict) and i.get("type") == "function_call" for i in output):
-        return "tool_call"
-    return "stop"
-
-
-def genai_responses_output(body: Mapping[str, Any]) -> list[OutputMessage]:
-    """A Responses API response's output in the ``gen_ai.output.messages`` shape."""
-    parts: list[MessagePart] = []
-    for item in body.get("output") or []:
-        if not isinstance(item, dict):
-            continue
-        kind = item.get("type")
-        if kind == "message":
-            parts.extend(content_parts(item.get("content")))
-        elif kind == "function_call":
-            parts.append(
-                tool_call_part(item.get("call_id"), item.get("name"), item.get("arguments"))
-            )
-        elif kind == "reasoning":
-            text = " ".join(
-                s.get("text", "") for s in item.get("summary") or [] if isinstance(s, dict)
-            )
-            parts.append({"type": "reasoning", "content": text})
-    return [{"role": "assistant", "parts": parts, "finish_reason": _responses_finish(body)}]
+_responses_finish = codec.responses_finish
+genai_responses_output = codec.genai_responses_output
+response_events_from_body = codec.response_events_from_body
+response_body_from_events = codec.response_body_from_events
 
 
 # --------------------------------------------------------------------------- replies (synthesis)
@@ -370,119 +320,6 @@ def chat_chunks_from_body(body: Mapping[str, Any]) -> list[dict[str, Any]]:
     if body.get("usage") is not None:
         chunks.append({"event": None, "data": {**base, "choices": [], "usage": body["usage"]}})
     return chunks
-
-
-def response_events_from_body(body: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The Responses API events (``record_chunk``'s shape) a streamed call would have sent."""
-    events: list[dict[str, Any]] = []
-
-    def add(event: dict[str, Any]) -> None:
-        event["sequence_number"] = len(events)
-        events.append({"event": event["type"], "data": event})
-
-    started = {**body, "status": "in_progress", "output": [], "usage": None}
-    started.pop("completed_at", None)
-    add({"type": "response.created", "response": started})
-    add({"type": "response.in_progress", "response": dict(started)})
-    for index, item in enumerate(body.get("output") or []):
-        if not isinstance(item, dict):
-            continue
-        item_id = item.get("id")
-        if item.get("type") == "message":
-            add(
-                {
-                    "type": "response.output_item.added",
-                    "output_index": index,
-                    "item": {**item, "status": "in_progress", "content": []},
-                }
-            )
-            for n, part in enumerate(item.get("content") or []):
-                empty = {**part, "text": ""} if part.get("type") == "output_text" else part
-                add(
-                    {
-                        "type": "response.content_part.added",
-                        "item_id": item_id,
-                        "output_index": index,
-                        "content_index": n,
-                        "part": empty,
-                    }
-                )
-                if part.get("type") == "output_text":
-                    for piece in _pieces(part.get("text") or ""):
-                        add(
-                            {
-                                "type": "response.output_text.delta",
-                                "item_id": item_id,
-                                "output_index": index,
-                                "content_index": n,
-                                "delta": piece,
-                                "logprobs": [],
-                            }
-                        )
-                    add(
-                        {
-                            "type": "response.output_text.done",
-                            "item_id": item_id,
-                            "output_index": index,
-                            "content_index": n,
-                            "text": part.get("text") or "",
-                            "logprobs": [],
-                        }
-                    )
-                add(
-                    {
-                        "type": "response.content_part.done",
-                        "item_id": item_id,
-                        "output_index": index,
-                        "content_index": n,
-                        "part": part,
-                    }
-                )
-        elif item.get("type") == "function_call":
-            add(
-                {
-                    "type": "response.output_item.added",
-                    "output_index": index,
-                    "item": {**item, "status": "in_progress", "arguments": ""},
-                }
-            )
-            arguments = item.get("arguments") or ""
-            add(
-                {
-                    "type": "response.function_call_arguments.delta",
-                    "item_id": item_id,
-                    "output_index": index,
-                    "delta": arguments,
-                }
-            )
-            add(
-                {
-                    "type": "response.function_call_arguments.done",
-                    "item_id": item_id,
-                    "output_index": index,
-                    "arguments": arguments,
-                }
-            )
-        else:
-            add({"type": "response.output_item.added", "output_index": index, "item": item})
-        add({"type": "response.output_item.done", "output_index": index, "item": item})
-    final = "response.incomplete" if body.get("status") == "incomplete" else "response.completed"
-    add({"type": final, "response": dict(body)})
-    return events
-
-
-def response_body_from_events(chunks: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """The response a recorded Responses stream ended with."""
-    last: Any = None
-    for recorded in chunks:
-        data = recorded.get("data") if isinstance(recorded, Mapping) else None
-        if isinstance(data, Mapping) and isinstance(data.get("response"), Mapping):
-            last = data["response"]
-            if data.get("type") in ("response.completed", "response.incomplete", "response.failed"):
-                break
-    if last is None:
-        raise ValueError("the recorded Responses stream holds no response event")
-    return dict(last)
 
 
 # --------------------------------------------------------------------------- one call

@@ -213,10 +213,14 @@ class GRPCReceiver(TraceServiceServicer):
 
     def _message(self, messages: Iterator[bytes], context: Any) -> bytes:
         """The call's one message, once it has arrived; cancels the call after the timeout."""
-        expired = threading.Event()
 
         def expire() -> None:
-            expired.set()
+            # Logged before cancelling: once the client sees CANCELLED, the reason is on record.
+            logger.info(
+                "an OTLP/gRPC call from %s sent no message within %gs; cancelled it",
+                _client(context.peer()),
+                self.message_timeout,
+            )
             context.cancel()
 
         # The wait cannot be given a timeout of its own: cancelling the call ends it.
@@ -234,12 +238,6 @@ class GRPCReceiver(TraceServiceServicer):
         except grpc.RpcError:
             # Cancelled (by the client, by grpc for a message over the size limit, or by the
             # timer): the status is already sent, and this one goes nowhere.
-            if expired.is_set():
-                logger.info(
-                    "an OTLP/gRPC call from %s sent no message within %gs; cancelled it",
-                    _client(context.peer()),
-                    self.message_timeout,
-                )
             raise _Refused(grpc.StatusCode.CANCELLED, "the call was cancelled") from None
         finally:
             timer.cancel()

@@ -860,7 +860,7 @@ def test_lenient_mode_falls_through_to_the_live_call(capture: Any, instrumented:
             live = client.chat.completions.create(model=MODEL, messages=user("fall through"))
             # The safety net lets an unpatched resource through too.
             with pytest.raises(openai.NotFoundError):
-                client.embeddings.create(model="text-embedding-3-small", input="x")
+                client.moderations.create(model="omni-moderation-latest", input="x")
         assert len(server.requests) == 2
     assert live.choices[0].message.content == "You said: fall through"
     assert rep.mode == "lenient" and rep.live == [f"llm:{MODEL}"]

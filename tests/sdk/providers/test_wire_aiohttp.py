@@ -276,7 +276,9 @@ def test_a_request_that_is_no_model_call_goes_on_and_strict_replay_refuses_its_c
 ) -> None:
     async def ask(base: str) -> list[int]:
         async with aiohttp.ClientSession() as session:
-            first = await session.post(f"{base}/v1/embeddings", json={"model": MODEL, "input": "x"})
+            first = await session.post(
+                f"{base}/v1/moderations", json={"model": MODEL, "input": "x"}
+            )
             second = await session.get(f"{base}/v1/chat/completions")
             return [first.status, second.status]
 

@@ -315,7 +315,7 @@ def test_a_request_to_an_unknown_endpoint_is_not_a_model_call(
 ) -> None:
     with serve() as (server, _):
         with tracely.agent("agent", input="q"):
-            httpx.post(f"{server.base_url}/v1/embeddings", json={"model": MODEL, "input": "x"})
+            httpx.post(f"{server.base_url}/v1/moderations", json={"model": MODEL, "input": "x"})
             httpx.get(f"{server.base_url}/v1/chat/completions")
         assert len(server.requests) == 2
     assert llm_spans(capture) == []

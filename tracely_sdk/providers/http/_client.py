@@ -1,23 +1,28 @@
-"""The hook on an httpx-style client library (httpx, and httpx2, its fork with the same API).
+"""The hooks on HTTP client libraries: what they share (:class:`ClientHook`, which the hooks on
+urllib3 (``_urllib3``) and aiohttp (``aiohttp``) subclass too), and the hook on an httpx-style
+library (httpx, and httpx2, its fork with the same API).
 
 ``Client.send`` and ``AsyncClient.send`` are patched: every request of a client passes there,
 ``client.post(...)`` and ``client.stream(...)`` alike, once per call whatever its redirects and
-retries of authentication. A model call (:func:`format_for`) is intercepted there; anything
-else goes on untouched.
+retries of authentication. A model call (:meth:`ClientHook.wire_call`) is intercepted there;
+anything else goes on untouched.
 """
 
 from __future__ import annotations
 
+import abc
 import importlib
 import sys
+import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import timedelta
 from typing import Any
 
-from tracely_sdk.providers._patching import aintercept, intercept
+from tracely_sdk import _replay
+from tracely_sdk._seam import in_call_body
+from tracely_sdk.providers._patching import aintercept, install, intercept, is_installed, uninstall
 from tracely_sdk.providers._streams import served_stream, teed_body
-from tracely_sdk.providers.http._exchange import WireCall, body_bytes, sse_pieces
-from tracely_sdk.providers.http._hook import ClientHook, recorded_status
+from tracely_sdk.providers.http._exchange import Target, WireCall, model_call, served_pieces
 
 # The library's exceptions a recorded failure may be raised as again: its transport errors,
 # named in the recording, looked up only in this fixed set.
@@ -40,16 +45,130 @@ _TRANSPORT_ERRORS = frozenset(
 )
 
 
-class HTTPLibrary(ClientHook):
-    """An httpx-style library's hook: ``Client.send`` and ``AsyncClient.send``."""
+class ClientHook(abc.ABC):
+    """One client library's patches, whether its model calls are recorded outside
+    ``fixtures()`` blocks, and what :class:`WireCall` asks of the library: how a response is
+    read and teed, and made of recorded bytes."""
 
     def __init__(self, module: str) -> None:
-        super().__init__(module)
-        self._streams: tuple[type, type, type] | None = None
+        self.name = module
+        self.live = False
 
     @property
     def module(self) -> Any:
         return sys.modules[self.name]
+
+    # -- state and patches -----------------------------------------------------------------
+
+    def set_live(self, live: bool) -> None:
+        self.live = live
+
+    def watching(self) -> bool:
+        """Whether a request sent now may be a call to record or serve: recording is on, or a
+        ``fixtures()`` block is active, and no layer above records this call already."""
+        return (self.live or _replay.current_session() is not None) and not in_call_body()
+
+    @abc.abstractmethod
+    def _targets(self) -> list[tuple[type, str, Callable[..., Any]]]:
+        raise NotImplementedError
+
+    def install(self) -> None:
+        for owner, method, wrapper in self._targets():
+            install(owner, method, wrapper)
+
+    def uninstall(self) -> None:
+        for owner, method, _ in self._targets():
+            uninstall(owner, method)
+
+    def patched(self) -> list[str]:
+        return [
+            f"{self.name}.{owner.__name__}.{method}"
+            for owner, method, _ in self._targets()
+            if is_installed(owner, method)
+        ]
+
+    def wire_call(
+        self,
+        request: Any,
+        target: Target,
+        content: Any,
+        *,
+        provider: str,
+        is_async: bool,
+        stream: bool,
+        sent_path: str | None = None,
+    ) -> WireCall | None:
+        """The call a request is, when it is a model call (:func:`._exchange.model_call`: its
+        path, as sent (``sent_path``, when ``target.path`` is decoded from it), and its
+        ``content``), else None. ``request`` is the library's own, given back to the hook when
+        the call is served or fails."""
+        found = model_call(target.method, target.path if sent_path is None else sent_path, content)
+        if found is None:
+            return None
+        codec, body, model = found
+        return WireCall(
+            codec,
+            self,
+            request,
+            target,
+            body,
+            model,
+            provider=provider,
+            is_async=is_async,
+            stream=stream,
+        )
+
+    # -- what a WireCall asks ----------------------------------------------------------------
+
+    @abc.abstractmethod
+    def response_head(self, response: Any) -> tuple[int, list[tuple[str, str]]]:
+        """A live response's status and headers."""
+        raise NotImplementedError
+
+    @abc.abstractmethod
+    def read_body(self, response: Any, encoding: str | None) -> bytes | None:
+        """A live response's body, decoded, when the client has read it already; else None
+        (it is teed as the client reads it)."""
+        raise NotImplementedError
+
+    @abc.abstractmethod
+    def tee_body(self, response: Any, recorder: Any, is_async: bool) -> None:
+        """Record a live response's body as the client reads it (``recorder``, of
+        ``_streams.body_recorder``)."""
+        raise NotImplementedError
+
+    @abc.abstractmethod
+    def decoded(self, raw: bytes, encoding: str | None) -> bytes:
+        """A body read as it came off the wire (``content-encoding`` applied), decoded."""
+        raise NotImplementedError
+
+    @abc.abstractmethod
+    def served_response(
+        self, request: Any, output: Mapping[str, Any], *, stream: bool, session: Any
+    ) -> Any:
+        """The library's own response, made of a recorded exchange."""
+        raise NotImplementedError
+
+    @abc.abstractmethod
+    def transport_error(self, error: Mapping[str, Any], request: Any) -> BaseException | None:
+        """The library's own exception for a recorded failure (one of a fixed set), or None."""
+        raise NotImplementedError
+
+
+def served_status(output: Mapping[str, Any]) -> int:
+    """A recorded exchange's status, checked."""
+    status = output["status"]
+    if not isinstance(status, int) or isinstance(status, bool) or not 100 <= status <= 599:
+        raise ValueError(f"a recorded HTTP status is an integer from 100 to 599, not {status!r}")
+    return status
+
+
+class HTTPLibrary(ClientHook):
+    """The hook on an httpx-style library."""
+
+    def __init__(self, module: str) -> None:
+        super().__init__(module)
+        self._streams: tuple[type, type, type] | None = None
 
     def _targets(self) -> list[tuple[type, str, Callable[..., Any]]]:
         http = importlib.import_module(self.name)
@@ -57,19 +176,20 @@ class HTTPLibrary(ClientHook):
 
     # -- the wrappers ----------------------------------------------------------------------
 
-    def _spec(self, args: Any, kwargs: Any, is_async: bool) -> WireCall | None:
-        if not self.wanted():
+    def _spec(self, instance: Any, args: Any, kwargs: Any, is_async: bool) -> WireCall | None:
+        if not self.watching():
             return None
         request = args[0] if args else kwargs.get("request")
         try:
-            content = request.content  # a streamed upload is not read: not a model call
+            url = request.url
+            target = Target(request.method, url.scheme, url.host, url.port, url.path)
+            content = request.content
         except Exception:
-            return None
+            return None  # a streamed upload is not read: not a model call
         owner = "AsyncClient" if is_async else "Client"
-        return self.model_call(
+        return self.wire_call(
             request,
-            request.method,
-            request.url,
+            target,
             content,
             provider=f"{self.name}.{owner}.send",
             is_async=is_async,
@@ -77,7 +197,7 @@ class HTTPLibrary(ClientHook):
         )
 
     def _send(self, wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any) -> Any:
-        spec = self._spec(args, kwargs, is_async=False)
+        spec = self._spec(instance, args, kwargs, is_async=False)
         if spec is None:
             return wrapped(*args, **kwargs)
         return intercept(spec, lambda: wrapped(*args, **kwargs))
@@ -85,21 +205,10 @@ class HTTPLibrary(ClientHook):
     async def _asend(
         self, wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any
     ) -> Any:
-        spec = self._spec(args, kwargs, is_async=True)
+        spec = self._spec(instance, args, kwargs, is_async=True)
         if spec is None:
             return await wrapped(*args, **kwargs)
         return await aintercept(spec, lambda: wrapped(*args, **kwargs))
-
-    # -- responses -------------------------------------------------------------------------
-
-    def head(self, response: Any) -> tuple[int, list[tuple[str, str]]]:
-        return int(response.status_code), list(response.headers.multi_items())
-
-    def content(self, response: Any) -> bytes:
-        return bytes(response.content)
-
-    def tee(self, response: Any, recorder: Any, is_async: bool) -> None:
-        response.stream = self.teeing_stream(response.stream, recorder, is_async)
 
     # -- bodies ----------------------------------------------------------------------------
 
@@ -151,13 +260,20 @@ class HTTPLibrary(ClientHook):
             self._streams = (Teed, AsyncTeed, Replayed)
         return self._streams
 
-    def teeing_stream(self, inner: Any, recorder: Any, is_async: bool) -> Any:
-        """A live response's byte stream in place of ``inner``: each piece read is recorded."""
+    def response_head(self, response: Any) -> tuple[int, list[tuple[str, str]]]:
+        return int(response.status_code), list(response.headers.multi_items())
+
+    def read_body(self, response: Any, encoding: str | None) -> bytes | None:
+        content: bytes = response.content
+        return content
+
+    def tee_body(self, response: Any, recorder: Any, is_async: bool) -> None:
         teed, async_teed, _ = self._stream_classes()
-        return (async_teed if is_async else teed)(inner, recorder)
+        response.stream = (async_teed if is_async else teed)(response.stream, recorder)
+        # Dropped unread and never closed: record what was read when the response is freed.
+        weakref.finalize(response, recorder.finish)
 
     def decoded(self, raw: bytes, encoding: str | None) -> bytes:
-        """A body read as it came off the wire (``content-encoding`` applied), decoded."""
         if not encoding:
             return raw
         content: bytes = self.module.Response(
@@ -168,12 +284,10 @@ class HTTPLibrary(ClientHook):
     def served_response(
         self, request: Any, output: Mapping[str, Any], *, stream: bool, session: Any
     ) -> Any:
-        """The library's own response, made of a recorded exchange."""
         http = self.module
-        status = recorded_status(output)
+        status = served_status(output)
         headers = [(str(k), str(v)) for k, v in (output.get("headers") or {}).items()]
-        events = output.get("events")
-        pieces = sse_pieces(events) if isinstance(events, list) else [body_bytes(output)]
+        pieces = served_pieces(output)
         if stream:
             replayed = self._stream_classes()[2]
             response = http.Response(
@@ -188,7 +302,6 @@ class HTTPLibrary(ClientHook):
         return response
 
     def transport_error(self, error: Mapping[str, Any], request: Any) -> BaseException | None:
-        """The library's transport error named in ``error`` (one of a fixed set), or None."""
         name = str(error.get("type"))
         if name not in _TRANSPORT_ERRORS:
             return None

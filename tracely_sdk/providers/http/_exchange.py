@@ -5,10 +5,15 @@ The recording of a call (its entry's ``output``, type tag ``http.response``)::
     {"status": 200, "headers": {"content-type": "application/json", ...}, "body": {...}}
     {"status": 200, "headers": {"content-type": "text/event-stream"},
      "events": [{"event": "message_start", "data": {...}}, {"data": "[DONE]"}, ...]}
+    {"status": 200, "headers": {"content-type": "application/x-ndjson"},
+     "lines": [{"data": {...}}, {"data": {..., "done": true}}]}
 
-``body`` is the JSON the server sent (``text`` holds a body that is not JSON, ``base64`` one
-that is not text); ``events`` are a server-sent-event stream's events in order, each with its
-``event`` name when it had one and its ``data``, parsed when it is JSON (``text`` otherwise).
+``body`` is the JSON the server sent (a stream sent as one JSON array, as Gemini's without
+``alt=sse``, is that array; ``text`` holds a body that is not JSON, ``base64`` one that is not
+text); ``events`` are a server-sent-event stream's events in order, each with its
+``event`` name when it had one and its ``data``, parsed when it is JSON (``text`` otherwise),
+or an AWS event stream's messages (``headers`` and ``data``, see :mod:`._eventstream`);
+``lines`` are a newline-delimited JSON stream's lines in order, in the same form as events.
 Served, a recording becomes the same bytes again, as JSON written compactly: what the
 client's library parses is what it parsed live.
 """
@@ -17,15 +22,15 @@ from __future__ import annotations
 
 import base64
 import urllib.parse
-import weakref
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import orjson
 
 from tracely_otel import attributes as A
-from tracely_sdk.errors import ReplayError
+from tracely_sdk.errors import LLMError, ReplayError
 from tracely_sdk.providers._patching import (
     SERVER_ADDRESS,
     SERVER_PORT,
@@ -42,15 +47,42 @@ from tracely_sdk.providers._patching import (
     warn_once,
 )
 from tracely_sdk.providers._streams import body_recorder
-from tracely_sdk.providers.http import _anthropic_messages, _gemini, _openai_chat
+from tracely_sdk.providers.http import (
+    _anthropic_messages,
+    _bedrock_converse,
+    _bedrock_converse_stream,
+    _bedrock_invoke,
+    _cohere_chat,
+    _eventstream,
+    _gemini,
+    _gemini_stream,
+    _ollama_chat,
+    _ollama_generate,
+    _openai_chat,
+    _openai_embeddings,
+    _openai_responses,
+)
 
 if TYPE_CHECKING:
     from tracely_sdk._seam import Call
-    from tracely_sdk.providers.http._hook import ClientHook
+    from tracely_sdk.providers.http._client import ClientHook
 
 TAG = WIRE_TAG
 
-FORMATS: tuple[ModuleType, ...] = (_openai_chat, _anthropic_messages, _gemini)
+FORMATS: tuple[ModuleType, ...] = (
+    _openai_chat,
+    _anthropic_messages,
+    _openai_responses,
+    _openai_embeddings,
+    _cohere_chat,
+    _ollama_chat,
+    _ollama_generate,
+    _bedrock_converse,
+    _bedrock_converse_stream,
+    _bedrock_invoke,
+    _gemini,
+    _gemini_stream,
+)
 """The wire formats whose requests are model calls, each a codec module."""
 
 
@@ -63,17 +95,27 @@ def format_for(method: str, path: str) -> ModuleType | None:
     return None
 
 
-def request_facts(
-    codec: ModuleType, path: str, query: str, body: Mapping[str, Any]
-) -> tuple[str | None, bool]:
-    """The model a request asks (None: not a model call) and whether it asks for a stream: read
-    from the path and query by a format that puts them there (its ``from_path``), else from the
-    JSON body's ``model`` and the format's ``streamed``."""
-    from_path = getattr(codec, "from_path", None)
-    if from_path is not None:
-        return from_path(path, query, body)  # type: ignore[no-any-return]
-    model = body.get("model")
-    return (model if isinstance(model, str) else None), codec.streamed(body)
+def model_call(
+    method: str, path: str, content: Any
+) -> tuple[ModuleType, dict[str, Any], str] | None:
+    """The codec, JSON body and model of a request that is a model call, or None.
+
+    The model is the body's ``model``, or for a format that names it in the path (Bedrock's),
+    the codec's ``path_model``. A body that is not bytes (a streamed upload, a file) is not read:
+    not a model call.
+    """
+    codec = format_for(method, path)
+    if codec is None or not isinstance(content, (bytes, bytearray, memoryview, str)):
+        return None
+    try:
+        body = orjson.loads(content)
+    except orjson.JSONDecodeError:
+        return None
+    if not isinstance(body, dict):
+        return None
+    from_path = getattr(codec, "path_model", None)
+    model = from_path(path) if from_path is not None else body.get("model")
+    return (codec, body, model) if isinstance(model, str) and model else None
 
 
 def answers(method: str, url: str) -> bool:
@@ -155,13 +197,92 @@ def sse_pieces(events: Iterable[Mapping[str, Any]]) -> list[bytes]:
     return pieces
 
 
-def _is_sse(content_type: str) -> bool:
-    return content_type.split(";", 1)[0].strip().lower() == "text/event-stream"
+def ndjson_lines(content: bytes) -> list[dict[str, Any]]:
+    """The lines of a newline-delimited JSON stream (empty lines left out), each as an event:
+    its ``data`` when it is JSON (a line cut short is kept as ``text``)."""
+    lines: list[dict[str, Any]] = []
+    for line in content.split(b"\n"):
+        if line.strip():
+            value = body_value(line.rstrip(b"\r"))
+            lines.append({"data": value["body"]} if "body" in value else value)
+    return lines
+
+
+def ndjson_pieces(lines: Iterable[Mapping[str, Any]]) -> list[bytes]:
+    """The bytes of recorded lines, one piece per line."""
+    return [
+        (orjson.dumps(line["data"]) if "data" in line else body_bytes(line)) + b"\n"
+        for line in lines
+    ]
+
+
+def _media_type(content_type: str) -> str:
+    return content_type.split(";", 1)[0].strip().lower()
+
+
+_NDJSON = frozenset({"application/x-ndjson", "application/ndjson", "application/jsonl"})
+
+
+def _streamed_output(codec: ModuleType, events: list[dict[str, Any]]) -> dict[str, Any]:
+    """A stream of ``events`` as the format's wire frames it: SSE, an AWS event stream, or
+    NDJSON lines."""
+    content_type = _stream_content_type(codec)
+    key = "lines" if content_type in _NDJSON else "events"
+    return {"status": 200, "headers": {"content-type": content_type}, key: events}
+
+
+def eventstream_events(content: bytes) -> list[dict[str, Any]]:
+    """The messages of an AWS event stream as a recording keeps them: each one's headers, and
+    its payload as :func:`body_value` keeps a body (JSON as ``data``); see :mod:`._eventstream`."""
+    events: list[dict[str, Any]] = []
+    for headers, payload in _eventstream.messages(content):
+        event: dict[str, Any] = {
+            "headers": {k: _eventstream.header_value(v) for k, v in headers.items()}
+        }
+        value = body_value(payload)
+        if "body" in value:
+            value["data"] = value.pop("body")
+        event.update(value)
+        events.append(event)
+    return events
+
+
+def eventstream_pieces(events: Iterable[Mapping[str, Any]]) -> list[bytes]:
+    """The bytes of recorded AWS event-stream messages, one message per event."""
+    out: list[bytes] = []
+    for event in events:
+        headers = event.get("headers")
+        if not isinstance(headers, Mapping):
+            raise ValueError("a recorded event-stream event has its headers as an object")
+        payload = body_bytes({"body": event["data"]} if "data" in event else event)
+        out.append(_eventstream.encode(headers, payload))
+    return out
+
+
+def _content_type(output: Mapping[str, Any]) -> str:
+    headers = output.get("headers")
+    if not isinstance(headers, Mapping):
+        return ""
+    return next((str(v) for k, v in headers.items() if str(k).lower() == "content-type"), "")
+
+
+def served_pieces(output: Mapping[str, Any]) -> list[bytes]:
+    """The bytes a recorded exchange's body is served as, a piece per event or line of a
+    stream: its events framed as its content type frames them (an AWS event stream's
+    messages, else server-sent events), its NDJSON lines, or its body in one piece."""
+    events, lines = output.get("events"), output.get("lines")
+    if isinstance(lines, list):
+        return ndjson_pieces(lines)
+    if not isinstance(events, list):
+        return [body_bytes(output)]
+    if _eventstream.is_eventstream(_content_type(output)):
+        return eventstream_pieces(events)
+    return sse_pieces(events)
 
 
 def _response_body(codec: ModuleType, output: Mapping[str, Any]) -> Mapping[str, Any]:
     """The response body a recorded exchange answers with (a stream's, added up)."""
-    events = output.get("events")
+    events = output.get("events", output.get("lines"))
     if isinstance(events, Sequence):
         try:
             body = codec.body_from_events(events)
@@ -169,12 +290,16 @@ def _response_body(codec: ModuleType, output: Mapping[str, Any]) -> Mapping[str,
             return {}  # a stream cut short before its first event
         return body if isinstance(body, Mapping) else {}
     body = output.get("body")
-    if isinstance(body, list):  # a stream sent as one JSON array of its chunks
+    if isinstance(body, list):  # a stream sent as one JSON array of its chunks (Gemini's)
         try:
             body = codec.body_from_events([{"data": item} for item in body])
         except ValueError:
             return {}
     return body if isinstance(body, Mapping) else {}
+
+
+def _stream_content_type(codec: ModuleType) -> str:
+    return str(getattr(codec, "STREAM_CONTENT_TYPE", "text/event-stream"))
 
 
 def served_output(
@@ -192,29 +317,31 @@ def served_output(
     if isinstance(output, Mapping) and isinstance(output.get("headers"), Mapping):
         headers = {str(k).lower(): v for k, v in output["headers"].items()}
     body = output.get("body") if isinstance(output, Mapping) else None
-    if tag == plain_tag and not streamed and isinstance(body, Mapping):
+    if tag is not None and tag == plain_tag and not streamed and isinstance(body, Mapping):
         headers["content-type"] = "application/json"
         return {"status": 200, "headers": headers, "body": body}
-    if tag == streamed_tag and streamed and isinstance(output, Mapping):
+    if tag is not None and tag == streamed_tag and streamed and isinstance(output, Mapping):
         events = [
             {key: chunk[key] for key in ("event", "data") if chunk.get(key) is not None}
             for chunk in output.get("chunks") or ()
             if isinstance(chunk, Mapping)
         ]
-        headers["content-type"] = "text/event-stream"
-        return {"status": 200, "headers": headers, "events": codec.closed_events(events)}
+        served = _streamed_output(codec, codec.closed_events(events))
+        served["headers"] = {**headers, **served["headers"]}
+        return served
     text = output.get("content") if tag is None and isinstance(output, Mapping) else output
     if tag is None and isinstance(text, str):
         usage = entry_usage(entry)
+        # None: the format has no answer made of text (an embedding)
         if streamed:
             events = codec.text_events(text, model=model, usage=usage)
-            return {
-                "status": 200,
-                "headers": {"content-type": "text/event-stream"},
-                "events": events,
-            }
-        answer = codec.text_body(text, model=model, usage=usage)
-        return {"status": 200, "headers": {"content-type": "application/json"}, "body": answer}
+            if events is not None:
+                return _streamed_output(codec, events)
+        else:
+            answer = codec.text_body(text, model=model, usage=usage)
+            if answer is not None:
+                headers = {"content-type": "application/json"}
+                return {"status": 200, "headers": headers, "body": answer}
     shape = (
         f"{'a streamed' if streamed else 'a plain'} {codec.__name__.rsplit('.', 1)[-1].lstrip('_')}"
     )
@@ -229,8 +356,23 @@ def served_output(
 # --------------------------------------------------------------------------- one call
 
 
+@dataclass(frozen=True, slots=True)
+class Target:
+    """Where a request goes, as a client library's hook reads it (``path`` URL-decoded)."""
+
+    method: str
+    scheme: str
+    host: str
+    port: int | None
+    path: str
+
+
 class WireCall(Intercepted):
-    """One model call seen at the HTTP client: the :class:`InterceptedCall` of an exchange."""
+    """One model call seen at the HTTP client: the :class:`InterceptedCall` of an exchange.
+
+    What it does not know of the client library (how a response is read, teed, made of
+    recorded bytes) it asks the library's ``hook`` (:class:`._client.ClientHook`).
+    """
 
     __slots__ = (
         "attributes",
@@ -254,42 +396,43 @@ class WireCall(Intercepted):
         codec: ModuleType,
         hook: ClientHook,
         request: Any,
+        target: Target,
         body: Mapping[str, Any],
-        *,
-        method: str,
-        url: Any,
         model: str,
-        streamed: bool,
+        *,
         provider: str,
         is_async: bool,
         stream: bool,
     ) -> None:
         self.codec = codec
         self.hook = hook
-        self.request = request  # what the library's served response and errors are made with
+        self.request = request  # the library's own request, given back to the hook
         self.model = model
         self.provider = provider  # the patched method, as ``httpx.Client.send``
         self.is_async = is_async
-        self.stream = stream  # the body is left unread for the caller (``send(stream=True)``)
-        self.streamed = streamed  # the API was asked for a stream
+        self.stream = stream  # the client reads the body later, as it needs it
+        self.streamed = codec.streamed(body)  # the API was asked for an event stream
         self.call: Call | None = None
         self.status = 0
         self.content_type = ""
         self.encoding: str | None = None
-        self.input: Any = {"method": method, "path": url.path, "body": body}
+        self.input: Any = {"method": target.method, "path": target.path, "body": body}
         server = {
-            SERVER_ADDRESS: url.host,
-            SERVER_PORT: url.port or (443 if url.scheme == "https" else 80),
+            SERVER_ADDRESS: target.host,
+            SERVER_PORT: target.port or (443 if target.scheme == "https" else 80),
         }
         max_tokens, temperature, top_p = codec.request_numbers(body)
         self.attributes = request_attributes(
-            codec.provider(url.host) or A.provider_for_model(self.model),
+            codec.provider(target.host) or A.provider_for_model(self.model),
             server,
             stream=self.streamed,
             max_tokens=max_tokens,
             temperature=temperature,
             top_p=top_p,
         )
+        operation = getattr(codec, "OPERATION", None)  # chat, unless the format says otherwise
+        if operation is not None:
+            self.attributes[A.GEN_AI_OPERATION_NAME] = operation
         if compared_as_messages(self.model):
             try:  # the only form the recorded entry has: compare the input as messages
                 self.input = codec.messages(body)
@@ -304,31 +447,29 @@ class WireCall(Intercepted):
     # -- recording -----------------------------------------------------------------------
 
     def _look(self, response: Any) -> dict[str, str]:
-        self.status, items = self.hook.head(response)
-        for name, value in items:
-            lowered = name.lower()
-            if lowered == "content-type":
+        self.status, pairs = self.hook.response_head(response)
+        for name, value in pairs:
+            if name.lower() == "content-type":
                 self.content_type = value
-            elif lowered == "content-encoding":
+            elif name.lower() == "content-encoding":
                 self.encoding = value
-        return dict(self.codec.record_headers(items))
+        return dict(self.codec.record_headers(pairs))
 
     def recordable(self, result: Any) -> Recording | TeeStream:
         headers = self._look(result)
-        if self.stream:
+        content = None if self.stream else self.hook.read_body(result, self.encoding)
+        if content is None:
             return TeeStream(
                 result, headers, tee=lambda call, started: self._tee(result, call, headers, started)
             )
-        return self._recording(self.hook.content(result), headers)
+        return self._recording(content, headers)
 
     async def arecordable(self, result: Any) -> Recording | TeeStream:
         return self.recordable(result)
 
     def _tee(self, response: Any, call: Call, headers: Mapping[str, str], started: float) -> None:
         recorder = body_recorder(call, self, headers, started, is_async=self.is_async)
-        self.hook.tee(response, recorder, self.is_async)
-        # Dropped unread and never closed: record what was read when the response is freed.
-        weakref.finalize(response, recorder.finish)
+        self.hook.tee_body(response, recorder, self.is_async)
 
     def record_item(self, item: Any, wire: dict[str, Any] | None) -> dict[str, Any]:
         return {"piece": bytes(item)}
@@ -341,8 +482,13 @@ class WireCall(Intercepted):
 
     def _recording(self, content: bytes, headers: Mapping[str, str]) -> Recording:
         value: dict[str, Any] = {"status": self.status, "headers": dict(headers)}
-        if _is_sse(self.content_type):
+        media_type = _media_type(self.content_type)
+        if media_type == "text/event-stream":
             value["events"] = sse_events(content)
+        elif media_type in _NDJSON:
+            value["lines"] = ndjson_lines(content)
+        elif _eventstream.is_eventstream(self.content_type) and _eventstream.readable():
+            value["events"] = eventstream_events(content)
         else:
             value.update(body_value(content))
         body = _response_body(self.codec, value)
@@ -353,7 +499,11 @@ class WireCall(Intercepted):
         return None
 
     def record_error(self, exc: BaseException) -> dict[str, Any]:
-        return {"type": type(exc).__qualname__, "message": str(exc)}
+        error: dict[str, Any] = {"type": type(exc).__qualname__, "message": str(exc)}
+        reason = getattr(exc, "reason", None)
+        if isinstance(reason, BaseException):  # urllib3's MaxRetryError: what the last try met
+            error["reason"] = {"type": type(reason).__qualname__, "message": str(reason)}
+        return error
 
     # -- serving -------------------------------------------------------------------------
 
@@ -376,19 +526,28 @@ class WireCall(Intercepted):
         return self.hook.served_response(self.request, output, stream=self.stream, session=session)
 
     def raise_error(self, error: Mapping[str, Any], label: str) -> NoReturn:
-        self.hook.raise_error(error, label, self.request)
+        exc = self.hook.transport_error(error, self.request)
+        if exc is not None:
+            raise exc
+        raise LLMError(label, str(error.get("type")), str(error.get("message")))
 
 
 __all__ = [
     "FORMATS",
     "TAG",
+    "Target",
     "WireCall",
     "answers",
     "body_bytes",
     "body_value",
+    "eventstream_events",
+    "eventstream_pieces",
     "format_for",
-    "request_facts",
+    "model_call",
+    "ndjson_lines",
+    "ndjson_pieces",
     "served_output",
+    "served_pieces",
     "sse_events",
     "sse_pieces",
 ]

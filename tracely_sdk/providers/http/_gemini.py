@@ -1,5 +1,5 @@
-"""The Gemini API's wire format: ``POST .../models/{model}:generateContent`` and
-``:streamGenerateContent``.
+"""The Gemini API's wire format: ``POST .../models/{model}:generateContent`` here, and
+``:streamGenerateContent`` in :mod:`._gemini_stream`, which shares all but the path.
 
 Spoken by the Gemini API (``v1``, ``v1beta``, ``v1alpha``) and Vertex AI (its
 ``.../publishers/google/models/{model}:...`` paths). The model is named in the path, not the
@@ -28,18 +28,26 @@ id_key = "responseId"
 _PATH = re.compile(r"/(?:models|tunedModels)/([^/:]+):(generateContent|streamGenerateContent)$")
 
 
+def operation(method: str, path: str) -> str | None:
+    """The method a request calls (``generateContent`` or ``streamGenerateContent``), or None
+    (``countTokens`` and the embedding methods are not model calls of this format)."""
+    match = _PATH.search(path) if method == "POST" else None
+    return match.group(2) if match else None
+
+
 def answers(method: str, path: str) -> bool:
-    """Whether a request is a model call of this format (``countTokens`` and the embedding
-    methods are not)."""
-    return method == "POST" and _PATH.search(path) is not None
+    """Whether a request is a model call of this format: ``:generateContent``."""
+    return operation(method, path) == "generateContent"
 
 
-def from_path(path: str, query: str, body: Mapping[str, Any]) -> tuple[str | None, bool]:
-    """The model the path names, and whether it asks for a stream."""
+def path_model(path: str) -> str | None:
+    """The model the path names (``gemini-2.0-flash``)."""
     match = _PATH.search(path)
-    if match is None:
-        return None, False
-    return match.group(1), match.group(2) == "streamGenerateContent"
+    return match.group(1) if match else None
+
+
+def streamed(body: Mapping[str, Any]) -> bool:
+    return False  # :streamGenerateContent is another path
 
 
 def provider(host: str) -> str | None:

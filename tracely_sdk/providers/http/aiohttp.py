@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from tracely_sdk.providers._patching import aintercept, warn_once
-from tracely_sdk.providers.http._exchange import WireCall, body_bytes, sse_pieces
-from tracely_sdk.providers.http._hook import ClientHook, recorded_status
+from tracely_sdk.providers.http._client import ClientHook, served_status
+from tracely_sdk.providers.http._exchange import Target, WireCall, served_pieces
 
 # aiohttp's exceptions a recorded failure may be raised as again, looked up only in this set:
 # those made from a message alone, and the failure to connect.
@@ -78,7 +78,7 @@ class AiohttpLibrary(ClientHook):
     # -- the wrapper -----------------------------------------------------------------------
 
     def _spec(self, session: Any, args: Any, kwargs: Any) -> WireCall | None:
-        if not self.wanted():
+        if not self.watching():
             return None
         try:
             method = str(args[0] if args else kwargs["method"]).upper()
@@ -86,19 +86,18 @@ class AiohttpLibrary(ClientHook):
             params = kwargs.get("params")
             if params:
                 url = url.extend_query(params)
-            content = _sent_json(kwargs)
+            content = _sent_json(session, kwargs)
+            target = Target(method, url.scheme, url.host or "", url.port, url.path)
         except Exception:
             return None  # aiohttp's own checks answer a request it cannot send
-        if content is None:
-            return None
-        return self.model_call(
+        return self.wire_call(
             _Request(session, method, url, kwargs.get("headers")),
-            method,
-            url,
+            target,
             content,
             provider="aiohttp.ClientSession._request",
             is_async=True,
             stream=True,
+            sent_path=url.raw_path,
         )
 
     async def _request(
@@ -122,9 +121,9 @@ class AiohttpLibrary(ClientHook):
                 response.raise_for_status()
         return response
 
-    # -- responses -------------------------------------------------------------------------
+    # -- what a WireCall asks ----------------------------------------------------------------
 
-    def head(self, response: Any) -> tuple[int, list[tuple[str, str]]]:
+    def response_head(self, response: Any) -> tuple[int, list[tuple[str, str]]]:
         return int(response.status), list(response.headers.items())
 
     def _teed_reader(self) -> type:
@@ -151,7 +150,13 @@ class AiohttpLibrary(ClientHook):
             self._teed = TeedReader
         return self._teed
 
-    def tee(self, response: Any, recorder: Any, is_async: bool) -> None:
+    def read_body(self, response: Any, encoding: str | None) -> bytes | None:
+        return None  # the body is still to come: teed as it arrives
+
+    def decoded(self, raw: bytes, encoding: str | None) -> bytes:
+        return raw  # aiohttp's parser feeds the reader the body with its encoding undone
+
+    def tee_body(self, response: Any, recorder: Any, is_async: bool) -> None:
         from aiohttp import StreamReader
 
         reader = response.content
@@ -187,13 +192,12 @@ class AiohttpLibrary(ClientHook):
         from aiohttp.helpers import TimerNoop
         from multidict import CIMultiDict, CIMultiDictProxy
 
-        status = recorded_status(output)
+        status = served_status(output)
         loop = asyncio.get_running_loop()
         headers = CIMultiDictProxy(
             CIMultiDict((str(k), str(v)) for k, v in (output.get("headers") or {}).items())
         )
-        events = output.get("events")
-        pieces = sse_pieces(events) if isinstance(events, list) else [body_bytes(output)]
+        pieces = served_pieces(output)
         owner = request.session
         sent = CIMultiDictProxy(owner._prepare_headers(request.headers))
         response = owner._response_class(
@@ -248,10 +252,11 @@ class AiohttpLibrary(ClientHook):
         return None
 
 
-def _sent_json(kwargs: Mapping[str, Any]) -> Any:
-    """The JSON body a request sends (``json=``, or ``data=`` as bytes or text), else None."""
+def _sent_json(session: Any, kwargs: Mapping[str, Any]) -> Any:
+    """The body a request sends when it may be JSON (``json=`` as the session writes it, or
+    ``data=`` as bytes or text), else None."""
     if kwargs.get("json") is not None:
-        return kwargs["json"]
+        return session._json_serialize(kwargs["json"])
     data = kwargs.get("data")
     if isinstance(data, (bytes, bytearray, memoryview)):
         return bytes(data)

@@ -1,0 +1,96 @@
+"""The OpenAI Responses API wire format: ``POST .../responses``.
+
+A JSON request body with ``model``, ``input`` (text, or a list of items) and optional
+``instructions``, answered by a response body, or (``"stream": true``) by named SSE events
+(``response.created`` ... ``response.completed``) whose last one carries the whole response.
+Spoken by OpenAI and copied by other servers (vLLM, Ollama's ``/v1``, OpenRouter).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from tracely_otel.genai import ChatMessage, OutputMessage, input_messages
+from tracely_sdk.providers import _openai_codec
+from tracely_sdk.providers.http import _openai_chat
+
+model_key = "model"
+id_key = "id"
+
+
+def answers(method: str, path: str) -> bool:
+    """Whether a request is a model call of this format (``GET .../responses/{id}`` fetches a
+    stored response: it is not)."""
+    return method == "POST" and path.rstrip("/").endswith("/responses")
+
+
+def provider(host: str) -> str | None:
+    return _openai_chat.provider(host)
+
+
+def streamed(body: Mapping[str, Any]) -> bool:
+    return body.get("stream") is True
+
+
+def request_numbers(body: Mapping[str, Any]) -> tuple[Any, Any, Any]:
+    """The request's max output tokens, temperature and top-p (None where not given)."""
+    return body.get("max_output_tokens"), body.get("temperature"), body.get("top_p")
+
+
+def messages(body: Mapping[str, Any]) -> list[ChatMessage]:
+    """The request's input (its instructions first) in the GenAI conventions' shape."""
+    given = _openai_codec.genai_responses_input(body.get("input"))
+    return input_messages(given, body.get("instructions"))
+
+
+def output_messages(body: Mapping[str, Any]) -> list[OutputMessage]:
+    return _openai_codec.genai_responses_output(body)
+
+
+def reasons(body: Mapping[str, Any]) -> list[str]:
+    return [_openai_codec.responses_finish(body)] if body else []
+
+
+def asks_for_tools(body: Mapping[str, Any]) -> bool:
+    return any(
+        isinstance(item, Mapping) and item.get("type") == "function_call"
+        for item in body.get("output") or ()
+    )
+
+
+def usage(body: Mapping[str, Any]) -> tuple[int, int] | None:
+    return _openai_codec.usage_of(body, ("input_tokens", "output_tokens"))
+
+
+def body_from_events(events: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The response a stream's recorded events end with (ValueError with none)."""
+    return _openai_codec.response_body_from_events(events)
+
+
+def record_headers(headers: Iterable[tuple[str, str]]) -> dict[str, str]:
+    return _openai_codec.record_headers(headers)
+
+
+# --------------------------------------------------------------------------- other recordings
+
+SDK_TAGS = ("openai.response", "openai.response.events")
+"""The type tags of the OpenAI SDK's recordings of a response: plain, streamed."""
+
+
+def closed_events(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A stream's events as the wire ends them (``response.completed`` is an event of its own)."""
+    return events
+
+
+def text_body(text: str, *, model: str, usage: tuple[int, int] | None) -> dict[str, Any]:
+    """The response body that answers ``text`` (a hand-written entry's answer)."""
+    body: dict[str, Any] = _openai_codec.recording_from_text(
+        "response", text, model=model, usage=usage
+    )["body"]
+    return body
+
+
+def text_events(text: str, *, model: str, usage: tuple[int, int] | None) -> list[dict[str, Any]]:
+    """The stream events that answer ``text``, word by word."""
+    return _openai_codec.response_events_from_body(text_body(text, model=model, usage=usage))
