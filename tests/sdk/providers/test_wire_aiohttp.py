@@ -6,12 +6,14 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+import urllib.parse
 from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
+from botocore.eventstream import EventStreamBuffer
 
 import tracely_sdk as tracely
 from examples.llm_server import serve
@@ -325,6 +327,49 @@ def test_a_client_call_inside_call_llm_is_recorded_once_by_call_llm(
     (_span,) = llm_spans(capture)
     (entry,) = live.bundle["llm"][MODEL]
     assert "provider" not in entry and entry["output"] == live.value
+
+
+# --------------------------------------------------------------------------- formats that name the model in the path
+
+BEDROCK = "anthropic.claude-3-haiku-20240307-v1:0"
+
+
+def test_a_bedrock_converse_stream_names_its_model_in_the_path_and_is_served_as_an_event_stream(
+    capture: Any, instrumented: None
+) -> None:
+    """aiobotocore's way: the model id URL-encoded in the path, answered by an AWS event stream,
+    recorded message by message and written back as messages botocore reads."""
+    path = f"/model/{urllib.parse.quote(BEDROCK, safe='')}/converse-stream"
+    body = {"messages": [{"role": "user", "content": [{"text": "Hello there"}]}]}
+
+    async def scenario(base: str) -> dict[str, Any]:
+        async with (
+            aiohttp.ClientSession() as session,
+            session.post(f"{base}{path}", json=body) as response,
+        ):
+            stream = EventStreamBuffer()  # botocore's own reader, as aiobotocore's
+            stream.add_data(await response.read())
+            return {
+                "type": response.headers["content-type"],
+                "messages": [(m.headers[":event-type"], json.loads(m.payload)) for m in stream],
+            }
+
+    live = record(capture, scenario)
+    assert live.requests == 1
+    assert live.value["type"] == "application/vnd.amazon.eventstream"
+    (entry,) = live.bundle["llm"][BEDROCK]
+    assert entry["provider"] == PROVIDER
+    assert entry["input"]["path"] == f"/model/{BEDROCK}/converse-stream"
+    events = entry["output"]["events"]
+    assert [(e["headers"][":event-type"], e["data"]) for e in events] == live.value["messages"]
+    assert live.value["messages"][0][0] == "messageStart"
+    (span,) = llm_spans(capture)
+    assert span.attributes["gen_ai.provider.name"] == "aws.bedrock"
+    assert span.attributes["gen_ai.request.model"] == BEDROCK
+
+    replayed, rep = replay(live.bundle, scenario)
+    assert replayed == live.value
+    assert rep.served == [f"llm:{BEDROCK}"] and not rep.errors
 
 
 # --------------------------------------------------------------------------- the story
