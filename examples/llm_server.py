@@ -18,8 +18,9 @@ when ``stream_options.include_usage`` is set), ``POST /v1/responses`` (JSON, or 
 ``POST /v1/messages`` (Anthropic JSON, or its named SSE events including ``ping``), and ``GET
 /v1/responses/{id}`` for a response this server made (JSON, or with ``?stream=true`` its events again,
 after ``starting_after`` when given: what ``responses.stream(response_id=...)`` resumes), and the Gemini API's
-``POST /v1/models/{model}:generateContent`` (JSON; ``/v1beta`` and ``/v1alpha`` too) and ``:streamGenerateContent?alt=sse`` (SSE ``data:``
-lines, one ``GenerateContentResponse`` each). Also ``POST /v1/embeddings`` (a made-up vector per input,
+``POST /v1/models/{model}:generateContent`` (JSON; ``/v1beta`` and ``/v1alpha`` too) and ``:streamGenerateContent``
+(with ``?alt=sse``, SSE ``data:`` lines, one ``GenerateContentResponse`` each; without it, one JSON array of them
+sent an item at a time). Also ``POST /v1/embeddings`` (a made-up vector per input,
 floats or ``encoding_format: base64``), Groq's ``POST /openai/v1/chat/completions``, Cohere's ``POST /v2/chat`` (JSON,
 or SSE events whose data names its ``type``: ``message-start`` ... ``message-end``), and Ollama's ``POST
 /api/chat`` and ``/api/generate`` (newline-delimited JSON, ``application/x-ndjson``, the last line ``"done":
@@ -911,9 +912,6 @@ class _Handler(BaseHTTPRequestHandler):
         if method == "generateContent":
             self._send_json(200, response([part], "STOP", usage), cut=cut)
             return
-        if "alt=sse" not in query:
-            self._gemini_error(400, "INVALID_ARGUMENT", "This server streams with alt=sse only.")
-            return
         if reply.tool_name:
             chunks = [response([part], "STOP", usage)]
         else:
@@ -926,8 +924,16 @@ class _Handler(BaseHTTPRequestHandler):
                 for p in pieces[:-1]
             ]
             chunks.append(response([{"text": pieces[-1]}], "STOP", usage))
-        events = [b"data: " + json.dumps(c).encode() + b"\r\n\r\n" for c in chunks]
-        self._send_events(events, {}, cut=cut)
+        if urllib.parse.parse_qs(query).get("alt") == ["sse"]:
+            events = [b"data: " + json.dumps(c).encode() + b"\r\n\r\n" for c in chunks]
+            self._send_events(events, {}, cut=cut)
+            return
+        # Without alt=sse the API streams one JSON array, an item at a time.
+        items = [
+            (b"[" if i == 0 else b",\r\n") + json.dumps(c).encode() for i, c in enumerate(chunks)
+        ]
+        items[-1] += b"]"
+        self._send_events(items, {}, cut=cut, content_type="application/json")
 
     # -- bedrock runtime
 

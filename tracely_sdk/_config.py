@@ -159,6 +159,7 @@ PROVIDERS: dict[str, tuple[str, str]] = {
     "httpx": ("httpx", "tracely_sdk.providers.http.httpx"),
     "httpx2": ("httpx2", "tracely_sdk.providers.http.httpx2"),
     "urllib3": ("urllib3", "tracely_sdk.providers.http.urllib3"),  # requests, botocore (boto3)
+    "aiohttp": ("aiohttp", "tracely_sdk.providers.http.aiohttp"),
 }
 """The providers tracely patches; each name is also its extra: ``pip install 'tracely-replay[openai]'``."""
 

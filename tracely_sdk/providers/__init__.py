@@ -17,10 +17,11 @@ its SDK is asked for, or is already imported by the application.
   net on the SDKs' ``request`` raises ReplayError for anything else that would, in recorded
   mode. ``rep.providers`` lists the patched methods (:func:`patched_methods`).
 
-``httpx`` and ``httpx2`` are patched the same way, at their clients' ``send``, and ``urllib3`` at
-``HTTPConnectionPool.urlopen`` (beneath requests and boto3): a model call sent through them by
-any library that no SDK patch records (litellm, a home-made client, boto3's Bedrock runtime) is
-recorded and served there (``providers.http``).
+``httpx`` and ``httpx2`` are patched the same way, at their clients' ``send``, ``urllib3`` at
+``HTTPConnectionPool.urlopen`` (beneath requests and boto3) and ``aiohttp`` at
+``ClientSession._request``: a model call sent through them by any library that no SDK patch
+records (litellm, a home-made client, boto3's Bedrock runtime) is recorded and served there
+(``providers.http``).
 
 Streams are recorded as every chunk or event the SDK yielded, in order (the span ends when the
 stream is exhausted, closed or dropped; a stream closed early records what was read, which is

@@ -37,7 +37,7 @@ from google.genai._api_client import BaseApiClient
 from google.genai.models import AsyncModels, Models
 
 from tracely_otel import attributes as A
-from tracely_otel.genai import OutputMessage, content_parts, genai_finish_reason
+from tracely_otel.genai import OutputMessage, content_parts
 from tracely_sdk.errors import LLMError, ReplayError
 from tracely_sdk.providers import _google_genai_codec as codec
 from tracely_sdk.providers import _patching as P
@@ -95,17 +95,6 @@ patched = PROVIDER_LAYER.patched
 
 # --------------------------------------------------------------------------- GenAI conventions
 
-# Gemini's finish reasons that the shared table does not know, as the conventions' values.
-_FINISHES = dict.fromkeys(
-    ("recitation", "blocklist", "prohibited_content", "spii", "image_safety"), "content_filter"
-) | dict.fromkeys(("malformed_function_call", "unexpected_tool_call"), "error")
-_FINISH_FROM_GENAI = {"length": "MAX_TOKENS", "content_filter": "SAFETY"}
-
-
-def _finish(reason: Any) -> str:
-    lowered = reason.lower() if isinstance(reason, str) else reason
-    return genai_finish_reason(_FINISHES.get(lowered, lowered), unknown="stop")
-
 
 def _dump(value: Any) -> Any:
     return value.model_dump(mode="json", exclude_none=True)
@@ -129,41 +118,11 @@ def _user_text(text: str) -> dict[str, Any]:
     return {"parts": [{"text": text}], "role": "user"}
 
 
-def _role(content: Mapping[str, Any]) -> str:
-    role = content.get("role")
-    return "assistant" if role == "model" else str(role or "user")
+genai_input_messages = codec.genai_input_messages
+genai_output_messages = codec.genai_output_messages
+_usage_of = codec.usage_of
 
-
-def genai_input_messages(contents: list[dict[str, Any]], system: Any = None) -> Any:
-    """Contents (the SDK's JSON) in the GenAI conventions' ``gen_ai.input.messages`` shape."""
-    messages = [{"role": _role(c), "parts": c.get("parts") or []} for c in contents]
-    return P.input_messages(messages, system)
-
-
-def genai_output_messages(body: Mapping[str, Any]) -> list[OutputMessage]:
-    """A response body in the GenAI conventions' ``gen_ai.output.messages`` shape."""
-    return [
-        {
-            "role": "assistant",
-            "parts": content_parts((candidate.get("content") or {}).get("parts") or []),
-            "finish_reason": _finish(candidate.get("finish_reason")),
-        }
-        for candidate in body.get("candidates") or ()
-        if isinstance(candidate, Mapping)
-    ]
-
-
-def _usage_of(body: Mapping[str, Any]) -> tuple[int, int] | None:
-    usage = body.get("usage_metadata")
-    if not isinstance(usage, Mapping) or not isinstance(usage.get("prompt_token_count"), int):
-        return None
-    # The conventions count every input and output token: the API reports the prompt of its
-    # own tools and the thinking apart.
-    tokens_in = usage["prompt_token_count"] + (usage.get("tool_use_prompt_token_count") or 0)
-    tokens_out = (usage.get("candidates_token_count") or 0) + (
-        usage.get("thoughts_token_count") or 0
-    )
-    return tokens_in, tokens_out
+_FINISH_FROM_GENAI = {"length": "MAX_TOKENS", "content_filter": "SAFETY"}
 
 
 def body_from_reply(reply: P.Reply) -> dict[str, Any]:
@@ -312,19 +271,10 @@ class _Call(ProviderCall):
         return TAG_RESPONSE, TAG_CHUNKS
 
     def reasons(self, body: Mapping[str, Any]) -> list[str]:
-        return [
-            candidate["finish_reason"].lower()
-            for candidate in body.get("candidates") or ()
-            if isinstance(candidate, Mapping) and isinstance(candidate.get("finish_reason"), str)
-        ]
+        return codec.finish_reasons(body)
 
     def asks_for_tools(self, body: Mapping[str, Any]) -> bool:
-        return any(
-            isinstance(part, Mapping) and "function_call" in part
-            for candidate in body.get("candidates") or ()
-            if isinstance(candidate, Mapping)
-            for part in (candidate.get("content") or {}).get("parts") or ()
-        )
+        return codec.asks_for_tools(body)
 
     def output_messages(self, body: Mapping[str, Any]) -> list[OutputMessage]:
         return genai_output_messages(body)

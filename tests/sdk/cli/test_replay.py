@@ -443,6 +443,8 @@ def test_replay_builds_groq_mistral_and_bedrock_clients_without_keys_or_region(
 ) -> None:
     unset_api_keys(monkeypatch)
     (tmp_path / "clients_agent.py").write_text(CLIENTS_AGENT)
+    # tests/sdk/providers/test_wire_clients.py imports a module of the same name
+    monkeypatch.delitem(sys.modules, "clients_agent", raising=False)
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.chdir(tmp_path)  # the project: its own modules may be replayed
     for name in _entrypoints.API_KEY_VARIABLES:

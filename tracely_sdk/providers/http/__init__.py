@@ -7,12 +7,15 @@ speak, with ``_openai_responses``: ``.../responses`` and ``_openai_embeddings``:
 ``POST .../v1/messages``; ``_cohere_chat``: ``POST .../v2/chat``; ``_ollama_chat`` and
 ``_ollama_generate``: ``POST .../api/chat`` and ``.../api/generate``; Bedrock's
 ``_bedrock_converse``, ``_bedrock_converse_stream`` and ``_bedrock_invoke``:
-``POST /model/{modelId}/...``) and it names a model: its JSON body's ``model``, or the path's
-for a format that puts it there (Bedrock). Any other request is left alone. The clients hooked
-are httpx's and httpx2's (``Client.send`` and ``AsyncClient.send``, through which every request
-passes, streamed or not) and urllib3's (``HTTPConnectionPool.urlopen``, beneath requests and
-botocore), each patched lazily like the SDKs: ``httpx``, ``httpx2`` and ``urllib3`` in
-``PROVIDERS``.
+``POST /model/{modelId}/...``; ``_gemini`` and ``_gemini_stream``:
+``POST .../models/MODEL:generateContent`` and ``:streamGenerateContent``) and it names a model:
+its JSON body's ``model``, or the path's for a format that puts it there (Bedrock, Gemini: the
+codec's ``path_model``). Any other request is left alone. The clients hooked are httpx's and
+httpx2's (``Client.send`` and ``AsyncClient.send``, through which every request passes,
+streamed or not), urllib3's (``HTTPConnectionPool.urlopen``, beneath requests and botocore) and
+aiohttp's (``ClientSession._request``), each patched lazily like the SDKs: ``httpx``,
+``httpx2``, ``urllib3`` and ``aiohttp`` in ``PROVIDERS``. What every hook shares, and the few
+steps that read and make its library's own objects, is :class:`._client.ClientHook`.
 
 Such a request is one ``llm:MODEL`` call (see :mod:`._exchange`): a ``chat MODEL`` span with the
 GenAI attributes and ``server.*``, whose recorded input is the request (method, path, JSON

@@ -1,10 +1,11 @@
-"""The hooks on HTTP client libraries: what they share (:class:`ClientHook`), and the hook on an
-httpx-style library (httpx, and httpx2, its fork with the same API).
+"""The hooks on HTTP client libraries: what they share (:class:`ClientHook`, which the hooks on
+urllib3 (``_urllib3``) and aiohttp (``aiohttp``) subclass too), and the hook on an httpx-style
+library (httpx, and httpx2, its fork with the same API).
 
 ``Client.send`` and ``AsyncClient.send`` are patched: every request of a client passes there,
 ``client.post(...)`` and ``client.stream(...)`` alike, once per call whatever its redirects and
-retries of authentication. A model call (:func:`model_call`) is intercepted there; anything
-else goes on untouched.
+retries of authentication. A model call (:meth:`ClientHook.wire_call`) is intercepted there;
+anything else goes on untouched.
 """
 
 from __future__ import annotations
@@ -86,6 +87,37 @@ class ClientHook(abc.ABC):
             if is_installed(owner, method)
         ]
 
+    def wire_call(
+        self,
+        request: Any,
+        target: Target,
+        content: Any,
+        *,
+        provider: str,
+        is_async: bool,
+        stream: bool,
+        sent_path: str | None = None,
+    ) -> WireCall | None:
+        """The call a request is, when it is a model call (:func:`._exchange.model_call`: its
+        path, as sent (``sent_path``, when ``target.path`` is decoded from it), and its
+        ``content``), else None. ``request`` is the library's own, given back to the hook when
+        the call is served or fails."""
+        found = model_call(target.method, target.path if sent_path is None else sent_path, content)
+        if found is None:
+            return None
+        codec, body, model = found
+        return WireCall(
+            codec,
+            self,
+            request,
+            target,
+            body,
+            model,
+            provider=provider,
+            is_async=is_async,
+            stream=stream,
+        )
+
     # -- what a WireCall asks ----------------------------------------------------------------
 
     @abc.abstractmethod
@@ -155,20 +187,15 @@ class HTTPLibrary(ClientHook):
         request = args[0] if args else kwargs.get("request")
         try:
             url = request.url
-            found = model_call(request.method, url.path, request.content)
+            target = Target(request.method, url.scheme, url.host, url.port, url.path)
+            content = request.content
         except Exception:
             return None  # a streamed upload is not read: not a model call
-        if found is None:
-            return None
-        codec, body, model = found
         owner = "AsyncClient" if is_async else "Client"
-        return WireCall(
-            codec,
-            self,
+        return self.wire_call(
             request,
-            Target(request.method, url.scheme, url.host, url.port, url.path),
-            body,
-            model,
+            target,
+            content,
             provider=f"{self.name}.{owner}.send",
             is_async=is_async,
             stream=bool(kwargs.get("stream")),

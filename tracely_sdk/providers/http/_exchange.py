@@ -8,8 +8,9 @@ The recording of a call (its entry's ``output``, type tag ``http.response``)::
     {"status": 200, "headers": {"content-type": "application/x-ndjson"},
      "lines": [{"data": {...}}, {"data": {..., "done": true}}]}
 
-``body`` is the JSON the server sent (``text`` holds a body that is not JSON, ``base64`` one
-that is not text); ``events`` are a server-sent-event stream's events in order, each with its
+``body`` is the JSON the server sent (a stream sent as one JSON array, as Gemini's without
+``alt=sse``, is that array; ``text`` holds a body that is not JSON, ``base64`` one that is not
+text); ``events`` are a server-sent-event stream's events in order, each with its
 ``event`` name when it had one and its ``data``, parsed when it is JSON (``text`` otherwise),
 or an AWS event stream's messages (``headers`` and ``data``, see :mod:`._eventstream`);
 ``lines`` are a newline-delimited JSON stream's lines in order, in the same form as events.
@@ -57,6 +58,8 @@ from tracely_sdk.providers.http import (
     _bedrock_invoke,
     _cohere_chat,
     _eventstream,
+    _gemini,
+    _gemini_stream,
     _ollama_chat,
     _ollama_generate,
     _openai_chat,
@@ -81,6 +84,8 @@ FORMATS: tuple[ModuleType, ...] = (
     _bedrock_converse,
     _bedrock_converse_stream,
     _bedrock_invoke,
+    _gemini,
+    _gemini_stream,
 )
 """The wire formats whose requests are model calls, each a codec module."""
 
@@ -289,6 +294,11 @@ def _response_body(codec: ModuleType, output: Mapping[str, Any]) -> Mapping[str,
             return {}  # a stream cut short before its first event
         return body if isinstance(body, Mapping) else {}
     body = output.get("body")
+    if isinstance(body, list):  # a stream sent as one JSON array of its chunks (Gemini's)
+        try:
+            body = codec.body_from_events([{"data": item} for item in body])
+        except ValueError:
+            return {}
     return body if isinstance(body, Mapping) else {}
 
 

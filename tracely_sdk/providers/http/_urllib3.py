@@ -4,7 +4,7 @@
 client) and urllib3's own ``PoolManager`` and ``request()`` all call ``urlopen`` on a
 connection pool (HTTPS pools inherit it), once per request; urllib3's own retries and
 redirects call it again from inside, and are the same call. A model call
-(:func:`model_call`) is intercepted there; anything else goes on untouched.
+(:meth:`ClientHook.wire_call`) is intercepted there; anything else goes on untouched.
 
 Live, a body read inside ``urlopen`` (``preload_content=True``, urllib3's default) is recorded
 at once. One left unread (``preload_content=False``, what requests and botocore ask for) is
@@ -31,7 +31,7 @@ from typing import Any
 from tracely_sdk.providers._patching import intercept
 from tracely_sdk.providers._streams import teed_body
 from tracely_sdk.providers.http._client import ClientHook, served_status
-from tracely_sdk.providers.http._exchange import Target, WireCall, model_call, served_pieces
+from tracely_sdk.providers.http._exchange import Target, WireCall, served_pieces
 
 # urlopen(method, url, body, headers, retries, redirect, assert_same_host, timeout,
 #         pool_timeout, release_conn, chunked, body_pos, preload_content, decode_content)
@@ -191,28 +191,23 @@ class URLLib3(ClientHook):
             method = str(_argument(args, kwargs, "method", "GET")).upper()
             url = str(_argument(args, kwargs, "url", "/"))
             parts = urllib.parse.urlsplit(url)
-            found = model_call(method, parts.path, _argument(args, kwargs, "body", None))
-            if found is None:
-                return None
             # A URL given whole (through a proxy, or botocore's for http) names its own host.
             scheme = parts.scheme or str(pool.scheme)
             host = parts.hostname or str(pool.host)
             port = parts.port if parts.hostname else pool.port
+            content = _argument(args, kwargs, "body", None)
         except Exception:
             return None
-        codec, body, model = found
         preload = bool(_argument(args, kwargs, "preload_content", True))
         sent = Sent(method, url, preload, bool(_argument(args, kwargs, "decode_content", True)))
-        return WireCall(
-            codec,
-            self,
+        return self.wire_call(
             sent,
             Target(method, scheme, host, port, urllib.parse.unquote(parts.path)),
-            body,
-            model,
+            content,
             provider=f"{self.name}.HTTPConnectionPool.urlopen",
             is_async=False,
             stream=not preload,
+            sent_path=parts.path,
         )
 
     def _urlopen(self, wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any) -> Any:
