@@ -87,7 +87,7 @@ def test_the_agent_records_live_and_replays_pass_with_no_server_and_no_key(
     faults = _run([*cli, "replay", "--faults", "--json", "faults.json"], env, tmp_path)
     assert faults.returncode == 0, faults.stdout + faults.stderr
     (case,) = json.loads((tmp_path / "faults.json").read_text())["cases"]
-    verdicts = {(r["call"], r["fault"]): (r["verdict"], r["next"]) for r in case["faults"]}
+    verdicts = {(r["call"], r["fault"]): (r["verdict"], r.get("next")) for r in case["faults"]}
     error = verdicts[("tools:get_weather #1", "error")]
     if module == "openai_agents_agent":
         assert error == ("HANDLED", "called llm:gpt-4o-mini")
@@ -97,3 +97,15 @@ def test_the_agent_records_live_and_replays_pass_with_no_server_and_no_key(
             "raised ToolError: tools:get_weather failed (a fault tracely injected)",
         )
     assert verdicts[("tools:get_weather #1", "empty")] == ("HANDLED", "called llm:gpt-4o-mini")
+    # The model's 429, served at the OpenAI SDK's client beneath the framework: the SDK's own
+    # retry is a call the recording cannot answer, so INCOMPLETE (never live) by default...
+    retried = "retried llm:gpt-4o-mini, which the recording cannot answer"
+    assert verdicts[("llm:gpt-4o-mini #1", "rate_limit")] == ("INCOMPLETE", retried)
+    # ...and HANDLED once the project serves a retry the recorded answer.
+    serve_recorded = {**env, "TRACELY_FAULTS": json.dumps({"retry": "serve-recorded"})}
+    args = [*cli, "replay", "--faults", "rate_limit", "--json", "retried.json"]
+    retried_run = _run(args, serve_recorded, tmp_path)
+    assert retried_run.returncode == 0, retried_run.stdout + retried_run.stderr
+    (case,) = json.loads((tmp_path / "retried.json").read_text())["cases"]
+    verdicts = {(r["call"], r["fault"]): r["verdict"] for r in case["faults"]}
+    assert verdicts[("llm:gpt-4o-mini #1", "rate_limit")] == "HANDLED", case["faults"]
