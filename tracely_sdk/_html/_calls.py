@@ -50,8 +50,8 @@ def _compact(value: Any) -> str:
 _CUT_NOTE = "more characters not shown here"
 
 
-def _said(text: str) -> Html:
-    shown, more = cut(text, _MESSAGE_SHOWN)
+def _said(text: str, limit: int = _MESSAGE_SHOWN) -> Html:
+    shown, more = cut(text, limit)
     note = f"\n… {more:,} {_CUT_NOTE}" if more else None
     return tag("div", shown, note, class_="said")
 
@@ -71,10 +71,10 @@ def _result(value: Any) -> Html:
     return tag("div", "tool result: ", tag("code", _compact(value)), class_="tool-call")
 
 
-def _block(block: Any) -> Html | None:
+def _block(block: Any, said: int = _MESSAGE_SHOWN) -> Html | None:
     """One part of a message's content, in any of the shapes in the module docstring."""
     if isinstance(block, str):
-        return _said(block)
+        return _said(block, said)
     if not isinstance(block, Mapping):
         return None
     kind = block.get("type")
@@ -89,11 +89,11 @@ def _block(block: Any) -> Html | None:
         return _result(block["functionResponse"].get("response"))
     for key in ("text", "content"):
         if isinstance(block.get(key), str):
-            return _said(block[key])
+            return _said(block[key], said)
     return tag("div", tag("code", _compact(block)), class_="tool-call")
 
 
-def _message(message: Any) -> tuple[str, list[Html]] | None:
+def _message(message: Any, said: int = _MESSAGE_SHOWN) -> tuple[str, list[Html]] | None:
     if not isinstance(message, Mapping):
         return None
     role = message.get("role", "user" if "parts" in message else None)
@@ -102,9 +102,9 @@ def _message(message: Any) -> tuple[str, list[Html]] | None:
     parts: list[Html | None] = []
     content = message.get("content", message.get("parts"))
     if isinstance(content, str):
-        parts.append(_said(content))
+        parts.append(_said(content, said))
     elif isinstance(content, list):
-        parts += [_block(b) for b in content[:MAX_MESSAGES]]
+        parts += [_block(b, said) for b in content[:MAX_MESSAGES]]
         if len(content) > MAX_MESSAGES:
             parts.append(tag("div", f"… {len(content) - MAX_MESSAGES} more parts", class_="muted"))
     elif content is not None:
@@ -142,19 +142,26 @@ def _messages(value: Any) -> tuple[list[Any], dict[str, Any]] | None:
     return None
 
 
-def _size(message: Any) -> int:
+def _size(message: Any, said: int) -> int:
     content = message.get("content") if isinstance(message, Mapping) else None
     size = len(content) if isinstance(content, str) else len(json_text(message))
-    return min(size, _MESSAGE_SHOWN)
+    return min(size, said)
 
 
-def _chosen(messages: Sequence[Any]) -> list[int]:
+def _said_limit(limit: int) -> int:
+    """How much of one message's text a conversation cut to ``limit`` characters shows: a
+    third of it, so that the first message and the latest fit (and never more than a value)."""
+    return min(_MESSAGE_SHOWN, max(limit // 3, 200))
+
+
+def _chosen(messages: Sequence[Any], limit: int = MAX_SHOWN) -> list[int]:
     """Which messages a conversation shows: the first (the system prompt, as a rule) and the
-    latest that fit in :data:`MAX_MESSAGES` and :data:`MAX_SHOWN` characters."""
-    budget = MAX_SHOWN - _size(messages[0])
+    latest that fit in :data:`MAX_MESSAGES` and ``limit`` characters."""
+    said = _said_limit(limit)
+    budget = limit - _size(messages[0], said)
     latest: list[int] = []
     for i in range(len(messages) - 1, 0, -1):
-        cost = _size(messages[i])
+        cost = _size(messages[i], said)
         if len(latest) + 1 >= MAX_MESSAGES or (cost > budget and latest):
             break
         budget -= cost
@@ -162,16 +169,19 @@ def _chosen(messages: Sequence[Any]) -> list[int]:
     return [0, *reversed(latest)]
 
 
-def conversation_view(value: Any, label: str = "input", *, full: str | None = None) -> Html | None:
+def conversation_view(
+    value: Any, label: str = "input", *, full: str | None = None, limit: int = MAX_SHOWN
+) -> Html | None:
     """An LLM call's input as a conversation, one message after another; None when it does
-    not hold messages (the caller shows it as a value). A long one shows its first message
-    and its latest, and the way to the whole input."""
+    not hold messages (the caller shows it as a value). A long one (past ``limit``
+    characters) shows its first message and its latest, and the way to the whole input."""
     found = _messages(value)
     if found is None or not found[0]:
         return None
     messages, rest = found
-    chosen = _chosen(messages)
-    read = [_message(messages[i]) for i in chosen]
+    chosen = _chosen(messages, limit)
+    said = _said_limit(limit)
+    read = [_message(messages[i], said) for i in chosen]
     items: list[Node] = []
     before = -1
     for i, message in zip(chosen, read, strict=True):
@@ -184,7 +194,7 @@ def conversation_view(value: Any, label: str = "input", *, full: str | None = No
     chat = tag("ol", items, class_="chat", aria_label=f"{label}: {len(messages)} messages")
     more: list[Node] = []
     for key, field in list(rest.items())[:MAX_FIELDS]:
-        more.append(tag("div", f"{key}: ", value_view(field, str(key), full=full)))
+        more.append(tag("div", f"{key}: ", value_view(field, str(key), full=full, limit=limit)))
     if len(rest) > MAX_FIELDS:
         more.append(tag("div", f"… {len(rest) - MAX_FIELDS} more fields", class_="muted"))
     if len(chosen) < len(messages) or _CUT_NOTE in chat:
@@ -199,9 +209,10 @@ def _turn(role: str, parts: list[Html]) -> Html:
     )
 
 
-def reply_view(output: Any) -> Html | None:
+def reply_view(output: Any, limit: int = MAX_SHOWN) -> Html | None:
     """The assistant's message in an LLM call's output (a provider's response body or a
-    message), as a conversation turn; None when the output holds no message."""
+    message), as a conversation turn (its text cut as a conversation cut to ``limit`` cuts
+    it); None when the output holds no message."""
     message: Any = None
     body = output.get("body") if isinstance(output, Mapping) else None
     for candidate in (body, output):
@@ -216,7 +227,7 @@ def reply_view(output: Any) -> Html | None:
             message = {**candidate, "role": candidate.get("role", "assistant")}
         if message is not None:
             break
-    read = _message(message)
+    read = _message(message, _said_limit(limit))
     if read is None:
         return None
     return tag("ol", _turn(*read), class_="chat", aria_label="reply")

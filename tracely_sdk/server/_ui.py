@@ -281,15 +281,16 @@ def _page(render: Callable[[Pages, Request, dict[str, str], Viewer], str]) -> Ha
     return handler
 
 
-def _raw(render: Callable[[Pages, dict[str, str]], bytes]) -> Handler:
-    """The whole of what a page shows cut short, as JSON: read scope, like the page."""
+def _raw(render: Callable[[Pages, dict[str, str]], bytes | tuple[bytes, str]]) -> Handler:
+    """The whole of what a page shows cut short, as JSON (or as text, when ``render`` says
+    so with a media type): read scope, like the page."""
 
     def handler(app: Any, request: Request, params: dict[str, str]) -> Response:
         visit = _Visit(app, request)
         refused = visit.refusal(READ)
         if refused is not None:
             return refused
-        body: list[bytes] = []
+        body: list[bytes | tuple[bytes, str]] = []
 
         def page(viewer: Viewer) -> str:  # an error is shown as the pages show it
             body.append(render(visit.pages, params))
@@ -298,9 +299,15 @@ def _raw(render: Callable[[Pages, dict[str, str]], bytes]) -> Handler:
         answer = _render(visit, page)
         if not body:
             return answer
-        return response(200, body[0], "application/json", _HEADERS)
+        raw, kind = body[0] if isinstance(body[0], tuple) else (body[0], "application/json")
+        return response(200, raw, kind, _HEADERS)
 
     return handler
+
+
+def _call_value(kind: str) -> Handler:
+    """One recorded call's whole input, output or error (what a trace or case page cuts)."""
+    return _raw(lambda p, a: p.call_value(kind, a["id"], a["number"], a["part"]))
 
 
 def _render(visit: _Visit, render: Callable[[Viewer], str], status: int = 200) -> Response:
@@ -512,6 +519,7 @@ UI_ROUTES: tuple[tuple[str, str, Handler], ...] = (
     ),
     ("POST", PREFIX + "/cases/{case_id}/recapture", _recapture),
     ("GET", PREFIX + "/cases/{case_id}/raw", _raw(lambda p, a: p.case_json(a["case_id"]))),
+    ("GET", PREFIX + "/cases/{id}/calls/{number}/{part}", _call_value("cases")),
     ("GET", PREFIX + "/traces", _page(lambda p, r, a, v: p.traces(_query(r), v))),
     (
         "GET",
@@ -520,6 +528,7 @@ UI_ROUTES: tuple[tuple[str, str, Handler], ...] = (
     ),
     ("POST", PREFIX + "/traces/{trace_id}/promote", _promote),
     ("GET", PREFIX + "/traces/{trace_id}/raw", _raw(lambda p, a: p.trace_json(a["trace_id"]))),
+    ("GET", PREFIX + "/traces/{id}/calls/{number}/{part}", _call_value("traces")),
     ("GET", PREFIX + "/runs", _page(lambda p, r, a, v: p.runs(_query(r), v))),
     ("GET", PREFIX + "/runs/{run_id}", _page(lambda p, r, a, v: p.run(a["run_id"], _query(r), v))),
     (
