@@ -3,9 +3,9 @@ memory, for one view at a time and for several at once.
 
 Seeds a SQLite store with the trace of 200 tool calls of 20 kB each way (bench/pages.py's
 ``big_values_run``), starts ``python -m tracely_sdk.server`` on it (127.0.0.1, no tokens),
-then asks for the trace page and one call's whole output, first one after another and then
-``--concurrent`` at once, reading the server's resident memory (``/proc``, Linux) before and
-after each.
+then asks for the trace page ``--concurrent`` times at once, and (on a fresh server) for the
+trace page, one call's whole output and the recording's JSON one after another, reading the
+server's resident memory and its peak (``/proc``, Linux) before and after.
 
     python bench/trace_page.py [--calls N] [--size BYTES] [--rounds R] [--concurrent C]
 """
@@ -113,28 +113,8 @@ def main() -> int:
         store.close()
         process, port = start(store_path, Path(tmp))
         try:
-            paths = [
-                ("trace page", f"/ui/traces/{BIG_TRACE}"),
-                ("  its last calls", f"/ui/traces/{BIG_TRACE}?calls={args.calls - 20}"),
-                ("one call's output", f"/ui/traces/{BIG_TRACE}/calls/1/output"),
-                ("whole recording JSON", f"/ui/traces/{BIG_TRACE}/raw"),
-            ]
-            print(f"server RSS at start: {rss_mb(process.pid):.0f} MB")
-            print(f"{'request':<24}{'status':>7}{'KB':>9}{'median ms':>11}{'RSS +MB':>9}")
-            for name, path in paths:
-                times = []
-                before = rss_mb(process.pid)
-                status = size = 0
-                for _ in range(args.rounds):
-                    status, size, took = get(port, path)
-                    times.append(took)
-                grown = rss_mb(process.pid) - before
-                print(
-                    f"{name:<24}{status:>7}{size / 1024:>9.0f}"
-                    f"{statistics.median(times) * 1000:>11.0f}{grown:>9.1f}"
-                )
-            path = paths[0][1]
-            before, peak_before = rss_mb(process.pid), hwm_mb(process.pid)
+            path = f"/ui/traces/{BIG_TRACE}"
+            start_rss = rss_mb(process.pid)
             results: list[tuple[int, int, float]] = []
 
             def view() -> None:
@@ -149,11 +129,36 @@ def main() -> int:
             wall = time.perf_counter() - started
             statuses = sorted({r[0] for r in results})
             print(
-                f"{args.concurrent} concurrent trace pages: {wall * 1000:.0f} ms in all, "
-                f"slowest {max(r[2] for r in results) * 1000:.0f} ms, statuses {statuses}, "
-                f"RSS +{rss_mb(process.pid) - before:.1f} MB, "
-                f"peak RSS {hwm_mb(process.pid):.0f} MB (was {peak_before:.0f} MB)"
+                f"{args.concurrent} concurrent trace pages on a fresh server: "
+                f"{wall * 1000:.0f} ms in all, slowest {max(r[2] for r in results) * 1000:.0f} ms, "
+                f"statuses {statuses}, RSS {start_rss:.0f} MB at start, "
+                f"peak {hwm_mb(process.pid):.0f} MB (+{hwm_mb(process.pid) - start_rss:.0f} MB)"
             )
+        finally:
+            process.terminate()
+            process.wait(timeout=30)
+        process, port = start(store_path, Path(tmp))
+        try:
+            paths = [
+                ("trace page", f"/ui/traces/{BIG_TRACE}"),
+                ("  its last calls", f"/ui/traces/{BIG_TRACE}?calls={args.calls - 20}"),
+                ("one call's output", f"/ui/traces/{BIG_TRACE}/calls/1/output"),
+                ("whole recording JSON", f"/ui/traces/{BIG_TRACE}/raw"),
+            ]
+            print(f"one view at a time, on a fresh server (RSS {rss_mb(process.pid):.0f} MB):")
+            print(f"{'request':<24}{'status':>7}{'KB':>9}{'median ms':>11}{'peak +MB':>10}")
+            for name, path in paths:
+                times = []
+                before = hwm_mb(process.pid)
+                status = size = 0
+                for _ in range(args.rounds):
+                    status, size, took = get(port, path)
+                    times.append(took)
+                grown = hwm_mb(process.pid) - before
+                print(
+                    f"{name:<24}{status:>7}{size / 1024:>9.0f}"
+                    f"{statistics.median(times) * 1000:>11.0f}{grown:>10.0f}"
+                )
         finally:
             process.terminate()
             process.wait(timeout=30)

@@ -227,3 +227,45 @@ def test_each_value_of_a_call_is_cut_with_a_link_to_the_whole_of_it(
         assert foreign.status == 400
     finally:
         local.stop()
+
+
+def test_pages_of_whole_recordings_are_made_a_few_at_a_time(
+    tmp_path: Path, weather_run: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each decodes the whole recording: past WHOLE_READERS at once, a view waits its turn
+    (here, 0.1 s) and then is told to come back, instead of the memory growing with them."""
+    import urllib.error
+    import urllib.request
+
+    from tracely_sdk.server import ServerConfig, _ui, create_server
+    from tracely_sdk.store import Recording, SQLiteStore
+
+    _, bundle = weather_run("Paris")
+    url = f"sqlite:///{tmp_path}/t.db"
+    store = SQLiteStore(tmp_path / "t.db")
+    store.put_recording(Recording.from_bundle(bundle))
+    store.close()
+    monkeypatch.setattr(_ui, "_WHOLE_WAIT", 0.1)
+    config = ServerConfig.load({}, port=0, tokens="", store=url, insecure_no_auth=True)
+
+    def status(server: Any, path: str) -> tuple[int, str | None]:
+        try:
+            with urllib.request.urlopen(server.url + path, timeout=10) as answer:
+                return answer.status, None
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.headers.get("Retry-After")
+
+    trace = f"/ui/traces/{bundle['trace_id']}"
+    with create_server(config).start() as server:
+        assert status(server, trace) == (200, None)
+        for _ in range(_ui.WHOLE_READERS):
+            assert _ui._whole_readers.acquire(blocking=False)
+        try:
+            assert status(server, trace) == (503, "5")
+            assert status(server, f"{trace}/calls/1/output") == (503, "5")
+            assert status(server, "/ui/traces") == (200, None)  # a list reads no recording whole
+            _ui._whole_readers.release()
+            assert status(server, trace) == (200, None)
+        finally:
+            for _ in range(_ui.WHOLE_READERS - 1):
+                _ui._whole_readers.release()
