@@ -189,6 +189,10 @@ def test_each_value_of_a_call_is_cut_with_a_link_to_the_whole_of_it(
         return server.get(path, token=None, headers={**cookie, **headers}).status
 
     base = f"/ui/traces/{trace_id}/calls"
+    served_whole = server.get(f"{base}/1/output", token=None, headers={"Cookie": reader.cookie})
+    assert served_whole.headers["content-type"] == "application/json"
+    assert served_whole.headers["x-content-type-options"] == "nosniff"
+    assert "default-src 'none'" in served_whole.headers["content-security-policy"]
     assert status(f"{base}/201/output") == 404
     assert status(f"{base}/0/output") == 404
     assert status(f"{base}/1/error") == 404  # the call raised nothing
