@@ -13,7 +13,8 @@ no inline style still draws it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from typing import Any
 
 from tracely_sdk._html._markup import Html, Node, join, tag
@@ -39,6 +40,10 @@ MAX_FIELDS = 20
 MAX_WATERFALL = 300
 # A message's text is cut shorter than a value: a conversation shows many of them.
 _MESSAGE_SHOWN = 4_000
+# A message shows its parts (texts, blocks, tool calls; at most MAX_PARTS of each) while their
+# HTML fits in this many times its text's cut.
+_MESSAGE_BUDGET = 4
+MAX_PARTS = 60
 _BAR_WIDTH = 1000
 
 
@@ -47,12 +52,12 @@ def _compact(value: Any) -> str:
     return cut(text, 400)[0] + ("…" if len(text) > 400 else "")
 
 
-_CUT_NOTE = "more characters not shown here"
+_CUT_NOTE = "not shown here"
 
 
 def _said(text: str, limit: int = _MESSAGE_SHOWN) -> Html:
     shown, more = cut(text, limit)
-    note = f"\n… {more:,} {_CUT_NOTE}" if more else None
+    note = f"\n… {more:,} more characters {_CUT_NOTE}" if more else None
     return tag("div", shown, note, class_="said")
 
 
@@ -94,32 +99,46 @@ def _block(block: Any, said: int = _MESSAGE_SHOWN) -> Html | None:
 
 
 def _message(message: Any, said: int = _MESSAGE_SHOWN) -> tuple[str, list[Html]] | None:
+    """A message's role and parts: its text, blocks and tool calls, each text cut to ``said``
+    characters, shown while they fit in a few times that (a message may hold thousands)."""
     if not isinstance(message, Mapping):
         return None
     role = message.get("role", "user" if "parts" in message else None)
     if not isinstance(role, str):
         return None
-    parts: list[Html | None] = []
+    found: list[Callable[[], Html | None]] = []
     content = message.get("content", message.get("parts"))
     if isinstance(content, str):
-        parts.append(_said(content, said))
+        found.append(partial(_said, content, said))
     elif isinstance(content, list):
-        parts += [_block(b, said) for b in content[:MAX_MESSAGES]]
-        if len(content) > MAX_MESSAGES:
-            parts.append(tag("div", f"… {len(content) - MAX_MESSAGES} more parts", class_="muted"))
+        found += [partial(_block, b, said) for b in content[:MAX_PARTS]]
     elif content is not None:
         return None
     calls = message.get("tool_calls")
-    for call in calls if isinstance(calls, list) else ():
+    for call in calls[:MAX_PARTS] if isinstance(calls, list) else ():
         if isinstance(call, Mapping):
             function = call.get("function")
             if not isinstance(function, Mapping):
                 function = call
-            parts.append(_call(function.get("name"), function.get("arguments")))
+            found.append(partial(_call, function.get("name"), function.get("arguments")))
     single = message.get("tool_call") or message.get("function_call")
     if isinstance(single, Mapping):
-        parts.append(_call(single.get("name"), single.get("arguments")))
-    shown = [p for p in parts if p is not None]
+        found.append(partial(_call, single.get("name"), single.get("arguments")))
+    dropped = sum(max(len(x) - MAX_PARTS, 0) for x in (content, calls) if isinstance(x, list))
+    budget = _MESSAGE_BUDGET * said
+    shown: list[Html] = []
+    used = 0
+    for make in found:
+        if budget <= 0:
+            break
+        used += 1
+        part = make()
+        if part is not None:
+            shown.append(part)
+            budget -= len(part)
+    left = len(found) - used + dropped
+    if left:
+        shown.append(tag("div", f"… {left:,} more parts {_CUT_NOTE}", class_="muted"))
     return role, shown or [tag("div", "(no content)", class_="muted")]
 
 
@@ -193,8 +212,10 @@ def conversation_view(
         before = i
     chat = tag("ol", items, class_="chat", aria_label=f"{label}: {len(messages)} messages")
     more: list[Node] = []
-    for key, field in list(rest.items())[:MAX_FIELDS]:
-        more.append(tag("div", f"{key}: ", value_view(field, str(key), full=full, limit=limit)))
+    fields = list(rest.items())[:MAX_FIELDS]
+    each = max(limit // max(len(fields), 1), 200)  # the fields share the value's cut
+    for key, field in fields:
+        more.append(tag("div", f"{key}: ", value_view(field, str(key), full=full, limit=each)))
     if len(rest) > MAX_FIELDS:
         more.append(tag("div", f"… {len(rest) - MAX_FIELDS} more fields", class_="muted"))
     if len(chosen) < len(messages) or _CUT_NOTE in chat:
