@@ -23,6 +23,7 @@ from tracely_sdk._html._values import MAX_SHOWN, cut, json_text, text_of, value_
 __all__ = [
     "MAX_FIELDS",
     "MAX_MESSAGES",
+    "MAX_PARTS",
     "MAX_WATERFALL",
     "call_facts",
     "conversation_view",
