@@ -395,11 +395,15 @@ _active_lock = threading.Lock()
 _main_thread = threading.main_thread()
 
 # Called on entering a fixtures() block; each returns the names of the provider methods it
-# patched (the provider modules register here so this module never imports an SDK).
-_activation_hooks: list[Callable[[], list[str]]] = []
+# patched (the provider modules register here so this module never imports an SDK). The
+# argument is the run's RunSettings when the block is one case of a run (the runner's), else
+# None: a hook may then answer from its activation for an earlier case of the same run, when
+# nothing it would look at again has changed since.
+ActivationHook = Callable[["RunSettings | None"], list[str]]
+_activation_hooks: list[ActivationHook] = []
 
 
-def register_activation_hook(hook: Callable[[], list[str]]) -> None:
+def register_activation_hook(hook: ActivationHook) -> None:
     """Run ``hook`` whenever a fixtures() block starts (idempotent)."""
     if hook not in _activation_hooks:
         _activation_hooks.append(hook)
@@ -511,13 +515,14 @@ def replay_session(
         if validated and isinstance(bundle, Mapping)
         else load_bundle(bundle)
     )
+    run = settings
     if settings is None:
         settings = RunSettings.resolve()
     masks = settings.masks if ignore is None else _config.resolve("ignore", ignore)
-    allowed = (
-        settings.allow_network
+    network = (
+        settings.network
         if allow_network is None
-        else _config.resolve("allow_network", allow_network)
+        else _network_guard.Rules(_config.resolve("allow_network", allow_network))
     )
     report = ReplayReport(
         "recorded" if strict else "lenient",
@@ -536,13 +541,13 @@ def replay_session(
     )
     patched: list[str] = []
     for hook in _activation_hooks:
-        patched.extend(hook())
+        patched.extend(hook(run))
     report.providers = sorted(set(patched))
     token = _session.set(session)
     with _active_lock:
         _active.append(session)
     try:
-        with _network_guard.Guard(report, allowed) if strict else _network_guard.open_scope():
+        with _network_guard.Guard(report, network) if strict else _network_guard.open_scope():
             yield session
     finally:
         with _active_lock:
@@ -551,17 +556,22 @@ def replay_session(
         session.finish()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class RunSettings:
-    """The settings a replay block reads, resolved once for a run of many cases."""
+    """The settings a replay block reads, resolved once for a run of many cases.
+
+    Each resolution is a run of its own: the provider patches activated for its first case
+    serve its other cases while nothing they depend on changes (see ``ActivationHook``).
+    """
 
     masks: Any
-    allow_network: Any
+    network: _network_guard.Rules  # allow_network and the exporter's endpoints, by host
 
     @classmethod
     def resolve(cls) -> RunSettings:
         """The settings as the environment and pyproject.toml say now."""
-        return cls(_config.resolve("ignore"), _config.resolve("allow_network"))
+        allowed = _network_guard.Rules(_config.resolve("allow_network"))
+        return cls(_config.resolve("ignore"), allowed)
 
 
 def live_patterns(live: Iterable[str] | None) -> tuple[str, ...]:
