@@ -347,43 +347,50 @@ def timeline(
 
     An entry no call used has the outcome ``unmade``: ``"recorded"`` shows a recording alone.
     """
-    made: dict[int, tuple[int | None, Step]] = {}
+    # Entries by kind, name and index, which tell them apart; not by id(), an audit event
+    # that strict replay's network guard hears.
+    made: dict[tuple[str, str, int], tuple[int, Step]] = {}
     # A call the recording has no answer for follows the recorded call served before it.
-    unanswered: dict[int | None, list[Step]] = {}
-    after: Entry | None = None
-    number: int | None
+    unanswered: dict[tuple[str, str, int] | None, list[Step]] = {}
+    after: tuple[str, str, int] | None = None
     for number, (entry, step) in enumerate(calls, start=1):
         if entry is None:
-            unanswered.setdefault(None if after is None else id(after), []).append(
-                Step(**step, seq=None, entry=None, call=number)
-            )
+            unanswered.setdefault(after, []).append(Step(**step, seq=None, entry=None, call=number))
         else:
-            made[id(entry)] = (number, step)
-            after = entry
+            after = (entry.kind, entry.name, entry.index)
+            made[after] = (number, step)
     steps = [*unanswered.get(None, ())]
+    # Built as plain dicts, key by key: this runs for every recorded call of every case.
     for entry in entries:
-        number, step = made.get(id(entry), (None, Step(outcome=unmade)))
-        shown = Step(
-            outcome=step["outcome"],
-            label=entry.label,
-            seq=entry.seq,
-            entry=entry.describe(),
-            call=number,
-            field="input" if entry.kind == LLM else "args",
-        )
-        for key in ("args", "input"):
-            if key == shown["field"] and key in entry.raw:
-                shown["recorded"] = entry.raw[key]
-        if "output" in entry.raw:
-            shown["output"] = entry.raw["output"]
-        if entry.error is not None:
-            shown["error"] = dict(entry.error)
+        raw = entry.raw
+        label = f"{entry.kind}:{entry.name}"
+        field = "input" if entry.kind == LLM else "args"
+        place = (entry.kind, entry.name, entry.index)
+        found = made.get(place)
+        shown: dict[str, Any] = {
+            "outcome": unmade if found is None else found[1]["outcome"],
+            "label": label,
+            "seq": entry.seq,
+            "entry": f"{label} #{entry.index + 1} (seq {entry.seq})",
+            "call": None if found is None else found[0],
+            "field": field,
+        }
+        if field in raw:
+            shown["recorded"] = raw[field]
+        if "output" in raw:
+            shown["output"] = raw["output"]
+        error = entry.error
+        if error is not None:
+            shown["error"] = dict(error)
         for key in ("usage", "started_at", "ended_at"):
-            if key in entry.raw:
-                shown[key] = entry.raw[key]  # type: ignore[literal-required]
-        shown.update({k: v for k, v in step.items() if k != "outcome"})  # type: ignore[typeddict-item]
-        steps.append(shown)
-        steps.extend(unanswered.get(id(entry), ()))
+            if key in raw:
+                shown[key] = raw[key]
+        if found is not None:
+            for key, value in found[1].items():
+                if key != "outcome":
+                    shown[key] = value
+        steps.append(cast(Step, shown))
+        steps.extend(unanswered.get(place, ()))
     return steps
 
 
