@@ -16,6 +16,7 @@ changed and lets ``tracely cases reseal`` say what a hand edit changed.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Mapping
 from typing import Any
@@ -35,7 +36,24 @@ _VERSION_FIELDS = ("version", "input", "expected_output", "bundle")
 
 def _digest(value: Any) -> str:
     # Every stored case is checked on every read: the bytes, not text decoded and encoded again.
-    return "sha256:" + hashlib.sha256(dumps_json_bytes(value)).hexdigest()
+    return _digest_of(dumps_json_bytes(value))
+
+
+def _digest_of(text: bytes) -> str:
+    if len(text) <= _SMALL:
+        return _small_digest(text)
+    return "sha256:" + hashlib.sha256(text).hexdigest()
+
+
+# The cases of a suite share most of their small fields (an entrypoint, a version, a few
+# inputs and outputs), and starting a hash costs more than hashing a few bytes: each small
+# text is hashed once.
+_SMALL = 512
+
+
+@functools.lru_cache(maxsize=4096)
+def _small_digest(text: bytes) -> str:
+    return "sha256:" + hashlib.sha256(text).hexdigest()
 
 
 def seal(fields: Mapping[str, Any]) -> dict[str, str]:
@@ -71,7 +89,7 @@ def broken_fields(
 
 
 def _text_digest(text: str) -> str:
-    return "sha256:" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+    return _digest_of(text.encode("utf-8", "surrogatepass"))
 
 
 def case_row_fields(
