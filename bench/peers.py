@@ -65,6 +65,7 @@ PEERS = ("openai-v2", "openinference", "openllmetry")
 TRACELY = ("tracely-spans", "tracely", "tracely-agent")
 VARIANTS = ("uninstrumented", *PEERS, *TRACELY)
 WARMUP = 30
+OPENAI_V2_GOAL = 1.0  # tracely's added instructions per recorded call, as a multiple of openai-v2's
 # tracely's own threads, by name: the recorder (extraction) and the store writer
 THREADS = {"recorder": "tracely-fixture-recorder", "writer": "tracely-store-writer"}
 
@@ -218,6 +219,13 @@ def _by_instructions(chosen: list[str], base_url: str, calls: int) -> None:
         print(
             f"tracely (as a user runs it) added instructions / cheapest peer's = "
             f"{(per_call['tracely'] - base) / cheapest:.2f}x (target < 1.0x, stretch <= 0.5x)"
+        )
+    if "tracely" in chosen and "openai-v2" in chosen:
+        ratio = (per_call["tracely"] - base) / (per_call["openai-v2"] - base)
+        met = "met" if ratio <= OPENAI_V2_GOAL else "not met"
+        print(
+            f"tracely added instructions / contrib openai-v2's, content capture on = "
+            f"{ratio:.2f}x (goal <= {OPENAI_V2_GOAL:g}x: {met})"
         )
 
 
