@@ -205,7 +205,7 @@ def call_key(value: Any) -> CallKey:
     return CallKey(dumps(value))
 
 
-class Recording:
+class ServedEntries:
     """The entries of one bundle and which of them have been served."""
 
     def __init__(self, bundle: Bundle) -> None:

@@ -26,7 +26,7 @@ from tracely_otel import Bundle, BundleFormatError, validate_bundle
 from tracely_sdk import _config, _network_guard
 from tracely_sdk._diff import Difference, diff_values
 from tracely_sdk._masks import NO_MASKS, Masks
-from tracely_sdk._matching import LLM, TOOLS, CallKey, Entry, Match, Recording, call_key
+from tracely_sdk._matching import LLM, TOOLS, CallKey, Entry, Match, ServedEntries, call_key
 from tracely_sdk._types import rebuild
 from tracely_sdk.errors import BundleError, ConfigError, ReplayError
 
@@ -237,7 +237,7 @@ class ReplaySession:
         max_calls: int | None = None,
         retry: RetryAnswer | None = None,
     ) -> None:
-        self.recording = Recording(bundle)
+        self.recording = ServedEntries(bundle)
         self.max_calls = max_calls
         self.retry = retry
         self.calls = 0  # calls decided, answered or not
@@ -329,7 +329,7 @@ class ReplaySession:
 
     def _answered(self, kind: str, name: str, answer: Mapping[str, Any], actual: Any) -> Match:
         label = f"{kind}:{name}"
-        entry = Recording(cast(Bundle, {kind: {name: [answer]}})).entries()[0]
+        entry = ServedEntries(cast(Bundle, {kind: {name: [answer]}})).entries()[0]
         self.report.served.append(label)
         self._calls.append((None, Step(outcome="retried", label=label, actual=actual)))
         return Match(entry)
@@ -491,7 +491,7 @@ def current_session() -> ReplaySession | None:
 
 def recorded_calls(bundle: Bundle) -> list[Step]:
     """A recording's calls in seq order, as a timeline with nothing replayed."""
-    return timeline(Recording(bundle).entries(), [], unmade="recorded")
+    return timeline(ServedEntries(bundle).entries(), [], unmade="recorded")
 
 
 def load_bundle(bundle: Any) -> Bundle:
