@@ -65,6 +65,7 @@ model = LiteLLMModel(model_id="openai/gpt-4o", api_base=f"{BASE}/v1", num_retrie
         "gpt-4o",
         "/v1/chat/completions",
         SAFETY_NET,
+        "httpx.Client.send",
         id="smolagents-LiteLLMModel",
     ),
     pytest.param(
@@ -80,6 +81,7 @@ model = OpenAIServerModel(
         "gpt-4o",
         "/v1/chat/completions",
         NO_RECORDED_CALL,
+        "OpenAI.chat.completions.create",
         id="smolagents-OpenAIServerModel",
     ),
     pytest.param(
@@ -96,6 +98,7 @@ def ask(question):
         "claude-3-5-haiku",
         "/v1/messages",
         NO_RECORDED_CALL,
+        "Anthropic.messages.create",
         id="langchain-anthropic",
     ),
     pytest.param(
@@ -112,6 +115,7 @@ def ask(question):
         "gemini-2.0-flash",
         "/v1/models/gemini-2.0-flash:generateContent",
         NO_RECORDED_CALL,
+        "Client.models.generate_content",
         id="langchain-google-genai",
     ),
     pytest.param(
@@ -131,6 +135,7 @@ def ask(question):
         "gpt-4o",
         "/v1/chat/completions",
         SAFETY_NET,
+        "httpx.Client.send",
         id="dspy-litellm",
     ),
 ]
@@ -163,7 +168,7 @@ def replayed(cli: CLI, report: Path) -> dict[str, Any]:
     return dict(case)
 
 
-@pytest.mark.parametrize(("package", "model", "label", "path", "refusal"), FRAMEWORKS)
+@pytest.mark.parametrize(("package", "model", "label", "path", "refusal", "provider"), FRAMEWORKS)
 def test_the_framework_records_live_replays_with_no_server_and_no_key_and_never_goes_live(
     capture: Any,
     instrumented: None,
@@ -175,6 +180,7 @@ def test_the_framework_records_live_replays_with_no_server_and_no_key_and_never_
     label: str,
     path: str,
     refusal: str,
+    provider: str,
 ) -> None:
     pytest.importorskip(package)
     monkeypatch.setenv("DSPY_CACHEDIR", str(tmp_path / "dspy-cache"))
@@ -190,7 +196,10 @@ def test_the_framework_records_live_replays_with_no_server_and_no_key_and_never_
 
         trace_id = record(capture, cli, framework_agent.run, "Paris")
         assert server.paths() == [path]
-    assert list(capture.last_bundle["llm"]) == [label]
+    recorded = capture.last_bundle["llm"]
+    assert {name: [e["provider"] for e in entries] for name, entries in recorded.items()} == {
+        label: [provider]
+    }
     status, _, err = cli(
         "cases", "promote", trace_id, "--name", "framework", "--entrypoint", "framework_agent:run"
     )
@@ -220,3 +229,54 @@ def test_the_framework_records_live_replays_with_no_server_and_no_key_and_never_
         refused = refusal.format(label=label)
         assert any(refused in reason for reason in case["reasons"]), case
         assert server.requests == []  # nothing reached the live server
+
+
+DSPY_DEFAULT_ENGINE = """
+import dspy
+
+# engine "auto", DSPy's default: its own HTTP client over raw sockets, beneath every hook
+lm = dspy.LM("openai/gpt-4o", api_base=f"{BASE}/v1", cache=False, num_retries=0)
+
+
+def ask(question):
+    return lm(question)[0]
+"""
+
+
+def test_dspy_default_engine_is_not_recorded_and_strict_replay_refuses_its_connection(
+    capture: Any,
+    instrumented: None,
+    cli: CLI,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    pytest.importorskip("dspy")
+    monkeypatch.setenv("DSPY_CACHEDIR", str(tmp_path / "dspy-cache"))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    agent = HEADER + DSPY_DEFAULT_ENGINE + RUN
+    agent_module(tmp_path, monkeypatch, agent)
+    for name in _entrypoints.API_KEY_VARIABLES:
+        monkeypatch.setenv(name, "test-key")
+    with serve() as (server, _):
+        monkeypatch.setenv("FRAMEWORK_AGENT_BASE", server.base_url)
+        import framework_agent  # type: ignore[import-not-found]
+
+        trace_id = record(capture, cli, framework_agent.run, "Paris")
+        assert server.paths() == ["/v1/chat/completions"]
+    assert capture.last_bundle["llm"] == {}  # sent where no hook sees it
+    status, _, err = cli(
+        "cases", "promote", trace_id, "--name", "framework", "--entrypoint", "framework_agent:run"
+    )
+    assert status == 0, err
+
+    for name in _entrypoints.API_KEY_VARIABLES:
+        monkeypatch.delenv(name)
+    with serve() as (server, _):
+        monkeypatch.setenv("FRAMEWORK_AGENT_BASE", server.base_url)
+        agent_module(tmp_path, monkeypatch, agent)
+        case = replayed(cli, tmp_path / "report.json")
+        assert case["verdict"] != "PASS"
+        refused = f"strict replay refused a connection to 127.0.0.1:{server.port}"
+        assert any(refused in reason for reason in case["reasons"]), case
+        assert server.requests == []
