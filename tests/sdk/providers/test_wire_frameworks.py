@@ -1,10 +1,11 @@
 """Agent frameworks users reach models through, each recorded live against the local stand-in,
 promoted, and replayed by ``tracely replay``: smolagents (``LiteLLMModel``, ``OpenAIServerModel``),
 langchain-anthropic (``ChatAnthropic``), langchain-google-genai (``ChatGoogleGenerativeAI``) and
-DSPy's ``dspy.LM`` (litellm beneath it). Each agent builds its model at import, with no key of
-its own (the framework reads the provider's variable); the replay PASSes with no key and the
+DSPy's ``dspy.LM`` with ``engine="litellm"``. Each agent builds its model at import, with no key
+of its own (the framework reads the provider's variable); the replay PASSes with no key and the
 server stopped, and with the server up a call the recording lacks is never PASS and never
-reaches the server."""
+reaches the server. DSPy's default engine sends through its own HTTP client over raw sockets,
+beneath every hook: it is not recorded, and strict replay refuses its connection by name."""
 
 from __future__ import annotations
 
