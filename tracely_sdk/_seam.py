@@ -26,6 +26,7 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from tracely_otel import attributes as A
 from tracely_otel import digest_item
+from tracely_otel.diagnostics import WarnOnce
 from tracely_sdk import _redact, _tool_calls
 from tracely_sdk._masks import NO_MASKS, Masks, masks_from
 from tracely_sdk._matching import LLM, TOOLS, Entry, Match
@@ -100,13 +101,7 @@ def _drops_spans() -> bool:
 
 
 _UNSET: Any = object()
-_warned: set[str] = set()
-
-
-def _warn_once(key: str, message: str, *args: Any, exc_info: bool = False) -> None:
-    if key not in _warned:
-        _warned.add(key)
-        logger.warning(message, *args, exc_info=exc_info)
+_warn_once = WarnOnce(logger)
 
 
 class _CallCount:
@@ -526,14 +521,16 @@ class Call:
         try:
             exc = expected(recorded.message)
             shown = (str(exc), repr(exc))
-        except Exception:
+        except Exception as exc:  # the application's class, not a failure of tracely's
             _warn_once(
                 f"errors-construct:{expected.__module__}.{expected.__qualname__}",
-                "tracely: %s: cannot make %s(message) for its recorded failure; raising %s instead",
+                "tracely: %s: cannot make %s(message) for its recorded failure (%s: %s); "
+                "raising %s instead",
                 self.label,
                 expected.__qualname__,
+                type(exc).__name__,
+                exc,
                 cls.__name__,
-                exc_info=True,
             )
             return recorded
         if shown != (recorded.message, recorded.live_repr):
