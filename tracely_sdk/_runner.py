@@ -77,12 +77,14 @@ __all__ = [
     "PASS",
     "VERDICTS",
     "CaseResult",
+    "Decision",
     "EntrypointError",
     "ReplayCase",
     "Shard",
     "Verdict",
     "agent_traceback",
     "check_entrypoint",
+    "decide",
     "load_case_dir",
     "load_cases",
     "entrypoint_version",
@@ -803,11 +805,6 @@ def agent_traceback(exc: BaseException) -> str:
     return redact_text(text)
 
 
-def _error_of(exc: BaseException) -> dict[str, str]:
-    kind, message = _exception_identity(exc)
-    return {"type": kind, "message": message}
-
-
 def _dedupe(items: Iterable[str]) -> list[str]:
     return list(dict.fromkeys(items))
 
@@ -945,70 +942,107 @@ def _run_case(
         entrypoint=entrypoint,
         replay=report,
     )
-    reasons: list[str] = []
-
-    if report.errors:
-        result.verdict = INCOMPLETE
-        if raised is None:
-            result.output = _plain(output)
-        reasons.extend(_dedupe(str(e) for e in report.errors))
-        if raised is not None and not any(raised is e for e in report.errors):
-            kind, message = _exception_identity(raised)
-            reasons.append(f"the agent then raised {kind}: {message}")
-            result.error = _error_of(raised)
-            result.traceback = tb_text
-        result.reasons = reasons
-        result.duration = time.perf_counter() - started
-        return result
-
-    recorded_error = _recorded_agent_error(case.bundle)
-    if raised is not None:
-        kind, message = _exception_identity(raised)
-        if recorded_error is not None and (kind, message) == recorded_error:
-            pass  # the recorded run failed the same way: reproducing it is the expected outcome
-        else:
-            result.verdict = ERRORED
-            reasons.append(f"the agent raised {kind}: {message}")
-            if recorded_error is not None:
-                reasons.append(f"the recorded run raised {recorded_error[0]}: {recorded_error[1]}")
-            result.error = {"type": kind, "message": message}
-            result.traceback = tb_text
-            result.reasons = reasons
-            result.duration = time.perf_counter() - started
-            return result
-    else:
+    raised_identity = None if raised is None else _exception_identity(raised)
+    decision = decide(
+        errors=_dedupe(str(e) for e in report.errors),
+        unused=report.unused,
+        diverged=report.diverged,
+        live=report.live,
+        live_checks=report.live_checks,
+        raised=raised_identity,
+        raised_was_refused=raised is not None and any(raised is e for e in report.errors),
+        output_differs=raised is None and not _equal(output, case.expected_output),
+        recorded_error=_recorded_agent_error(case.bundle),
+        strict=strict,
+    )
+    result.verdict = decision.verdict
+    result.reasons = decision.reasons
+    if raised is None:
         result.output = _plain(output)
+        if decision.output_differs:
+            result.output_differences, result.diff = output_diff(
+                case.expected_output, result.output
+            )
+    elif decision.shows_error and raised_identity is not None:
+        result.error = {"type": raised_identity[0], "message": raised_identity[1]}
+        result.traceback = tb_text
+    result.duration = time.perf_counter() - started
+    return result
 
-    # The calls first: a dropped or changed call is the cause, a different output its effect.
-    if report.unused:
-        reasons.append(f"recorded call(s) never made: {_labels(report.unused)}")
-    if report.diverged:
-        reasons.append(f"served despite a different input: {_labels(report.diverged)}")
-    if report.live:
-        reasons.append(f"not in the recording, ran live: {_labels(report.live)}")
-    for check in report.live_checks:
+
+@dataclass(frozen=True)
+class Decision:
+    """A replayed case's verdict and its reasons, as :func:`decide` gives them."""
+
+    verdict: Verdict
+    reasons: list[str]
+    shows_error: bool = False
+    """Whether the agent's exception (and its traceback) belongs in the result."""
+    output_differs: bool = False
+    """Whether the reasons include the output's difference from the expected one."""
+
+
+def decide(
+    *,
+    errors: Sequence[str],
+    unused: Sequence[str],
+    diverged: Sequence[str],
+    live: Sequence[str],
+    live_checks: Sequence[Mapping[str, Any]],
+    raised: tuple[str, str] | None,
+    raised_was_refused: bool,
+    output_differs: bool,
+    recorded_error: tuple[str, str] | None,
+    strict: bool,
+) -> Decision:
+    """The verdict of a replayed case from what its run did; no side effects.
+
+    ``errors``: what replay refused (a call the recording lacks, a refused connection), which
+    makes the run INCOMPLETE whatever the agent did next; ``raised``: the type and message of
+    the exception the agent raised (``raised_was_refused`` when it is one of ``errors``);
+    ``recorded_error``: how the recorded run failed, if it did (reproducing it is no error);
+    ``unused``/``diverged``/``live``/``live_checks``: the calls not made, served despite a
+    different input, or run live; ``output_differs``: the returned output is not the expected
+    one. Calls come first in the reasons: a dropped or changed call is the cause, a different
+    output its effect. Not ``strict``, a run with no errors is LENIENT whatever its reasons.
+    """
+    if errors:
+        reasons = list(errors)
+        shows_error = raised is not None and not raised_was_refused
+        if shows_error and raised is not None:
+            reasons.append(f"the agent then raised {raised[0]}: {raised[1]}")
+        return Decision(INCOMPLETE, reasons, shows_error=shows_error)
+
+    reasons = []
+    if raised is not None and raised != recorded_error:
+        reasons.append(f"the agent raised {raised[0]}: {raised[1]}")
+        if recorded_error is not None:
+            reasons.append(f"the recorded run raised {recorded_error[0]}: {recorded_error[1]}")
+        return Decision(ERRORED, reasons, shows_error=True)
+
+    if unused:
+        reasons.append(f"recorded call(s) never made: {_labels(unused)}")
+    if diverged:
+        reasons.append(f"served despite a different input: {_labels(diverged)}")
+    if live:
+        reasons.append(f"not in the recording, ran live: {_labels(live)}")
+    for check in live_checks:
         if not check["equal"]:
             shown = "; ".join(render(check["differences"], check["omitted"]))
             reasons.append(f"{check['label']} ran live and differs from the recording: {shown}")
+    differs = False
     if raised is None:
         if recorded_error is not None:
             reasons.append(
                 f"the recorded run raised {recorded_error[0]}: {recorded_error[1]}; "
                 "the replayed agent returned instead"
             )
-        elif not _equal(output, case.expected_output):
+        elif output_differs:
             reasons.append("output differs from the expected output")
-            result.output_differences, result.diff = output_diff(
-                case.expected_output, result.output
-            )
-
-    result.reasons = reasons
+            differs = True
     if not strict:
-        result.verdict = LENIENT
-    elif reasons:
-        result.verdict = FAIL
-    result.duration = time.perf_counter() - started
-    return result
+        return Decision(LENIENT, reasons, output_differs=differs)
+    return Decision(FAIL if reasons else PASS, reasons, output_differs=differs)
 
 
 def _equal(output: Any, expected: Any) -> bool:
