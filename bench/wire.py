@@ -48,11 +48,11 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 # The helpers of bench/providers.py: the server process, the pipeline, the timed loop.
-import providers as bench  # noqa: E402
-import vcr  # noqa: E402
+import providers as bench
+import vcr
 
-import tracely_sdk as tracely  # noqa: E402
-from tracely_sdk import providers  # noqa: E402
+import tracely_sdk as tracely
+from tracely_sdk import providers
 
 GOAL = 20  # a replayed call at the wire at least this many times faster than vcrpy's
 BODY = {"model": bench.MODEL, "messages": bench.MESSAGES}
