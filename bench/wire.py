@@ -30,15 +30,25 @@ tool's cost above it is printed too, vcrpy's against tracely's. Printed: calls/s
 round's vcrpy / tracely ratio beside the goal (at least 20x faster). Only the calls are timed:
 opening a cassette or a ``fixtures()`` block is left out on both sides. Asserts nothing.
 
+With ``--instructions`` each variant instead runs in a child process under valgrind's callgrind,
+making 1 call and 1 + ``--calls`` calls (the same recording open in both), and the difference
+of the two instruction counts is its cost per call: a count the machine's load does not change.
+Each child takes tens of seconds; ``--clients httpx --calls 50`` keeps it to a few minutes.
+
     python bench/wire.py [--calls N] [--rounds R] [--clients httpx,requests,openai]
+                         [--instructions]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import json
+import os
+import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 from collections.abc import Callable
@@ -108,12 +118,114 @@ CLIENTS: dict[str, tuple[str, Callable[..., Callable[[], Any] | None]]] = {
 }
 
 
+VARIANTS = ("vcrpy", "tracely", "tracely, untraced", "client floor")
+
+
+def _replaying(variant: str, client: str, folder: Path, size: int) -> contextlib.ExitStack:
+    """What a variant's calls run inside: vcrpy's cassette, or a fixtures() block and an
+    agent run (``size`` recorded calls, the same for every count of calls made)."""
+    stack = contextlib.ExitStack()
+    if variant == "vcrpy":
+        cassette = str(folder / f"{client}.yaml")
+        stack.enter_context(
+            vcr.use_cassette(cassette, record_mode="none", allow_playback_repeats=True)
+        )
+    elif variant.startswith("tracely"):
+        entry = json.loads((folder / f"{client}.json").read_text())
+        stack.enter_context(tracely.fixtures({"llm": {bench.MODEL: [entry] * size}}))
+        stack.enter_context(tracely.agent("bench"))
+    return stack
+
+
+def _child(client: str, variant: str, folder: Path, calls: int, size: int) -> None:
+    """Runs under callgrind: ``calls`` replayed calls of one variant, set up as in the timed
+    run (the pipeline, the recorder recording nothing, spans not sampled when untraced)."""
+    provider = bench.pipeline()
+    bench.RECORDER.remove_callback(bench.keep_bundle)
+    bench.SWITCH.on = variant != "tracely, untraced"
+    base_url = (folder / "base_url").read_text()
+    floor = json.loads((folder / f"{client}.json").read_text())["output"]
+    one = CLIENTS[client][1](base_url, floor if variant == "client floor" else None)
+    with _replaying(variant, client, folder, size):
+        for _ in range(calls):
+            one()
+    provider.force_flush()
+
+
+def _by_instructions(chosen: list[str], folder: Path, calls: int) -> None:
+    """Each variant's instructions per call: a child under callgrind making 1 call and one
+    making 1 + ``calls``, the difference divided by ``calls`` (bench/peers.py's way)."""
+    print("a replayed chat completion at the HTTP client, instructions per call (callgrind,")
+    print(f"{calls} calls; the server gone):")
+    for client in chosen:
+        counts: dict[str, float] = {}
+        for variant in VARIANTS:
+            output = json.loads((folder / f"{client}.json").read_text())["output"]
+            if (
+                variant == "client floor"
+                and CLIENTS[client][1]("http://127.0.0.1:9", output) is None
+            ):
+                continue
+            args = ["--child", client, "--variant", variant, "--folder", str(folder)]
+            one, more = (
+                instructions([*args, "--calls", str(k), "--size", str(1 + calls)])
+                for k in (1, 1 + calls)
+            )
+            counts[variant] = (more - one) / calls
+        for variant, count in counts.items():
+            ratio = ""
+            if variant != "vcrpy":
+                times = counts["vcrpy"] / count
+                ratio = (
+                    f"   {times:6.1f}x  (the most any replay at the client can reach)"
+                    if variant == "client floor"
+                    else f"   {times:6.1f}x  (goal >= {GOAL}x: {'met' if times >= GOAL else 'not met'})"
+                )
+            print(f"  {client:9s} {variant:18s} {count / 1e3:9.1f} K{ratio}")
+        if "client floor" in counts:
+            floor = counts["client floor"]
+            print(
+                f"  {client:9s} added to the client's own instructions, vcrpy / tracely = "
+                f"{(counts['vcrpy'] - floor) / (counts['tracely'] - floor):.1f}x, untraced "
+                f"{(counts['vcrpy'] - floor) / (counts['tracely, untraced'] - floor):.1f}x"
+            )
+
+
+def instructions(args: list[str]) -> int:
+    """The instructions this script run with ``args`` executes, in all (every thread)."""
+    valgrind = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null"]
+    out = subprocess.run(
+        [*valgrind, sys.executable, __file__, *args],
+        check=True,
+        capture_output=True,
+        env={**os.environ, "PYTHONPATH": str(bench.ROOT)},
+    )
+    for line in out.stderr.decode().splitlines():
+        if "Collected :" in line:
+            return int(line.rsplit(":", 1)[1].strip())
+    raise RuntimeError(f"callgrind printed no instruction count for {args}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--calls", type=int, default=200, help="calls per round (default 200)")
     parser.add_argument("--rounds", type=int, default=7, help="alternating rounds (default 7)")
     parser.add_argument("--clients", default=",".join(CLIENTS), help="comma-separated subset")
+    parser.add_argument(
+        "--instructions",
+        action="store_true",
+        help="count each variant's instructions per call under callgrind instead (needs valgrind)",
+    )
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--variant", help=argparse.SUPPRESS)
+    parser.add_argument("--folder", help=argparse.SUPPRESS)
+    parser.add_argument("--size", type=int, help=argparse.SUPPRESS)
     opts = parser.parse_args()
+    if opts.child:
+        _child(opts.child, opts.variant, Path(opts.folder), opts.calls, opts.size)
+        return 0
+    if opts.instructions and shutil.which("valgrind") is None:
+        parser.error("--instructions needs valgrind (apt-get install valgrind)")
     chosen = [c for c in opts.clients.split(",") if c]
     unknown = set(chosen) - set(CLIENTS)
     if unknown:
@@ -138,9 +250,14 @@ def main() -> int:
             (entry,) = bench.LAST_BUNDLE[-1]["llm"][bench.MODEL]
             assert entry["output_type"] == "http.response", entry  # recorded at the client
             entries[name] = {k: v for k, v in entry.items() if k != "seq"}
+            (folder / f"{name}.json").write_text(json.dumps(entries[name]))
     finally:
         server.stop()
     bench.RECORDER.remove_callback(bench.keep_bundle)  # as `tracely replay` runs a case
+    (folder / "base_url").write_text(server.base_url)
+    if opts.instructions:
+        _by_instructions(chosen, folder, opts.calls)
+        return 0
 
     print(f"a replayed chat completion at the HTTP client, {opts.rounds} alternating rounds")
     print(f"of {n} calls (the server gone); wall time per call:")
@@ -151,20 +268,19 @@ def main() -> int:
     for name in chosen:
         one = CLIENTS[name][1](server.base_url)
         cassette = str(folder / f"{name}.yaml")
-        bundle = {"llm": {bench.MODEL: [entries[name]] * n}}
 
-        def by_vcrpy(one: Any = one, cassette: str = cassette) -> tuple[float, float]:
-            with vcr.use_cassette(cassette, record_mode="none", allow_playback_repeats=True):
+        def by_vcrpy(one: Any = one, name: str = name) -> tuple[float, float]:
+            with _replaying("vcrpy", name, folder, n):
                 return bench.loop(n, one)
 
-        def by_tracely(one: Any = one, bundle: Any = bundle) -> tuple[float, float]:
-            with tracely.fixtures(bundle), tracely.agent("bench"):
+        def by_tracely(one: Any = one, name: str = name) -> tuple[float, float]:
+            with _replaying("tracely", name, folder, n):
                 return bench.loop(n, one)
 
-        def untraced(one: Any = one, bundle: Any = bundle) -> tuple[float, float]:
+        def untraced(one: Any = one, name: str = name) -> tuple[float, float]:
             bench.SWITCH.on = False
             try:
-                return by_tracely(one, bundle)
+                return by_tracely(one, name)
             finally:
                 bench.SWITCH.on = True
 
