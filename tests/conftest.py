@@ -23,6 +23,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from tracely_otel import FixtureSpanProcessor
+from tracely_otel.diagnostics import RAISE_INTERNAL_ERRORS
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -38,6 +39,10 @@ if str(ROOT) not in sys.path:
 # set them themselves, so neither may leak in from the machine running the suite.
 for _name in ("CI", "GITHUB_STEP_SUMMARY"):
     os.environ.pop(_name, None)
+# A failure inside tracely that production only logs is raised in tests (and in every process a
+# test starts), so that no test passes over a swallowed bug; a test that provokes one on purpose
+# removes the variable.
+os.environ[RAISE_INTERNAL_ERRORS] = "1"
 
 
 class _Router(SpanProcessor):

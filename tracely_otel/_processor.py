@@ -16,6 +16,7 @@ from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
 from tracely_otel._extract import bundle_from_spans
+from tracely_otel.diagnostics import WarnOnce
 
 logger = logging.getLogger("tracely.otel")
 
@@ -58,7 +59,7 @@ class FixtureSpanProcessor(SpanProcessor):
         self._max_spans = max_spans_per_trace
         self._pending: OrderedDict[int, list[ReadableSpan]] = OrderedDict()
         self._lock = threading.Lock()
-        self._warned: set[str] = set()
+        self._warn_once = WarnOnce(logger)
         self._shutdown = False
         self._delivery: _Delivery | None = (
             _Delivery(self._deliver, max_queued_traces) if background else None
@@ -75,11 +76,6 @@ class FixtureSpanProcessor(SpanProcessor):
         with self._lock:
             if on_bundle in self._callbacks:
                 self._callbacks.remove(on_bundle)
-
-    def _warn_once(self, key: str, message: str, *args: Any, exc_info: bool = False) -> None:
-        if key not in self._warned:
-            self._warned.add(key)
-            logger.warning(message, *args, exc_info=exc_info)
 
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
         return None

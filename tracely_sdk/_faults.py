@@ -65,7 +65,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
 from tracely_otel import Bundle, seal
-from tracely_sdk._matching import LLM, TOOLS, CallKey, Entry, Recording, call_key
+from tracely_sdk._matching import LLM, TOOLS, CallKey, Entry, ServedEntries, call_key
 from tracely_sdk.errors import ConfigError
 
 __all__ = [
@@ -336,7 +336,7 @@ def _error_fields(error: Mapping[str, Any]) -> dict[str, str]:
 
 
 def _tool_entries(bundle: Bundle) -> list[Any]:
-    return [e for e in Recording(bundle).entries() if e.kind == TOOLS]
+    return [e for e in ServedEntries(bundle).entries() if e.kind == TOOLS]
 
 
 def derive(
@@ -358,7 +358,7 @@ def derive(
     """
     own = recorded_errors([bundle])
     catalogue = {**(errors or {}), **own}
-    entries = Recording(bundle).entries()
+    entries = ServedEntries(bundle).entries()
     total = len(entries)
     out = Derivation()
     for entry in entries:

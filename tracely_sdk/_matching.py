@@ -22,7 +22,12 @@ from typing import Any, cast
 import orjson
 
 from tracely_otel import Bundle, RecordedError
-from tracely_sdk._canonical import canonical, canonical_from_json, canonical_json_bytes
+from tracely_sdk._canonical import (
+    canonical,
+    canonical_from_json,
+    canonical_json_bytes,
+    sorted_json,
+)
 from tracely_sdk._diff import Difference, diff_values, render
 from tracely_sdk._masks import Masks
 from tracely_sdk._types import dumps
@@ -46,13 +51,21 @@ class CallKey:
     sides; a recorded entry's key has none.
     """
 
-    __slots__ = ("_canonical", "_masked", "masks", "text")
+    __slots__ = ("_canonical", "_masked", "_sorted", "masks", "text")
 
     def __init__(self, text: bytes, masks: Masks | None = None) -> None:
         self.text = text  # compact JSON, as the recording encoder writes it
         self.masks = masks or None
         self._canonical: bytes | None = None
+        self._sorted: bytes | None = None
         self._masked: dict[Masks, tuple[bytes, tuple[str, ...]]] | None = None
+
+    def sorted_text(self) -> bytes:
+        """The JSON with sorted keys: equal ones hold equal values (a stored recording's keys
+        are sorted, a live call's are in the order the code wrote them)."""
+        if self._sorted is None:
+            self._sorted = sorted_json(self.text)
+        return self._sorted
 
     def canonical(self) -> bytes:
         """The canonical JSON (sorted keys), under this key's own masks: equal bytes iff
@@ -77,8 +90,8 @@ class CallKey:
 
     def matches(self, recorded: CallKey) -> bool:
         """Whether this call's value equals the ``recorded`` one, both under this key's masks."""
-        if self.text == recorded.text:
-            return True
+        if self.text == recorded.text or self.sorted_text() == recorded.sorted_text():
+            return True  # equal values, masked or not
         if self.masks is None:
             return self.canonical() == recorded.canonical()
         return self.canonical() == recorded.masked(self.masks)[0]
@@ -101,7 +114,11 @@ class CallKey:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, CallKey):
             return NotImplemented
-        return self.text == other.text or self.canonical() == other.canonical()
+        return (
+            self.text == other.text
+            or self.sorted_text() == other.sorted_text()
+            or self.canonical() == other.canonical()
+        )
 
     __hash__ = None  # type: ignore[assignment]
 
@@ -188,7 +205,7 @@ def call_key(value: Any) -> CallKey:
     return CallKey(dumps(value))
 
 
-class Recording:
+class ServedEntries:
     """The entries of one bundle and which of them have been served."""
 
     def __init__(self, bundle: Bundle) -> None:

@@ -60,6 +60,7 @@ __all__ = [
     "Endpoint",
     "Guard",
     "Refusal",
+    "Rules",
     "allow_own",
     "allow_in_process",
     "endpoints_from",
@@ -268,16 +269,28 @@ class Refusal(TypedDict):
     thread: str
 
 
+class Rules:
+    """The hosts strict blocks allow: the project's ``allowed`` and the exporter's endpoints as
+    the environment names them now. Made once for a run of many cases; a store opened later
+    (``_own``) is read at each check."""
+
+    __slots__ = ("allowed", "ports")
+
+    def __init__(self, allowed: tuple[Endpoint, ...]) -> None:
+        self.allowed = tuple(dict.fromkeys([*allowed, *_exporter_endpoints()]))
+        self.ports: dict[str, frozenset[int | None]] = {}  # host -> its ports (None: any port)
+        for e in self.allowed:
+            self.ports[e.host] = self.ports.get(e.host, frozenset()) | {e.port}
+
+
 class Guard:
     """The network rules of one strict block and the report its refusals go to."""
 
-    def __init__(self, report: Any, allowed: tuple[Endpoint, ...]) -> None:
+    def __init__(self, report: Any, allowed: tuple[Endpoint, ...] | Rules) -> None:
         self.report = report
-        # The project's and the exporter's; a store opened later (``_own``) is read at each check.
-        self.allowed = tuple(dict.fromkeys([*allowed, *_exporter_endpoints()]))
-        self._ports: dict[str, set[int | None]] = {}  # host -> its ports (None: any port)
-        for e in self.allowed:
-            self._ports.setdefault(e.host, set()).add(e.port)
+        rules = allowed if isinstance(allowed, Rules) else Rules(allowed)
+        self.allowed = rules.allowed
+        self._ports = rules.ports
         self.active = False
 
     def allows(self, host: str, port: int | None) -> bool:

@@ -26,7 +26,7 @@ from tracely_otel import Bundle, BundleFormatError, validate_bundle
 from tracely_sdk import _config, _network_guard
 from tracely_sdk._diff import Difference, diff_values
 from tracely_sdk._masks import NO_MASKS, Masks
-from tracely_sdk._matching import LLM, TOOLS, CallKey, Entry, Match, Recording, call_key
+from tracely_sdk._matching import LLM, TOOLS, CallKey, Entry, Match, ServedEntries, call_key
 from tracely_sdk._types import rebuild
 from tracely_sdk.errors import BundleError, ConfigError, ReplayError
 
@@ -237,7 +237,7 @@ class ReplaySession:
         max_calls: int | None = None,
         retry: RetryAnswer | None = None,
     ) -> None:
-        self.recording = Recording(bundle)
+        self.recording = ServedEntries(bundle)
         self.max_calls = max_calls
         self.retry = retry
         self.calls = 0  # calls decided, answered or not
@@ -329,7 +329,7 @@ class ReplaySession:
 
     def _answered(self, kind: str, name: str, answer: Mapping[str, Any], actual: Any) -> Match:
         label = f"{kind}:{name}"
-        entry = Recording(cast(Bundle, {kind: {name: [answer]}})).entries()[0]
+        entry = ServedEntries(cast(Bundle, {kind: {name: [answer]}})).entries()[0]
         self.report.served.append(label)
         self._calls.append((None, Step(outcome="retried", label=label, actual=actual)))
         return Match(entry)
@@ -400,43 +400,50 @@ def timeline(
 
     An entry no call used has the outcome ``unmade``: ``"recorded"`` shows a recording alone.
     """
-    made: dict[int, tuple[int | None, Step]] = {}
+    # Entries by kind, name and index, which tell them apart; not by id(), an audit event
+    # that strict replay's network guard hears.
+    made: dict[tuple[str, str, int], tuple[int, Step]] = {}
     # A call the recording has no answer for follows the recorded call served before it.
-    unanswered: dict[int | None, list[Step]] = {}
-    after: Entry | None = None
-    number: int | None
+    unanswered: dict[tuple[str, str, int] | None, list[Step]] = {}
+    after: tuple[str, str, int] | None = None
     for number, (entry, step) in enumerate(calls, start=1):
         if entry is None:
-            unanswered.setdefault(None if after is None else id(after), []).append(
-                Step(**step, seq=None, entry=None, call=number)
-            )
+            unanswered.setdefault(after, []).append(Step(**step, seq=None, entry=None, call=number))
         else:
-            made[id(entry)] = (number, step)
-            after = entry
+            after = (entry.kind, entry.name, entry.index)
+            made[after] = (number, step)
     steps = [*unanswered.get(None, ())]
+    # Built as plain dicts, key by key: this runs for every recorded call of every case.
     for entry in entries:
-        number, step = made.get(id(entry), (None, Step(outcome=unmade)))
-        shown = Step(
-            outcome=step["outcome"],
-            label=entry.label,
-            seq=entry.seq,
-            entry=entry.describe(),
-            call=number,
-            field="input" if entry.kind == LLM else "args",
-        )
-        for key in ("args", "input"):
-            if key == shown["field"] and key in entry.raw:
-                shown["recorded"] = entry.raw[key]
-        if "output" in entry.raw:
-            shown["output"] = entry.raw["output"]
-        if entry.error is not None:
-            shown["error"] = dict(entry.error)
+        raw = entry.raw
+        label = f"{entry.kind}:{entry.name}"
+        field = "input" if entry.kind == LLM else "args"
+        place = (entry.kind, entry.name, entry.index)
+        found = made.get(place)
+        shown: dict[str, Any] = {
+            "outcome": unmade if found is None else found[1]["outcome"],
+            "label": label,
+            "seq": entry.seq,
+            "entry": f"{label} #{entry.index + 1} (seq {entry.seq})",
+            "call": None if found is None else found[0],
+            "field": field,
+        }
+        if field in raw:
+            shown["recorded"] = raw[field]
+        if "output" in raw:
+            shown["output"] = raw["output"]
+        error = entry.error
+        if error is not None:
+            shown["error"] = dict(error)
         for key in ("usage", "started_at", "ended_at"):
-            if key in entry.raw:
-                shown[key] = entry.raw[key]  # type: ignore[literal-required]
-        shown.update({k: v for k, v in step.items() if k != "outcome"})  # type: ignore[typeddict-item]
-        steps.append(shown)
-        steps.extend(unanswered.get(id(entry), ()))
+            if key in raw:
+                shown[key] = raw[key]
+        if found is not None:
+            for key, value in found[1].items():
+                if key != "outcome":
+                    shown[key] = value
+        steps.append(cast(Step, shown))
+        steps.extend(unanswered.get(place, ()))
     return steps
 
 
@@ -448,11 +455,15 @@ _active_lock = threading.Lock()
 _main_thread = threading.main_thread()
 
 # Called on entering a fixtures() block; each returns the names of the provider methods it
-# patched (the provider modules register here so this module never imports an SDK).
-_activation_hooks: list[Callable[[], list[str]]] = []
+# patched (the provider modules register here so this module never imports an SDK). The
+# argument is the run's RunSettings when the block is one case of a run (the runner's), else
+# None: a hook may then answer from its activation for an earlier case of the same run, when
+# nothing it would look at again has changed since.
+ActivationHook = Callable[["RunSettings | None"], list[str]]
+_activation_hooks: list[ActivationHook] = []
 
 
-def register_activation_hook(hook: Callable[[], list[str]]) -> None:
+def register_activation_hook(hook: ActivationHook) -> None:
     """Run ``hook`` whenever a fixtures() block starts (idempotent)."""
     if hook not in _activation_hooks:
         _activation_hooks.append(hook)
@@ -480,7 +491,7 @@ def current_session() -> ReplaySession | None:
 
 def recorded_calls(bundle: Bundle) -> list[Step]:
     """A recording's calls in seq order, as a timeline with nothing replayed."""
-    return timeline(Recording(bundle).entries(), [], unmade="recorded")
+    return timeline(ServedEntries(bundle).entries(), [], unmade="recorded")
 
 
 def load_bundle(bundle: Any) -> Bundle:
@@ -564,13 +575,14 @@ def replay_session(
         if validated and isinstance(bundle, Mapping)
         else load_bundle(bundle)
     )
+    run = settings
     if settings is None:
         settings = RunSettings.resolve()
     masks = settings.masks if ignore is None else _config.resolve("ignore", ignore)
-    allowed = (
-        settings.allow_network
+    network = (
+        settings.network
         if allow_network is None
-        else _config.resolve("allow_network", allow_network)
+        else _network_guard.Rules(_config.resolve("allow_network", allow_network))
     )
     report = ReplayReport(
         "recorded" if strict else "lenient",
@@ -589,13 +601,13 @@ def replay_session(
     )
     patched: list[str] = []
     for hook in _activation_hooks:
-        patched.extend(hook())
+        patched.extend(hook(run))
     report.providers = sorted(set(patched))
     token = _session.set(session)
     with _active_lock:
         _active.append(session)
     try:
-        with _network_guard.Guard(report, allowed) if strict else _network_guard.open_scope():
+        with _network_guard.Guard(report, network) if strict else _network_guard.open_scope():
             yield session
     finally:
         with _active_lock:
@@ -604,17 +616,22 @@ def replay_session(
         session.finish()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class RunSettings:
-    """The settings a replay block reads, resolved once for a run of many cases."""
+    """The settings a replay block reads, resolved once for a run of many cases.
+
+    Each resolution is a run of its own: the provider patches activated for its first case
+    serve its other cases while nothing they depend on changes (see ``ActivationHook``).
+    """
 
     masks: Any
-    allow_network: Any
+    network: _network_guard.Rules  # allow_network and the exporter's endpoints, by host
 
     @classmethod
     def resolve(cls) -> RunSettings:
         """The settings as the environment and pyproject.toml say now."""
-        return cls(_config.resolve("ignore"), _config.resolve("allow_network"))
+        allowed = _network_guard.Rules(_config.resolve("allow_network"))
+        return cls(_config.resolve("ignore"), allowed)
 
 
 def live_patterns(live: Iterable[str] | None) -> tuple[str, ...]:

@@ -140,10 +140,12 @@ class ReplayCase:
     validated: bool = field(default=False, compare=False, repr=False)
 
     @classmethod
-    def of(cls, case: Any) -> ReplayCase:
-        """``case`` (a :class:`~tracely_sdk.store.Case` or a ReplayCase) as a ReplayCase."""
+    def of(cls, case: Any, *, validated: bool = False) -> ReplayCase:
+        """``case`` (a :class:`~tracely_sdk.store.Case` or a ReplayCase) as a ReplayCase;
+        ``validated`` as the loaders set it, for a case that loads."""
         if isinstance(case, ReplayCase):
             return case
+        problem = getattr(case, "problem", None)
         return cls(
             id=case.id,
             name=case.name,
@@ -156,8 +158,9 @@ class ReplayCase:
             source_trace_id=case.source_trace_id,
             agent_version=_optional_str(getattr(case, "agent_version", None)),
             problem=None
-            if getattr(case, "problem", None) is None
-            else f"the stored case cannot be loaded, so the agent was not run: {case.problem}",
+            if problem is None
+            else f"the stored case cannot be loaded, so the agent was not run: {problem}",
+            validated=validated and problem is None,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -300,7 +303,7 @@ def load_case_dir(directory: str | os.PathLike[str]) -> list[ReplayCase]:
         except CaseFileError as exc:
             cases.append(_broken_case_file(path, str(exc)))
         else:
-            cases.append(dataclasses.replace(ReplayCase.of(case), validated=True))
+            cases.append(ReplayCase.of(case, validated=True))
     return _in_order(cases)
 
 
@@ -350,11 +353,10 @@ def _select(
     if store is None:
         raise ValueError("load_cases needs a store or a cases directory")
 
+    validates = bool(getattr(store, "validates_bundles", False))
+
     def loaded(case: Any) -> ReplayCase:
-        rcase = ReplayCase.of(case)
-        if rcase.problem is None and getattr(store, "validates_bundles", False):
-            return dataclasses.replace(rcase, validated=True)
-        return rcase
+        return ReplayCase.of(case, validated=validates)
 
     if case_ids:
         selected = [loaded(store.get_case(cid)) for cid in dict.fromkeys(case_ids)]

@@ -21,10 +21,12 @@ from typing import Any, NoReturn, Protocol, TypeVar, cast, overload
 import orjson
 from opentelemetry import context as otel_context
 from opentelemetry import trace
+from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from tracely_otel import attributes as A
 from tracely_otel import digest_item
+from tracely_otel.diagnostics import WarnOnce
 from tracely_sdk import _redact, _tool_calls
 from tracely_sdk._masks import NO_MASKS, Masks, masks_from
 from tracely_sdk._matching import LLM, TOOLS, Entry, Match
@@ -60,13 +62,20 @@ before_next_span = _BeforeNextSpan()
 
 
 class _TracerCache:
-    """The tracer of the current global provider, re-fetched only when the provider changes."""
+    """The tracer of the current global provider, re-fetched only when the provider changes.
 
-    __slots__ = ("provider", "tracer")
+    ``drops`` says that every span the tracer starts is a non-recording one whatever its
+    attributes: a no-op tracer, or the SDK's with the ``ALWAYS_OFF`` sampler (what ``tracely
+    replay`` sets up with no exporter). Nobody can read such a span's attributes, so the seam
+    does not compute the ones it would set when the call ends (the digest, a served output).
+    """
+
+    __slots__ = ("drops", "provider", "tracer")
 
     def __init__(self) -> None:
         self.provider: object = None
         self.tracer: trace.Tracer = trace.NoOpTracer()
+        self.drops = False
 
     def get(self) -> trace.Tracer:
         hook = before_next_span.hook
@@ -76,18 +85,23 @@ class _TracerCache:
         if provider is not self.provider:
             self.tracer = provider.get_tracer("tracely_sdk", __version__)
             self.provider = provider
+            self.drops = isinstance(self.tracer, trace.NoOpTracer) or (
+                getattr(self.tracer, "sampler", None) is ALWAYS_OFF
+            )
         return self.tracer
 
 
 _tracers = _TracerCache()
+
+
+def _drops_spans() -> bool:
+    """Whether the span the seam starts next records nothing (see ``_TracerCache``)."""
+    _tracers.get()
+    return _tracers.drops
+
+
 _UNSET: Any = object()
-_warned: set[str] = set()
-
-
-def _warn_once(key: str, message: str, *args: Any, exc_info: bool = False) -> None:
-    if key not in _warned:
-        _warned.add(key)
-        logger.warning(message, *args, exc_info=exc_info)
+_warn_once = WarnOnce(logger)
 
 
 class _CallCount:
@@ -280,9 +294,9 @@ class Call:
         "_attrs",
         "_check",
         "_count",
-        "_digest",
         "_done",
         "_ended",
+        "_input",
         "_span",
         "annotation",
         "codec",
@@ -351,14 +365,13 @@ class Call:
             _agent_uses(attrs[A.GEN_AI_PROVIDER_NAME])
         value = args if tool else input
         text: str | None = None
-        self._digest = ""
         if value is not _UNSET and value is not None:
             text, unserialisable = _encode_input(value)
             key = A.ARGS if tool else A.INPUT
             attrs[key] = text
             if unserialisable:
                 attrs[A.UNSERIALISABLE] = key
-            self._digest = digest_item(key, text)
+        self._input = text
         self._attrs = attrs
         self.session = session = current_session()
         if session is not None:
@@ -437,6 +450,10 @@ class Call:
         raw = entry.raw
         self._done = True
         codec = self.codec
+        output_json = entry.output_json
+        if output_json is not None and self._span is None and _drops_spans():
+            self._span = self._start(self._attrs)  # a span nobody reads: nothing more to set
+            return self._rebuild(output_json, raw)
         out: dict[str, Any] = {}
         if codec is not None and "output" in raw:
             # The response's attributes go first, as a live call sets them (see succeeded).
@@ -452,7 +469,6 @@ class Call:
                 )
             if served:
                 out.update(served)
-        output_json = entry.output_json
         if output_json is None:
             error = raw["error"]
             type_name, message = str(error.get("type")), str(error.get("message"))
@@ -470,9 +486,14 @@ class Call:
         if isinstance(tag, str):
             out[A.OUTPUT_TYPE] = tag
         self._flush(out, raw.get("usage"))
+        return self._rebuild(output_json, raw)
+
+    def _rebuild(self, output_json: bytes, raw: Mapping[str, Any]) -> Any:
+        """The served value of the recorded output ``output_json`` of entry ``raw``."""
+        tag = raw.get("output_type")
         try:
-            if codec is not None:
-                return codec.rebuild(output_json, raw)
+            if self.codec is not None:
+                return self.codec.rebuild(output_json, raw)
             output = orjson.loads(output_json)  # a fresh copy: the agent may mutate it
             return rebuild(
                 output, type_tag=tag if isinstance(tag, str) else None, annotation=self.annotation
@@ -500,14 +521,16 @@ class Call:
         try:
             exc = expected(recorded.message)
             shown = (str(exc), repr(exc))
-        except Exception:
+        except Exception as exc:  # the application's class, not a failure of tracely's
             _warn_once(
                 f"errors-construct:{expected.__module__}.{expected.__qualname__}",
-                "tracely: %s: cannot make %s(message) for its recorded failure; raising %s instead",
+                "tracely: %s: cannot make %s(message) for its recorded failure (%s: %s); "
+                "raising %s instead",
                 self.label,
                 expected.__qualname__,
+                type(exc).__name__,
+                exc,
                 cls.__name__,
-                exc_info=True,
             )
             return recorded
         if shown != (recorded.message, recorded.live_repr):
@@ -646,11 +669,15 @@ class Call:
     def _flush(self, out: dict[str, Any], usage: Any = None) -> None:
         """Set the call's closing attributes at once: ``out``, the token counts of ``usage``,
         the integrity digest."""
+        if self._span is not None and not self._span.is_recording():
+            return  # its attributes would be ignored: nothing to compute
         if usage is not None:
             # After the recorded values: the attribute count limit evicts the oldest first, so
             # the counts cannot be lost while the output the digest checks is kept.
             self._usage_attrs(usage, out)
-        items = [self._digest] if self._digest else []
+        items = []
+        if self._input is not None:
+            items.append(digest_item(A.ARGS if self.kind == A.KIND_TOOL else A.INPUT, self._input))
         for key in _CLOSING_DIGESTED:
             text = out.get(key)
             if text is not None:
@@ -878,8 +905,9 @@ class AgentRun:
         }
         digest: list[str] = []
         session = None
+        tracer = _tracers.get()
         try:
-            if self._input is not None:
+            if self._input is not None and not _tracers.drops:
                 encoded = _Encoded(self._input)
                 attrs[A.INPUT] = encoded.json
                 digest.append(digest_item(A.INPUT, encoded.json))
@@ -896,7 +924,7 @@ class AgentRun:
                 exc_info=True,
             )
         self._digest = digest
-        self._span = _tracers.get().start_span(
+        self._span = tracer.start_span(
             A.span_name(A.KIND_AGENT, self.name),
             attributes=attrs,
             record_exception=False,
@@ -916,25 +944,10 @@ class AgentRun:
         assert span is not None
         # The closing attributes, set at once when the span ends (one pass of the SDK's checks).
         out: dict[str, Any] = {}
+        recording = span.is_recording()  # else its attributes and status would be ignored
         try:
-            digest = self._digest
-            if exc is not None:
-                text = _redact.redact(orjson.dumps(_error_record(exc), default=str).decode())
-                out[A.ERROR] = text
-                out[A.ERROR_TYPE] = type(exc).__qualname__
-                span.set_status(error_status(exc))
-                record_exception(span, exc)
-                digest.append(digest_item(A.ERROR, text))
-            elif self._output is not _UNSET:
-                encoded = _Encoded(self._output)
-                out[A.OUTPUT] = encoded.json
-                if encoded.tag:
-                    out[A.OUTPUT_TYPE] = encoded.tag
-                digest.append(digest_item(A.OUTPUT, encoded.json))
-            if self._count is not None:
-                out.update(self._count.attributes())
-            out[A.DIGEST] = _digest_json(digest)
-            out[A.KIND] = A.KIND_AGENT  # set again: it moves after the recorded values
+            if recording:
+                self._closing_attributes(span, exc, out)
         except Exception:
             _warn_once(
                 "agent-output",
@@ -955,11 +968,35 @@ class AgentRun:
                 except ValueError:  # exited in another context than it was entered in
                     _current_agent.set(None)
                 self._agent_token = None
-            out[A.GEN_AI_PROVIDER_NAME] = self.provider or A.PROVIDER_OTHER
-            span.set_attributes(out)
+            if recording:
+                out[A.GEN_AI_PROVIDER_NAME] = self.provider or A.PROVIDER_OTHER
+                span.set_attributes(out)
             if self._token is not None:
                 otel_context.detach(self._token)  # type: ignore[arg-type]
             span.end()
+
+    def _closing_attributes(
+        self, span: Span, exc: BaseException | None, out: dict[str, Any]
+    ) -> None:
+        """Put the run's outcome, its call counts and the digest in ``out`` (the status too)."""
+        digest = self._digest
+        if exc is not None:
+            text = _redact.redact(orjson.dumps(_error_record(exc), default=str).decode())
+            out[A.ERROR] = text
+            out[A.ERROR_TYPE] = type(exc).__qualname__
+            span.set_status(error_status(exc))
+            record_exception(span, exc)
+            digest.append(digest_item(A.ERROR, text))
+        elif self._output is not _UNSET:
+            encoded = _Encoded(self._output)
+            out[A.OUTPUT] = encoded.json
+            if encoded.tag:
+                out[A.OUTPUT_TYPE] = encoded.tag
+            digest.append(digest_item(A.OUTPUT, encoded.json))
+        if self._count is not None:
+            out.update(self._count.attributes())
+        out[A.DIGEST] = _digest_json(digest)
+        out[A.KIND] = A.KIND_AGENT  # set again: it moves after the recorded values
 
     async def __aenter__(self) -> AgentRun:
         return self.__enter__()

@@ -551,7 +551,9 @@ def return_annotation(fn: Any) -> Any:
     try:
         if type(fn) is types.FunctionType and "__wrapped__" not in fn.__dict__:
             target: Any = fn
-            if fn.__code__.co_name == "<lambda>" and not fn.__annotations__:
+            # __name__, not __code__: reading __code__ is an audit event, and strict replay's
+            # network guard has an audit hook installed (lambdas have no annotations either way).
+            if fn.__name__ == "<lambda>" and not fn.__annotations__:
                 return NO_ANNOTATION
         else:
             target = _unwrap_callable(fn)

@@ -233,3 +233,34 @@ def test_any_recorded_value_renders_without_error_and_escaped(value: Any) -> Non
         ),
     ):
         assert "<script" not in str(html or "")
+
+
+def test_calls_cut_short_stay_small_whatever_their_messages_hold() -> None:
+    """Thousands of parts, tool calls and fields of 20,000 characters each: 20 such calls cut
+    to 3,000 characters each make well under 1 MB, and each links to its whole values."""
+    from tracely_sdk._html._render import timeline_view
+
+    big = "x" * 20_000
+    message = {
+        "role": "assistant",
+        "content": [{"type": "text", "text": big}] * 200,
+        "tool_calls": [{"function": {"name": "f", "arguments": big}}] * 500,
+    }
+    steps = [
+        {
+            "outcome": "recorded",
+            "label": "llm:m",
+            "seq": i,
+            "entry": f"llm:m #{i + 1}",
+            "field": "input",
+            "recorded": {"messages": [message] * 100, **{f"k{j}": big for j in range(50)}},
+            "output": {"choices": [{"message": message}]},
+        }
+        for i in range(20)
+    ]
+    page = str(
+        timeline_view(steps, right=None, full=lambda at, part: f"/v/{at}/{part}", limit=3_000)
+    )
+    assert len(page) < 1_000_000
+    assert page.count('href="/v/19/input"') >= 1 and 'href="/v/19/output"' in page
+    assert "more parts not shown here" in page

@@ -172,3 +172,44 @@ def test_a_trace_page_draws_its_waterfall_and_links_to_its_whole_recording(
     assert orjson.loads(pages.case_json("paris"))["bundle"] == store.get_case("paris").bundle
     with pytest.raises(NotFound):
         pages.trace_json(trace_id("never"))
+
+
+def test_a_calls_long_values_are_cut_with_a_link_to_each_whole_value(tmp_path: Path) -> None:
+    from tests.sdk.store._helpers import make_bundle
+    from tracely_otel._bundle import seal
+    from tracely_sdk.store import Recording
+
+    said = SCRIPT * 1_000  # 25,000 characters
+    bundle = make_bundle(trace_id("long"))
+    del bundle["checksum"]
+    bundle["llm"]["gpt-4o"][0]["input"] = [
+        {"role": "system", "content": "be brief"},
+        {"role": "user", "content": said},
+    ]
+    bundle["llm"]["gpt-4o"][0]["output"] = said
+    store = SQLiteStore(tmp_path / "t.db")
+    store.put_recording(Recording.from_bundle(seal(bundle)))
+    pages = Pages(store)
+    tid = trace_id("long")
+
+    shown = pages.trace(tid, READER)
+    assert SCRIPT not in shown and len(shown) < 40_000  # 50,000 characters recorded, escaped
+    assert f'href="/ui/traces/{tid}/calls/2/input"' in shown
+    assert f'href="/ui/traces/{tid}/calls/2/output"' in shown
+    assert f'href="/ui/traces/{tid}/calls/1/input"' not in shown  # short: shown whole
+    assert pages.call_value("traces", tid, "2", "output") == (
+        said.encode(),
+        "text/plain; charset=utf-8",
+    )
+    body, kind = pages.call_value("traces", tid, "2", "input")
+    assert kind == "application/json" and orjson.loads(body)[1]["content"] == said
+    assert orjson.loads(pages.call_value("traces", tid, "1", "input")[0]) == {"city": "Paris"}
+    for number, part, status in (("3", "input", 404), ("0", "output", 404), ("1", "error", 404)):
+        with pytest.raises(PageError) as info:
+            pages.call_value("traces", tid, number, part)
+        assert info.value.status == status
+    with pytest.raises(PageError, match="a call is a number"):
+        pages.call_value("traces", tid, "²", "input")
+    with pytest.raises(NotFound):
+        pages.call_value("traces", trace_id("none"), "1", "input")
+    store.close()

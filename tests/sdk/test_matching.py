@@ -15,7 +15,7 @@ from tests.sdk.test_canonical import (
     shuffle_keys,
 )
 from tracely_sdk._canonical import canonical_equal
-from tracely_sdk._matching import Recording, call_key
+from tracely_sdk._matching import ServedEntries, call_key
 
 names = st.sampled_from(["a", "b", "c"])
 args = st.dictionaries(st.sampled_from(["x", "y"]), st.integers(0, 3), max_size=2)
@@ -33,7 +33,7 @@ def recordings(draw: Any) -> tuple[dict[str, Any], list[tuple[str, dict[str, int
 @given(recordings())
 def test_replaying_the_recorded_calls_serves_each_entry_exactly_once(rec: Any) -> None:
     bundle, calls = rec
-    recording = Recording(bundle)
+    recording = ServedEntries(bundle)
     served = []
     for name, a in calls:
         match = recording.match_tool(name, call_key(a), strict=True)
@@ -46,7 +46,7 @@ def test_replaying_the_recorded_calls_serves_each_entry_exactly_once(rec: Any) -
 @given(recordings(), st.permutations(list(range(12))))
 def test_any_call_order_is_served_when_args_identify_calls(rec: Any, order: list[int]) -> None:
     bundle, calls = rec
-    recording = Recording(bundle)
+    recording = ServedEntries(bundle)
     for i in (i for i in order if i < len(calls)):
         name, a = calls[i]
         match = recording.match_tool(name, call_key(a), strict=True)
@@ -58,7 +58,7 @@ def test_any_call_order_is_served_when_args_identify_calls(rec: Any, order: list
 @given(recordings(), names, args)
 def test_strict_never_serves_different_args(rec: Any, name: str, a: dict[str, int]) -> None:
     bundle, _ = rec
-    match = Recording(bundle).match_tool(name, call_key(a), strict=True)
+    match = ServedEntries(bundle).match_tool(name, call_key(a), strict=True)
     if match is not None:
         assert call_key(match.entry.raw["args"]) == call_key(a)
     else:
@@ -75,7 +75,7 @@ def test_llm_served_by_model_then_in_recorded_order(
     llm: dict[str, list[dict[str, Any]]] = {}
     for seq, (model, inp) in enumerate(recorded, 1):
         llm.setdefault(model, []).append({"seq": seq, "input": inp, "output": seq})
-    recording = Recording({"llm": llm})
+    recording = ServedEntries({"llm": llm})
     left = set(range(1, len(recorded) + 1))
     for model in asked:
         match = recording.match_llm(model, None)
@@ -91,7 +91,7 @@ def test_llm_served_by_model_then_in_recorded_order(
 
 
 def test_llm_divergence_only_when_both_inputs_are_known() -> None:
-    recording = Recording(
+    recording = ServedEntries(
         {"llm": {"m": [{"input": "a", "output": 1}, {"output": 2}, {"input": "c", "output": 3}]}}
     )
     assert recording.match_llm("m", call_key("b")).diverged  # type: ignore[union-attr]
@@ -101,7 +101,7 @@ def test_llm_divergence_only_when_both_inputs_are_known() -> None:
 
 def test_ten_thousand_same_name_calls_stay_linear() -> None:
     n = 10_000
-    recording = Recording({"tools": {"t": [{"output": i} for i in range(n)]}})
+    recording = ServedEntries({"tools": {"t": [{"output": i} for i in range(n)]}})
     for i in range(n):
         assert recording.match_tool("t", None, strict=True).entry.raw["output"] == i  # type: ignore[union-attr]
 

@@ -13,7 +13,8 @@ no inline style still draws it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from typing import Any
 
 from tracely_sdk._html._markup import Html, Node, join, tag
@@ -22,6 +23,7 @@ from tracely_sdk._html._values import MAX_SHOWN, cut, json_text, text_of, value_
 __all__ = [
     "MAX_FIELDS",
     "MAX_MESSAGES",
+    "MAX_PARTS",
     "MAX_WATERFALL",
     "call_facts",
     "conversation_view",
@@ -39,6 +41,10 @@ MAX_FIELDS = 20
 MAX_WATERFALL = 300
 # A message's text is cut shorter than a value: a conversation shows many of them.
 _MESSAGE_SHOWN = 4_000
+# A message shows its parts (texts, blocks, tool calls; at most MAX_PARTS of each) while their
+# HTML fits in this many times its text's cut.
+_MESSAGE_BUDGET = 4
+MAX_PARTS = 60
 _BAR_WIDTH = 1000
 
 
@@ -47,12 +53,12 @@ def _compact(value: Any) -> str:
     return cut(text, 400)[0] + ("…" if len(text) > 400 else "")
 
 
-_CUT_NOTE = "more characters not shown here"
+_CUT_NOTE = "not shown here"
 
 
-def _said(text: str) -> Html:
-    shown, more = cut(text, _MESSAGE_SHOWN)
-    note = f"\n… {more:,} {_CUT_NOTE}" if more else None
+def _said(text: str, limit: int = _MESSAGE_SHOWN) -> Html:
+    shown, more = cut(text, limit)
+    note = f"\n… {more:,} more characters {_CUT_NOTE}" if more else None
     return tag("div", shown, note, class_="said")
 
 
@@ -71,10 +77,10 @@ def _result(value: Any) -> Html:
     return tag("div", "tool result: ", tag("code", _compact(value)), class_="tool-call")
 
 
-def _block(block: Any) -> Html | None:
+def _block(block: Any, said: int = _MESSAGE_SHOWN) -> Html | None:
     """One part of a message's content, in any of the shapes in the module docstring."""
     if isinstance(block, str):
-        return _said(block)
+        return _said(block, said)
     if not isinstance(block, Mapping):
         return None
     kind = block.get("type")
@@ -89,37 +95,51 @@ def _block(block: Any) -> Html | None:
         return _result(block["functionResponse"].get("response"))
     for key in ("text", "content"):
         if isinstance(block.get(key), str):
-            return _said(block[key])
+            return _said(block[key], said)
     return tag("div", tag("code", _compact(block)), class_="tool-call")
 
 
-def _message(message: Any) -> tuple[str, list[Html]] | None:
+def _message(message: Any, said: int = _MESSAGE_SHOWN) -> tuple[str, list[Html]] | None:
+    """A message's role and parts: its text, blocks and tool calls, each text cut to ``said``
+    characters, shown while they fit in a few times that (a message may hold thousands)."""
     if not isinstance(message, Mapping):
         return None
     role = message.get("role", "user" if "parts" in message else None)
     if not isinstance(role, str):
         return None
-    parts: list[Html | None] = []
+    found: list[Callable[[], Html | None]] = []
     content = message.get("content", message.get("parts"))
     if isinstance(content, str):
-        parts.append(_said(content))
+        found.append(partial(_said, content, said))
     elif isinstance(content, list):
-        parts += [_block(b) for b in content[:MAX_MESSAGES]]
-        if len(content) > MAX_MESSAGES:
-            parts.append(tag("div", f"… {len(content) - MAX_MESSAGES} more parts", class_="muted"))
+        found += [partial(_block, b, said) for b in content[:MAX_PARTS]]
     elif content is not None:
         return None
     calls = message.get("tool_calls")
-    for call in calls if isinstance(calls, list) else ():
+    for call in calls[:MAX_PARTS] if isinstance(calls, list) else ():
         if isinstance(call, Mapping):
             function = call.get("function")
             if not isinstance(function, Mapping):
                 function = call
-            parts.append(_call(function.get("name"), function.get("arguments")))
+            found.append(partial(_call, function.get("name"), function.get("arguments")))
     single = message.get("tool_call") or message.get("function_call")
     if isinstance(single, Mapping):
-        parts.append(_call(single.get("name"), single.get("arguments")))
-    shown = [p for p in parts if p is not None]
+        found.append(partial(_call, single.get("name"), single.get("arguments")))
+    dropped = sum(max(len(x) - MAX_PARTS, 0) for x in (content, calls) if isinstance(x, list))
+    budget = _MESSAGE_BUDGET * said
+    shown: list[Html] = []
+    used = 0
+    for make in found:
+        if budget <= 0:
+            break
+        used += 1
+        part = make()
+        if part is not None:
+            shown.append(part)
+            budget -= len(part)
+    left = len(found) - used + dropped
+    if left:
+        shown.append(tag("div", f"… {left:,} more parts {_CUT_NOTE}", class_="muted"))
     return role, shown or [tag("div", "(no content)", class_="muted")]
 
 
@@ -142,19 +162,26 @@ def _messages(value: Any) -> tuple[list[Any], dict[str, Any]] | None:
     return None
 
 
-def _size(message: Any) -> int:
+def _size(message: Any, said: int) -> int:
     content = message.get("content") if isinstance(message, Mapping) else None
     size = len(content) if isinstance(content, str) else len(json_text(message))
-    return min(size, _MESSAGE_SHOWN)
+    return min(size, said)
 
 
-def _chosen(messages: Sequence[Any]) -> list[int]:
+def _said_limit(limit: int) -> int:
+    """How much of one message's text a conversation cut to ``limit`` characters shows: a
+    third of it, so that the first message and the latest fit (and never more than a value)."""
+    return min(_MESSAGE_SHOWN, max(limit // 3, 200))
+
+
+def _chosen(messages: Sequence[Any], limit: int = MAX_SHOWN) -> list[int]:
     """Which messages a conversation shows: the first (the system prompt, as a rule) and the
-    latest that fit in :data:`MAX_MESSAGES` and :data:`MAX_SHOWN` characters."""
-    budget = MAX_SHOWN - _size(messages[0])
+    latest that fit in :data:`MAX_MESSAGES` and ``limit`` characters."""
+    said = _said_limit(limit)
+    budget = limit - _size(messages[0], said)
     latest: list[int] = []
     for i in range(len(messages) - 1, 0, -1):
-        cost = _size(messages[i])
+        cost = _size(messages[i], said)
         if len(latest) + 1 >= MAX_MESSAGES or (cost > budget and latest):
             break
         budget -= cost
@@ -162,16 +189,19 @@ def _chosen(messages: Sequence[Any]) -> list[int]:
     return [0, *reversed(latest)]
 
 
-def conversation_view(value: Any, label: str = "input", *, full: str | None = None) -> Html | None:
+def conversation_view(
+    value: Any, label: str = "input", *, full: str | None = None, limit: int = MAX_SHOWN
+) -> Html | None:
     """An LLM call's input as a conversation, one message after another; None when it does
-    not hold messages (the caller shows it as a value). A long one shows its first message
-    and its latest, and the way to the whole input."""
+    not hold messages (the caller shows it as a value). A long one (past ``limit``
+    characters) shows its first message and its latest, and the way to the whole input."""
     found = _messages(value)
     if found is None or not found[0]:
         return None
     messages, rest = found
-    chosen = _chosen(messages)
-    read = [_message(messages[i]) for i in chosen]
+    chosen = _chosen(messages, limit)
+    said = _said_limit(limit)
+    read = [_message(messages[i], said) for i in chosen]
     items: list[Node] = []
     before = -1
     for i, message in zip(chosen, read, strict=True):
@@ -183,8 +213,10 @@ def conversation_view(value: Any, label: str = "input", *, full: str | None = No
         before = i
     chat = tag("ol", items, class_="chat", aria_label=f"{label}: {len(messages)} messages")
     more: list[Node] = []
-    for key, field in list(rest.items())[:MAX_FIELDS]:
-        more.append(tag("div", f"{key}: ", value_view(field, str(key), full=full)))
+    fields = list(rest.items())[:MAX_FIELDS]
+    each = max(limit // max(len(fields), 1), 200)  # the fields share the value's cut
+    for key, field in fields:
+        more.append(tag("div", f"{key}: ", value_view(field, str(key), full=full, limit=each)))
     if len(rest) > MAX_FIELDS:
         more.append(tag("div", f"… {len(rest) - MAX_FIELDS} more fields", class_="muted"))
     if len(chosen) < len(messages) or _CUT_NOTE in chat:
@@ -199,9 +231,10 @@ def _turn(role: str, parts: list[Html]) -> Html:
     )
 
 
-def reply_view(output: Any) -> Html | None:
+def reply_view(output: Any, limit: int = MAX_SHOWN) -> Html | None:
     """The assistant's message in an LLM call's output (a provider's response body or a
-    message), as a conversation turn; None when the output holds no message."""
+    message), as a conversation turn (its text cut as a conversation cut to ``limit`` cuts
+    it); None when the output holds no message."""
     message: Any = None
     body = output.get("body") if isinstance(output, Mapping) else None
     for candidate in (body, output):
@@ -216,7 +249,7 @@ def reply_view(output: Any) -> Html | None:
             message = {**candidate, "role": candidate.get("role", "assistant")}
         if message is not None:
             break
-    read = _message(message)
+    read = _message(message, _said_limit(limit))
     if read is None:
         return None
     return tag("ol", _turn(*read), class_="chat", aria_label="reply")

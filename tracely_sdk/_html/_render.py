@@ -24,7 +24,9 @@ from tracely_sdk._html._markup import Html, Node, join, tag
 from tracely_sdk._html._values import MAX_SHOWN, cut, value_view
 
 __all__ = [
+    "Full",
     "MAX_SHOWN",
+    "PARTS",
     "VERDICTS",
     "case_page",
     "cases_table",
@@ -53,28 +55,44 @@ def _badge(outcome: str) -> Html:
     return tag("span", _OUTCOME_TEXT.get(outcome, outcome), class_=f"badge {css}")
 
 
-def _recorded_value(step: Mapping[str, Any], key: str, field: str, full: str | None) -> Html:
+# Where the whole of a value cut short is: one address for every value (the whole recording's
+# JSON), or, given a call's position among the steps shown and which of its values ("input",
+# "output", "error"), that one value's.
+Full = str | Callable[[int, str], str] | None
+# What a recorded call's value is called in the address of its whole text.
+PARTS = {"recorded": "input", "output": "output", "error": "error"}
+
+
+def _recorded_value(
+    step: Mapping[str, Any], key: str, field: str, full: str | None, limit: int
+) -> Html:
     """A recorded call's input (an LLM's as a conversation), args, output (an LLM's reply as a
     message, its whole value below it) or error."""
     value = step[key]
     llm = str(step.get("label", "")).startswith("llm:")
     if key == "recorded":
-        chat = conversation_view(value, field, full=full) if llm else None
+        chat = conversation_view(value, field, full=full, limit=limit) if llm else None
         if chat is not None:
             return tag("div", f"recorded {field}:", chat)
-        return tag("div", f"recorded {field}: ", value_view(value, field, full=full))
-    reply = reply_view(value) if llm and key == "output" else None
+        return tag("div", f"recorded {field}: ", value_view(value, field, full=full, limit=limit))
+    reply = reply_view(value, limit) if llm and key == "output" else None
     if reply is not None:
         return tag(
             "div",
             "recorded reply:",
             reply,
-            tag("details", tag("summary", "the whole output"), value_view(value, key, full=full)),
+            tag(
+                "details",
+                tag("summary", "the whole output"),
+                value_view(value, key, full=full, limit=limit),
+            ),
         )
-    return tag("div", f"recorded {key}: ", value_view(value, key, full=full))
+    return tag("div", f"recorded {key}: ", value_view(value, key, full=full, limit=limit))
 
 
-def _step(step: Any, full: str | None = None, *, alone: bool = False) -> Html:
+def _step(
+    step: Any, full: Full = None, *, alone: bool = False, limit: int = MAX_SHOWN, at: int = 0
+) -> Html:
     if not isinstance(step, Mapping):  # "… [N more items]" in a stored run
         return tag("li", tag("div", str(step), class_="muted"), class_="step")
     outcome = str(step.get("outcome") or "")
@@ -82,6 +100,7 @@ def _step(step: Any, full: str | None = None, *, alone: bool = False) -> Html:
         "input" if str(step.get("label", "")).startswith("llm:") else "args"
     )
     seq = step.get("seq")
+    whole = None if callable(full) else full  # a replayed value is in no recorded call
     recorded: list[Node] = []
     if seq is not None:
         recorded.append(
@@ -94,7 +113,9 @@ def _step(step: Any, full: str | None = None, *, alone: bool = False) -> Html:
             )
         )
         recorded += [
-            _recorded_value(step, key, field, full)
+            _recorded_value(
+                step, key, field, full(at, PARTS[key]) if callable(full) else full, limit
+            )
             for key in ("recorded", "error", "output")
             if key in step
         ]
@@ -129,7 +150,7 @@ def _step(step: Any, full: str | None = None, *, alone: bool = False) -> Html:
         )
         if "actual" in step:
             replay.append(
-                tag("div", f"called with {field}: ", value_view(step["actual"], field, full=full))
+                tag("div", f"called with {field}: ", value_view(step["actual"], field, full=whole))
             )
     elif outcome in ("missed", "live"):
         if step.get("message"):
@@ -138,7 +159,7 @@ def _step(step: Any, full: str | None = None, *, alone: bool = False) -> Html:
             replay.append(tag("div", "not in the recording: ran live"))
         if "actual" in step:
             replay.append(
-                tag("div", f"called with {field}: ", value_view(step["actual"], field, full=full))
+                tag("div", f"called with {field}: ", value_view(step["actual"], field, full=whole))
             )
     return tag(
         "li",
@@ -152,24 +173,29 @@ def _step(step: Any, full: str | None = None, *, alone: bool = False) -> Html:
 
 
 def timeline_view(
-    steps: Sequence[Any], *, right: str | None = "Replay", full: str | None = None
+    steps: Sequence[Any],
+    *,
+    right: str | None = "Replay",
+    full: Full = None,
+    limit: int = MAX_SHOWN,
 ) -> Html:
     """The calls in ``seq`` order: the recording on the left, what the replay did on the right
     (headed ``right``; None: a recording alone, one column). ``full`` is where the whole of a
-    value cut short can be read (see :func:`~tracely_sdk._html._values.value_view`)."""
+    recorded value cut short (past ``limit`` characters) can be read (see :data:`Full` and
+    :func:`~tracely_sdk._html._values.value_view`)."""
     if not steps:
         return tag("p", "No tool or LLM calls were recorded.", class_="muted")
     if right is None:
         return tag(
             "ol",
-            [_step(s, full, alone=True) for s in steps],
+            [_step(s, full, alone=True, limit=limit, at=i) for i, s in enumerate(steps)],
             class_="timeline alone",
             aria_label="calls in recorded order",
         )
     return tag(
         "ol",
         tag("li", tag("div", "Recording"), tag("div", right), class_="head", aria_hidden="true"),
-        [_step(s, full) for s in steps],
+        [_step(s, full, limit=limit, at=i) for i, s in enumerate(steps)],
         class_="timeline",
         aria_label="calls in recorded order",
     )

@@ -107,17 +107,19 @@ def _rest(text: str, more: int, label: str, full: str | None) -> Html:
     return whole_view(text, label, full=full, note=f"… {more:,} more characters not shown: ")
 
 
-def value_view(value: Any, label: str = "value", *, full: str | None = None) -> Html:
+def value_view(
+    value: Any, label: str = "value", *, full: str | None = None, limit: int = MAX_SHOWN
+) -> Html:
     """A value as text: JSON pretty-printed and coloured, a short value on its line, a long
-    one collapsed under a summary with its size, and one past :data:`MAX_SHOWN` cut (see the
-    module docstring for ``full``)."""
+    one collapsed under a summary with its size, and one past ``limit`` characters cut (see
+    the module docstring for ``full``)."""
     is_json = not isinstance(value, str)
     if is_json:
         compact = json_text(value)
         if len(compact) <= _INLINE:
             return tag("pre", json_view(compact), class_="inline json")
     text = text_of(value)
-    shown, more = cut(text)
+    shown, more = cut(text, limit)
     body = json_view(shown) if is_json else shown
     rest = _rest(text, more, label, full) if more else None
     if not more and len(text) <= _OPEN:

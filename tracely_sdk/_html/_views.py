@@ -10,6 +10,7 @@ may write.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -19,6 +20,7 @@ from tracely_sdk._diff import diff_values
 from tracely_sdk._html._calls import waterfall_view
 from tracely_sdk._html._markup import Html, Node, join, tag
 from tracely_sdk._html._render import (
+    PARTS,
     VERDICTS,
     case_page,
     cases_table,
@@ -42,6 +44,9 @@ PAGE_SIZE = 50
 _SHORT = 80
 # The calls of a recording shown on one page of a trace or a case.
 CALLS_PAGE_SIZE = 20
+# Each value of a call on those pages is cut to this many characters, with a link to the
+# whole of it (the call's own value, not the whole recording).
+CALL_SHOWN = 3_000
 _FACT = 500
 
 
@@ -151,11 +156,12 @@ class Pages:
         return tag("nav", links, class_="pager", aria_label="pages")
 
     def _calls(
-        self, steps: Sequence[Any], query: Mapping[str, str], full: str, *parts: str, **keep: Any
+        self, steps: Sequence[Any], query: Mapping[str, str], *parts: str, **keep: Any
     ) -> tuple[Node, Html]:
         """A recording's calls, CALLS_PAGE_SIZE at a time from ``?calls=`` (its heading's
-        count is of them all): each value is cut already, so a page's size is bounded by a
-        constant whatever the recording holds. Returns (heading and links, the calls)."""
+        count is of them all), each value cut to CALL_SHOWN characters with a link to the
+        whole of it (:meth:`call_value`), so a page's size is bounded by a constant whatever
+        the recording holds. Returns (heading and links, the calls)."""
         offset = _offset(query, "calls")
         if offset and offset >= len(steps):
             raise PageError(f"this recording has {len(steps)} calls, none from {offset + 1}", 404)
@@ -178,7 +184,39 @@ class Pages:
                 href = self.url(*parts, **keep, calls=offset + CALLS_PAGE_SIZE) + "#calls"
                 links.append(tag("a", "later calls →", href=href))
             heading.append(tag("nav", join(links, " "), class_="pager", aria_label="calls"))
-        return heading, timeline_view(shown, right=None, full=full)
+
+        def full(at: int, part: str) -> str:
+            return self.url(*parts, "calls", str(offset + at + 1), part)
+
+        return heading, timeline_view(shown, right=None, full=full, limit=CALL_SHOWN)
+
+    def call_value(self, kind: str, key: str, number: str, part: str) -> tuple[bytes, str]:
+        """The whole of one recorded call's value: ``number`` counts the calls from 1 as the
+        pages do, ``part`` is ``input`` (a tool's args, an LLM's input), ``output`` or
+        ``error``, ``kind`` is ``traces`` or ``cases`` (the case's current version). Returns
+        the body and its media type: a string as text, anything else as JSON."""
+        bundle = (
+            self.store.get_recording(key).bundle
+            if kind == "traces"
+            else self.store.get_case(key).bundle
+        )
+        steps = recorded_calls(bundle)
+        if not (number.isascii() and number.isdigit()) or len(number) > 9:
+            raise PageError(f"a call is a number from 1 to {len(steps)}, got {number[:20]!r}")
+        index = int(number) - 1
+        if not 0 <= index < len(steps):
+            raise PageError(f"this recording has {len(steps)} calls, no call {number}", 404)
+        key_of = {v: k for k, v in PARTS.items()}
+        step: Mapping[str, Any] = steps[index]
+        if part not in key_of or key_of[part] not in step:
+            raise PageError(f"call {number} recorded no {part[:20]!r}", 404)
+        value = step[key_of[part]]
+        if isinstance(value, str):
+            try:
+                return value.encode("utf-8"), "text/plain; charset=utf-8"
+            except UnicodeEncodeError:  # a lone surrogate: kept, as a JSON escape
+                return json.dumps(value).encode("ascii"), "application/json"
+        return _json(value), "application/json"
 
     def _hidden_csrf(self, viewer: Viewer) -> Html:
         return tag("input", type="hidden", name="csrf", value=viewer.csrf)
@@ -399,7 +437,7 @@ class Pages:
         if len(history) > 1:
             body.append(self._versions_diff(case, by_number[a], by_number[b], numbers))
         calls_heading, calls = self._calls(
-            steps, query, raw, "cases", case.id, a=query.get("a"), b=query.get("b")
+            steps, query, "cases", case.id, a=query.get("a"), b=query.get("b")
         )
         body += [
             tag("h2", f"Recorded calls (version {case.version})"),
@@ -569,7 +607,7 @@ class Pages:
         raw = self.url("traces", recording.trace_id, "raw")
         agent = recording.bundle.get("agent")
         ended = agent.get("ended_at") if isinstance(agent, Mapping) else None
-        calls_heading, calls = self._calls(steps, query or {}, raw, "traces", recording.trace_id)
+        calls_heading, calls = self._calls(steps, query or {}, "traces", recording.trace_id)
         body: list[Node] = [
             tag("h1", "Trace ", tag("code", recording.trace_id)),
             tag(

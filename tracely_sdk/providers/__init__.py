@@ -46,6 +46,7 @@ import sys
 import threading
 from collections.abc import Iterable
 from types import ModuleType
+from typing import Any
 
 from tracely_sdk._config import PROVIDERS
 from tracely_sdk._replay import register_activation_hook
@@ -179,11 +180,42 @@ def patched_methods() -> list[str]:
     return sorted(methods)
 
 
-def _activate() -> list[str]:
-    """On entering a fixtures() block: patch every provider SDK the application uses."""
+# The last activation for a case of a run: the run, what it looked at, and what it returned.
+_last_activation: tuple[object, tuple[Any, ...], list[Any], list[str]] | None = None
+
+
+def _activation_state() -> tuple[tuple[Any, ...], list[Any]]:
+    """What an activation looks at: the providers recording live and deferred and how often
+    the patches changed (compared by value), and which SDKs are imported and the object on
+    each patched attribute (compared by identity)."""
+    from tracely_sdk.providers._install import installed_state
+
+    changes, attributes = installed_state()
+    imported = [sys.modules.get(sdk) for sdk, _ in PROVIDERS.values()]
+    return (frozenset(_live), frozenset(_deferred), changes), imported + attributes
+
+
+def _activate(run: object | None = None) -> list[str]:
+    """On entering a fixtures() block: patch every provider SDK the application uses.
+
+    For a case of a ``run`` (the runner's RunSettings) whose earlier case activated them, and
+    nothing has changed since (no SDK imported, no patch installed, removed or wrapped by
+    another instrumentor, no provider instrumented), the patches are in place and the settings
+    read for the run still hold: that activation's answer is the answer.
+    """
+    global _last_activation
     from tracely_sdk.providers import _patching
 
     _patching.close_finished_streams()
+    last = _last_activation
+    if run is not None and last is not None and last[0] is run:
+        values, objects = _activation_state()
+        if (
+            values == last[1]
+            and len(objects) == len(last[2])
+            and all(a is b for a, b in zip(objects, last[2], strict=True))
+        ):
+            return list(last[3])
     _patching.refresh_settings()
     with _lock:
         for name, (sdk, _) in PROVIDERS.items():
@@ -193,7 +225,9 @@ def _activate() -> list[str]:
             # again (a search of sys.path) would cost every block more than the rest of it.
             elif name not in _deferred and _installed(sdk):
                 _defer(name)
-    return patched_methods()
+        methods = patched_methods()
+        _last_activation = None if run is None else (run, *_activation_state(), methods)
+    return list(methods)
 
 
 register_activation_hook(_activate)

@@ -31,6 +31,12 @@ class _Installed:
 
 _installed: dict[tuple[type, str], _Installed] = {}
 _install_lock = threading.RLock()
+_changes = 0  # see installed_state
+
+
+def _changed() -> None:
+    global _changes
+    _changes += 1
 
 
 def in_chain(obj: Any, target: Any) -> bool:
@@ -67,11 +73,14 @@ def install(owner: type, attribute: str, wrapper: Wrapper) -> None:
         record = _installed.get(key)
         if record is not None:
             if in_chain(current, record.wrapper):
-                record.enabled = True
+                if not record.enabled:
+                    record.enabled = True
+                    _changed()
                 return
             # Someone removed tracely's wrapper (a naive unwrap of a wrapper under it).
             record.enabled = False
             del _installed[key]
+        _changed()
         if current is None:
             raise AttributeError(f"{owner.__qualname__} has no attribute {attribute!r} to patch")
         record = _Installed(owner, attribute, current, None)
@@ -88,6 +97,7 @@ def uninstall(owner: type, attribute: str) -> None:
         record = _installed.get(key)
         if record is None:
             return
+        _changed()
         current = owner.__dict__.get(attribute)
         # OpenTelemetry's `unwrap` puts back `getattr(owner, attribute).__wrapped__`: tracely's
         # wrapper bound to the class, which is still tracely's own at the top of the chain.
@@ -100,6 +110,14 @@ def uninstall(owner: type, attribute: str) -> None:
         else:
             record.enabled = False
             del _installed[key]
+
+
+def installed_state() -> tuple[int, list[Any]]:
+    """How many times tracely's patches changed (installed, removed, switched on or off), and
+    the object each patched attribute holds now. A later state with the same count and the
+    same objects, one by one, means nothing was installed, removed or wrapped again since."""
+    with _install_lock:
+        return _changes, [r.owner.__dict__.get(r.attribute) for r in _installed.values()]
 
 
 def is_installed(owner: type, attribute: str) -> bool:

@@ -396,7 +396,7 @@ def reply_from_value(output: Any, *, model: str, usage: tuple[int, int] | None) 
 
 
 @dataclass(slots=True)
-class Recording:
+class CapturedResult:
     """What a live call recorded: the JSON value, its type tag, usage and closing attributes."""
 
     value: Any
@@ -456,15 +456,15 @@ class InterceptedCall(Protocol):
     call: Call | None
 
     def record(self, result: Any) -> tuple[Any, str | None]:
-        """The recorded value and type tag of a :class:`Recording`."""
+        """The recorded value and type tag of a :class:`CapturedResult`."""
 
     def served_attributes(self, entry: Mapping[str, Any]) -> Mapping[str, Any] | None:
         """The response attributes (model, id, finish reasons) of a recorded entry."""
 
-    def recordable(self, result: Any) -> Recording | TeeStream:
+    def recordable(self, result: Any) -> CapturedResult | TeeStream:
         """The recording of a live non-streamed ``result``, or the stream to tee."""
 
-    async def arecordable(self, result: Any) -> Recording | TeeStream:
+    async def arecordable(self, result: Any) -> CapturedResult | TeeStream:
         """:meth:`recordable` for async results (an async raw response parses with await)."""
 
     def record_item(self, item: Any, wire: dict[str, Any] | None) -> dict[str, Any]:
@@ -473,10 +473,10 @@ class InterceptedCall(Protocol):
 
     def record_stream(
         self, chunks: list[dict[str, Any]], headers: Mapping[str, str] | None
-    ) -> Recording:
+    ) -> CapturedResult:
         """The recording of a live stream (possibly cut short) from its recorded items."""
 
-    def failure_recording(self, exc: BaseException) -> Recording | None:
+    def failure_recording(self, exc: BaseException) -> CapturedResult | None:
         """For a failure that carries the API's answer (a parse error): that answer."""
 
     def rebuild(self, output_json: bytes, entry: Mapping[str, Any]) -> Any:
@@ -496,13 +496,13 @@ class Intercepted:
 
     @staticmethod
     def record(result: Any) -> tuple[Any, str | None]:
-        if not isinstance(result, Recording):
-            raise TypeError("a provider call records a Recording")
+        if not isinstance(result, CapturedResult):
+            raise TypeError("a provider call records a CapturedResult")
         return result.value, result.tag
 
 
 def _usage(result: Any) -> tuple[int, int] | None:
-    return result.usage if isinstance(result, Recording) else None
+    return result.usage if isinstance(result, CapturedResult) else None
 
 
 def _new_call(spec: InterceptedCall) -> Call:
@@ -565,7 +565,7 @@ class _LiveCall:
         # The HTTP request the SDK makes is this call's: the HTTP layer must not record it again.
         self.body: Token[Any] | None = enter_call_body()
         self.started = time.perf_counter()
-        self.outcome: Recording | TeeStream | None = None
+        self.outcome: CapturedResult | TeeStream | None = None
 
     def running(self) -> _LiveCall:
         """For the block that runs the SDK's method, with the call's span current."""
@@ -613,7 +613,7 @@ class _LiveCall:
         if outcome is None:  # unrecordable, and already released
             return result
         call, spec = self.call, self.spec
-        if isinstance(outcome, Recording):
+        if isinstance(outcome, CapturedResult):
             succeed(call, outcome)
             release(call, spec)
         elif outcome.tee is not None:
@@ -654,7 +654,7 @@ async def aintercept(spec: InterceptedCall, live: Callable[[], Awaitable[Any]]) 
 __all__ = [
     "Intercepted",
     "InterceptedCall",
-    "Recording",
+    "CapturedResult",
     "Refused",
     "ResponseReader",
     "Reply",

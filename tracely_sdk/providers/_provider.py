@@ -27,9 +27,9 @@ from tracely_sdk import _replay
 from tracely_sdk.errors import LLMError, ReplayError
 from tracely_sdk.providers._install import ProviderPatches, Wrapper
 from tracely_sdk.providers._patching import (
+    CapturedResult,
     Intercepted,
     InterceptedCall,
-    Recording,
     ResponseReader,
     TeeStream,
     aintercept,
@@ -363,18 +363,18 @@ class ProviderCall(Intercepted):
     def _response_attributes(self, body: Mapping[str, Any]) -> dict[str, Any]:
         return response_attributes(self, body)
 
-    def _recording(self, result: Any, headers: Mapping[str, str] | None) -> Recording:
+    def _recording(self, result: Any, headers: Mapping[str, str] | None) -> CapturedResult:
         value = self.codec.record_response(result, wire_body(result))
         if headers:
             value["headers"] = dict(headers)
         body = value["body"]
-        return Recording(
+        return CapturedResult(
             value, self.tags[0], self.body_usage(body), self._response_attributes(body)
         )
 
     def _parsed_recordable(
         self, result: Any, headers: Mapping[str, str] | None
-    ) -> Recording | TeeStream:
+    ) -> CapturedResult | TeeStream:
         stream = find_stream(result, self.streams) if self.stream else None
         if stream is not None:
             if headers is None:
@@ -382,13 +382,13 @@ class ProviderCall(Intercepted):
             return TeeStream(stream, headers)
         return self._recording(result, headers)
 
-    def recordable(self, result: Any) -> Recording | TeeStream:
+    def recordable(self, result: Any) -> CapturedResult | TeeStream:
         if self.raw is not None:
             headers = self.codec.record_headers(result.headers)
             return self._parsed_recordable(result.parse(), headers)
         return self._parsed_recordable(result, None)
 
-    async def arecordable(self, result: Any) -> Recording | TeeStream:
+    async def arecordable(self, result: Any) -> CapturedResult | TeeStream:
         if self.raw is not None:
             headers = self.codec.record_headers(result.headers)
             parsed = result.parse()
@@ -403,16 +403,16 @@ class ProviderCall(Intercepted):
 
     def record_stream(
         self, chunks: list[dict[str, Any]], headers: Mapping[str, str] | None
-    ) -> Recording:
+    ) -> CapturedResult:
         value: dict[str, Any] = {"chunks": chunks}
         if headers:
             value["headers"] = dict(headers)
         body = self.stream_body(chunks)
-        return Recording(
+        return CapturedResult(
             value, self.tags[1], self.body_usage(body), self._response_attributes(body)
         )
 
-    def failure_recording(self, exc: BaseException) -> Recording | None:
+    def failure_recording(self, exc: BaseException) -> CapturedResult | None:
         return None
 
     def record_error(self, exc: BaseException) -> dict[str, Any]:

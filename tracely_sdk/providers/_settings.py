@@ -8,19 +8,13 @@ runs on every request, and the same trouble would otherwise flood the log.
 from __future__ import annotations
 
 import logging
-from typing import Any
 
+from tracely_otel.diagnostics import WarnOnce
 from tracely_sdk.errors import ConfigError
 
 logger = logging.getLogger("tracely")
 
-_warned: set[str] = set()
-
-
-def warn_once(key: str, message: str, *args: Any, exc_info: bool = False) -> None:
-    if key not in _warned:
-        _warned.add(key)
-        logger.warning(message, *args, exc_info=exc_info)
+warn_once = WarnOnce(logger)
 
 
 class _Settings:

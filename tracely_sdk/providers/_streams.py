@@ -25,10 +25,10 @@ from tracely_sdk.providers._install import bodies, made_of
 from tracely_sdk.providers._settings import warn_once
 
 if TYPE_CHECKING:
-    from tracely_sdk.providers._patching import InterceptedCall, Recording
+    from tracely_sdk.providers._patching import CapturedResult, InterceptedCall
 
 
-def succeed(call: Call, recording: Recording) -> None:
+def succeed(call: Call, recording: CapturedResult) -> None:
     # One pass of the SDK's attribute checks: the response attributes first, then the seam's
     # recorded values, then tracely.kind, last.
     call.succeeded(recording, recording.attributes)

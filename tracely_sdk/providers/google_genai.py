@@ -285,12 +285,12 @@ class _Call(ProviderCall):
     def stream_body(self, chunks: list[dict[str, Any]]) -> dict[str, Any]:
         return codec.body_from_chunks(chunks)
 
-    def recordable(self, result: Any) -> P.Recording | P.TeeStream:
+    def recordable(self, result: Any) -> P.CapturedResult | P.TeeStream:
         if self.stream:
             return P.TeeStream(result, replace=True)  # a plain generator: teed in its place
         return self._recording(result, None)
 
-    async def arecordable(self, result: Any) -> P.Recording | P.TeeStream:
+    async def arecordable(self, result: Any) -> P.CapturedResult | P.TeeStream:
         return self.recordable(result)
 
     def raise_error(self, error: Mapping[str, Any], label: str) -> NoReturn:

@@ -568,7 +568,7 @@ class _Call(ProviderCall):
         except ValueError:
             return {}  # a stream cut short before its first event
 
-    def failure_recording(self, exc: BaseException) -> P.Recording | None:
+    def failure_recording(self, exc: BaseException) -> P.CapturedResult | None:
         completion = getattr(exc, "completion", None)
         if (
             isinstance(exc, (openai.LengthFinishReasonError, openai.ContentFilterFinishReasonError))

@@ -29,6 +29,7 @@ import hmac
 import math
 import re
 import secrets
+import threading
 import time
 import urllib.parse
 from collections.abc import Callable, Mapping
@@ -79,6 +80,14 @@ _VISIBLE_ASCII = re.compile(r"[!-~]+")
 _SESSION_ID = re.compile(r"[A-Za-z0-9_-]{43}")  # secrets.token_urlsafe(32)
 
 Handler = Callable[[Any, "Request", dict[str, str]], "Response"]
+
+# A page of one recording (a trace, a case, a call's value, the JSON) decodes the whole of it:
+# its calls are stored in one JSON document, and 7 MiB of it are 160 MB of objects while the
+# page is made. Decoding holds the GIL, so more such pages at once are no faster, only bigger:
+# at most this many are made at once in a process; the others wait their turn, then get a 503.
+WHOLE_READERS = 2
+_WHOLE_WAIT = 60.0
+_whole_readers = threading.BoundedSemaphore(WHOLE_READERS)
 
 
 def csrf_value(session: str | None) -> str:
@@ -268,39 +277,62 @@ def _host_of(origin: str) -> str:
 # -- handlers -----------------------------------------------------------------------------------
 
 
-def _page(render: Callable[[Pages, Request, dict[str, str], Viewer], str]) -> Handler:
-    """A read-only page: signed in with read scope, its store errors shown as pages."""
+def _page(
+    render: Callable[[Pages, Request, dict[str, str], Viewer], str], *, whole: bool = False
+) -> Handler:
+    """A read-only page: signed in with read scope, its store errors shown as pages.
+    ``whole``: the page reads a whole recording (see :data:`WHOLE_READERS`)."""
 
     def handler(app: Any, request: Request, params: dict[str, str]) -> Response:
         visit = _Visit(app, request)
         refused = visit.refusal(READ)
         if refused is not None:
             return refused
-        return _render(visit, lambda viewer: render(visit.pages, request, params, viewer))
+        made = lambda viewer: render(visit.pages, request, params, viewer)  # noqa: E731
+        return _reading(visit, made) if whole else _render(visit, made)
 
     return handler
 
 
-def _raw(render: Callable[[Pages, dict[str, str]], bytes]) -> Handler:
-    """The whole of what a page shows cut short, as JSON: read scope, like the page."""
+def _reading(visit: _Visit, render: Callable[[Viewer], str]) -> Response:
+    """:func:`_render`, once fewer than :data:`WHOLE_READERS` pages read a whole recording."""
+    if not _whole_readers.acquire(timeout=_WHOLE_WAIT):
+        message = "the server is busy showing other recordings; try again in a moment"
+        page = visit.pages.error(503, message, visit.viewer())
+        return _html(503, page, {"Retry-After": "5"})
+    try:
+        return _render(visit, render)
+    finally:
+        _whole_readers.release()
+
+
+def _raw(render: Callable[[Pages, dict[str, str]], bytes | tuple[bytes, str]]) -> Handler:
+    """The whole of what a page shows cut short, as JSON (or as text, when ``render`` says
+    so with a media type): read scope, like the page."""
 
     def handler(app: Any, request: Request, params: dict[str, str]) -> Response:
         visit = _Visit(app, request)
         refused = visit.refusal(READ)
         if refused is not None:
             return refused
-        body: list[bytes] = []
+        body: list[bytes | tuple[bytes, str]] = []
 
         def page(viewer: Viewer) -> str:  # an error is shown as the pages show it
             body.append(render(visit.pages, params))
             return ""
 
-        answer = _render(visit, page)
+        answer = _reading(visit, page)
         if not body:
             return answer
-        return response(200, body[0], "application/json", _HEADERS)
+        raw, kind = body[0] if isinstance(body[0], tuple) else (body[0], "application/json")
+        return response(200, raw, kind, _HEADERS)
 
     return handler
+
+
+def _call_value(kind: str) -> Handler:
+    """One recorded call's whole input, output or error (what a trace or case page cuts)."""
+    return _raw(lambda p, a: p.call_value(kind, a["id"], a["number"], a["part"]))
 
 
 def _render(visit: _Visit, render: Callable[[Viewer], str], status: int = 200) -> Response:
@@ -508,23 +540,25 @@ UI_ROUTES: tuple[tuple[str, str, Handler], ...] = (
     (
         "GET",
         PREFIX + "/cases/{case_id}",
-        _page(lambda p, r, a, v: p.case(a["case_id"], _query(r), v)),
+        _page(lambda p, r, a, v: p.case(a["case_id"], _query(r), v), whole=True),
     ),
     ("POST", PREFIX + "/cases/{case_id}/recapture", _recapture),
     ("GET", PREFIX + "/cases/{case_id}/raw", _raw(lambda p, a: p.case_json(a["case_id"]))),
+    ("GET", PREFIX + "/cases/{id}/calls/{number}/{part}", _call_value("cases")),
     ("GET", PREFIX + "/traces", _page(lambda p, r, a, v: p.traces(_query(r), v))),
     (
         "GET",
         PREFIX + "/traces/{trace_id}",
-        _page(lambda p, r, a, v: p.trace(a["trace_id"], v, _query(r))),
+        _page(lambda p, r, a, v: p.trace(a["trace_id"], v, _query(r)), whole=True),
     ),
     ("POST", PREFIX + "/traces/{trace_id}/promote", _promote),
     ("GET", PREFIX + "/traces/{trace_id}/raw", _raw(lambda p, a: p.trace_json(a["trace_id"]))),
+    ("GET", PREFIX + "/traces/{id}/calls/{number}/{part}", _call_value("traces")),
     ("GET", PREFIX + "/runs", _page(lambda p, r, a, v: p.runs(_query(r), v))),
     ("GET", PREFIX + "/runs/{run_id}", _page(lambda p, r, a, v: p.run(a["run_id"], _query(r), v))),
     (
         "GET",
         PREFIX + "/runs/{run_id}/cases/{number}",
-        _page(lambda p, r, a, v: p.run_case(a["run_id"], a["number"], v)),
+        _page(lambda p, r, a, v: p.run_case(a["run_id"], a["number"], v), whole=True),
     ),
 )

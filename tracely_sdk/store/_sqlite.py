@@ -128,7 +128,8 @@ def case_from_row(row: Sequence[Any]) -> Case:
         case = _case_of(row)
     except _CorruptRow as exc:
         raise _corrupt(f"case {row[0]}", exc) from exc
-    problem = _seal_problem(f"case {case.id}", row[11], _case_fields(case))
+    texts = {"input": row[3], "expected_output": row[4], "bundle": row[5]}
+    problem = _seal_problem(f"case {case.id}", row[11], _case_fields(case), texts)
     return case if problem is None else dataclasses.replace(case, problem=problem)
 
 
@@ -146,13 +147,16 @@ def _sealed(fields: dict[str, Any]) -> str:
     return dumps_json(seal(fields))
 
 
-def _seal_problem(what: str, checksum: Any, fields: dict[str, Any]) -> str | None:
-    """Why a row's content is not what was written (the store seals every write), or None."""
+def _seal_problem(
+    what: str, checksum: Any, fields: dict[str, Any], texts: dict[str, Any] | None = None
+) -> str | None:
+    """Why a row's content is not what was written (the store seals every write), or None;
+    ``texts`` are the row's JSON columns as read (see ``broken_fields``)."""
     try:
         stored = orjson.loads(checksum) if checksum is not None else None
     except orjson.JSONDecodeError:
         stored = None
-    broken = broken_fields(stored, fields)
+    broken = broken_fields(stored, fields, texts)
     if not broken:
         return None
     return (
@@ -183,7 +187,10 @@ def _version(row: Sequence[Any]) -> CaseVersion:
         version = _version_of(row)
     except _CorruptRow as exc:
         raise _corrupt(f"version {row[1]} of case {row[0]}", exc) from exc
-    problem = _seal_problem(f"version {row[1]} of case {row[0]}", row[8], _version_fields(version))
+    texts = {"input": row[2], "expected_output": row[3], "bundle": row[4]}
+    problem = _seal_problem(
+        f"version {row[1]} of case {row[0]}", row[8], _version_fields(version), texts
+    )
     if problem is not None:
         raise StoreError(problem)
     return version

@@ -42,3 +42,54 @@ def test_an_sdk_not_yet_imported_is_looked_for_once_and_patched_on_import() -> N
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["1", "False", "True"]
+
+
+RUN_SCRIPT = textwrap.dedent(
+    """
+    import openai
+
+    import tracely_sdk as tracely
+    from tracely_sdk._replay import RunSettings, replay_session
+    from tracely_sdk.providers import _patching
+
+    reads = []
+    refresh = _patching.refresh_settings
+
+    def counting():
+        reads.append(1)
+        refresh()
+
+    _patching.refresh_settings = counting
+    CREATE = "OpenAI.chat.completions.create"
+    Completions = openai.resources.chat.completions.Completions
+    run = RunSettings.resolve()
+
+    def block(settings):
+        with replay_session({}, settings=settings) as session:
+            return CREATE in session.report.providers
+
+    # The cases of one run: activated by the first, the others find nothing changed.
+    print(len(reads), [block(run) for _ in range(3)], len(reads))
+    # A naive unwrap between two cases puts the SDK's own method back: the next case patches.
+    Completions.create = Completions.create.__wrapped__
+    print(block(run), len(reads), CREATE in tracely.providers.patched_methods())
+    # The first case of another run reads the settings again; so does every fixtures() block.
+    print(block(RunSettings.resolve()), len(reads))
+    with tracely.fixtures({}):
+        pass
+    print(len(reads))
+    """
+)
+
+
+def test_the_cases_of_a_run_activate_the_provider_patches_once_until_something_changes() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", RUN_SCRIPT], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "0 [True, True, True] 1",
+        "True 2 True",
+        "True 3",
+        "4",
+    ]

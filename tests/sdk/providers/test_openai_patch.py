@@ -36,6 +36,7 @@ from tests.sdk.providers._helpers import (
     user,
     wires_seen,
 )
+from tracely_otel.diagnostics import RAISE_INTERNAL_ERRORS
 from tracely_sdk import providers
 from tracely_sdk.providers import _openai_codec as openai_codec
 from tracely_sdk.providers import _patching, _settings
@@ -394,7 +395,8 @@ def test_a_result_that_cannot_be_recorded_still_reaches_the_agent(
         raise TypeError("not a response this codec knows")
 
     monkeypatch.setattr(openai_codec, "record_response", unrecordable)
-    monkeypatch.setattr(_settings, "_warned", set())
+    monkeypatch.delenv(RAISE_INTERNAL_ERRORS)  # the failure is the test's: logged, as in production
+    _settings.warn_once.forget()
     live = record(
         capture,
         lambda c: c.chat.completions.create(model=MODEL, messages=user("Hello there")),
@@ -422,7 +424,8 @@ def test_a_stream_with_an_item_that_cannot_be_recorded_is_not_recorded_at_all(
         return record_chunk(chunk, wire)
 
     monkeypatch.setattr(openai_codec, "record_chunk", third_fails)
-    monkeypatch.setattr(_settings, "_warned", set())
+    monkeypatch.delenv(RAISE_INTERNAL_ERRORS)  # the failure is the test's: logged, as in production
+    _settings.warn_once.forget()
     live = record(capture, _stream)
     # The agent read every chunk; a recording without the third would be served as whole.
     assert calls[0] == 3 and len(live.value) > 3

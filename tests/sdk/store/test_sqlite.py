@@ -997,3 +997,40 @@ def test_sign_in_sessions_expire_and_are_deleted(tmp_path: Path) -> None:
         store.delete_session("b" * 64)
         store.delete_session("b" * 64)
         assert store.session_token("b" * 64, now=0) is None
+
+
+def test_a_row_is_checked_against_its_seal_by_value_whatever_the_json_text_looks_like(
+    tmp_path: Path,
+) -> None:
+    import json
+    import sqlite3
+
+    from tests.sdk.store._helpers import make_recording
+    from tracely_sdk.store import SQLiteStore
+
+    db = tmp_path / "t.db"
+    store = SQLiteStore(db)
+    store.put_recording(make_recording(1))
+    case = store.promote(make_recording(1).trace_id, name="one")
+    store.close()
+    with sqlite3.connect(db) as conn:
+        # The same value written another way (spaced, keys in another order): still the case.
+        (text,) = conn.execute("SELECT bundle FROM cases WHERE id = ?", (case.id,)).fetchone()
+        spaced = json.dumps(dict(reversed(json.loads(text).items())), indent=1)
+        conn.execute("UPDATE cases SET bundle = ? WHERE id = ?", (spaced, case.id))
+    store = SQLiteStore(db)
+    try:
+        (loaded,) = store.list_cases()
+        assert loaded.problem is None and loaded.bundle == case.bundle
+    finally:
+        store.close()
+    with sqlite3.connect(db) as conn:
+        changed = json.loads(spaced)
+        changed["agent"]["output"] = "edited after recording"
+        conn.execute("UPDATE cases SET bundle = ? WHERE id = ?", (json.dumps(changed), case.id))
+    store = SQLiteStore(db)
+    try:
+        (loaded,) = store.list_cases()
+        assert loaded.problem is not None and "bundle does not match the checksum" in loaded.problem
+    finally:
+        store.close()

@@ -38,8 +38,8 @@ from tracely_sdk.providers._patching import (
     SERVER_ADDRESS,
     SERVER_PORT,
     WIRE_TAG,
+    CapturedResult,
     Intercepted,
-    Recording,
     Refused,
     TeeStream,
     compared_as_messages,
@@ -459,7 +459,7 @@ class WireCall(Intercepted):
                 self.encoding = value
         return dict(self.codec.record_headers(pairs))
 
-    def recordable(self, result: Any) -> Recording | TeeStream:
+    def recordable(self, result: Any) -> CapturedResult | TeeStream:
         headers = self._look(result)
         content = None if self.stream else self.hook.read_body(result, self.encoding)
         if content is None:
@@ -468,7 +468,7 @@ class WireCall(Intercepted):
             )
         return self._recording(content, headers)
 
-    async def arecordable(self, result: Any) -> Recording | TeeStream:
+    async def arecordable(self, result: Any) -> CapturedResult | TeeStream:
         return self.recordable(result)
 
     def _tee(self, response: Any, call: Call, headers: Mapping[str, str], started: float) -> None:
@@ -480,11 +480,11 @@ class WireCall(Intercepted):
 
     def record_stream(
         self, chunks: list[dict[str, Any]], headers: Mapping[str, str] | None
-    ) -> Recording:
+    ) -> CapturedResult:
         raw = b"".join(chunk["piece"] for chunk in chunks)
         return self._recording(self.hook.decoded(raw, self.encoding), headers or {})
 
-    def _recording(self, content: bytes, headers: Mapping[str, str]) -> Recording:
+    def _recording(self, content: bytes, headers: Mapping[str, str]) -> CapturedResult:
         value: dict[str, Any] = {"status": self.status, "headers": dict(headers)}
         media_type = _media_type(self.content_type)
         if media_type == "text/event-stream":
@@ -497,9 +497,9 @@ class WireCall(Intercepted):
             value.update(body_value(content))
         body = _response_body(self.codec, value)
         attributes = response_attributes(self.codec, body) if self.status < 400 else {}
-        return Recording(value, TAG, self.codec.usage(body), attributes)
+        return CapturedResult(value, TAG, self.codec.usage(body), attributes)
 
-    def failure_recording(self, exc: BaseException) -> Recording | None:
+    def failure_recording(self, exc: BaseException) -> CapturedResult | None:
         return None
 
     def record_error(self, exc: BaseException) -> dict[str, Any]:
