@@ -14,7 +14,10 @@
   and the guard's part by itself (reading the setting, entering and leaving the guard).
 
 The hook cannot be removed once installed, so the floors are measured first, then the rest;
-rounds of the variants after that are interleaved and the median is reported.
+rounds of the variants after that are interleaved and the median is reported. Last, the cost
+per allowed connection and per replayed case are printed beside each other: each part alone,
+and the difference of the two totals it was measured between (on a loaded machine a small
+difference of two totals can come out below zero; the part alone is the steadier figure).
 
     python bench/guard.py [--connections N] [--rounds R]
 """
@@ -230,6 +233,16 @@ def main() -> int:
         "the guard alone (allow_network read, entered, left)",
         got["guard_alone"],
         got["case_unguarded"],
+    )
+    # The two costs a user weighs, side by side: each connection a replay lets through, and
+    # each case it replays; the differences of two interleaved totals beside the parts alone.
+    print("the guard's cost, per connection beside per replayed case:")
+    print(
+        f"  {'':24} {'alone':>10} {'difference of the totals':>26}\n"
+        f"  {'per allowed connection':24} {got['checks'] * 1e6:7.2f} us "
+        f"{(got['allowed'] - got['idle']) * 1e6:+23.2f} us  (strict allowed - baseline)\n"
+        f"  {'per replayed case':24} {got['guard_alone'] * 1e6:7.2f} us "
+        f"{(got['case'] - got['case_unguarded']) * 1e6:+23.2f} us  (guarded - unguarded)"
     )
     return 0
 
