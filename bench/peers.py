@@ -96,7 +96,8 @@ def _thread_cpu(names: dict[str, str]) -> dict[str, float]:
 def _child(variant: str, base_url: str, calls: int) -> dict[str, float]:
     """Runs in the variant's own process: set up, warm up, time ``calls`` calls."""
     sys.path.insert(0, str(ROOT))
-    os.environ["OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"] = "true"
+    # span_only, not "true": the GenAI utility beneath openai-v2 reads "true" as NO_CONTENT
+    os.environ["OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"] = "span_only"
     os.environ["TRACELOOP_TRACE_CONTENT"] = "true"
     import contextlib
 
