@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -47,6 +49,14 @@ def record(capture: Any, cli: CLI, fn: Callable[..., Any], *args: Any) -> str:
     finally:
         store.close()
     return str(bundle["trace_id"])
+
+
+def replayed(cli: CLI, report: Path) -> dict[str, Any]:
+    """The one case of a ``tracely replay --json REPORT`` run; the exit status agrees with it."""
+    status, out, err = cli("replay", "--json", str(report))
+    (case,) = json.loads(report.read_text())["cases"]
+    assert (status == 0) == (case["verdict"] == "PASS"), out + err
+    return dict(case)
 
 
 def lines(text: str) -> Iterator[str]:

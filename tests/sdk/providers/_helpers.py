@@ -8,8 +8,10 @@ import asyncio
 import inspect
 import json
 import socket
+import sys
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
@@ -151,8 +153,9 @@ def capturing_content(monkeypatch: Any, provider: str) -> Iterator[None]:
         _patching.refresh_settings()
 
 
-def instrumented_fixture(provider: str) -> Any:
-    """A fixture that instruments ``provider`` for the test and uninstruments it after."""
+def instrumented_fixture(provider: str | list[str]) -> Any:
+    """A fixture that instruments ``provider`` (a name, ``"auto"`` or a list of names) for the
+    test and uninstruments it after."""
     import pytest
 
     @pytest.fixture
@@ -162,6 +165,12 @@ def instrumented_fixture(provider: str) -> Any:
         providers.uninstrument(provider)
 
     return instrumented
+
+
+def agent_module(project: Path, monkeypatch: Any, name: str, source: str) -> None:
+    """The agent's module ``name``, written in the project and not yet imported."""
+    (project / f"{name}.py").write_text(source)
+    monkeypatch.delitem(sys.modules, name, raising=False)
 
 
 def llm_spans(capture: Any) -> list[Any]:

@@ -7,18 +7,16 @@ never PASS and never reaches the server."""
 
 from __future__ import annotations
 
-import json
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from examples.llm_server import serve
-from tests.sdk.cli._helpers import CLI, record
-from tests.sdk.providers._helpers import closed_url
-from tracely_sdk import _entrypoints, providers
+from tests.sdk.cli._helpers import CLI, record, replayed
+from tests.sdk.providers._helpers import agent_module, closed_url, instrumented_fixture
+from tracely_sdk import _entrypoints
 
 AGENT = """
 import os
@@ -57,31 +55,7 @@ def run(city):
 LABELS = ["llama-3.3-70b", "mistral-small-latest", "command-a-03-2025", "llama3.2"]
 
 
-@pytest.fixture
-def instrumented() -> Iterator[None]:
-    providers.instrument("auto")
-    yield
-    providers.uninstrument()
-
-
-@pytest.fixture
-def cli(capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> CLI:
-    monkeypatch.setattr("tracely_sdk.cli._replay.init_tracing", lambda: None)
-    monkeypatch.delenv("TRACELY_STORE", raising=False)
-    return CLI(capsys, f"sqlite:///{(tmp_path / 'tracely.db').as_posix().lstrip('/')}")
-
-
-def agent_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str) -> None:
-    """The agent's module, written in the project (``tmp_path``) and not yet imported."""
-    (tmp_path / "clients_agent.py").write_text(source)
-    monkeypatch.delitem(sys.modules, "clients_agent", raising=False)
-
-
-def replayed(cli: CLI, report: Path) -> dict[str, Any]:
-    status, out, err = cli("replay", "--json", str(report))
-    (case,) = json.loads(report.read_text())["cases"]
-    assert (status == 0) == (case["verdict"] == "PASS"), out + err
-    return dict(case)
+instrumented = instrumented_fixture("auto")
 
 
 def test_groq_mistral_cohere_and_ollama_replay_with_no_server_and_no_key_and_never_go_live(
@@ -93,7 +67,7 @@ def test_groq_mistral_cohere_and_ollama_replay_with_no_server_and_no_key_and_nev
 ) -> None:
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.chdir(tmp_path)  # the project: its own modules may be replayed
-    agent_module(tmp_path, monkeypatch, AGENT)
+    agent_module(tmp_path, monkeypatch, "clients_agent", AGENT)
     for name in _entrypoints.API_KEY_VARIABLES:
         monkeypatch.setenv(name, "test-key")
     with serve() as (server, _):
@@ -119,7 +93,7 @@ def test_groq_mistral_cohere_and_ollama_replay_with_no_server_and_no_key_and_nev
     for name in _entrypoints.API_KEY_VARIABLES:
         monkeypatch.delenv(name)
     monkeypatch.setenv("CLIENTS_AGENT_BASE", closed_url())
-    agent_module(tmp_path, monkeypatch, AGENT)
+    agent_module(tmp_path, monkeypatch, "clients_agent", AGENT)
     report = tmp_path / "report.json"
     case = replayed(cli, report)
     assert case["verdict"] == "PASS", case
@@ -133,7 +107,7 @@ def test_groq_mistral_cohere_and_ollama_replay_with_no_server_and_no_key_and_nev
             "        groq_client.chat.completions.create(model='llama-3.3-70b', messages=question)\n"
             "        return agent_run.output",
         )
-        agent_module(tmp_path, monkeypatch, twice)
+        agent_module(tmp_path, monkeypatch, "clients_agent", twice)
         case = replayed(cli, report)
         assert case["verdict"] != "PASS"
         assert any("no recorded call for llm:llama-3.3-70b" in r for r in case["reasons"]), case
@@ -142,7 +116,7 @@ def test_groq_mistral_cohere_and_ollama_replay_with_no_server_and_no_key_and_nev
             "        return agent_run.output",
             "        groq_client.models.list()\n        return agent_run.output",
         )
-        agent_module(tmp_path, monkeypatch, listing)
+        agent_module(tmp_path, monkeypatch, "clients_agent", listing)
         case = replayed(cli, report)
         assert case["verdict"] != "PASS"
         refused = f"strict replay refused a connection to 127.0.0.1:{server.port}"

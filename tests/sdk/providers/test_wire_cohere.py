@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import cohere
@@ -15,8 +15,12 @@ import pytest
 
 import tracely_sdk as tracely
 from examples.llm_server import serve
-from tests.sdk.providers._helpers import capturing_content, closed_url, llm_spans
-from tracely_sdk import providers
+from tests.sdk.providers._helpers import (
+    capturing_content,
+    closed_url,
+    instrumented_fixture,
+    llm_spans,
+)
 
 MODEL = "command-a-03-2025"
 WEATHER = {
@@ -29,11 +33,7 @@ WEATHER = {
 }
 
 
-@pytest.fixture
-def instrumented() -> Iterator[None]:
-    providers.instrument("httpx")
-    yield
-    providers.uninstrument("httpx")
+instrumented = instrumented_fixture("httpx")
 
 
 def user(text: str) -> list[dict[str, Any]]:

@@ -9,10 +9,7 @@ beneath every hook: it is not recorded, and strict replay refuses its connection
 
 from __future__ import annotations
 
-import json
 import os
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,9 +18,9 @@ import pytest
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no fetch of prices at import
 
 from examples.llm_server import serve
-from tests.sdk.cli._helpers import CLI, record
-from tests.sdk.providers._helpers import closed_url
-from tracely_sdk import _entrypoints, providers
+from tests.sdk.cli._helpers import CLI, record, replayed
+from tests.sdk.providers._helpers import agent_module, closed_url, instrumented_fixture
+from tracely_sdk import _entrypoints
 
 HEADER = """
 import os
@@ -142,31 +139,7 @@ def ask(question):
 ]
 
 
-@pytest.fixture
-def instrumented() -> Iterator[None]:
-    providers.instrument("auto")
-    yield
-    providers.uninstrument()
-
-
-@pytest.fixture
-def cli(capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> CLI:
-    monkeypatch.setattr("tracely_sdk.cli._replay.init_tracing", lambda: None)
-    monkeypatch.delenv("TRACELY_STORE", raising=False)
-    return CLI(capsys, f"sqlite:///{(tmp_path / 'tracely.db').as_posix().lstrip('/')}")
-
-
-def agent_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str) -> None:
-    """The agent's module, written in the project (``tmp_path``) and not yet imported."""
-    (tmp_path / "framework_agent.py").write_text(source)
-    monkeypatch.delitem(sys.modules, "framework_agent", raising=False)
-
-
-def replayed(cli: CLI, report: Path) -> dict[str, Any]:
-    status, out, err = cli("replay", "--json", str(report))
-    (case,) = json.loads(report.read_text())["cases"]
-    assert (status == 0) == (case["verdict"] == "PASS"), out + err
-    return dict(case)
+instrumented = instrumented_fixture("auto")
 
 
 @pytest.mark.parametrize(("package", "model", "label", "path", "refusal", "provider"), FRAMEWORKS)
@@ -188,7 +161,7 @@ def test_the_framework_records_live_replays_with_no_server_and_no_key_and_never_
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.chdir(tmp_path)  # the project: its own modules may be replayed
     agent = HEADER + model + RUN
-    agent_module(tmp_path, monkeypatch, agent)
+    agent_module(tmp_path, monkeypatch, "framework_agent", agent)
     for name in _entrypoints.API_KEY_VARIABLES:
         monkeypatch.setenv(name, "test-key")
     with serve() as (server, _):
@@ -210,7 +183,7 @@ def test_the_framework_records_live_replays_with_no_server_and_no_key_and_never_
     for name in _entrypoints.API_KEY_VARIABLES:
         monkeypatch.delenv(name)
     monkeypatch.setenv("FRAMEWORK_AGENT_BASE", closed_url())
-    agent_module(tmp_path, monkeypatch, agent)
+    agent_module(tmp_path, monkeypatch, "framework_agent", agent)
     report = tmp_path / "report.json"
     case = replayed(cli, report)
     assert case["verdict"] == "PASS", case
@@ -224,7 +197,7 @@ def test_the_framework_records_live_replays_with_no_server_and_no_key_and_never_
             "        return agent_run.output",
             "        ask('once more')\n        return agent_run.output",
         )
-        agent_module(tmp_path, monkeypatch, twice)
+        agent_module(tmp_path, monkeypatch, "framework_agent", twice)
         case = replayed(cli, report)
         assert case["verdict"] != "PASS"
         refused = refusal.format(label=label)
@@ -256,7 +229,7 @@ def test_dspy_default_engine_is_not_recorded_and_strict_replay_refuses_its_conne
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.chdir(tmp_path)
     agent = HEADER + DSPY_DEFAULT_ENGINE + RUN
-    agent_module(tmp_path, monkeypatch, agent)
+    agent_module(tmp_path, monkeypatch, "framework_agent", agent)
     for name in _entrypoints.API_KEY_VARIABLES:
         monkeypatch.setenv(name, "test-key")
     with serve() as (server, _):
@@ -275,7 +248,7 @@ def test_dspy_default_engine_is_not_recorded_and_strict_replay_refuses_its_conne
         monkeypatch.delenv(name)
     with serve() as (server, _):
         monkeypatch.setenv("FRAMEWORK_AGENT_BASE", server.base_url)
-        agent_module(tmp_path, monkeypatch, agent)
+        agent_module(tmp_path, monkeypatch, "framework_agent", agent)
         case = replayed(cli, tmp_path / "report.json")
         assert case["verdict"] != "PASS"
         refused = f"strict replay refused a connection to 127.0.0.1:{server.port}"

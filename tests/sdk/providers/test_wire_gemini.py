@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import aiohttp
@@ -15,18 +15,18 @@ import pytest
 
 import tracely_sdk as tracely
 from examples.llm_server import serve
-from tests.sdk.providers._helpers import capturing_content, closed_url, llm_spans
-from tracely_sdk import providers
+from tests.sdk.providers._helpers import (
+    capturing_content,
+    closed_url,
+    instrumented_fixture,
+    llm_spans,
+)
 from tracely_sdk.providers.http import answers
 
 GEMINI = "gemini-2.0-flash"
 
 
-@pytest.fixture
-def instrumented() -> Iterator[None]:
-    providers.instrument(["httpx", "aiohttp"])
-    yield
-    providers.uninstrument(["httpx", "aiohttp"])
+instrumented = instrumented_fixture(["httpx", "aiohttp"])
 
 
 def content(text: str, **extra: Any) -> dict[str, Any]:

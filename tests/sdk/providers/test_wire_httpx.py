@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -21,6 +21,7 @@ from examples.llm_server import serve
 from tests.sdk.providers._helpers import (
     capturing_content,
     closed_url,
+    instrumented_fixture,
     llm_spans,
     replays_the_story,
 )
@@ -32,11 +33,7 @@ CLAUDE = "claude-3-5-haiku"
 LIBRARIES = [httpx, httpx2]
 
 
-@pytest.fixture
-def instrumented() -> Iterator[None]:
-    providers.instrument(["httpx", "httpx2"])
-    yield
-    providers.uninstrument(["httpx", "httpx2"])
+instrumented = instrumented_fixture(["httpx", "httpx2"])
 
 
 def chat(text: str, **extra: Any) -> dict[str, Any]:

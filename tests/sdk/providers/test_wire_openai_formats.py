@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -20,7 +20,12 @@ import litellm
 
 import tracely_sdk as tracely
 from examples.llm_server import serve
-from tests.sdk.providers._helpers import capturing_content, closed_url, llm_spans
+from tests.sdk.providers._helpers import (
+    capturing_content,
+    closed_url,
+    instrumented_fixture,
+    llm_spans,
+)
 from tracely_sdk import providers
 
 litellm.suppress_debug_info = True
@@ -29,11 +34,7 @@ MODEL = "gpt-4o"
 EMBEDDER = "text-embedding-3-small"
 
 
-@pytest.fixture
-def instrumented() -> Iterator[None]:
-    providers.instrument(["httpx", "httpx2"])
-    yield
-    providers.uninstrument(["httpx", "httpx2"])
+instrumented = instrumented_fixture(["httpx", "httpx2"])
 
 
 def record(capture: Any, scenario: Callable[[str], Any]) -> tuple[Any, dict[str, Any]]:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from ._helpers import CLI
+from tests.sdk.cli._helpers import CLI
 
 
 @pytest.fixture
