@@ -943,6 +943,9 @@ def _run_case(
         replay=report,
     )
     raised_identity = None if raised is None else _exception_identity(raised)
+    recorded_error = _recorded_agent_error(case.bundle)
+    # Compared only where the verdict reads it: a refusal or a recorded failure decides first.
+    compared = raised is None and not report.errors and recorded_error is None
     decision = decide(
         errors=_dedupe(str(e) for e in report.errors),
         unused=report.unused,
@@ -951,8 +954,8 @@ def _run_case(
         live_checks=report.live_checks,
         raised=raised_identity,
         raised_was_refused=raised is not None and any(raised is e for e in report.errors),
-        output_differs=raised is None and not _equal(output, case.expected_output),
-        recorded_error=_recorded_agent_error(case.bundle),
+        output_differs=compared and not _equal(output, case.expected_output),
+        recorded_error=recorded_error,
         strict=strict,
     )
     result.verdict = decision.verdict
