@@ -132,6 +132,28 @@ def test_a_tool_call_streamed_by_invoke_model_is_on_the_span_as_the_model_asked_
     ]
 
 
+def test_a_stream_closed_early_records_the_chunks_that_were_read(
+    capture: Any, instrumented: None
+) -> None:
+    def scenario(base: str) -> Any:
+        body = {"anthropic_version": "bedrock-2023-05-31", "max_tokens": 50, "messages": []}
+        reply = bedrock(base).invoke_model_with_response_stream(
+            modelId=CLAUDE, body=json.dumps(body)
+        )
+        stream = reply["body"]
+        first = json.loads(next(iter(stream))["chunk"]["bytes"])
+        stream.close()
+        return first
+
+    live, bundle = recorded(capture, scenario)
+    (entry,) = bundle["llm"][CLAUDE]
+    events = entry["output"]["events"]
+    assert events and json.loads(base64.b64decode(events[0]["data"]["bytes"])) == live
+    with tracely.fixtures(bundle) as rep:
+        assert scenario(closed_url()) == live
+    assert rep.clean
+
+
 def test_a_hand_written_answer_is_served_as_anthropic_events_in_chunks(instrumented: None) -> None:
     bundle = {"llm": {CLAUDE: [{"output": "Written by hand", "usage": [3, 3]}]}}
     with tracely.fixtures(bundle) as rep:
@@ -259,4 +281,16 @@ def test_tracely_replay_passes_a_streamed_invoke_model_agent_with_no_server_and_
         case = replayed(cli, report)
         assert case["verdict"] != "PASS"
         assert any(f"no recorded call for llm:{CLAUDE}" in r for r in case["reasons"]), case
+        # Any other Bedrock request: no model call, its connection refused by the guard.
+        guarded = AGENT.replace(
+            "        return agent_run.output",
+            "        client.apply_guardrail(guardrailIdentifier='g1', guardrailVersion='1',\n"
+            "                               source='INPUT', content=[{'text': {'text': city}}])\n"
+            "        return agent_run.output",
+        )
+        agent_module(tmp_path, monkeypatch, "stream_agent", guarded)
+        case = replayed(cli, report)
+        assert case["verdict"] != "PASS"
+        refused = f"strict replay refused a connection to 127.0.0.1:{server.port}"
+        assert any(refused in r for r in case["reasons"]), case
         assert server.requests == []  # nothing reached the live server
