@@ -293,3 +293,30 @@ def test_a_journal_left_by_the_previous_release_is_recovered(
         assert stored(store, bundle["trace_id"], bundle)
     p.shutdown()
     assert not list(directory.glob("segment-*")), "recovered segments are deleted once written"
+
+
+def test_the_journal_still_writes_what_the_previous_release_reads(tmp_path: Path) -> None:
+    journal = Journal(tmp_path / "j")
+    journal.open()
+    for kind, payload in ((KIND_PROTO, b"\x01\x02"), (KIND_JSON, b'{"resourceSpans": []}')):
+        segment, sequence = journal.append(kind, payload)
+        journal.sync(sequence)
+    assert (tmp_path / "j" / f"segment-{segment:010d}.journal").read_bytes() == (
+        _previous_release_record(KIND_PROTO, b"\x01\x02")
+        + _previous_release_record(KIND_JSON, b'{"resourceSpans": []}')
+    )
+    journal.close()
+
+
+def test_a_record_damaged_inside_a_segment_keeps_the_rest_beside_it(tmp_path: Path) -> None:
+    directory = tmp_path / "j"
+    directory.mkdir()
+    records = [_previous_release_record(KIND_JSON, b'{"n": %d}' % n) for n in range(3)]
+    damaged = records[1].replace(b'"n"', b'"m"')  # acknowledged, then a bad sector
+    path = directory / "segment-0000000001.journal"
+    path.write_bytes(records[0] + damaged + records[2])
+    journal = Journal(directory)
+    assert journal.open() == [1]
+    assert list(journal.read(1)) == [(KIND_JSON, b'{"n": 0}')]
+    assert path.with_name(path.name + ".damaged").read_bytes() == damaged + records[2]
+    journal.close()

@@ -346,3 +346,21 @@ def test_a_spool_left_by_the_previous_release_is_replayed(paths: tuple[Path, Pat
     assert rejected.read_bytes() == b'{"trace_id": "torn\n'
     assert _spool_files(spool) == [rejected]  # the rest was committed and let go of
     writer.close()
+
+
+def test_a_spooled_recording_changed_on_disk_is_set_aside_not_stored(
+    paths: tuple[Path, Path],
+) -> None:
+    db, spool = paths
+    recs = [make_recording(i) for i in range(3)]
+    Spool(spool).append(Spool.encode(recs))
+    data = spool.read_bytes()
+    changed = data.replace(b'"weather-svc"', b'"weather-svd"', 1)  # a bad sector, one byte
+    assert changed != data
+    spool.write_bytes(changed)
+    writer = BackgroundWriter(lambda: Flaky(db), spool_path=spool)
+    assert writer.flush(10)
+    assert sorted(_ids(db)) == sorted(r.trace_id for r in recs[1:])
+    rejected = spool.with_name(spool.name + ".rejected.jsonl").read_bytes()
+    assert b'"weather-svd"' in rejected and writer.stats["rejected"] == 1
+    writer.close()
