@@ -62,6 +62,7 @@ __all__ = [
     "Record",
     "SegmentLog",
     "SharedLog",
+    "append_durably",
     "fsync_dir",
 ]
 
@@ -101,6 +102,27 @@ def _write_all(fd: int, parts: Sequence[bytes]) -> None:
             views.pop(0)
         if views and written:
             views[0] = views[0][written:]
+
+
+def append_durably(path: Path, data: bytes, framing: Framing, *, mode: int = 0o666) -> None:
+    """Append framed ``data`` to ``path`` and fsync it (and the directory of a new file); an
+    append that fails is cut off again and raises ``OSError``."""
+    created = not path.exists()
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, mode)
+    try:
+        start = os.fstat(fd).st_size
+        last = os.pread(fd, 1, start - 1) if start else b""
+        try:
+            _write_all(fd, [framing.lead(last), data])
+            os.fsync(fd)
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, start)
+            raise
+    finally:
+        os.close(fd)
+    if created:
+        fsync_dir(path.parent)
 
 
 # --------------------------------------------------------------------------------------------
@@ -143,7 +165,8 @@ _HEADER: Final = struct.Struct("<4sBxxxII")  # magic, kind, payload length, CRC-
 class Frames:
     """Binary records: a 16-byte header (magic, kind, payload length, CRC-32 of the payload,
     little-endian) and the payload. A payload may hold anything, a header included, so nothing
-    after the first damaged record is taken for a record: reading stops there."""
+    after the first damaged record is taken for a record: reading stops there. Damage is torn
+    when it is a record cut short, or zeros to the end."""
 
     def __init__(self, magic: bytes, kinds: Iterable[int]) -> None:
         if len(magic) != 4:
@@ -171,7 +194,9 @@ class Frames:
                         yield Record(payload, kind)
                         offset = end + length
                         continue
-            yield Damage(data[offset:], torn)
+            rest = data[offset:]
+            # A power cut can leave a file longer than what reached it, the rest zeros.
+            yield Damage(rest, torn or not rest.strip(b"\0"))
             return
 
     def lead(self, last: bytes) -> bytes:
@@ -396,21 +421,17 @@ class SegmentLog:
     def _set_aside(self, path: Path, raw: bytes) -> None:
         kept = path.with_name(path.name + ".damaged")
         try:
-            with open(kept, "ab") as f:
-                f.write(raw)
-                f.flush()
-                os.fsync(f.fileno())
+            append_durably(kept, raw, self.framing, mode=0o600)
         except OSError as exc:
             self._log.error(
-                "%s: %d bytes from a damaged record on cannot be read, nor kept in %s (%s)",
+                "%s: a damaged record; the %d bytes from it on cannot be read, nor kept (%s)",
                 path,
                 len(raw),
-                kept,
                 exc,
             )
             return
         self._log.error(
-            "%s: %d bytes from a damaged record on cannot be read; kept in %s",
+            "%s: a damaged record; the %d bytes from it on cannot be read and are kept in %s",
             path,
             len(raw),
             kept,
@@ -587,31 +608,11 @@ class SharedLog:
                 finally:
                     fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
 
-    def _append_to(self, path: Path, data: bytes) -> None:
-        """Append framed ``data`` to ``path`` and fsync it (the lock held); a failed append is
-        cut off again."""
-        created = not path.exists()
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o666)
-        try:
-            start = os.fstat(fd).st_size
-            last = os.pread(fd, 1, start - 1) if start else b""
-            try:
-                _write_all(fd, [self.framing.lead(last), data])
-                os.fsync(fd)
-            except OSError:
-                with contextlib.suppress(OSError):
-                    os.ftruncate(fd, start)
-                raise
-        finally:
-            os.close(fd)
-        if created:
-            fsync_dir(path.parent)
-
     def append(self, data: bytes) -> None:
         """Append framed records to the log and fsync them."""
         if data:
             with self.locked():
-                self._append_to(self.path, data)
+                append_durably(self.path, data, self.framing)
 
     def _claimed_name(self) -> Path:
         return self.path.with_name(
@@ -675,6 +676,11 @@ class SharedLog:
             taken.append(target)
         return taken
 
+    def committed(self, path: Path) -> None:
+        """Every record of a claimed file is stored downstream: the file goes."""
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+
     def records(self, path: Path) -> Iterator[Record | Damage]:
         """The records of a claimed file, and its damaged lines (to :meth:`reject`)."""
         with open(path, "rb") as f:
@@ -685,4 +691,4 @@ class SharedLog:
         data = b"".join(line + b"\n" for line in lines)
         if data:
             with self.locked():
-                self._append_to(self.rejected_path, data)
+                append_durably(self.rejected_path, data, self.framing)

@@ -23,7 +23,6 @@ Each kind of failure is logged once (``logging.getLogger("tracely.store")``), th
 from __future__ import annotations
 
 import collections
-import contextlib
 import hashlib
 import logging
 import os
@@ -493,8 +492,7 @@ class BackgroundWriter:
             pending = list(self._pending)
         for path in pending:
             self._store_file(path)
-            with contextlib.suppress(FileNotFoundError):
-                path.unlink()
+            self.spool.committed(path)
             with self._cond:
                 self._pending.remove(path)
                 self._ahead.pop(path, None)

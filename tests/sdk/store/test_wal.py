@@ -147,6 +147,20 @@ def test_damage_inside_a_segment_is_kept_beside_it_not_dropped(
     again.close()
 
 
+def test_zeros_a_power_cut_left_at_the_end_are_a_write_cut_short(tmp_path: Path) -> None:
+    log = SegmentLog(tmp_path, FRAMES)
+    log.open()
+    log.sync(log.append(2, b"kept")[1])
+    path = segment_file(tmp_path)
+    log.close()
+    path.write_bytes(path.read_bytes() + bytes(40))
+    again = SegmentLog(tmp_path, FRAMES)
+    again.open()
+    assert list(again.read(1)) == [(2, b"kept")]
+    assert not list(tmp_path.glob("*.damaged"))
+    again.close()
+
+
 _FULL_DISK = """
 import resource, signal, sys
 from pathlib import Path
