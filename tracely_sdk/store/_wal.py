@@ -93,10 +93,14 @@ def fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
+_writev = getattr(os, "writev", None)  # not on Windows
+_O_BINARY: Final = getattr(os, "O_BINARY", 0)  # Windows would translate newlines without it
+
+
 def _write_all(fd: int, parts: Sequence[bytes]) -> None:
     views = [memoryview(part) for part in parts if part]
     while views:
-        written = os.writev(fd, views)
+        written = _writev(fd, views) if _writev is not None else os.write(fd, views[0])
         while views and written >= len(views[0]):
             written -= len(views[0])
             views.pop(0)
@@ -108,10 +112,13 @@ def append_durably(path: Path, data: bytes, framing: Framing, *, mode: int = 0o6
     """Append framed ``data`` to ``path`` and fsync it (and the directory of a new file); an
     append that fails is cut off again and raises ``OSError``."""
     created = not path.exists()
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, mode)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND | _O_BINARY, mode)
     try:
         start = os.fstat(fd).st_size
-        last = os.pread(fd, 1, start - 1) if start else b""
+        last = b""
+        if start:
+            os.lseek(fd, start - 1, os.SEEK_SET)
+            last = os.read(fd, 1)
         try:
             _write_all(fd, [framing.lead(last), data])
             os.fsync(fd)
@@ -362,7 +369,8 @@ class SegmentLog:
     def _start_segment(self, segment: int) -> None:
         path = self._path(segment)
         try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_EXCL, 0o600)
+            flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_EXCL | _O_BINARY
+            fd = os.open(path, flags, 0o600)
         except OSError as exc:
             raise LogError(f"cannot create {path}: {exc}") from exc
         fsync_dir(self.directory)
