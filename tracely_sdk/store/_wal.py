@@ -599,9 +599,6 @@ class SharedLog:
     def detach(self) -> None:
         _live_tokens.discard(self.token)
 
-    def frame(self, payloads: Iterable[bytes]) -> bytes:
-        return b"".join(part for p in payloads for part in self.framing.frame(p))
-
     @contextlib.contextmanager
     def locked(self) -> Iterator[None]:
         with self._thread_lock:

@@ -31,6 +31,10 @@ documents = st.lists(st.dictionaries(st.text(max_size=8), json_values, max_size=
 quick = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
+def lines(payloads: list[bytes]) -> bytes:
+    return b"".join(part for payload in payloads for part in LINES.frame(payload))
+
+
 def segment_file(directory: Path) -> Path:
     (path,) = directory.glob("segment-*.log")
     return path
@@ -80,9 +84,9 @@ def test_a_shared_log_cut_at_any_byte_gives_back_exactly_the_records_before_the_
         size = 0
         for batch in batches:
             encoded = [orjson.dumps(document) for document in batch]
-            log.append(log.frame(encoded))
+            log.append(lines(encoded))
             for payload in encoded:
-                size += len(log.frame([payload]))
+                size += len(lines([payload]))
                 ends.append((payload, size - 1))  # whole without the newline after it
         data = log.path.read_bytes() if log.path.exists() else b""
         for at in range(len(data) + 1):
@@ -111,7 +115,7 @@ def test_a_line_is_one_json_object_that_another_reader_still_reads() -> None:
 
 def test_a_changed_line_is_damage_and_the_lines_after_it_are_read(tmp_path: Path) -> None:
     log = SharedLog(tmp_path / "log.jsonl", LINES)
-    log.append(log.frame([b'{"city":"Paris"}', b'{"city":"Oslo"}', b'{"city":"Lima"}']))
+    log.append(lines([b'{"city":"Paris"}', b'{"city":"Oslo"}', b'{"city":"Lima"}']))
     log.path.write_bytes(log.path.read_bytes().replace(b"Oslo", b"Osla"))
     read = list(log.records(log.path))
     assert read[0] == Record(b'{"city":"Paris"}') and read[2] == Record(b'{"city":"Lima"}')
@@ -121,7 +125,7 @@ def test_a_changed_line_is_damage_and_the_lines_after_it_are_read(tmp_path: Path
 def test_a_line_of_the_previous_release_is_read_as_it_is(tmp_path: Path) -> None:
     log = SharedLog(tmp_path / "log.jsonl", LINES)
     log.path.write_bytes(b'{"city":"Paris"}\n')
-    log.append(log.frame([b'{"city":"Oslo"}']))
+    log.append(lines([b'{"city":"Oslo"}']))
     assert list(log.records(log.path)) == [Record(b'{"city":"Paris"}'), Record(b'{"city":"Oslo"}')]
 
 
@@ -167,20 +171,20 @@ from pathlib import Path
 from tracely_sdk.store._wal import Lines, SharedLog, SegmentLog, Frames, LogError
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
 shared = SharedLog(Path(sys.argv[1]) / "log.jsonl", Lines())
-shared.append(shared.frame([b'{"n":1}']))
+shared.append(Lines().frame(b'{"n":1}')[0])
 segments = SegmentLog(Path(sys.argv[1]) / "segments", Frames(b"TEST", [1]))
 segments.open()
 segments.sync(segments.append(1, b"kept")[1])
 resource.setrlimit(resource.RLIMIT_FSIZE, (200, 200))  # the disk is full past 200 bytes
 try:
-    shared.append(shared.frame([b'{"n":"' + b"x" * 300 + b'"}']))
+    shared.append(Lines().frame(b'{"n":"' + b"x" * 300 + b'"}')[0])
 except OSError as exc:
     print("spool:", exc.errno)
 try:
     segments.append(1, b"y" * 300)
 except LogError as exc:
     print("journal:", exc)
-shared.append(shared.frame([b'{"n":3}']))
+shared.append(Lines().frame(b'{"n":3}')[0])
 segments.sync(segments.append(1, b"after")[1])
 """
 
