@@ -62,8 +62,6 @@ __all__ = [
     "Record",
     "SegmentLog",
     "SharedLog",
-    "append_durably",
-    "fsync_dir",
 ]
 
 log = logging.getLogger("tracely.store")
@@ -77,7 +75,7 @@ class LogInUse(ConfigError):
     """Another process owns the log's directory."""
 
 
-def fsync_dir(directory: Path) -> None:
+def _fsync_dir(directory: Path) -> None:
     """Make a file created (or renamed) in ``directory`` survive a power cut."""
     if os.name != "posix":  # pragma: no cover - the file's own fsync is all there is
         return
@@ -108,7 +106,7 @@ def _write_all(fd: int, parts: Sequence[bytes]) -> None:
             views[0] = views[0][written:]
 
 
-def append_durably(path: Path, data: bytes, framing: Framing, *, mode: int = 0o666) -> None:
+def _append_durably(path: Path, data: bytes, framing: Framing, *, mode: int = 0o666) -> None:
     """Append framed ``data`` to ``path`` and fsync it (and the directory of a new file); an
     append that fails is cut off again and raises ``OSError``."""
     created = not path.exists()
@@ -129,7 +127,7 @@ def append_durably(path: Path, data: bytes, framing: Framing, *, mode: int = 0o6
     finally:
         os.close(fd)
     if created:
-        fsync_dir(path.parent)
+        _fsync_dir(path.parent)
 
 
 # --------------------------------------------------------------------------------------------
@@ -373,7 +371,7 @@ class SegmentLog:
             fd = os.open(path, flags, 0o600)
         except OSError as exc:
             raise LogError(f"cannot create {path}: {exc}") from exc
-        fsync_dir(self.directory)
+        _fsync_dir(self.directory)
         self._fd, self._active, self._active_size = fd, segment, 0
         self._active_since = time.monotonic()
         self._refs.setdefault(segment, 0)
@@ -429,7 +427,7 @@ class SegmentLog:
     def _set_aside(self, path: Path, raw: bytes) -> None:
         kept = path.with_name(path.name + ".damaged")
         try:
-            append_durably(kept, raw, self.framing, mode=0o600)
+            _append_durably(kept, raw, self.framing, mode=0o600)
         except OSError as exc:
             self._log.error(
                 "%s: a damaged record; the %d bytes from it on cannot be read, nor kept (%s)",
@@ -617,7 +615,7 @@ class SharedLog:
         """Append framed records to the log and fsync them."""
         if data:
             with self.locked():
-                append_durably(self.path, data, self.framing)
+                _append_durably(self.path, data, self.framing)
 
     def _claimed_name(self) -> Path:
         return self.path.with_name(
@@ -632,7 +630,7 @@ class SharedLog:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
-        fsync_dir(self.path.parent)
+        _fsync_dir(self.path.parent)
         return target
 
     def claim(self) -> Path | None:
@@ -645,7 +643,7 @@ class SharedLog:
                 return None
             target = self._claimed_name()
             os.replace(self.path, target)
-            fsync_dir(self.path.parent)
+            _fsync_dir(self.path.parent)
             return target
 
     def leftovers(self) -> list[Path]:
@@ -696,4 +694,4 @@ class SharedLog:
         data = b"".join(line + b"\n" for line in lines)
         if data:
             with self.locked():
-                append_durably(self.rejected_path, data, self.framing)
+                _append_durably(self.rejected_path, data, self.framing)
