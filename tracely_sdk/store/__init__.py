@@ -45,6 +45,7 @@ from tracely_sdk.store._files import (
     tracely_dir,
 )
 from tracely_sdk.store._migrations import NewerSchema
+from tracely_sdk.store._outline import CallOutline, Cut, RecordedCalls, RecordingSummary
 from tracely_sdk.store._model import (
     Case,
     CaseVersion,
@@ -62,13 +63,17 @@ from tracely_sdk.store._writer import BackgroundWriter
 
 __all__ = [
     "BackgroundWriter",
+    "CallOutline",
     "Case",
     "CaseFileError",
     "CaseVersion",
+    "Cut",
     "InvalidCase",
     "NewerSchema",
     "Promotion",
+    "RecordedCalls",
     "Recording",
+    "RecordingSummary",
     "Run",
     "SQLStore",
     "SQLiteStore",

@@ -17,6 +17,7 @@ from typing import Any
 from tracely_otel import Bundle, BundleFormatError, validate_bundle
 from tracely_sdk._canonical import canonical_equal
 from tracely_sdk.errors import Conflict, StoreError
+from tracely_sdk.store._outline import RecordedCalls, RecordingSummary, calls_of, summary_of
 from tracely_sdk.store._model import (
     Case,
     CaseVersion,
@@ -112,6 +113,25 @@ class Store(abc.ABC):
         agent: str | None = None,
     ) -> list[Recording]:
         """Recordings newest first (by ``started_at``), optionally of one service or agent."""
+
+    def recording_summaries(
+        self,
+        limit: int = 50,
+        offset: int = 0,
+        service: str | None = None,
+        agent: str | None = None,
+    ) -> list[RecordingSummary]:
+        """:meth:`list_recordings` as a list of traces shows them: without their calls, the
+        input, output, service and agent name cut (see :mod:`tracely_sdk.store._outline`).
+        This reads whole recordings; a backend that can reads the summary only."""
+        found = self.list_recordings(limit=limit, offset=offset, service=service, agent=agent)
+        return [summary_of(r, cut=True) for r in found]
+
+    def recording_calls(self, trace_id: str, offset: int = 0, limit: int = 20) -> RecordedCalls:
+        """The facts of the recording of ``trace_id``, the outline of all its calls in the
+        trace's order, and the whole entries of ``limit`` of them from ``offset``; NotFound if
+        there is none. This reads the whole recording; a backend that can reads only those."""
+        return calls_of(self.get_recording(trace_id), offset, limit)
 
     # cases --------------------------------------------------------------------------------
 

@@ -38,6 +38,7 @@ from tracely_sdk.store._base import (
     plan_promotion,
     plan_recapture,
 )
+from tracely_sdk.store import _outline
 from tracely_sdk.store._migrations import (
     SQLITE,
     Connection,
@@ -58,6 +59,7 @@ from tracely_sdk.store._model import (
     redact_url,
     validate_entrypoint,
 )
+from tracely_sdk.store._outline import RecordedCalls, RecordingSummary
 from tracely_sdk.store._seal import broken_fields, case_row_fields, seal, version_row_fields
 
 __all__ = ["CASE_COLUMNS", "REC_COLUMNS", "SQLStore", "SQLiteStore", "case_from_row"]
@@ -89,6 +91,16 @@ def _l(text: Any) -> Any:
         return None
     try:
         return orjson.loads(text)
+    except orjson.JSONDecodeError as exc:
+        raise _CorruptRow(str(exc)) from exc
+
+
+def _d(text: Any) -> Any:
+    """:func:`_l` for what the outline of a recording reads (see ``_outline.decode``)."""
+    if text is None:
+        return None
+    try:
+        return _outline.decode(text)
     except orjson.JSONDecodeError as exc:
         raise _CorruptRow(str(exc)) from exc
 
@@ -398,6 +410,105 @@ class SQLStore(Store):
         with self._read() as conn:
             rows = conn.execute(self._q(sql), (*params, limit, offset)).fetchall()
         return [_recording(r) for r in rows]
+
+    def recording_summaries(
+        self,
+        limit: int = 50,
+        offset: int = 0,
+        service: str | None = None,
+        agent: str | None = None,
+    ) -> list[RecordingSummary]:
+        _check_page(limit, offset)
+        where, params = [], []
+        if service is not None:
+            where.append("service = ?")
+            params.append(service)
+        if agent is not None:
+            where.append("agent_name = ?")
+            params.append(agent)
+        sql = _outline.SUMMARIES_SQL
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += " ORDER BY started_at DESC, trace_id DESC LIMIT ? OFFSET ?"
+        with self._read() as conn:
+            rows = conn.execute(self._q(sql), (*params, limit, offset)).fetchall()
+        try:
+            return [
+                RecordingSummary(
+                    trace_id=row[0],
+                    service=row[1],
+                    agent_name=row[2],
+                    started_at=int(row[3]),
+                    status=row[4],
+                    input=_outline.listed_value(row[5], row[6]),
+                    output=_outline.listed_value(row[7], row[8]),
+                )
+                for row in rows
+            ]
+        except orjson.JSONDecodeError as exc:
+            raise _corrupt("a recording", _CorruptRow(str(exc))) from exc
+
+    def recording_calls(self, trace_id: str, offset: int = 0, limit: int = 20) -> RecordedCalls:
+        _check_page(limit, offset)
+        try:
+            return self._recording_calls(trace_id, offset, limit)
+        except _CorruptRow as exc:
+            raise _corrupt(f"recording {trace_id}", exc) from exc
+
+    def _recording_calls(self, trace_id: str, offset: int, limit: int) -> RecordedCalls:
+        engine = self.dialect.name
+        with self._read() as conn:
+            head = conn.execute(_outline.HEAD_SQL[engine], (trace_id,)).fetchone()
+            if head is None:
+                raise NotFound(f"no recording of trace {trace_id!r} in {self.url}")
+            rows: list[tuple[str, str, int, Any, Any, Any, Any]] = []
+            for section in _outline.SECTIONS:
+                if engine == "sqlite":
+                    path = "$." + section
+                    found = conn.execute(
+                        _outline.OUTLINE_SQL[engine], (path, trace_id, path)
+                    ).fetchall()
+                    facts = [(n, i, *(_d(f) or (None,) * 4)) for n, i, f in found]
+                else:
+                    found = conn.execute(_outline.OUTLINE_SQL[engine], (section, trace_id))
+                    facts = [(n, i, *map(_d, f)) for n, i, *f in found.fetchall()]
+                rows += [(section, str(n), int(i), *f) for n, i, *f in facts]
+            outline = _outline.in_order(rows)
+            shown = outline[offset : offset + limit]
+            wanted: dict[tuple[str, str], list[int]] = {}
+            for call in shown:
+                wanted.setdefault((call.kind, call.name), []).append(call.index)
+            entries: dict[tuple[str, str, int], Any] = {}
+            for (section, name), indexes in wanted.items():
+                if engine == "sqlite":
+                    paths = [f"$[{i}]" for i in indexes] * (2 if len(indexes) == 1 else 1)
+                    sql = _outline.ENTRIES_SQL[engine].format(paths=", ".join("?" * len(paths)))
+                    found = conn.execute(sql, (*paths, "$." + section, trace_id, name))
+                    row = found.fetchone()
+                    values = _d(row[0]) if row is not None else []
+                    for i, value in zip(indexes, values):
+                        entries[(section, name, i)] = value
+                else:
+                    found = conn.execute(
+                        _outline.ENTRIES_SQL[engine], (section, name, trace_id, indexes)
+                    )
+                    for i, text in found.fetchall():
+                        entries[(section, name, int(i))] = _d(text)
+        summary = RecordingSummary(
+            trace_id=head[0],
+            service=head[1],
+            agent_name=head[2],
+            started_at=int(head[3]),
+            status=head[4],
+            input=_d(head[5]),
+            output=_d(head[6]),
+            replay_mode=head[7],
+            received_at=int(head[8]),
+            ended_at=_d(head[9]),
+        )
+        return RecordedCalls(
+            summary, outline, offset, [entries.get((c.kind, c.name, c.index)) for c in shown]
+        )
 
     # cases --------------------------------------------------------------------------------
 

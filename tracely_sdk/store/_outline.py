@@ -1,0 +1,249 @@
+"""What the pages read of a recording: its facts and a page of its calls, not the whole of it.
+
+A recording's bundle is one JSON document; 200 calls of 20 kB are 7 MiB of it and 160 MB of
+Python objects once decoded. A page shows twenty calls, and a list of traces shows none, so
+the SQL stores answer them without decoding the bundle in Python:
+
+- the list reads the summary columns only, each of the input, output, service and agent
+  name cut to :data:`SUMMARY_TEXT` characters by the engine (:meth:`Store.recording_summaries`);
+- a trace page reads the outline of every call (its kind, name, place, ``seq``, times and token
+  usage: a few numbers each, what the call count and the waterfall need) and the whole entries
+  of the calls it shows only (:meth:`Store.recording_calls`), both taken out of the bundle by
+  the engine's JSON functions (SQLite ``json_each``, PostgreSQL ``json_each`` /
+  ``json_array_elements`` on the ``json`` type, which keeps the text as stored).
+
+A backend without such functions (the HTTP client) reads the whole recording and cuts it
+here, with the same answer. Nothing is written: the stored recording stays as it is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from tracely_sdk.store._model import Recording, dumps_json
+
+__all__ = [
+    "SUMMARY_TEXT",
+    "CallOutline",
+    "Cut",
+    "RecordedCalls",
+    "RecordingSummary",
+    "calls_of",
+    "decode",
+    "in_order",
+    "summary_of",
+]
+
+# Characters of a listed trace's input, output, service and agent name read from the store:
+# a list shows a few dozen of each.
+SUMMARY_TEXT = 2_000
+
+# The sections of a bundle that hold calls, in the order their entries are numbered when
+# they carry no ``seq`` (as the matcher numbers them).
+SECTIONS = ("tools", "llm")
+
+
+def decode(text: str | bytes) -> Any:
+    """JSON text read from the store as a value (the one place the outline decodes)."""
+    return orjson.loads(text)
+
+
+@dataclass(frozen=True)
+class Cut:
+    """The beginning of a value too long to read whole for a list: ``text`` is the value as
+    a page shows it (a string itself, anything else its JSON), ``length`` the length of its
+    whole JSON text."""
+
+    text: str
+    length: int
+
+
+@dataclass(frozen=True)
+class RecordingSummary:
+    """A recording's facts without its calls. In a list, ``input``, ``output``, ``service``
+    and ``agent_name`` may be cut (``input``/``output`` are then :class:`Cut`); for a trace
+    page they are whole, and ``ended_at`` is the agent run's end (None when unknown)."""
+
+    trace_id: str
+    service: str
+    agent_name: str | None
+    started_at: int
+    status: str
+    input: Any
+    output: Any
+    replay_mode: str | None = None
+    received_at: int | None = None
+    ended_at: Any = None
+
+
+@dataclass(frozen=True)
+class CallOutline:
+    """One recorded call without its values: ``kind`` (``tools``/``llm``), ``name``, its
+    ``index`` among the calls of that name, its ``seq``, and its times and token usage as
+    recorded (None when absent)."""
+
+    kind: str
+    name: str
+    index: int
+    seq: int
+    started_at: Any = None
+    ended_at: Any = None
+    usage: Any = None
+
+
+@dataclass(frozen=True)
+class RecordedCalls:
+    """A recording's facts, the outline of every call in the trace's order, and the whole
+    entries of ``outline[offset:offset + len(entries)]``."""
+
+    summary: RecordingSummary
+    outline: list[CallOutline]
+    offset: int
+    entries: list[Mapping[str, Any]]
+
+
+def in_order(rows: Iterable[tuple[str, str, int, Any, Any, Any, Any]]) -> list[CallOutline]:
+    """Outlines from rows ``(kind, name, index, seq, started_at, ended_at, usage)`` given
+    section by section in the bundle's order, sorted as replay orders the calls: by ``seq``,
+    a call without one taking its place among all the calls (tools first, then LLM calls)."""
+    by_section: dict[str, list[tuple[str, str, int, Any, Any, Any, Any]]] = {s: [] for s in SECTIONS}
+    for row in rows:
+        by_section[row[0]].append(row)
+    calls = []
+    order = 0
+    for section in SECTIONS:
+        for kind, name, index, seq, started, ended, usage in by_section[section]:
+            order += 1
+            number = seq if type(seq) is int else order
+            calls.append(CallOutline(kind, name, index, number, started, ended, usage))
+    calls.sort(key=lambda c: c.seq)  # stable: calls of one seq keep the bundle's order
+    return calls
+
+
+def summary_of(recording: Recording, *, cut: bool = False) -> RecordingSummary:
+    """The summary of a whole recording (``cut``: as a list reads it)."""
+    agent = recording.bundle.get("agent")
+    ended = agent.get("ended_at") if isinstance(agent, Mapping) else None
+    return RecordingSummary(
+        trace_id=recording.trace_id,
+        service=_cut_name(recording.service) if cut else recording.service,
+        agent_name=_cut_name(recording.agent_name) if cut else recording.agent_name,
+        started_at=recording.started_at,
+        status=recording.status,
+        input=_cut_value(recording.input) if cut else recording.input,
+        output=_cut_value(recording.output) if cut else recording.output,
+        replay_mode=recording.replay_mode,
+        received_at=recording.received_at,
+        ended_at=ended,
+    )
+
+
+def _cut_name(name: str | None) -> Any:
+    return name if name is None else name[:SUMMARY_TEXT]
+
+
+def _cut_value(value: Any) -> Any:
+    text = None if value is None else dumps_json(value)
+    return value if text is None else listed_value(text[:SUMMARY_TEXT], len(text))
+
+
+def listed_value(head: str | None, length: int | None) -> Any:
+    """A listed input or output from the first :data:`SUMMARY_TEXT` characters of its JSON
+    text and the whole text's length: the value when that is all of it, else a :class:`Cut`."""
+    if head is None:
+        return None
+    if length is None or length <= len(head):
+        return decode(head)
+    if head.startswith('"'):
+        # A string: as much of it as decodes (the cut may fall inside an escape).
+        for end in range(len(head), max(len(head) - 12, 1), -1):
+            try:
+                text = decode(head[:end] + '"')
+            except orjson.JSONDecodeError:
+                continue
+            return Cut(text, length)
+    return Cut(head, length)
+
+
+def calls_of(recording: Recording, offset: int, limit: int) -> RecordedCalls:
+    """:class:`RecordedCalls` of a whole recording (a backend that cannot read less)."""
+    bundle = recording.bundle
+    rows = []
+    for section in SECTIONS:
+        calls = bundle.get(section)
+        for name, entries in calls.items() if isinstance(calls, Mapping) else ():
+            for index, entry in enumerate(entries if isinstance(entries, list) else ()):
+                raw = entry if isinstance(entry, Mapping) else {}
+                rows.append(
+                    (
+                        section,
+                        name,
+                        index,
+                        raw.get("seq"),
+                        raw.get("started_at"),
+                        raw.get("ended_at"),
+                        raw.get("usage"),
+                    )
+                )
+    outline = in_order(rows)
+    entries = [bundle[c.kind][c.name][c.index] for c in outline[offset : offset + limit]]
+    return RecordedCalls(summary_of(recording), outline, offset, entries)
+
+
+# -- the SQL of each engine -----------------------------------------------------------------
+#
+# Written for the two engines apart: their JSON functions differ. Every statement reads one
+# recording (by trace id) and hands Python small values, or the entries a page shows.
+
+# A list's columns: those before ``bundle`` only (SQLite reads a row's columns in order, and
+# one past the bundle would walk the bundle's pages).
+SUMMARIES_SQL = (
+    "SELECT trace_id, substr(service, 1, {n}), substr(agent_name, 1, {n}), started_at, status, "
+    "substr(input, 1, {n}), length(input), substr(output, 1, {n}), length(output) "
+    "FROM recordings"
+).format(n=SUMMARY_TEXT)
+
+# The recording's facts and the agent run's end.
+HEAD_SQL = {
+    "sqlite": "SELECT trace_id, service, agent_name, started_at, status, input, output, "
+    "replay_mode, received_at, bundle -> '$.agent.ended_at' FROM recordings WHERE trace_id = ?",
+    "postgresql": "SELECT trace_id, service, agent_name, started_at, status, input, output, "
+    "replay_mode, received_at, (bundle::json -> 'agent' -> 'ended_at')::text "
+    "FROM recordings WHERE trace_id = %s",
+}
+
+# Every call of one section (a parameter: ``$.tools`` / ``tools``), in the bundle's order:
+# its name, index, and [seq, started_at, ended_at, usage] (SQLite: one JSON array; PostgreSQL:
+# four JSON texts).
+OUTLINE_SQL = {
+    "sqlite": "SELECT n.key, e.key, CASE WHEN e.type = 'object' THEN "
+    "json_extract(e.value, '$.seq', '$.started_at', '$.ended_at', '$.usage') END "
+    "FROM recordings r, json_each(r.bundle, ?) n, "
+    "json_each(CASE WHEN n.type = 'array' THEN n.value ELSE '[]' END) e "
+    "WHERE r.trace_id = ? AND json_type(r.bundle, ?) = 'object' ORDER BY n.id, e.key",
+    "postgresql": "SELECT n.key, e.i - 1, (e.v -> 'seq')::text, (e.v -> 'started_at')::text, "
+    "(e.v -> 'ended_at')::text, (e.v -> 'usage')::text "
+    "FROM (SELECT bundle::json -> CAST(%s AS TEXT) AS s FROM recordings WHERE trace_id = %s "
+    "OFFSET 0) r "
+    "CROSS JOIN LATERAL json_each(CASE WHEN json_typeof(r.s) = 'object' THEN r.s "
+    "ELSE '{}'::json END) WITH ORDINALITY n(key, value, ni) "
+    "CROSS JOIN LATERAL json_array_elements(CASE WHEN json_typeof(n.value) = 'array' "
+    "THEN n.value ELSE '[]'::json END) WITH ORDINALITY e(v, i) "
+    "ORDER BY n.ni, e.i",
+}
+
+# The whole entries of one name of one section at the given indexes (SQLite: a JSON array of
+# them, in the order asked, from one path per index; PostgreSQL: a row per entry).
+ENTRIES_SQL = {
+    "sqlite": "SELECT json_extract(n.value, {paths}) FROM recordings r, json_each(r.bundle, ?) n "
+    "WHERE r.trace_id = ? AND n.key = ?",
+    "postgresql": "SELECT e.i - 1, e.v::text "
+    "FROM (SELECT bundle::json -> CAST(%s AS TEXT) -> CAST(%s AS TEXT) AS a FROM recordings "
+    "WHERE trace_id = %s OFFSET 0) r "
+    "CROSS JOIN LATERAL json_array_elements(CASE WHEN json_typeof(r.a) = 'array' THEN r.a "
+    "ELSE '[]'::json END) WITH ORDINALITY e(v, i) WHERE e.i - 1 = ANY(%s)",
+}
