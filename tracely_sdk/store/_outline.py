@@ -169,9 +169,8 @@ def listed_value(head: str | None, length: int | None) -> Any:
     return Cut(head, length)
 
 
-def calls_of(recording: Recording, offset: int, limit: int) -> RecordedCalls:
-    """:class:`RecordedCalls` of a whole recording (a backend that cannot read less)."""
-    bundle = recording.bundle
+def _rows(bundle: Mapping[str, Any]) -> list[tuple[str, str, int, Any, Any, Any, Any]]:
+    """The outline rows of a bundle's calls, section by section (see :func:`in_order`)."""
     rows = []
     for section in SECTIONS:
         calls = bundle.get(section)
@@ -189,7 +188,81 @@ def calls_of(recording: Recording, offset: int, limit: int) -> RecordedCalls:
                         raw.get("usage"),
                     )
                 )
-    outline = in_order(rows)
+    return rows
+
+
+def stored_outline(text: str, bundle: Mapping[str, Any]) -> str:
+    """The outline a SQL store keeps beside a recording whose bundle is stored as ``text``
+    (``bundle`` decoded): the agent run's end, and each call in the trace's order with where
+    its entry's JSON text lies in ``text`` (start and length in UTF-8 bytes; nulls when it is
+    not there as the store writes it). Computed once, when the recording is written, so that
+    a page reads its calls' facts, and the text of the calls it shows only."""
+    rows = _rows(bundle)
+    places: dict[tuple[str, str, int], tuple[int, int]] = {}
+    at = 0  # where the last piece ended, in characters and in UTF-8 bytes
+    at_byte = 0
+    # In the text's order as the store writes it (sorted keys), so each search goes on from
+    # where the last one ended; a piece not found there is looked for from the start. A piece
+    # is the entry's own text, so wherever it is found, it reads back as that entry.
+    for kind, name, index, *_ in sorted(rows, key=lambda r: (r[0], str(r[1]), r[2])):
+        try:
+            piece = dumps_json(bundle[kind][name][index])
+        except ValueError:
+            continue
+        found = text.find(piece, at)
+        if found < 0:
+            found, at, at_byte = text.find(piece), 0, 0
+        if found < 0:
+            continue
+        start = at_byte + len(text[at:found].encode("utf-8"))
+        size = len(piece.encode("utf-8"))
+        places[(kind, name, index)] = (start, size)
+        at, at_byte = found + len(piece), start + size
+    calls = []
+    for c in in_order(rows):
+        start, length = places.get((c.kind, c.name, c.index), (None, None))
+        calls.append(
+            [c.kind, c.name, c.index, c.seq, c.started_at, c.ended_at, c.usage, start, length]
+        )
+    agent = bundle.get("agent")
+    ended = agent.get("ended_at") if isinstance(agent, Mapping) else None
+    return dumps_json({"calls": calls, "ended_at": ended})
+
+
+def stored_text(bundle: Mapping[str, Any]) -> tuple[str, str]:
+    """A bundle's text as a SQL store writes it, and its outline (:func:`stored_outline`)."""
+    text = dumps_json(bundle)
+    return text, stored_outline(text, bundle)
+
+
+def read_outline(text: str) -> tuple[list[CallOutline], list[tuple[int, int] | None], Any]:
+    """A stored outline: the calls in the trace's order, where each one's entry lies in the
+    bundle's text (None: not known), and the agent run's end."""
+    doc = decode(text)
+    calls, places = [], []
+    for kind, name, index, seq, started, ended, usage, start, length in doc["calls"]:
+        calls.append(CallOutline(kind, name, index, seq, started, ended, usage))
+        places.append((start, length) if type(start) is int and type(length) is int else None)
+    return calls, places, doc.get("ended_at")
+
+
+def describes(call: CallOutline, entry: Any) -> bool:
+    """Whether ``entry`` (read where the outline put it) is the call ``call`` outlines."""
+    if not isinstance(entry, Mapping):
+        return False
+    seq = entry.get("seq")
+    return (
+        (type(seq) is not int or seq == call.seq)
+        and entry.get("started_at") == call.started_at
+        and entry.get("ended_at") == call.ended_at
+        and entry.get("usage") == call.usage
+    )
+
+
+def calls_of(recording: Recording, offset: int, limit: int) -> RecordedCalls:
+    """:class:`RecordedCalls` of a whole recording (a backend that cannot read less)."""
+    bundle = recording.bundle
+    outline = in_order(_rows(bundle))
     entries = [bundle[c.kind][c.name][c.index] for c in outline[offset : offset + limit]]
     return RecordedCalls(summary_of(recording), outline, offset, entries)
 
@@ -207,13 +280,28 @@ SUMMARIES_SQL = (
     "FROM recordings"
 ).format(n=SUMMARY_TEXT)
 
-# The recording's facts and the agent run's end.
-HEAD_SQL = {
-    "sqlite": "SELECT trace_id, service, agent_name, started_at, status, input, output, "
-    "replay_mode, received_at, bundle -> '$.agent.ended_at' FROM recordings WHERE trace_id = ?",
-    "postgresql": "SELECT trace_id, service, agent_name, started_at, status, input, output, "
-    "replay_mode, received_at, (bundle::json -> 'agent' -> 'ended_at')::text "
-    "FROM recordings WHERE trace_id = %s",
+# The recording's facts and its stored outline (NULL: none).
+HEAD_SQL = (
+    "SELECT trace_id, service, agent_name, started_at, status, input, output, replay_mode, "
+    "received_at, outline FROM recordings WHERE trace_id = ?"
+)
+
+# The agent run's end, from the bundle (a recording without an outline).
+ENDED_SQL = {
+    "sqlite": "SELECT bundle -> '$.agent.ended_at' FROM recordings WHERE trace_id = ?",
+    "postgresql": "SELECT (bundle::json -> 'agent' -> 'ended_at')::text FROM recordings "
+    "WHERE trace_id = %s",
+}
+
+# The UTF-8 bytes of entries where the outline says they lie (``{texts}``: one
+# ``substring(bundle FROM ? FOR ?)`` each), the bundle's text converted once for all of them.
+# SQLite reads them with its incremental blob I/O instead (only those bytes), where Python
+# has it (3.11), else with this.
+TEXTS_SQL = {
+    "sqlite": "SELECT {texts} FROM (SELECT CAST(bundle AS BLOB) AS bundle FROM recordings "
+    "WHERE trace_id = ?) r",
+    "postgresql": "SELECT {texts} FROM (SELECT convert_to(bundle, 'UTF8') AS bundle "
+    "FROM recordings WHERE trace_id = %s OFFSET 0) r",
 }
 
 # Every call of one section (a parameter: ``$.tools`` / ``tools``), in the bundle's order:

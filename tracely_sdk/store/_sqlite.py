@@ -59,7 +59,7 @@ from tracely_sdk.store._model import (
     redact_url,
     validate_entrypoint,
 )
-from tracely_sdk.store._outline import RecordedCalls, RecordingSummary
+from tracely_sdk.store._outline import CallOutline, RecordedCalls, RecordingSummary
 from tracely_sdk.store._seal import broken_fields, case_row_fields, seal, version_row_fields
 
 __all__ = ["CASE_COLUMNS", "REC_COLUMNS", "SQLStore", "SQLiteStore", "case_from_row"]
@@ -349,7 +349,7 @@ class SQLStore(Store):
                 r.status,
                 _j(r.input),
                 _j(r.output),
-                dumps_json(r.bundle),
+                *_outline.stored_text(r.bundle),
                 r.replay_mode,
                 r.received_at,
                 bundle_weight(r.bundle),
@@ -359,14 +359,16 @@ class SQLStore(Store):
         if not rows:
             return []
         insert = self._q(
-            f"INSERT INTO recordings ({REC_COLUMNS}, span_count) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (trace_id) DO NOTHING"
+            "INSERT INTO recordings (trace_id, service, agent_name, started_at, status, input, "
+            "output, bundle, outline, replay_mode, received_at, span_count) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (trace_id) DO NOTHING"
         )
         # Atomic on every engine without a row lock: only a bundle reflecting more spans wins,
         # so the same content again (same span count) is never rewritten.
         update = self._q(
             "UPDATE recordings SET service = ?, agent_name = ?, started_at = ?, status = ?, "
-            "input = ?, output = ?, bundle = ?, replay_mode = ?, received_at = ?, span_count = ? "
+            "input = ?, output = ?, bundle = ?, outline = ?, replay_mode = ?, received_at = ?, "
+            "span_count = ? "
             "WHERE trace_id = ? AND span_count < ?"
         )
         results = []
@@ -458,42 +460,18 @@ class SQLStore(Store):
     def _recording_calls(self, trace_id: str, offset: int, limit: int) -> RecordedCalls:
         engine = self.dialect.name
         with self._read() as conn:
-            head = conn.execute(_outline.HEAD_SQL[engine], (trace_id,)).fetchone()
+            head = conn.execute(self._q(_outline.HEAD_SQL), (trace_id,)).fetchone()
             if head is None:
                 raise NotFound(f"no recording of trace {trace_id!r} in {self.url}")
-            rows: list[tuple[str, str, int, Any, Any, Any, Any]] = []
-            for section in _outline.SECTIONS:
-                if engine == "sqlite":
-                    path = "$." + section
-                    found = conn.execute(
-                        _outline.OUTLINE_SQL[engine], (path, trace_id, path)
-                    ).fetchall()
-                    facts = [(n, i, *(_d(f) or (None,) * 4)) for n, i, f in found]
-                else:
-                    found = conn.execute(_outline.OUTLINE_SQL[engine], (section, trace_id))
-                    facts = [(n, i, *map(_d, f)) for n, i, *f in found.fetchall()]
-                rows += [(section, str(n), int(i), *f) for n, i, *f in facts]
-            outline = _outline.in_order(rows)
-            shown = outline[offset : offset + limit]
-            wanted: dict[tuple[str, str], list[int]] = {}
-            for call in shown:
-                wanted.setdefault((call.kind, call.name), []).append(call.index)
-            entries: dict[tuple[str, str, int], Any] = {}
-            for (section, name), indexes in wanted.items():
-                if engine == "sqlite":
-                    paths = [f"$[{i}]" for i in indexes] * (2 if len(indexes) == 1 else 1)
-                    sql = _outline.ENTRIES_SQL[engine].format(paths=", ".join("?" * len(paths)))
-                    found = conn.execute(sql, (*paths, "$." + section, trace_id, name))
-                    row = found.fetchone()
-                    values = _d(row[0]) if row is not None else []
-                    for i, value in zip(indexes, values):
-                        entries[(section, name, i)] = value
-                else:
-                    found = conn.execute(
-                        _outline.ENTRIES_SQL[engine], (section, name, trace_id, indexes)
-                    )
-                    for i, text in found.fetchall():
-                        entries[(section, name, int(i))] = _d(text)
+            found = None
+            if head[9] is not None:
+                outline, places, ended = _outline.read_outline(head[9])
+                found = self._entries_at(conn, trace_id, outline, places, offset, limit)
+            if found is None:  # no outline, or one the bundle does not bear out
+                outline = self._outline_of(conn, trace_id)
+                found = self._entries_of(conn, trace_id, outline[offset : offset + limit])
+                row = conn.execute(_outline.ENDED_SQL[engine], (trace_id,)).fetchone()
+                ended = _d(row[0]) if row is not None else None
         summary = RecordingSummary(
             trace_id=head[0],
             service=head[1],
@@ -504,11 +482,93 @@ class SQLStore(Store):
             output=_d(head[6]),
             replay_mode=head[7],
             received_at=int(head[8]),
-            ended_at=_d(head[9]),
+            ended_at=ended,
         )
-        return RecordedCalls(
-            summary, outline, offset, [entries.get((c.kind, c.name, c.index)) for c in shown]
-        )
+        return RecordedCalls(summary, outline, offset, found)
+
+    def _entries_at(
+        self,
+        conn: Any,
+        trace_id: str,
+        outline: list[CallOutline],
+        places: list[tuple[int, int] | None],
+        offset: int,
+        limit: int,
+    ) -> list[Any] | None:
+        """The entries of ``outline[offset:offset + limit]`` read where the outline says they
+        lie in the bundle's text; None when it does not know, or when what is there is not
+        the call the outline describes (the row was changed since it was written)."""
+        shown = outline[offset : offset + limit]
+        spans = places[offset : offset + limit]
+        if not shown:
+            return []
+        if any(p is None for p in spans):
+            return None
+        engine = self.dialect.name
+        blobs = getattr(conn, "blobopen", None) if engine == "sqlite" else None
+        row: Sequence[Any] | None
+        if blobs is not None:
+            # Only the bytes of the entries shown are read, not the pages of the whole text.
+            found = conn.execute("SELECT rowid FROM recordings WHERE trace_id = ?", (trace_id,))
+            rowid = found.fetchone()[0]
+            with blobs("recordings", "bundle", rowid, readonly=True) as blob:
+                row = []
+                for start, length in spans:  # type: ignore[misc]
+                    blob.seek(start)
+                    row.append(blob.read(length))
+        else:
+            texts = ", ".join(["substr(bundle, ?, ?)"] * len(spans))
+            params = [n for start, length in spans for n in (start + 1, length)]  # type: ignore[misc]
+            sql = self._q(_outline.TEXTS_SQL[engine].format(texts=texts))
+            row = conn.execute(sql, (*params, trace_id)).fetchone()
+        entries = []
+        for call, text in zip(shown, row or ()):
+            try:
+                entry = _outline.decode(text) if text is not None else None
+            except orjson.JSONDecodeError:
+                return None
+            if not _outline.describes(call, entry):
+                return None
+            entries.append(entry)
+        return entries if len(entries) == len(shown) else None
+
+    def _outline_of(self, conn: Any, trace_id: str) -> list[CallOutline]:
+        """Every call's outline, taken out of the bundle by the engine's JSON functions."""
+        engine = self.dialect.name
+        rows: list[tuple[str, str, int, Any, Any, Any, Any]] = []
+        for section in _outline.SECTIONS:
+            if engine == "sqlite":
+                path = "$." + section
+                found = conn.execute(_outline.OUTLINE_SQL[engine], (path, trace_id, path))
+                facts = [(n, i, *(_d(f) or (None,) * 4)) for n, i, f in found.fetchall()]
+            else:
+                found = conn.execute(_outline.OUTLINE_SQL[engine], (section, trace_id))
+                facts = [(n, i, *map(_d, f)) for n, i, *f in found.fetchall()]
+            rows += [(section, str(n), int(i), *f) for n, i, *f in facts]
+        return _outline.in_order(rows)
+
+    def _entries_of(self, conn: Any, trace_id: str, shown: list[CallOutline]) -> list[Any]:
+        """The entries of ``shown``, taken out of the bundle by the engine's JSON functions."""
+        engine = self.dialect.name
+        wanted: dict[tuple[str, str], list[int]] = {}
+        for call in shown:
+            wanted.setdefault((call.kind, call.name), []).append(call.index)
+        entries: dict[tuple[str, str, int], Any] = {}
+        for (section, name), indexes in wanted.items():
+            if engine == "sqlite":
+                # One path per entry (twice when there is one: then the answer is an array too).
+                paths = [f"$[{i}]" for i in indexes] * (2 if len(indexes) == 1 else 1)
+                sql = _outline.ENTRIES_SQL[engine].format(paths=", ".join("?" * len(paths)))
+                row = conn.execute(sql, (*paths, "$." + section, trace_id, name)).fetchone()
+                for i, value in zip(indexes, _d(row[0]) if row is not None else []):
+                    entries[(section, name, i)] = value
+            else:
+                found = conn.execute(
+                    _outline.ENTRIES_SQL[engine], (section, name, trace_id, indexes)
+                )
+                for i, text in found.fetchall():
+                    entries[(section, name, int(i))] = _d(text)
+        return [entries.get((c.kind, c.name, c.index)) for c in shown]
 
     # cases --------------------------------------------------------------------------------
 
