@@ -206,7 +206,9 @@ class Pages:
         ``error``, ``kind`` is ``traces`` or ``cases`` (the case's current version). Returns
         the body and its media type: a string as text, anything else as JSON. A trace's call
         is read alone (:meth:`~tracely_sdk.store.Store.recording_calls`)."""
-        wanted = int(number) - 1 if number.isascii() and number.isdigit() and len(number) <= 9 else 0
+        wanted = (
+            int(number) - 1 if number.isascii() and number.isdigit() and len(number) <= 9 else 0
+        )
         if kind == "traces":
             found = self.store.recording_calls(key, max(wanted, 0), 1)
             count, steps = len(found.outline), _steps(found)
@@ -842,7 +844,7 @@ def _steps(found: RecordedCalls) -> list[Any]:
     shown = found.outline[found.offset : found.offset + len(found.entries)]
     entries = [
         Entry(c.kind, c.name, c.index, c.seq, raw if isinstance(raw, Mapping) else {}, None, None)
-        for c, raw in zip(shown, found.entries)
+        for c, raw in zip(shown, found.entries, strict=True)
     ]
     return list(timeline(entries, [], unmade="recorded"))
 

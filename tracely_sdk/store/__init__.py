@@ -45,7 +45,6 @@ from tracely_sdk.store._files import (
     tracely_dir,
 )
 from tracely_sdk.store._migrations import NewerSchema
-from tracely_sdk.store._outline import CallOutline, Cut, RecordedCalls, RecordingSummary
 from tracely_sdk.store._model import (
     Case,
     CaseVersion,
@@ -58,6 +57,7 @@ from tracely_sdk.store._model import (
     slugify,
     validate_case_id,
 )
+from tracely_sdk.store._outline import CallOutline, Cut, RecordedCalls, RecordingSummary
 from tracely_sdk.store._sqlite import SQLiteStore, SQLStore
 from tracely_sdk.store._writer import BackgroundWriter
 

@@ -17,7 +17,6 @@ from typing import Any
 from tracely_otel import Bundle, BundleFormatError, validate_bundle
 from tracely_sdk._canonical import canonical_equal
 from tracely_sdk.errors import Conflict, StoreError
-from tracely_sdk.store._outline import RecordedCalls, RecordingSummary, calls_of, summary_of
 from tracely_sdk.store._model import (
     Case,
     CaseVersion,
@@ -30,6 +29,7 @@ from tracely_sdk.store._model import (
     validate_case_id,
     validate_entrypoint,
 )
+from tracely_sdk.store._outline import RecordedCalls, RecordingSummary, calls_of, summary_of
 
 __all__ = [
     "Promotion",

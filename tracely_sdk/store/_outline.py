@@ -18,7 +18,7 @@ here, with the same answer. Nothing is written: the stored recording stays as it
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -110,7 +110,9 @@ def in_order(rows: Iterable[tuple[str, str, int, Any, Any, Any, Any]]) -> list[C
     """Outlines from rows ``(kind, name, index, seq, started_at, ended_at, usage)`` given
     section by section in the bundle's order, sorted as replay orders the calls: by ``seq``,
     a call without one taking its place among all the calls (tools first, then LLM calls)."""
-    by_section: dict[str, list[tuple[str, str, int, Any, Any, Any, Any]]] = {s: [] for s in SECTIONS}
+    by_section: dict[str, list[tuple[str, str, int, Any, Any, Any, Any]]] = {
+        s: [] for s in SECTIONS
+    }
     for row in rows:
         by_section[row[0]].append(row)
     calls = []
@@ -220,10 +222,8 @@ def stored_outline(text: str, bundle: Mapping[str, Any]) -> str:
         at, at_byte = found + len(piece), start + size
     calls = []
     for c in in_order(rows):
-        start, length = places.get((c.kind, c.name, c.index), (None, None))
-        calls.append(
-            [c.kind, c.name, c.index, c.seq, c.started_at, c.ended_at, c.usage, start, length]
-        )
+        place: tuple[int | None, int | None] = places.get((c.kind, c.name, c.index), (None, None))
+        calls.append([c.kind, c.name, c.index, c.seq, c.started_at, c.ended_at, c.usage, *place])
     agent = bundle.get("agent")
     ended = agent.get("ended_at") if isinstance(agent, Mapping) else None
     return dumps_json({"calls": calls, "ended_at": ended})
@@ -261,7 +261,7 @@ def describes(call: CallOutline, entry: Any) -> bool:
 
 def calls_of(recording: Recording, offset: int, limit: int) -> RecordedCalls:
     """:class:`RecordedCalls` of a whole recording (a backend that cannot read less)."""
-    bundle = recording.bundle
+    bundle: Mapping[str, Any] = recording.bundle
     outline = in_order(_rows(bundle))
     entries = [bundle[c.kind][c.name][c.index] for c in outline[offset : offset + limit]]
     return RecordedCalls(summary_of(recording), outline, offset, entries)
@@ -275,10 +275,10 @@ def calls_of(recording: Recording, offset: int, limit: int) -> RecordedCalls:
 # A list's columns: those before ``bundle`` only (SQLite reads a row's columns in order, and
 # one past the bundle would walk the bundle's pages).
 SUMMARIES_SQL = (
-    "SELECT trace_id, substr(service, 1, {n}), substr(agent_name, 1, {n}), started_at, status, "
-    "substr(input, 1, {n}), length(input), substr(output, 1, {n}), length(output) "
-    "FROM recordings"
-).format(n=SUMMARY_TEXT)
+    f"SELECT trace_id, substr(service, 1, {SUMMARY_TEXT}), substr(agent_name, 1, {SUMMARY_TEXT}), "
+    f"started_at, status, substr(input, 1, {SUMMARY_TEXT}), length(input), "
+    f"substr(output, 1, {SUMMARY_TEXT}), length(output) FROM recordings"
+)
 
 # The recording's facts and its stored outline (NULL: none).
 HEAD_SQL = (

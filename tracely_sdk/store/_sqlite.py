@@ -29,6 +29,7 @@ from typing import Any
 import orjson
 
 from tracely_sdk.errors import Conflict, NotFound, StoreError
+from tracely_sdk.store import _outline
 from tracely_sdk.store._base import (
     Promotion,
     StatedRun,
@@ -38,7 +39,6 @@ from tracely_sdk.store._base import (
     plan_promotion,
     plan_recapture,
 )
-from tracely_sdk.store import _outline
 from tracely_sdk.store._migrations import (
     SQLITE,
     Connection,
@@ -522,7 +522,7 @@ class SQLStore(Store):
             sql = self._q(_outline.TEXTS_SQL[engine].format(texts=texts))
             row = conn.execute(sql, (*params, trace_id)).fetchone()
         entries = []
-        for call, text in zip(shown, row or ()):
+        for call, text in zip(shown, row or (), strict=False):
             try:
                 entry = _outline.decode(text) if text is not None else None
             except orjson.JSONDecodeError:
@@ -560,7 +560,7 @@ class SQLStore(Store):
                 paths = [f"$[{i}]" for i in indexes] * (2 if len(indexes) == 1 else 1)
                 sql = _outline.ENTRIES_SQL[engine].format(paths=", ".join("?" * len(paths)))
                 row = conn.execute(sql, (*paths, "$." + section, trace_id, name)).fetchone()
-                for i, value in zip(indexes, _d(row[0]) if row is not None else []):
+                for i, value in zip(indexes, _d(row[0]) if row is not None else [], strict=False):
                     entries[(section, name, i)] = value
             else:
                 found = conn.execute(

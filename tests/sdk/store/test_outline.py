@@ -47,15 +47,30 @@ def mixed_bundle(tid: str) -> dict[str, Any]:
         "trace_id": tid,
         "service": "svc",
         "started_at": 1_000,
-        "agent": {"name": "a", "input": {"args": [], "kwargs": {}}, "output": "ok", "ended_at": 9_000},
+        "agent": {
+            "name": "a",
+            "input": {"args": [], "kwargs": {}},
+            "output": "ok",
+            "ended_at": 9_000,
+        },
         "tools": {
             "get.weather": [
                 {"seq": 0, "args": {"city": "Paris"}, "output": {"temp": 20}},
                 {"seq": 4, "args": {"city": "Oslo"}, "output": {"temp": -3}},
-                {"seq": 8, "args": {"city": "Rome"}, "error": {"type": "Timeout", "message": "slow"}},
+                {
+                    "seq": 8,
+                    "args": {"city": "Rome"},
+                    "error": {"type": "Timeout", "message": "slow"},
+                },
             ],
             'say "hi"': [
-                {"seq": 2, "args": {"to": "ann"}, "output": "hi ann", "started_at": 2_000, "ended_at": 2_500},
+                {
+                    "seq": 2,
+                    "args": {"to": "ann"},
+                    "output": "hi ann",
+                    "started_at": 2_000,
+                    "ended_at": 2_500,
+                },
                 {"seq": 5, "args": {"to": "bob"}, "output": "hi bob"},
             ],
             "émoji ☃": [
@@ -64,8 +79,20 @@ def mixed_bundle(tid: str) -> dict[str, Any]:
         },
         "llm": {
             "gpt-4o": [
-                {"seq": 1, "input": [{"role": "user", "content": "hi"}], "output": "Hello", "usage": [10, 5]},
-                {"seq": 3, "input": [{"role": "user", "content": "more"}], "output": "More", "usage": [12, 7], "started_at": 3_000, "ended_at": 4_000},
+                {
+                    "seq": 1,
+                    "input": [{"role": "user", "content": "hi"}],
+                    "output": "Hello",
+                    "usage": [10, 5],
+                },
+                {
+                    "seq": 3,
+                    "input": [{"role": "user", "content": "more"}],
+                    "output": "More",
+                    "usage": [12, 7],
+                    "started_at": 3_000,
+                    "ended_at": 4_000,
+                },
             ],
             "other-model": [
                 {"seq": 7, "input": "plain text", "output": {"b": 2, "a": [1, 2.5, None, True]}},
@@ -220,14 +247,19 @@ def test_an_outline_the_bundle_does_not_bear_out_is_not_trusted(store: SQLStore)
     the bundle holds, never what lies where the outline pointed."""
     bundle = big_bundle(trace_id("edited"), 30, 1_000)
     store.put_recording(Recording.from_bundle(bundle))
-    edited = dict(bundle, tools={"fetch": [dict(e, output=e["output"] + "!!") for e in bundle["tools"]["fetch"]]})
+    edited = dict(
+        bundle,
+        tools={"fetch": [dict(e, output=e["output"] + "!!") for e in bundle["tools"]["fetch"]]},
+    )
     with store._write() as conn:
         conn.execute(
             store._q("UPDATE recordings SET bundle = ? WHERE trace_id = ?"),
             (dumps_json(edited), trace_id("edited")),
         )
     found = store.recording_calls(trace_id("edited"), 10, 5)
-    assert [e["output"] for e in found.entries] == [f"{i}:" + "y" * 1_000 + "!!" for i in range(10, 15)]
+    assert [e["output"] for e in found.entries] == [
+        f"{i}:" + "y" * 1_000 + "!!" for i in range(10, 15)
+    ]
 
 
 def test_recordings_stored_before_outlines_are_outlined_by_the_migration(
@@ -258,8 +290,8 @@ def test_a_list_of_traces_reads_their_summaries_only(
     value, whatever their size: the same words as from the whole recordings."""
     inputs: list[Any] = [
         {"args": ["Paris"], "kwargs": {}},
-        {"args": ["é\n\"☃\\" * 40_000], "kwargs": {}},
-        "a string \"of\" ☃ \\ and more " * 5_000,
+        {"args": ['é\n"☃\\' * 40_000], "kwargs": {}},
+        'a string "of" ☃ \\ and more ' * 5_000,
         ["x" * 90],
     ]
     recordings = []
@@ -274,7 +306,7 @@ def test_a_list_of_traces_reads_their_summaries_only(
     listed = store.recording_summaries(limit=10)
     assert decoded.bytes < 20_000
     assert [s.trace_id for s in listed] == [r.trace_id for r in reversed(recordings)]
-    for summary, recording in zip(listed, reversed(recordings)):
+    for summary, recording in zip(listed, reversed(recordings), strict=True):
         assert _short(summary.input) == _short(recording.input)
         assert _short(summary.output) == _short(recording.output)
         assert _short(summary.agent_name) == _short(recording.agent_name)
