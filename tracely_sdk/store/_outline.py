@@ -211,9 +211,9 @@ def stored_outline(text: str, bundle: Mapping[str, Any]) -> str:
             piece = dumps_json(bundle[kind][name][index])
         except ValueError:
             continue
-        found = text.find(piece, at)
+        found = _find(text, piece, at)
         if found < 0:
-            found, at, at_byte = text.find(piece), 0, 0
+            found, at, at_byte = _find(text, piece, 0), 0, 0
         if found < 0:
             continue
         start = at_byte + len(text[at:found].encode("utf-8"))
@@ -227,6 +227,16 @@ def stored_outline(text: str, bundle: Mapping[str, Any]) -> str:
     agent = bundle.get("agent")
     ended = agent.get("ended_at") if isinstance(agent, Mapping) else None
     return dumps_json({"calls": calls, "ended_at": ended})
+
+
+def _find(text: str, piece: str, at: int) -> int:
+    """Where ``piece`` is in ``text`` from ``at`` (-1: nowhere): found by its first characters,
+    which lie a few characters on (the next entry), then compared whole."""
+    head = piece[:64]
+    found = text.find(head, at)
+    while found >= 0 and not text.startswith(piece, found):
+        found = text.find(head, found + 1)
+    return found
 
 
 def stored_text(bundle: Mapping[str, Any]) -> tuple[str, str]:
