@@ -686,3 +686,7 @@ test_recordings_stored_before_outlines_are_outlined_by_the_migration = (
 test_a_list_of_traces_reads_their_summaries_only = (
     outline.test_a_list_of_traces_reads_their_summaries_only
 )
+test_one_value_of_a_case_is_read_alone = outline.test_one_value_of_a_case_is_read_alone
+test_a_case_whose_seal_does_not_hold_is_read_whole = (
+    outline.test_a_case_whose_seal_does_not_hold_is_read_whole
+)

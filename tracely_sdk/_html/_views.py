@@ -38,9 +38,9 @@ from tracely_sdk._matching import Entry
 from tracely_sdk._replay import recorded_calls, timeline
 from tracely_sdk.errors import NotFound
 from tracely_sdk.store import (
+    CallOutline,
     Case,
     Cut,
-    RecordedCalls,
     RecordingSummary,
     Run,
     Store,
@@ -204,18 +204,20 @@ class Pages:
         """The whole of one recorded call's value: ``number`` counts the calls from 1 as the
         pages do, ``part`` is ``input`` (a tool's args, an LLM's input), ``output`` or
         ``error``, ``kind`` is ``traces`` or ``cases`` (the case's current version). Returns
-        the body and its media type: a string as text, anything else as JSON. A trace's call
-        is read alone (:meth:`~tracely_sdk.store.Store.recording_calls`)."""
+        the body and its media type: a string as text, anything else as JSON. The call is
+        read alone (:meth:`~tracely_sdk.store.Store.recording_calls`,
+        :meth:`~tracely_sdk.store.Store.case_calls`)."""
         wanted = (
             int(number) - 1 if number.isascii() and number.isdigit() and len(number) <= 9 else 0
         )
+        at = max(wanted, 0)
         if kind == "traces":
-            found = self.store.recording_calls(key, max(wanted, 0), 1)
-            count, steps = len(found.outline), _steps(found)
-            index = wanted - found.offset
+            found = self.store.recording_calls(key, at, 1)
+            outline, entries = found.outline, found.entries
         else:
-            steps = recorded_calls(self.store.get_case(key).bundle)
-            count, index = len(steps), wanted
+            outline, entries = self.store.case_calls(key, at, 1)
+        count, steps = len(outline), _steps(outline[at : at + 1], entries)
+        index = wanted - at
         if not (number.isascii() and number.isdigit()) or len(number) > 9:
             raise PageError(f"a call is a number from 1 to {count}, got {number[:20]!r}")
         if not 0 <= wanted < count:
@@ -629,8 +631,9 @@ class Pages:
             ("replay mode", recording.replay_mode),
         ]
         raw = self.url("traces", recording.trace_id, "raw")
+        shown = found.outline[offset : offset + len(found.entries)]
         calls_heading, calls = self._calls(
-            len(found.outline), offset, _steps(found), "traces", recording.trace_id
+            len(found.outline), offset, _steps(shown, found.entries), "traces", recording.trace_id
         )
         times = [
             {"label": f"{c.kind}:{c.name}", "started_at": c.started_at, "ended_at": c.ended_at}
@@ -839,14 +842,14 @@ def recorded_content(bundle: Mapping[str, Any]) -> dict[str, Any]:
     return content
 
 
-def _steps(found: RecordedCalls) -> list[Any]:
-    """The calls a page shows, as :func:`~tracely_sdk._replay.recorded_calls` gives them."""
-    shown = found.outline[found.offset : found.offset + len(found.entries)]
-    entries = [
+def _steps(shown: Sequence[CallOutline], entries: Sequence[Any]) -> list[Any]:
+    """The calls a page shows (their outlines and entries), as
+    :func:`~tracely_sdk._replay.recorded_calls` gives them."""
+    made = [
         Entry(c.kind, c.name, c.index, c.seq, raw if isinstance(raw, Mapping) else {}, None, None)
-        for c, raw in zip(shown, found.entries, strict=True)
+        for c, raw in zip(shown, entries, strict=True)
     ]
-    return list(timeline(entries, [], unmade="recorded"))
+    return list(timeline(made, [], unmade="recorded"))
 
 
 def _json(value: Any) -> bytes:

@@ -29,7 +29,14 @@ from tracely_sdk.store._model import (
     validate_case_id,
     validate_entrypoint,
 )
-from tracely_sdk.store._outline import RecordedCalls, RecordingSummary, calls_of, summary_of
+from tracely_sdk.store._outline import (
+    CallOutline,
+    RecordedCalls,
+    RecordingSummary,
+    calls_of,
+    page_of,
+    summary_of,
+)
 
 __all__ = [
     "Promotion",
@@ -158,6 +165,14 @@ class Store(abc.ABC):
     @abc.abstractmethod
     def get_case(self, case_id: str) -> Case:
         """The case ``case_id``; NotFound if there is none."""
+
+    def case_calls(
+        self, case_id: str, offset: int = 0, limit: int = 20
+    ) -> tuple[list[CallOutline], list[Any]]:
+        """The outline of every call of the case's current recording, in the trace's order,
+        and the whole entries of ``limit`` of them from ``offset``; NotFound if there is no
+        such case. This reads the whole case; a backend that can reads only those entries."""
+        return page_of(self.get_case(case_id).bundle, offset, limit)
 
     @abc.abstractmethod
     def list_cases(

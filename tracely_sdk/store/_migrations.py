@@ -161,11 +161,16 @@ def _seal_cases(conn: Connection, dialect: Dialect) -> None:
 
 
 def _outline_recordings(conn: Connection, dialect: Dialect) -> None:
-    """Keep the outline of each stored recording beside it (``store/_outline.py``), from its
-    text as stored: one recording in memory at a time."""
-    select = dialect.sql("SELECT bundle FROM recordings WHERE trace_id = ?")
-    update = dialect.sql("UPDATE recordings SET outline = ? WHERE trace_id = ?")
-    for (trace_id,) in conn.execute("SELECT trace_id FROM recordings").fetchall():
+    """Keep the outline of each stored recording and case beside it (``store/_outline.py``),
+    from its text as stored: one of them in memory at a time."""
+    for table, key in (("recordings", "trace_id"), ("cases", "id")):
+        _outline_rows(conn, dialect, table, key)
+
+
+def _outline_rows(conn: Connection, dialect: Dialect, table: str, key: str) -> None:
+    select = dialect.sql(f"SELECT bundle FROM {table} WHERE {key} = ?")
+    update = dialect.sql(f"UPDATE {table} SET outline = ? WHERE {key} = ?")
+    for (trace_id,) in conn.execute(f"SELECT {key} FROM {table}").fetchall():
         row = conn.execute(select, (trace_id,)).fetchone()
         try:
             bundle = _loads(row[0])
@@ -300,13 +305,15 @@ MIGRATIONS: tuple[Migration, ...] = (
     ),
     Migration(
         7,
-        "an outline of each recording's calls, so that a page reads the calls it shows only",
+        "an outline of each recording's and case's calls, so that a page reads the calls it "
+        "shows only",
         (
             # JSON: the agent run's end, and each call in the trace's order with its facts
             # and where its entry lies in ``bundle`` (see store/_outline.py). NULL (a row
             # changed outside tracely): the pages read the bundle with the engine's JSON
             # functions instead.
             "ALTER TABLE recordings ADD COLUMN outline TEXT",
+            "ALTER TABLE cases ADD COLUMN outline TEXT",
             _outline_recordings,
         ),
     ),

@@ -269,12 +269,38 @@ def describes(call: CallOutline, entry: Any) -> bool:
     )
 
 
-def calls_of(recording: Recording, offset: int, limit: int) -> RecordedCalls:
-    """:class:`RecordedCalls` of a whole recording (a backend that cannot read less)."""
-    bundle: Mapping[str, Any] = recording.bundle
+def page_of(
+    bundle: Mapping[str, Any], offset: int, limit: int
+) -> tuple[list[CallOutline], list[Any]]:
+    """A whole bundle's outline, and the entries of ``limit`` of its calls from ``offset``."""
     outline = in_order(_rows(bundle))
     entries = [bundle[c.kind][c.name][c.index] for c in outline[offset : offset + limit]]
+    return outline, entries
+
+
+def calls_of(recording: Recording, offset: int, limit: int) -> RecordedCalls:
+    """:class:`RecordedCalls` of a whole recording (a backend that cannot read less)."""
+    outline, entries = page_of(recording.bundle, offset, limit)
     return RecordedCalls(summary_of(recording), outline, offset, entries)
+
+
+def entries_at(
+    raw: bytes, outline: list[CallOutline], places: list[tuple[int, int] | None]
+) -> list[Any] | None:
+    """The entries of ``outline`` read from a bundle's UTF-8 text ``raw`` where ``places``
+    say they lie; None when one is not known or is not the call its outline describes."""
+    entries = []
+    for call, place in zip(outline, places, strict=True):
+        if place is None:
+            return None
+        try:
+            entry = decode(raw[place[0] : place[0] + place[1]])
+        except orjson.JSONDecodeError:
+            return None
+        if not describes(call, entry):
+            return None
+        entries.append(entry)
+    return entries
 
 
 # -- the SQL of each engine -----------------------------------------------------------------

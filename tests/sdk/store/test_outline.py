@@ -18,7 +18,15 @@ from tests.sdk.store._helpers import trace_id
 from tracely_otel._bundle import FORMAT, seal
 from tracely_sdk._html._views import CALL_SHOWN, Pages, Viewer, _short, _steps
 from tracely_sdk._replay import recorded_calls
-from tracely_sdk.store import Cut, Recording, SQLiteStore, SQLStore, _outline, _sqlite
+from tracely_sdk.store import (
+    Cut,
+    RecordedCalls,
+    Recording,
+    SQLiteStore,
+    SQLStore,
+    _outline,
+    _sqlite,
+)
 from tracely_sdk.store._model import dumps_json
 
 
@@ -147,6 +155,11 @@ class Decoded:
         monkeypatch.setattr(_sqlite, "_l", counted_row)
 
 
+def _page(found: RecordedCalls) -> list[Any]:
+    """The calls of a page read from the store, as the page shows them."""
+    return _steps(found.outline[found.offset : found.offset + len(found.entries)], found.entries)
+
+
 def _expected(bundle: dict[str, Any], offset: int, limit: int) -> list[Any]:
     return recorded_calls(bundle)[offset : offset + limit]
 
@@ -159,7 +172,7 @@ def test_a_page_of_calls_reads_back_as_the_recording_has_them(store: SQLStore) -
         found = store.recording_calls(trace_id("mixed"), offset, limit)
         assert [f"{c.kind}:{c.name}" for c in found.outline] == [s["label"] for s in whole]
         assert [c.seq for c in found.outline] == [s["seq"] for s in whole]
-        assert _steps(found) == _expected(bundle, offset, limit)
+        assert _page(found) == _expected(bundle, offset, limit)
         assert found.summary.ended_at == 9_000
         assert found.summary.input == {"args": [], "kwargs": {}}
     # The same as a store that reads the whole recording gives.
@@ -234,11 +247,11 @@ def test_a_recording_without_its_outline_is_read_by_the_engine(
         conn.execute("UPDATE recordings SET outline = NULL")
     for offset, limit in ((0, 20), (3, 3), (8, 5)):
         found = store.recording_calls(trace_id("mixed"), offset, limit)
-        assert _steps(found) == _expected(mixed, offset, limit)
+        assert _page(found) == _expected(mixed, offset, limit)
         assert found.summary.ended_at == 9_000
     decoded = Decoded(monkeypatch)
     found = store.recording_calls(trace_id("big"), 180, 20)
-    assert _steps(found) == _expected(big, 180, 20)
+    assert _page(found) == _expected(big, 180, 20)
     assert decoded.bytes < 1_000_000
 
 
@@ -268,16 +281,21 @@ def test_recordings_stored_before_outlines_are_outlined_by_the_migration(
     mixed = mixed_bundle(trace_id("mixed"))
     big = big_bundle(trace_id("big"), 200, 20_000)
     store.put_recordings([Recording.from_bundle(mixed), Recording.from_bundle(big)])
+    store.promote(trace_id("big"), case_id="big", name="big")
     with store._write() as conn:  # the database as schema version 6 left it
         conn.execute("ALTER TABLE recordings DROP COLUMN outline")
+        conn.execute("ALTER TABLE cases DROP COLUMN outline")
         conn.execute("DELETE FROM tracely_schema WHERE version = 7")
     again = _migrated_again(store)
     try:
-        assert _steps(again.recording_calls(trace_id("mixed"), 0, 20)) == _expected(mixed, 0, 20)
+        assert _page(again.recording_calls(trace_id("mixed"), 0, 20)) == _expected(mixed, 0, 20)
         assert again.get_recording(trace_id("big")).bundle == big  # nothing else changed
+        assert again.get_case("big").problem is None  # its seal holds
         decoded = Decoded(monkeypatch)
         found = again.recording_calls(trace_id("big"), 0, 20)
-        assert _steps(found) == _expected(big, 0, 20)
+        assert _page(found) == _expected(big, 0, 20)
+        outline, entries = again.case_calls("big", 150, 1)
+        assert entries == [big["tools"]["fetch"][150]] and len(outline) == 200
         assert decoded.bytes < 1_000_000
     finally:
         again.close()
@@ -316,3 +334,40 @@ def test_a_list_of_traces_reads_their_summaries_only(
     html = Pages(store).traces({}, Viewer())
     assert decoded.bytes < 20_000
     assert trace_id("list-2") in html
+
+
+def test_one_value_of_a_case_is_read_alone(
+    store: SQLStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A case's call value: the case's seal is checked on its row's text, and only that call
+    is decoded; the whole recording of 200 calls of 20 kB is not."""
+    big = big_bundle(trace_id("big"), 200, 20_000)
+    store.put_recording(Recording.from_bundle(big))
+    store.promote(trace_id("big"), case_id="big", name="big")
+    pages = Pages(store)
+    decoded = Decoded(monkeypatch)
+    body, kind = pages.call_value("cases", "big", "200", "output")
+    assert (body.decode(), kind) == ("199:" + "y" * 20_000, "text/plain; charset=utf-8")
+    assert decoded.bytes < 100_000  # its entry, and a few numbers per call
+    outline, entries = store.case_calls("big", 10, 3)
+    assert entries == big["tools"]["fetch"][10:13]
+    assert [c.seq for c in outline] == list(range(200))
+    with pytest.raises(ValueError, match="this recording has 200 calls, no call 201"):
+        pages.call_value("cases", "big", "201", "output")
+
+
+def test_a_case_whose_seal_does_not_hold_is_read_whole(store: SQLStore) -> None:
+    """Changed outside tracely: the value is what the case's row holds, read as a whole
+    case is (which names the broken seal), never what lies where the outline pointed."""
+    bundle = big_bundle(trace_id("edited"), 30, 1_000)
+    store.put_recording(Recording.from_bundle(bundle))
+    store.promote(trace_id("edited"), case_id="edited", name="edited")
+    fetch = bundle["tools"]["fetch"]
+    edited = dict(bundle, tools={"fetch": [dict(e, output=e["output"] + "!!") for e in fetch]})
+    with store._write() as conn:
+        conn.execute(
+            store._q("UPDATE cases SET bundle = ? WHERE id = ?"), (dumps_json(edited), "edited")
+        )
+    assert store.get_case("edited").problem is not None
+    _, entries = store.case_calls("edited", 10, 2)
+    assert [e["output"] for e in entries] == [f"{i}:" + "y" * 1_000 + "!!" for i in (10, 11)]
