@@ -1,4 +1,4 @@
-"""What the pages read of a recording: its facts and a page of its calls, not the whole of it.
+"""What the pages read of a recording or a case: a page of its calls, not the whole of it.
 
 A recording's bundle is one JSON document; 200 calls of 20 kB are 7 MiB of it and 160 MB of
 Python objects once decoded. A page shows twenty calls, and a list of traces shows none, so
@@ -6,19 +6,24 @@ the SQL stores answer them without decoding the bundle in Python:
 
 - the list reads the summary columns only, each of the input, output, service and agent
   name cut to :data:`SUMMARY_TEXT` characters by the engine (:meth:`Store.recording_summaries`);
-- a trace page reads the outline of every call (its kind, name, place, ``seq``, times and token
-  usage: a few numbers each, what the call count and the waterfall need) and the whole entries
-  of the calls it shows only (:meth:`Store.recording_calls`), both taken out of the bundle by
-  the engine's JSON functions (SQLite ``json_each``, PostgreSQL ``json_each`` /
-  ``json_array_elements`` on the ``json`` type, which keeps the text as stored).
+- beside each recording and case the store keeps its outline (:func:`stored_outline`, written
+  with the bundle, and by schema migration 7 for those stored before): every call's kind,
+  name, place, ``seq``, times and token usage (a few numbers each: what the call count and the
+  waterfall need), and where its entry's text lies in the stored bundle. A trace page reads
+  the outline and the bytes of the entries it shows only (:meth:`Store.recording_calls`,
+  :meth:`Store.case_calls`), each checked to be the call the outline describes;
+- a row without an outline, or one its bundle does not bear out (changed outside tracely), is
+  read with the engine's JSON functions instead (SQLite ``json_each``, PostgreSQL
+  ``json_each`` / ``json_array_elements`` on the ``json`` type, which keeps the text as
+  stored): slower, and still only the calls shown reach Python.
 
-A backend without such functions (the HTTP client) reads the whole recording and cuts it
-here, with the same answer. Nothing is written: the stored recording stays as it is.
+The stored recording itself is never rewritten. A backend without such reads (the HTTP client)
+reads the whole recording and cuts it here, with the same answer.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,8 +38,15 @@ __all__ = [
     "RecordedCalls",
     "RecordingSummary",
     "calls_of",
+    "checked",
     "decode",
+    "entries_at",
     "in_order",
+    "listed_value",
+    "page_of",
+    "read_outline",
+    "stored_outline",
+    "stored_text",
     "summary_of",
 ]
 
@@ -289,12 +301,20 @@ def entries_at(
 ) -> list[Any] | None:
     """The entries of ``outline`` read from a bundle's UTF-8 text ``raw`` where ``places``
     say they lie; None when one is not known or is not the call its outline describes."""
+    if any(p is None for p in places):
+        return None
+    return checked(outline, [raw[p[0] : p[0] + p[1]] for p in places if p is not None])
+
+
+def checked(outline: list[CallOutline], texts: Sequence[bytes | str | None]) -> list[Any] | None:
+    """The entries ``texts`` hold (read where the outline put them), or None when one is not
+    the call its outline describes (the row was changed since the outline was written)."""
+    if len(texts) != len(outline):
+        return None
     entries = []
-    for call, place in zip(outline, places, strict=True):
-        if place is None:
-            return None
+    for call, text in zip(outline, texts, strict=True):
         try:
-            entry = decode(raw[place[0] : place[0] + place[1]])
+            entry = decode(text) if text is not None else None
         except orjson.JSONDecodeError:
             return None
         if not describes(call, entry):

@@ -521,16 +521,7 @@ class SQLStore(Store):
             params = [n for start, length in spans for n in (start + 1, length)]  # type: ignore[misc]
             sql = self._q(_outline.TEXTS_SQL[engine].format(texts=texts))
             row = conn.execute(sql, (*params, trace_id)).fetchone()
-        entries = []
-        for call, text in zip(shown, row or (), strict=False):
-            try:
-                entry = _outline.decode(text) if text is not None else None
-            except orjson.JSONDecodeError:
-                return None
-            if not _outline.describes(call, entry):
-                return None
-            entries.append(entry)
-        return entries if len(entries) == len(shown) else None
+        return _outline.checked(shown, list(row or ()))
 
     def _outline_of(self, conn: Any, trace_id: str) -> list[CallOutline]:
         """Every call's outline, taken out of the bundle by the engine's JSON functions."""
