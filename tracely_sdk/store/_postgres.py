@@ -43,6 +43,7 @@ from tracely_sdk.store import Case, CaseVersion, Recording, SQLStore, redact_url
 from tracely_sdk.store._base import Promotion, StatedRun
 from tracely_sdk.store._migrations import POSTGRES, migrate
 from tracely_sdk.store._model import bundle_weight, dumps_json
+from tracely_sdk.store._outline import stored_text
 from tracely_sdk.store._sqlite import CASE_COLUMNS, REC_COLUMNS, case_from_row
 
 try:
@@ -141,11 +142,12 @@ _SWEEP_SQL = "DELETE FROM trace_spans WHERE received_at < %s"
 SHARED_SPANS_KEEP_SECONDS = 3600.0
 _SWEEP_EVERY_MS = 60_000
 _UPSERT_ROWS = 500  # rows per statement (11 parameters each, far below the protocol's limit)
-_REC_FIELDS = [c.strip() for c in REC_COLUMNS.split(",")] + ["span_count"]
+_REC_FIELDS = [c.strip() for c in REC_COLUMNS.split(",")] + ["span_count", "outline"]
 
 
 def _recording_row(r: Recording) -> tuple[Any, ...]:
     """The columns of ``r`` in :data:`_REC_FIELDS` order (as :meth:`SQLStore.put_recordings`)."""
+    bundle, outline = stored_text(r.bundle)
     return (
         r.trace_id,
         r.service,
@@ -154,10 +156,11 @@ def _recording_row(r: Recording) -> tuple[Any, ...]:
         r.status,
         None if r.input is None else dumps_json(r.input),
         None if r.output is None else dumps_json(r.output),
-        dumps_json(r.bundle),
+        bundle,
         r.replay_mode,
         r.received_at,
         bundle_weight(r.bundle),
+        outline,
     )
 
 
