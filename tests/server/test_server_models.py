@@ -128,7 +128,7 @@ def _refusal(model: type[m.Shape], body: Any) -> HTTPError:
     ("model", "body", "message", "detail"),
     [
         (
-            m.Promote,
+            m.PromoteRequest,
             {"trace_id": TRACE, "name": 3},
             "the promotion: name must be a string, got 3",
             {"field": "name"},
@@ -140,19 +140,19 @@ def _refusal(model: type[m.Shape], body: Any) -> HTTPError:
             {"field": "started_at"},
         ),
         (
-            m.PutCase,
+            m.PutCaseRequest,
             {"case": _case(), "history": [{**_VERSION, "created_at": "1"}]},
             f'the case import: history[0]: created_at must be a whole number from 0 to {2**63 - 1}, got "1"',
             {"field": "history[0]: created_at"},
         ),
         (
-            m.Promotions,
+            m.PromotionsRequest,
             {"promotions": [{"trace_id": TRACE, "name": "x", "stated": {"input": {}}}]},
             "the promotions: promotions[0]: stated: missing required field(s) expected_output",
             {"missing_fields": ["expected_output"]},
         ),
         (
-            m.Promote,
+            m.PromoteRequest,
             {"name": "x", "bogus": 1},
             "the promotion: unknown field(s) 'bogus'; accepted: entrypoint, id, name, tags, "
             "trace_id",
@@ -178,7 +178,7 @@ def _refusal(model: type[m.Shape], body: Any) -> HTTPError:
             {"field": "cases[0]: timeline"},
         ),
         (
-            m.Promote,
+            m.PromoteRequest,
             {"trace_id": TRACE, "name": "x", "tags": ["a b"]},
             "the promotion: tags: invalid tag 'a b': 1-64 characters without spaces or commas",
             {"field": "tags"},
@@ -193,14 +193,14 @@ def test_a_refusal_says_where_what_and_what_was_sent(
 
 
 def test_a_value_shown_in_a_refusal_is_cut_short() -> None:
-    error = _refusal(m.Promote, {"trace_id": TRACE, "name": ["x" * 1000]})
+    error = _refusal(m.PromoteRequest, {"trace_id": TRACE, "name": ["x" * 1000]})
     assert len(error.message) < 120 and error.message.endswith("…")
 
 
 def test_the_document_is_generated_from_the_models() -> None:
     doc = openapi_document()
     schemas = doc["components"]["schemas"]
-    for model in (m.Recording, m.Case, m.CaseVersion, m.Run, m.Promote):
+    for model in (m.Recording, m.Case, m.CaseVersion, m.Run, m.PromoteRequest):
         assert set(schemas[model.__name__]["properties"]) == set(model.model_fields)
     # An answer has every field of a stored object; a request may leave the optional ones out.
     assert set(schemas["Case"]["required"]) == set(m.Case.model_fields)

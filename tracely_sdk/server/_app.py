@@ -1,11 +1,11 @@
 """The tracely server: the OTLP receiver, the recordings and cases API, and their wiring.
 
-Every route is one row of :data:`ROUTES` (method, path template, scope, handler); the OpenAPI
-document in :mod:`tracely_sdk.server._openapi` describes exactly these, and a test holds the
-two together. The rows become a Starlette ``Router``: one ``Route`` per path, whose endpoint
-checks the method and the token before the body is read, reads it, and runs the handler in a
-worker thread (the store is blocking) within the server's request slots. Input is validated at the edge — ids, sizes, JSON depth and shape, unknown
-fields — and every failure is a 4xx with a message saying what to change.
+Every route is one row of :data:`~tracely_sdk.server._api.ROUTES` (its handler, what the
+OpenAPI document says of it, and the models its query and JSON body are validated as). The rows
+become a Starlette ``Router``: one ``Route`` per path, whose endpoint checks the method and the
+token before the body is read, reads it, checks the path's parameters, the query and the body,
+and runs the handler in a worker thread (the store is blocking) within the server's request
+slots. Every failure is a 4xx with a message saying what to change.
 
 ``/v1/traces`` answers as OTLP/HTTP specifies: 200 with an ``ExportTraceServiceResponse`` (a
 ``partial_success`` when some spans were refused), errors as a ``google.rpc.Status`` in the
@@ -15,17 +15,13 @@ request's encoding (protobuf or JSON), 429/503 with ``Retry-After`` for back-pre
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
-import math
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 import orjson
 
-from tracely_otel import BundleFormatError, validate_bundle
 from tracely_otel.otlp import (
     OTLPDecodeError,
     PayloadTooLarge,
@@ -34,7 +30,7 @@ from tracely_otel.otlp import (
     rejected_message,
 )
 from tracely_sdk.errors import ConfigError, Conflict, NotFound, StoreError
-from tracely_sdk.server import _models as m
+from tracely_sdk.server._api import ROUTES, Route, parse_query, retry_after
 from tracely_sdk.server._auth import (
     INGEST,
     READ,
@@ -55,7 +51,6 @@ from tracely_sdk.server._http import (
     error_body,
     has_body,
     header,
-    json_response,
     media_type,
     raw_path,
     read_body,
@@ -73,10 +68,8 @@ from tracely_sdk.server._ingest import (
     Unavailable,
 )
 from tracely_sdk.server._models import parse, path_parameter
-from tracely_sdk.server._openapi import READ_ERRORS, WRITE_ERRORS, Operation
 from tracely_sdk.server._ui import UI_ROUTES, is_local_host, is_same_origin
-from tracely_sdk.store import InvalidCase, Recording, Store, open_store, redact_url
-from tracely_sdk.store._model import now_ns
+from tracely_sdk.store import InvalidCase, Store, open_store, redact_url
 
 if TYPE_CHECKING:
     from starlette.requests import Request
@@ -97,29 +90,6 @@ _BAD_REQUEST_TYPE: Final = "type.googleapis.com/google.rpc.BadRequest"
 
 
 # --------------------------------------------------------------------------------------------
-# routes
-
-
-@dataclass(frozen=True)
-class Route:
-    """One operation: ``template`` segments in braces are parameters (``{case_id}``), each
-    checked by its rule (:data:`~tracely_sdk.server._models.PATH_PARAMETERS`); the query and
-    the JSON body are validated as the ``query`` and ``body`` models (without a query model no
-    parameter is accepted). The handler gets them checked, ``handler(app, params, query,
-    body)``; a ``raw`` one reads the request itself, ``handler(app, request, params)``."""
-
-    method: str
-    template: str
-    scope: str | None  # None: no token needed
-    handler: Callable[..., Response]
-    doc: Operation | None = None
-    query: type[m.Shape] | None = None
-    body: type[m.Shape] | None = None
-    raw: bool = False
-    otlp: bool = False
-
-
-# --------------------------------------------------------------------------------------------
 # validation at the edge (the shapes are the models')
 
 
@@ -133,30 +103,6 @@ def _check_depth(value: Any, limit: int = MAX_JSON_DEPTH) -> None:
             stack.extend((v, depth + 1) for v in item.values() if isinstance(v, (dict, list)))
         elif isinstance(item, list):
             stack.extend((v, depth + 1) for v in item if isinstance(v, (dict, list)))
-
-
-def _query(request: Request, model: type[m.Shape] | None) -> Any:
-    """The query as ``model`` (an empty value is no value); with no model, none is accepted."""
-    query = request.query_params
-    if model is None and query:
-        unknown = sorted(set(query))
-        raise HTTPError(
-            400,
-            f"unknown query parameter(s) {', '.join(map(repr, unknown))}; accepted: none",
-            detail={"unknown_fields": unknown},
-        )
-    given: dict[str, str] = {}
-    for key in query:
-        values = query.getlist(key)
-        if len(values) != 1:
-            raise HTTPError(400, f"query parameter {key!r} is given {len(values)} times")
-        if values[0]:
-            given[key] = values[0]
-    return parse(model, given) if model is not None else None
-
-
-def _retry_after(seconds: float) -> dict[str, str]:
-    return {"Retry-After": str(max(1, math.ceil(seconds)))}
 
 
 # --------------------------------------------------------------------------------------------
@@ -336,7 +282,7 @@ class App:
             else:
                 if self.draining and template not in PROBES:
                     raise HTTPError(
-                        503, "the server is shutting down", headers=_retry_after(1), close=True
+                        503, "the server is shutting down", headers=retry_after(1), close=True
                     )
                 if route.scope is not None:
                     self._authorize(request, route.scope)
@@ -381,7 +327,7 @@ class App:
         try:
             if route.raw:
                 return route.handler(self, request, _params(request))
-            query = _query(request, route.query)
+            query = parse_query(request, route.query)
             params = {k: path_parameter(k, v) for k, v in _params(request).items()}
             body = parse(route.body, self.json_body(request)) if route.body else None
             return route.handler(self, params, query, body)
@@ -409,7 +355,7 @@ class App:
             # Failed attempts are rate-limited per client, so tokens cannot be guessed quickly.
             wait = self.limiter.acquire(f"client:{client}")
             if wait:
-                raise HTTPError(429, "too many requests", headers=_retry_after(wait))
+                raise HTTPError(429, "too many requests", headers=retry_after(wait))
             has_header = bool(header(request, "Authorization"))
             raise HTTPError(
                 401,
@@ -423,7 +369,7 @@ class App:
             raise HTTPError(
                 429,
                 f"too many requests for this token (the limit is {self.config.rate_limit:g} a second)",
-                headers=_retry_after(wait),
+                headers=retry_after(wait),
             )
         if not principal.may(scope):
             needs = {INGEST: "ingest", READ: "read (or write)", WRITE: "write"}[scope]
@@ -450,7 +396,7 @@ class App:
         except StoreError as exc:
             logger.warning("store error: %s", exc)
             raise HTTPError(
-                503, "the store is unavailable; try again", headers=_retry_after(1)
+                503, "the store is unavailable; try again", headers=retry_after(1)
             ) from None
         except (ValueError, TypeError) as exc:
             raise HTTPError(400, self._clean(str(exc)), code="invalid") from None
@@ -504,7 +450,7 @@ class App:
         try:
             if self.draining or self.pipeline.closing:
                 raise HTTPError(
-                    503, "the server is shutting down", headers=_retry_after(1), close=True
+                    503, "the server is shutting down", headers=retry_after(1), close=True
                 )
             self._authorize(request, INGEST)
             if encoding is None:
@@ -547,11 +493,11 @@ class App:
             )
         except Backpressure as exc:
             raise HTTPError(
-                429, f"{exc.reason}; retry later", headers=_retry_after(exc.retry_after)
+                429, f"{exc.reason}; retry later", headers=retry_after(exc.retry_after)
             ) from None
         except Unavailable as exc:
             raise HTTPError(
-                503, f"{exc.reason}; retry later", headers=_retry_after(exc.retry_after)
+                503, f"{exc.reason}; retry later", headers=retry_after(exc.retry_after)
             ) from None
         if receipt.rejected:
             errors.append(receipt.message)
@@ -568,414 +514,6 @@ class App:
         return self._openapi
 
 
-# --------------------------------------------------------------------------------------------
-# handlers
-
-
-def _healthz(app: App, params: dict[str, str], query: None, body: None) -> Response:
-    """Liveness: serving, and not stuck on a store that refuses every write."""
-    if app.draining:
-        return json_response(503, {"status": "draining"}, _retry_after(1))
-    error = app.pipeline.store_error
-    if error is not None:
-        return json_response(
-            503, {"status": "failing", "problems": [f"the store cannot be written: {error}"]}
-        )
-    return json_response(200, {"status": "ok"})
-
-
-def _readyz(app: App, params: dict[str, str], query: None, body: None) -> Response:
-    """Readiness: the store takes writes and the journal and memory have room for spans."""
-    if app.draining:
-        return json_response(503, {"status": "draining"}, _retry_after(1))
-    problems = app.pipeline.problems()
-    if problems:
-        return json_response(503, {"status": "unavailable", "problems": problems}, _retry_after(5))
-    return json_response(200, {"status": "ready"})
-
-
-def _openapi(app: App, request: Request, params: dict[str, str]) -> Response:
-    return response(200, app.openapi())
-
-
-def _summary(recording: Recording) -> dict[str, Any]:
-    data = recording.to_dict()
-    del data["bundle"]
-    return data
-
-
-def _list_traces(app: App, params: dict[str, str], q: m.TraceQuery, body: None) -> Response:
-    recordings = app._call(
-        lambda: app.store.list_recordings(
-            limit=q.limit, offset=q.offset, service=q.service, agent=q.agent
-        )
-    )
-    return json_response(200, {"traces": [_summary(r) for r in recordings]})
-
-
-def _get_trace(app: App, params: dict[str, str], query: None, body: None) -> Response:
-    recording = app._call(lambda: app.store.get_recording(params["trace_id"]))
-    return json_response(200, recording.to_dict())
-
-
-def _put_recording(app: App, params: dict[str, str], query: None, body: m.Recording) -> Response:
-    try:
-        validate_bundle(body.bundle)
-    except BundleFormatError as exc:
-        raise HTTPError(400, f"the recording's bundle: {exc}", code="invalid") from None
-    recording = app._call(lambda: body.to_store(received_at=now_ns()))
-    stored = app._call(lambda: app.store.put_recording(recording))
-    return json_response(201, {"stored": bool(stored)})
-
-
-def _promote(app: App, params: dict[str, str], query: None, body: m.Promote) -> Response:
-    case = app._call(
-        lambda: app.store.promote(
-            body.trace_id,
-            case_id=body.id,
-            name=body.name,
-            entrypoint=body.entrypoint,
-            tags=body.tags or [],
-        )
-    )
-    return json_response(201, case.to_dict(), {"Location": f"/api/cases/{case.id}"})
-
-
-def _promote_many(app: App, params: dict[str, str], query: None, body: m.Promotions) -> Response:
-    promotions = [p.to_store() for p in body.promotions]
-    cases = app._call(lambda: app.store.promote_many(promotions))
-    return json_response(201, {"cases": [c.to_dict() for c in cases]})
-
-
-def _list_cases(app: App, params: dict[str, str], q: m.CaseQuery, body: None) -> Response:
-    cases = app._call(lambda: app.store.list_cases(tag=q.tag))
-    return json_response(200, {"cases": [c.to_dict() for c in cases]})
-
-
-def _get_case(app: App, params: dict[str, str], query: None, body: None) -> Response:
-    return json_response(200, app._call(lambda: app.store.get_case(params["case_id"])).to_dict())
-
-
-def _versions(app: App, params: dict[str, str], query: None, body: None) -> Response:
-    history = app._call(lambda: app.store.case_history(params["case_id"]))
-    return json_response(200, {"versions": [v.to_dict() for v in history]})
-
-
-def _recapture(app: App, params: dict[str, str], query: None, body: m.Recapture) -> Response:
-    case_id = params["case_id"]
-    try:
-        case = app._call(lambda: app.store.recapture(case_id, body.trace_id, note=body.note))
-    except HTTPError as exc:
-        if exc.status == 409:
-            exc.detail = _input_difference(app, case_id, body.trace_id)
-        raise
-    return json_response(200, case.to_dict())
-
-
-def _input_difference(app: App, case_id: str, trace_id: str) -> dict[str, Any] | None:
-    """Both inputs, when a recapture was refused because they differ."""
-    try:
-        case = app.store.get_case(case_id)
-        recording = app.store.get_recording(trace_id)
-    except StoreError:
-        return None
-    from tracely_sdk._canonical import canonical_equal
-
-    if recording.input is None or canonical_equal(case.input, recording.input):
-        return None
-    return {"case_input": case.input, "trace_input": recording.input}
-
-
-def _update_case(app: App, params: dict[str, str], query: None, body: m.UpdateCase) -> Response:
-    case = app._call(
-        lambda: app.store.update_case(
-            params["case_id"], name=body.name, tags=body.tags, entrypoint=body.entrypoint
-        )
-    )
-    return json_response(200, case.to_dict())
-
-
-def _put_case(app: App, params: dict[str, str], query: None, body: m.PutCase) -> Response:
-    case_id = params["case_id"]
-    if body.case.id != case_id:
-        raise HTTPError(
-            400,
-            f"the case's id {body.case.id!r} is not the id in the path ({case_id!r})",
-            code="invalid",
-        )
-    case = app._call(body.case.to_store)
-    history = [app._call(functools.partial(v.to_store, case_id)) for v in body.history]
-    stored = app._call(lambda: app.store.put_case(case, history))
-    return json_response(200, stored.to_dict())
-
-
-def _delete_case(app: App, params: dict[str, str], query: None, body: None) -> Response:
-    app._call(lambda: app.store.delete_case(params["case_id"]))
-    return response(204, b"", None)
-
-
-def _save_run(app: App, params: dict[str, str], query: None, body: m.Run) -> Response:
-    run = app._call(body.to_store)
-    app._call(lambda: app.store.save_run(run))
-    return json_response(201, {"id": run.id}, {"Location": f"/api/runs/{run.id}"})
-
-
-def _list_runs(app: App, params: dict[str, str], q: m.RunQuery, body: None) -> Response:
-    runs = app._call(
-        lambda: app.store.list_runs(limit=q.limit, offset=q.offset, trace_id=q.trace_id)
-    )
-    return json_response(200, {"runs": [r.summary_dict() for r in runs]})
-
-
-def _get_run(app: App, params: dict[str, str], query: None, body: None) -> Response:
-    return json_response(200, app._call(lambda: app.store.get_run(params["run_id"])).to_dict())
-
-
-def _export(app: App, request: Request, params: dict[str, str]) -> Response:
-    return app.export(request)
-
-
-_CASE_OK = (m.Case, "The case.")
-_WRITE_CONFLICT = (*WRITE_ERRORS, 409)
-
-ROUTES: Final[tuple[Route, ...]] = (
-    Route(
-        "GET",
-        "/healthz",
-        None,
-        _healthz,
-        Operation(
-            "health",
-            "Liveness",
-            {
-                200: (m.Health, "Serving."),
-                503: (
-                    (m.Health, m.Error),
-                    "Shutting down, or the store refuses every write (Health), or every "
-                    "connection slot is taken (Error).",
-                ),
-            },
-        ),
-    ),
-    Route(
-        "GET",
-        "/readyz",
-        None,
-        _readyz,
-        Operation(
-            "ready",
-            "Readiness: the store takes writes and the journal has room",
-            {
-                200: (m.Health, "Ready for spans."),
-                503: (
-                    (m.Health, m.Error),
-                    "Not ready: the problems name the store or journal concerned.",
-                ),
-            },
-        ),
-    ),
-    Route(
-        "GET",
-        "/openapi.json",
-        None,
-        _openapi,
-        Operation("openapi", "This document", {200: (dict, "The OpenAPI document.")}),
-        raw=True,
-    ),
-    Route("POST", "/v1/traces", INGEST, _export, raw=True, otlp=True),
-    Route(
-        "GET",
-        "/api/traces",
-        READ,
-        _list_traces,
-        Operation(
-            "listTraces",
-            "Recordings, newest first (without their bundles)",
-            {200: (m.TraceList, "Recordings.")},
-            READ_ERRORS,
-        ),
-        query=m.TraceQuery,
-    ),
-    Route(
-        "GET",
-        "/api/traces/{trace_id}",
-        READ,
-        _get_trace,
-        Operation(
-            "getTrace",
-            "One recording, with its bundle",
-            {200: (m.Recording, "The recording.")},
-            READ_ERRORS,
-        ),
-    ),
-    Route(
-        "POST",
-        "/api/recordings",
-        WRITE,
-        _put_recording,
-        Operation(
-            "putRecording",
-            "Store a recording (what an SDK's store writer sends)",
-            {201: (m.Stored, "Stored, or ignored when not more complete.")},
-            WRITE_ERRORS,
-        ),
-        body=m.Recording,
-    ),
-    Route(
-        "GET",
-        "/api/cases",
-        READ,
-        _list_cases,
-        Operation(
-            "listCases",
-            "Every case (with its bundle: CI replays from this)",
-            {200: (m.CaseList, "Cases, by id.")},
-            READ_ERRORS,
-        ),
-        query=m.CaseQuery,
-    ),
-    Route(
-        "POST",
-        "/api/cases",
-        WRITE,
-        _promote,
-        Operation(
-            "promote",
-            "Promote a recorded trace to a regression case (version 1)",
-            {201: (m.Case, "The new case.")},
-            _WRITE_CONFLICT,
-        ),
-        body=m.Promote,
-    ),
-    Route(
-        "POST",
-        "/api/promotions",
-        WRITE,
-        _promote_many,
-        Operation(
-            "promoteMany",
-            "Promote several recorded traces to regression cases, in one transaction",
-            {201: (m.CaseList, "The new cases, in the order asked.")},
-            _WRITE_CONFLICT,
-            "All of them or none: one refused (404 for a trace not recorded, 409 for one "
-            "that cannot be a case, 400 for an invalid field) leaves no case made, and the "
-            "error names it. Ids made from a name are unique across the batch.",
-        ),
-        body=m.Promotions,
-    ),
-    Route(
-        "GET",
-        "/api/cases/{case_id}",
-        READ,
-        _get_case,
-        Operation("getCase", "One case", {200: _CASE_OK}, READ_ERRORS),
-    ),
-    Route(
-        "PATCH",
-        "/api/cases/{case_id}",
-        WRITE,
-        _update_case,
-        Operation(
-            "updateCase", "Change a case's name, tags or entrypoint", {200: _CASE_OK}, WRITE_ERRORS
-        ),
-        body=m.UpdateCase,
-    ),
-    Route(
-        "PUT",
-        "/api/cases/{case_id}",
-        WRITE,
-        _put_case,
-        Operation(
-            "putCase",
-            "Store a case with exactly this history (import)",
-            {200: _CASE_OK},
-            WRITE_ERRORS,
-        ),
-        body=m.PutCase,
-    ),
-    Route(
-        "DELETE",
-        "/api/cases/{case_id}",
-        WRITE,
-        _delete_case,
-        Operation(
-            "deleteCase",
-            "Delete a case and its whole history",
-            {204: (None, "Deleted.")},
-            READ_ERRORS,
-        ),
-    ),
-    Route(
-        "GET",
-        "/api/cases/{case_id}/versions",
-        READ,
-        _versions,
-        Operation(
-            "caseVersions",
-            "Every version of a case, oldest first",
-            {200: (m.VersionList, "The versions.")},
-            READ_ERRORS,
-        ),
-    ),
-    Route(
-        "POST",
-        "/api/cases/{case_id}/recapture",
-        WRITE,
-        _recapture,
-        Operation(
-            "recapture",
-            "Re-record a case from a newer run with the same input",
-            {200: _CASE_OK},
-            _WRITE_CONFLICT,
-            "The trace must have the case's input (compared canonically); 409 otherwise, "
-            "with both inputs in error.detail. The previous version is kept.",
-        ),
-        body=m.Recapture,
-    ),
-    Route(
-        "GET",
-        "/api/runs",
-        READ,
-        _list_runs,
-        Operation(
-            "listRuns",
-            "Replay runs, newest first (without their cases)",
-            {200: (m.RunList, "Runs.")},
-            READ_ERRORS,
-        ),
-        query=m.RunQuery,
-    ),
-    Route(
-        "POST",
-        "/api/runs",
-        WRITE,
-        _save_run,
-        Operation(
-            "saveRun",
-            "Keep the results of a replay run (what tracely replay sends)",
-            {201: (m.RunSaved, "Kept (or already kept, unchanged).")},
-            _WRITE_CONFLICT,
-            "Values beyond a size are cut with a marker before they are kept. Sending the "
-            "same run again changes nothing; other results under a kept run's id are "
-            "refused (409).",
-        ),
-        body=m.Run,
-    ),
-    Route(
-        "GET",
-        "/api/runs/{run_id}",
-        READ,
-        _get_run,
-        Operation(
-            "getRun",
-            "One replay run, with each case's result",
-            {200: (m.Run, "The run.")},
-            READ_ERRORS,
-        ),
-    ),
-)
-
-# The pages under /ui: each signs its visitor in itself (a cookie, not a bearer token).
 PAGES: Final[tuple[Route, ...]] = tuple(
     Route(method, template, None, handler, raw=True) for method, template, handler in UI_ROUTES
 )

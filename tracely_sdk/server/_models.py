@@ -33,7 +33,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from tracely_sdk.server._http import HTTPError
+from tracely_sdk.server._http import _STATUS_CODES, HTTPError
 from tracely_sdk.store import Case as StoredCase
 from tracely_sdk.store import CaseVersion as StoredVersion
 from tracely_sdk.store import Recording as StoredRecording
@@ -49,7 +49,16 @@ from tracely_sdk.store._model import (
     normalise_tags,
 )
 
-__all__ = ["ERROR_CODES", "MAX_PAGE", "SCHEMAS", "check_run_id", "check_trace_id", "parse"]
+__all__ = [
+    "ERROR_CODES",
+    "PATH_PARAMETERS",
+    "SCHEMAS",
+    "Shape",
+    "check_run_id",
+    "check_trace_id",
+    "parse",
+    "path_parameter",
+]
 
 TRACE_ID_PATTERN: Final = "^[0-9a-fA-F]{32}$"
 _TRACE_ID_RE: Final = re.compile(TRACE_ID_PATTERN)
@@ -57,21 +66,9 @@ _RUN_ID_RE: Final = re.compile(RUN_ID_PATTERN)
 MAX_PAGE: Final = 1000
 _MAX_OFFSET: Final = 10**9
 _NS_DESCRIPTION: Final = "Unix time in nanoseconds"
-ERROR_CODES: Final = (
-    "bad_request",
-    "invalid",
-    "unauthorized",
-    "forbidden",
-    "not_found",
-    "method_not_allowed",
-    "conflict",
-    "too_large",
-    "unsupported_media_type",
-    "rate_limited",
-    "internal",
-    "not_implemented",
-    "unavailable",
-)
+# Every error code an answer carries: "invalid" (a request the models refuse) and the codes of
+# the statuses the server answers.
+ERROR_CODES: Final = ("invalid", *dict.fromkeys(_STATUS_CODES.values()))
 
 
 # --------------------------------------------------------------------------------------------
@@ -164,7 +161,7 @@ RunId = Annotated[
     str, _rule(check_run_id), WithJsonSchema({"type": "string", "pattern": RUN_ID_PATTERN})
 ]
 Nanoseconds = Annotated[
-    int, Field(ge=0, le=MAX_STORED_INT, description="Unix time in nanoseconds"), _says(_WHOLE_NS)
+    int, Field(ge=0, le=MAX_STORED_INT, description=_NS_DESCRIPTION), _says(_WHOLE_NS)
 ]
 Version = Annotated[int, Field(ge=1, le=MAX_STORED_INT), _says(_WHOLE_VERSION)]
 Tags = Annotated[list[str], BeforeValidator(_tags), _says("a list of strings")]
@@ -272,8 +269,8 @@ class Entry(Shape):
     output_type: str | None = None
     provider: str | None = None
     span_id: str | None = None
-    started_at: int | None = Field(None, description="Unix time in nanoseconds")
-    ended_at: int | None = Field(None, description="Unix time in nanoseconds")
+    started_at: int | None = Field(None, description=_NS_DESCRIPTION)
+    ended_at: int | None = Field(None, description=_NS_DESCRIPTION)
 
 
 class Bundle(Shape):
@@ -410,7 +407,7 @@ class CaseQuery(Shape):
     tag: Tag | None = Field(None, description="only cases with this tag")
 
 
-class Promote(Shape):
+class PromoteRequest(Shape):
     """Which trace to promote, and the case's name."""
 
     noun: ClassVar[str] = "the promotion"
@@ -430,7 +427,7 @@ class Stated(Shape):
     expected_output: JSON
 
 
-class PromotionItem(Promote):
+class PromotionItem(PromoteRequest):
     """One promotion of a batch."""
 
     stated: Stated | None = None
@@ -447,7 +444,9 @@ class PromotionItem(Promote):
         )
 
 
-class Promotions(Shape):
+class PromotionsRequest(Shape):
+    """Several promotions, made in one transaction: all of them or none."""
+
     noun: ClassVar[str] = "the promotions"
 
     promotions: Annotated[
@@ -455,7 +454,7 @@ class Promotions(Shape):
     ]
 
 
-class UpdateCase(Shape):
+class UpdateCaseRequest(Shape):
     """The fields to change."""
 
     noun: ClassVar[str] = "the update"
@@ -465,7 +464,7 @@ class UpdateCase(Shape):
     entrypoint: Text | None = Field(None, description="module:function; an empty string clears it")
 
 
-class PutCase(Shape):
+class PutCaseRequest(Shape):
     """A case with exactly this history (an import)."""
 
     noun: ClassVar[str] = "the case import"
@@ -476,7 +475,7 @@ class PutCase(Shape):
     ]
 
 
-class Recapture(Shape):
+class RecaptureRequest(Shape):
     """The run to re-record a case from."""
 
     noun: ClassVar[str] = "the recapture"
@@ -552,13 +551,13 @@ class RunSummary(Whole):
 class Run(RunSummary):
     """A run and each case's result (what tracely replay sends)."""
 
-    def to_store(self) -> StoredRun:
-        """The run as it was sent (fields not given stay so; the store bounds its values)."""
-        return StoredRun.from_dict(self.model_dump(exclude_unset=True))
-
     noun: ClassVar[str] = "the run"
 
     cases: Annotated[list[RunCase], _says("a list of objects, each with a case_id")] = []  # type: ignore[valid-type]
+
+    def to_store(self) -> StoredRun:
+        """The run as it was sent (fields not given stay so; the store bounds its values)."""
+        return StoredRun.from_dict(self.model_dump(exclude_unset=True))
 
 
 class RunList(Shape):
@@ -627,8 +626,8 @@ class Status(Shape):
     details: list[dict[str, Any]] | None = None
 
 
-# The schemas of the document, by name: what requests are validated as, and what answers are.
-# Where a request and an answer differ (fields an answer always has), the request is `<Name>Input`.
+# The schemas of the document's answers (and of what OTLP/HTTP takes), by name; the request
+# bodies' schemas come from the routes.
 SCHEMAS: Final[Mapping[str, type[BaseModel]]] = {
     model.__name__: model
     for model in (
@@ -642,11 +641,6 @@ SCHEMAS: Final[Mapping[str, type[BaseModel]]] = {
         CaseList,
         CaseVersion,
         VersionList,
-        Promote,
-        Promotions,
-        Recapture,
-        UpdateCase,
-        PutCase,
         Run,
         RunSummary,
         RunList,
@@ -741,8 +735,9 @@ _EXPECTED: Final = {
 def _model_at(model: type[Shape], loc: tuple[Any, ...]) -> type[Shape]:
     """The model of the object at ``loc`` inside ``model`` (list indexes pass through)."""
     for part in loc:
-        if isinstance(part, str):
-            model = _model_in(model.model_fields[part].annotation) or model
+        field = model.model_fields.get(part) if isinstance(part, str) else None
+        if field is not None:
+            model = _model_in(field.annotation) or model
     return model
 
 
@@ -772,5 +767,8 @@ def _path(loc: tuple[Any, ...]) -> str:
 
 
 def _shown(value: Any) -> str:
-    text = orjson.dumps(value, default=str).decode()
+    try:
+        text = orjson.dumps(value, default=str).decode()
+    except orjson.JSONEncodeError:
+        text = repr(value)
     return text if len(text) <= 40 else text[:39] + "…"

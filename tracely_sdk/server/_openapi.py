@@ -1,5 +1,5 @@
 """The OpenAPI 3.1 document of the server, served at ``/openapi.json``, assembled from the
-route table (:data:`tracely_sdk.server._app.ROUTES`: each row's :class:`Operation`, query and
+route table (:data:`tracely_sdk.server._api.ROUTES`: each row's ``Operation``, query and
 body models) and the models' JSON schemas (:mod:`tracely_sdk.server._models`).
 
 It is the contract: a test checks that every route the server answers is here and the other
@@ -10,19 +10,16 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 from pydantic import BaseModel, TypeAdapter
 from pydantic.json_schema import GenerateJsonSchema, JsonSchemaMode, models_json_schema
 
 from tracely_sdk._version import __version__
+from tracely_sdk.server._api import ROUTES, Route
 from tracely_sdk.server._models import ERROR_CODES, PATH_PARAMETERS, SCHEMAS
 
-if TYPE_CHECKING:
-    from tracely_sdk.server._app import Route
-
-__all__ = ["ERROR_CODES", "Operation", "openapi_document"]
+__all__ = ["ERROR_CODES", "openapi_document"]
 
 _REF = "#/components/schemas/{model}"
 _ERRORS = {
@@ -42,21 +39,6 @@ _RETRY = {
         "schema": {"type": "integer", "minimum": 1},
     }
 }
-READ_ERRORS = (400, 401, 403, 404, 429, 503)
-WRITE_ERRORS = (400, 401, 403, 404, 413, 415, 429, 503)
-
-
-@dataclass(frozen=True)
-class Operation:
-    """What the document says of one route: ``answers`` maps a status to the model of its
-    body (a tuple of models: one of them; None: no body) and a description; ``errors`` are
-    the statuses answered with the API's Error."""
-
-    id: str
-    summary: str
-    answers: Mapping[int, tuple[Any, str]]
-    errors: tuple[int, ...] = ()
-    description: str | None = None
 
 
 class _Schemas(GenerateJsonSchema):
@@ -241,11 +223,7 @@ def _responses() -> dict[str, Any]:
 
 def openapi_document(routes: Iterable[Route] | None = None) -> dict[str, Any]:
     """The OpenAPI 3.1 document of ``routes`` (default: the server's; a fresh dict each call)."""
-    if routes is None:
-        from tracely_sdk.server._app import ROUTES
-
-        routes = ROUTES
-    routes = tuple(routes)
+    routes = ROUTES if routes is None else tuple(routes)
     components, bodies = _components(routes)
     paths: dict[str, Any] = {}
     for route in routes:
