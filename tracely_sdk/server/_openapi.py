@@ -95,7 +95,7 @@ def _operation(route: Route, bodies: Mapping[type[BaseModel], str]) -> dict[str,
     if route.body is not None:
         op["requestBody"] = {
             "required": True,
-            "description": (route.body.__doc__ or route.body.__name__).split("\n")[0],
+            "description": " ".join((route.body.__doc__ or route.body.__name__).split()),
             "content": {"application/json": {"schema": _ref_named(bodies[route.body])}},
         }
     op["responses"] = {
