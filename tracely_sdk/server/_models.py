@@ -234,6 +234,7 @@ class Shape(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
     noun: ClassVar[str] = "the body"  # how a refusal names the whole
     member: ClassVar[str] = "field"  # and each part
+    refused_as: ClassVar[str] = "invalid"  # the error code of a refusal (a rule's: "invalid")
 
 
 class Whole(Shape):
@@ -347,6 +348,7 @@ class TraceList(Shape):
 class TraceQuery(Shape):
     noun: ClassVar[str] = "the query"
     member: ClassVar[str] = "query parameter"
+    refused_as: ClassVar[str] = "bad_request"
 
     limit: PageSize = Field(50, description="at most this many")
     offset: Offset = Field(0, description="skip this many")
@@ -403,6 +405,7 @@ class VersionList(Shape):
 class CaseQuery(Shape):
     noun: ClassVar[str] = "the query"
     member: ClassVar[str] = "query parameter"
+    refused_as: ClassVar[str] = "bad_request"
 
     tag: Tag | None = Field(None, description="only cases with this tag")
 
@@ -571,6 +574,7 @@ class RunSaved(Shape):
 class RunQuery(Shape):
     noun: ClassVar[str] = "the query"
     member: ClassVar[str] = "query parameter"
+    refused_as: ClassVar[str] = "bad_request"
 
     limit: PageSize = Field(20, description="at most this many")
     offset: Offset = Field(0, description="skip this many")
@@ -679,7 +683,7 @@ def path_parameter(name: str, value: str) -> str:
 
 
 def _refusal(model: type[Shape], errors: list[Any], what: str) -> HTTPError:
-    code = "invalid"
+    code = model.refused_as
     detail: dict[str, Any] | None
     for kind in ("extra_forbidden", "missing"):
         found = [e for e in errors if e["type"] == kind]
@@ -707,7 +711,7 @@ def _refusal(model: type[Shape], errors: list[Any], what: str) -> HTTPError:
     detail = {"field": field} if field else None
     if kind in ("refused", "value_error"):
         reason = error["ctx"]["reason"] if kind == "refused" else str(error["ctx"]["error"])
-        return HTTPError(400, f"{prefix}: {reason}", code=code, detail=detail)
+        return HTTPError(400, f"{prefix}: {reason}", code="invalid", detail=detail)
     if kind == "expected":
         expected = error["ctx"]["expected"]
     elif kind == "literal_error":
