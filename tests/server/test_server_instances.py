@@ -21,9 +21,12 @@ from tracely_otel._spans import SpanEvent, SpanRecord
 from tracely_sdk.errors import NotFound
 from tracely_sdk.server import _ingest as ingest
 from tracely_sdk.server._ingest import IngestPipeline, Journal, _decode_shared, _encode_shared
+from tracely_sdk.store._model import bundle_weight
 from tracely_sdk.store._postgres import PostgresStore
 
-pytest.importorskip("psycopg", reason="psycopg is not installed (tracely-replay[postgres])")
+psycopg = pytest.importorskip(
+    "psycopg", reason="psycopg is not installed (tracely-replay[postgres])"
+)
 
 FAST = ["--quiet-seconds", "0.2", "--rate-limit", "0"]
 
@@ -82,6 +85,105 @@ def test_20_tool_calls_sent_round_robin_to_two_servers_make_one_whole_recording(
     assert recording.bundle == bundle
 
 
+def count_recording_writes(url: str) -> Any:
+    """A trigger in the store's schema noting every write of a recording (each upsert, even
+    one that changes nothing), with the weight of the bundle written."""
+    conn = psycopg.connect(url, autocommit=True)
+    conn.execute("CREATE TABLE recording_writes (trace_id TEXT NOT NULL, span_count INTEGER)")
+    conn.execute(
+        "CREATE FUNCTION note_recording_write() RETURNS trigger LANGUAGE plpgsql "
+        "SET search_path FROM CURRENT AS $$ BEGIN "
+        "INSERT INTO recording_writes VALUES (NEW.trace_id, NEW.span_count); RETURN NEW; "
+        "END $$"
+    )
+    conn.execute(
+        "CREATE TRIGGER note_recording_write BEFORE INSERT ON recordings "
+        "FOR EACH ROW EXECUTE FUNCTION note_recording_write()"
+    )
+    return conn
+
+
+def test_each_split_trace_is_built_once_from_all_its_spans_by_two_server_processes(
+    make_server: Any, tmp_path: Path, schema_url: str, weather_run: Any
+) -> None:
+    traces = [weather_run(("Paris", "Oslo", "Lisbon", "Tokyo")[n % 4]) for n in range(40)]
+    servers = instances(make_server, tmp_path, schema_url)
+    db = count_recording_writes(schema_url)
+    # Each trace cut in two, one half to each server (the root to either), all at once.
+    halves: list[list[Any]] = [[], []]
+    for n, (spans, _) in enumerate(traces):
+        cut = len(spans) // 2
+        halves[n % 2].extend(spans[:cut])
+        halves[1 - n % 2].extend(spans[cut:])
+    start = threading.Barrier(2)
+    results: list[Any] = [None, None]
+
+    def send(n: int) -> None:
+        sender = exporter(servers[n])
+        start.wait()
+        results[n] = sender.export(halves[n])
+
+    senders = [threading.Thread(target=send, args=(n,)) for n in range(2)]
+    for thread in senders:
+        thread.start()
+    for thread in senders:
+        thread.join()
+    assert results == [SpanExportResult.SUCCESS] * 2
+
+    expected = {bundle["trace_id"]: bundle for _, bundle in traces}
+    wait_for(
+        lambda: db.execute("SELECT count(*) FROM recordings").fetchone()[0] == len(expected),
+        timeout=60,
+        what="every trace recorded",
+    )
+    for server in servers:  # whatever either still had to write is written by now
+        assert server.stop() == 0, server.logs()
+    writes: dict[str, list[int]] = {}
+    for trace_id, weight in db.execute("SELECT trace_id, span_count FROM recording_writes"):
+        writes.setdefault(trace_id, []).append(weight)
+    stored = {
+        trace_id: orjson.loads(bundle)
+        for trace_id, bundle in db.execute("SELECT trace_id, bundle FROM recordings")
+    }
+    db.close()
+    # One write per trace: never twice (two builders), never half first (a builder that did
+    # not wait for the other half), and the bundle one server receiving every span makes.
+    assert writes == {t: [bundle_weight(b)] for t, b in expected.items()}
+    assert stored == expected
+
+
+def test_two_stores_assembling_the_same_traces_take_turns(schema_url: str) -> None:
+    traces = [f"{n:032x}" for n in range(1, 201)]
+    stores = [PostgresStore(schema_url), PostgresStore(schema_url)]
+    seen: list[dict[str, dict[str, str]]] = [{}, {}]
+    start = threading.Barrier(2)
+    failures: list[BaseException] = []
+
+    def assemble(n: int) -> None:
+        def note(trace_id: str, others: Any, stored: bool) -> None:
+            seen[n][trace_id] = dict(others)
+
+        mine = [(trace_id, {f"{n + 1:016x}": f"span {n} of {trace_id}"}) for trace_id in traces]
+        start.wait()
+        try:
+            stores[n].assemble_traces(mine, note)
+        except BaseException as exc:
+            failures.append(exc)
+
+    threads = [threading.Thread(target=assemble, args=(n,)) for n in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for store in stores:
+        store.close()
+    assert not failures
+    for trace_id in traces:
+        # The one that came second saw the first's span; the first saw nothing of the second's.
+        found = sorted(len(seen[n][trace_id]) for n in range(2))
+        assert found == [0, 1], trace_id
+
+
 def pipeline(tmp_path: Path, url: str, name: str, **kwargs: Any) -> IngestPipeline:
     kwargs.setdefault("quiet_seconds", 0.05)
     p = IngestPipeline(PostgresStore(url), journal=Journal(tmp_path / name), **kwargs)
@@ -96,11 +198,15 @@ def test_late_spans_at_another_server_complete_the_recording(
     records = [record_from_readable(s) for s in spans]
     root = [r for r in records if r.is_root]
     children = [r for r in records if not r.is_root]
-    a, b = pipeline(tmp_path, schema_url, "a"), pipeline(tmp_path, schema_url, "b")
+    # Server a waits for the calls its root counts as long as for an orphan's root, then
+    # records what it has, marked partial.
+    a = pipeline(tmp_path, schema_url, "a", orphan_seconds=0.3)
+    b = pipeline(tmp_path, schema_url, "b")
     try:
         a.submit([*root, children[0]])
         first = wait_for(lambda: _recording(a.store, bundle["trace_id"]), what="a recording")
         assert first.bundle != bundle  # made of the spans server a had
+        assert any("missing" in item for item in first.bundle["incomplete"])
         b.submit(children[1:])  # after a recorded the trace: b finds the root there
         wait_for(
             lambda: (_recording(b.store, bundle["trace_id"]) or first).bundle == bundle,

@@ -467,15 +467,19 @@ class SharedTraceStore(Protocol):
     them received (:meth:`~tracely_sdk.store._postgres.PostgresStore.assemble_traces`).
 
     With one, a server hands over a trace's spans once they are quiet here, root or not: the
-    root may have reached another server. The server holding the root, or finding it among the
-    others' spans, records the trace from every span; a trace whose root no server has waits
-    as an orphan does. So a load balancer may send any request to any server.
+    root may have reached another server. The servers take turns on each trace (``assemble``
+    gets the spans the others added and whether a recording is stored); the one that finds
+    the trace whole records it from every span. A trace whose root no server has waits as an
+    orphan does, and so does one whose root says it made calls that no server has the spans
+    of yet, unless a recording of it is stored already: the server that adds the missing
+    spans records it, so a trace split across servers is built once, from all of it. So a
+    load balancer may send any request to any server.
     """
 
     def assemble_traces(
         self,
         traces: Sequence[tuple[str, Mapping[str, str]]],
-        assemble: Callable[[str, Mapping[str, str]], Recording | None],
+        assemble: Callable[[str, Mapping[str, str], bool], Recording | None],
     ) -> list[bool | None]: ...
 
 
@@ -642,6 +646,12 @@ def _decode_shared(encoded: Iterable[str]) -> list[SpanRecord]:
     if requests:
         spans.extend(records_from_otlp_json({"resourceSpans": requests}))
     return spans
+
+
+def _spans_missing(recording: Recording) -> bool:
+    """Whether the trace's root agent counts calls whose spans the trace does not hold."""
+    incomplete = recording.bundle.get("incomplete")
+    return isinstance(incomplete, list) and any("missing" in item for item in incomplete)
 
 
 def decode_journal(kind: int, payload: bytes) -> list[SpanRecord]:
@@ -1109,22 +1119,31 @@ class IngestPipeline:
             job.recording, job.built = self._extract(trace_id, spans), True
         return job
 
-    def _extract_shared(self, job: _Job, others: Mapping[str, str]) -> Recording | None:
+    def _extract_shared(
+        self, job: _Job, others: Mapping[str, str], stored: bool
+    ) -> Recording | None:
         """The recording of a trace's spans here and elsewhere; None while no server has its
-        root (the server that gets it assembles the trace, seeing these spans too), unless the
-        trace waited for it as long as an orphan does."""
+        root, or, with nothing stored yet, while its root counts calls whose spans no server
+        added yet (the server that adds them assembles the trace, seeing these spans too),
+        unless the trace waited as long as an orphan does."""
         own = job.spans or []
         self._split_share += ((1.0 if others else 0.0) - self._split_share) / 64
         if job.built and not others:
-            return job.recording
-        try:
-            spans = own + _decode_shared(others.values()) if others else own
-        except Exception:  # another server's rows: one bad trace must not stop the others
-            logger.exception("trace %s: cannot read its spans from the shared store", job.trace_id)
+            recording = job.recording
+        else:
+            try:
+                spans = own + _decode_shared(others.values()) if others else own
+            except Exception:  # another server's rows: one bad trace must not stop the others
+                logger.exception(
+                    "trace %s: cannot read its spans from the shared store", job.trace_id
+                )
+                return None
+            if not job.rootless and not any(span.is_root for span in spans):
+                return None
+            recording = self._extract(job.trace_id, spans)
+        if recording is not None and not (stored or job.rootless) and _spans_missing(recording):
             return None
-        if not job.rootless and not any(span.is_root for span in spans):
-            return None
-        return self._extract(job.trace_id, spans)
+        return recording
 
     def _extract(self, trace_id: str, spans: list[SpanRecord]) -> Recording | None:
         try:
@@ -1210,7 +1229,9 @@ class IngestPipeline:
             by_trace = {job.trace_id: job for job in jobs}
             return self._shared.assemble_traces(
                 [(job.trace_id, job.shared or {}) for job in jobs],
-                lambda trace_id, others: self._extract_shared(by_trace[trace_id], others),
+                lambda trace_id, others, stored: self._extract_shared(
+                    by_trace[trace_id], others, stored
+                ),
             )
         recordings = [job.recording for job in jobs if job.recording is not None]
         return list(self.store.put_recordings(recordings))
