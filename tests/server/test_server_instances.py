@@ -152,36 +152,48 @@ def test_each_split_trace_is_built_once_from_all_its_spans_by_two_server_process
     assert stored == expected
 
 
-def test_two_stores_assembling_the_same_traces_take_turns(schema_url: str) -> None:
-    traces = [f"{n:032x}" for n in range(1, 201)]
-    stores = [PostgresStore(schema_url), PostgresStore(schema_url)]
-    seen: list[dict[str, dict[str, str]]] = [{}, {}]
-    start = threading.Barrier(2)
-    failures: list[BaseException] = []
+def test_a_trace_being_assembled_holds_back_its_assembly_elsewhere_and_nothing_else(
+    schema_url: str,
+) -> None:
+    a, b, c = (PostgresStore(schema_url) for _ in range(3))
+    admin = psycopg.connect(schema_url, autocommit=True)
+    x, y = "1" * 32, "2" * 32
+    inside, release = threading.Event(), threading.Event()
+    seen: dict[str, dict[str, str]] = {}
 
-    def assemble(n: int) -> None:
-        def note(trace_id: str, others: Any, stored: bool) -> None:
-            seen[n][trace_id] = dict(others)
+    def hold(trace_id: str, others: Any, stored: bool = False) -> None:
+        inside.set()
+        release.wait(30)
 
-        mine = [(trace_id, {f"{n + 1:016x}": f"span {n} of {trace_id}"}) for trace_id in traces]
-        start.wait()
-        try:
-            stores[n].assemble_traces(mine, note)
-        except BaseException as exc:
-            failures.append(exc)
+    def note(trace_id: str, others: Any, stored: bool = False) -> None:
+        seen[trace_id] = dict(others)
 
-    threads = [threading.Thread(target=assemble, args=(n,)) for n in range(2)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    for store in stores:
-        store.close()
-    assert not failures
-    for trace_id in traces:
-        # The one that came second saw the first's span; the first saw nothing of the second's.
-        found = sorted(len(seen[n][trace_id]) for n in range(2))
-        assert found == [0, 1], trace_id
+    def waiting_for_a_lock() -> bool:
+        query = "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+        return bool(admin.execute(query).fetchone()[0])
+
+    holder = threading.Thread(target=a.assemble_traces, args=([(x, {"01" * 8: "a's"})], hold))
+    waiter = threading.Thread(target=c.assemble_traces, args=([(x, {"03" * 8: "c's"})], note))
+    try:
+        holder.start()
+        assert inside.wait(30)  # a is assembling x, its transaction open
+        b.assemble_traces([(y, {"02" * 8: "b's"})], note)  # another trace: no wait
+        assert seen == {y: {}}
+        waiter.start()
+        wait_for(waiting_for_a_lock, what="c to wait for a's lock on the trace")
+        assert x not in seen
+        release.set()
+        holder.join()
+        waiter.join()
+        assert seen[x] == {"01" * 8: "a's"}  # after a committed: every span a added
+    finally:
+        release.set()
+        for thread in (holder, waiter):
+            if thread.ident is not None:  # started
+                thread.join(30)
+        admin.close()
+        for store in (a, b, c):
+            store.close()
 
 
 def pipeline(tmp_path: Path, url: str, name: str, **kwargs: Any) -> IngestPipeline:
