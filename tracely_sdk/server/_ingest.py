@@ -47,6 +47,7 @@ from typing import Any, Final, Protocol, runtime_checkable
 import orjson
 
 from tracely_otel import SpanEvent, SpanRecord, bundle_from_spans
+from tracely_otel import attributes as A
 from tracely_otel.otlp import (
     MAX_VALUE_DEPTH,
     OTLPDecodeError,
@@ -572,9 +573,22 @@ def _value(value: Any, depth: int) -> Any:
     raise ValueError("an attribute value is a string, a number, a boolean or an array")
 
 
+_SCALARS: Final = frozenset({str, bool, float})
+_NUMBERS: Final = _SCALARS | {int}
+
+
 def _attributes(value: Any) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise ValueError("attributes must be an object")
+    # Most values are strings and numbers, which the parser gave exactly as they may be: the
+    # mapping is kept as it is, only its integers checked, each value looked at in C.
+    kinds = set(map(type, value.values()))
+    if kinds <= _SCALARS:
+        return value
+    if kinds <= _NUMBERS:
+        ints = [item for item in value.values() if type(item) is int]
+        if -_I64 <= min(ints) and max(ints) < _I64:
+            return value
     return {key: _value(item, 0) for key, item in value.items()}
 
 
@@ -646,6 +660,18 @@ def _decode_shared(encoded: Iterable[str]) -> list[SpanRecord]:
     if requests:
         spans.extend(records_from_otlp_json({"resourceSpans": requests}))
     return spans
+
+
+def _too_few_spans(roots: Sequence[SpanRecord], spans: int) -> bool:
+    """Whether a root agent counts more calls than the trace has spans besides its roots: then
+    calls are missing (each is a span at least), known before extracting anything."""
+    calls = 0
+    for root in roots:
+        for key in (A.CALLS_TOOLS, A.CALLS_LLM):
+            made = root.attributes.get(key)
+            if type(made) is int:
+                calls += made
+    return calls > spans - len(roots)
 
 
 def _spans_missing(recording: Recording) -> bool:
@@ -1138,8 +1164,10 @@ class IngestPipeline:
                     "trace %s: cannot read its spans from the shared store", job.trace_id
                 )
                 return None
-            if not job.rootless and not any(span.is_root for span in spans):
-                return None
+            if not job.rootless:
+                roots = [span for span in spans if span.is_root]
+                if not roots or (not stored and _too_few_spans(roots, len(spans))):
+                    return None
             recording = self._extract(job.trace_id, spans)
         if recording is not None and not (stored or job.rootless) and _spans_missing(recording):
             return None

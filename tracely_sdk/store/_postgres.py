@@ -32,7 +32,6 @@ log line.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import logging
 import os
@@ -139,7 +138,9 @@ def _parse(url: str) -> tuple[str, int, float, list[str]]:
 # a cycle); the count is of the locks another transaction held, which this one waited for.
 _LOCK_SQL = (
     "SELECT coalesce(sum(CASE WHEN pg_try_advisory_xact_lock(k) THEN 0 "
-    "ELSE (SELECT 1 FROM pg_advisory_xact_lock(k)) END), 0) FROM unnest(%s::bigint[]) AS k"
+    "ELSE (SELECT 1 FROM pg_advisory_xact_lock(k)) END), 0), "
+    "extract(epoch FROM clock_timestamp() - statement_timestamp())::float8 "
+    "FROM unnest(%s::bigint[]) AS k"
 )
 # One round trip, after the locks: add the spans given (arrays in binary, %b: as text, each
 # span's JSON would be escaped character by character) and read back which traces that added
@@ -161,8 +162,17 @@ _ADD_AND_READ_SQL = (
 _SWEEP_SQL = "DELETE FROM trace_spans WHERE received_at < %s"
 SHARED_SPANS_KEEP_SECONDS = 3600.0
 _SWEEP_EVERY_MS = 60_000
-_UPSERT_ROWS = 500  # rows per statement (11 parameters each, far below the protocol's limit)
 _REC_FIELDS = [c.strip() for c in REC_COLUMNS.split(",")] + ["span_count"]
+
+
+@contextmanager
+def _pipeline(conn: Any) -> Iterator[None]:
+    """Statements sent together, in one round trip where the client library can."""
+    if psycopg.Pipeline.is_supported():
+        with conn.pipeline():
+            yield
+    else:  # pragma: no cover - a libpq before 14
+        yield
 
 
 def _lock_key(trace_id: str) -> int:
@@ -188,15 +198,17 @@ def _recording_row(r: Recording) -> tuple[Any, ...]:
     )
 
 
-@functools.lru_cache(maxsize=16)
-def _upsert_sql(rows: int) -> str:
-    one = "(" + ", ".join(["%s"] * len(_REC_FIELDS)) + ")"
-    updates = ", ".join(f"{c} = EXCLUDED.{c}" for c in _REC_FIELDS if c != "trace_id")
-    return (
-        f"INSERT INTO recordings ({', '.join(_REC_FIELDS)}) VALUES {', '.join([one] * rows)} "
-        f"ON CONFLICT (trace_id) DO UPDATE SET {updates} "
-        "WHERE recordings.span_count < EXCLUDED.span_count RETURNING trace_id"
-    )
+_REC_TYPES = ("text",) * 3 + ("bigint",) + ("text",) * 5 + ("bigint", "integer")
+# One statement text whatever the number of rows (each column one array, in binary): the
+# driver converts and the server plans it once, where a VALUES list per row count was parsed
+# again for each batch.
+_UPSERT_SQL = (
+    f"INSERT INTO recordings ({', '.join(_REC_FIELDS)}) SELECT * FROM unnest("
+    + ", ".join(f"%b::{kind}[]" for kind in _REC_TYPES)
+    + ") ON CONFLICT (trace_id) DO UPDATE SET "
+    + ", ".join(f"{c} = EXCLUDED.{c}" for c in _REC_FIELDS if c != "trace_id")
+    + " WHERE recordings.span_count < EXCLUDED.span_count RETURNING trace_id"
+)
 
 
 def _close_quietly(conn: Any) -> None:
@@ -250,7 +262,7 @@ class PostgresStore(SQLStore):
         # What assembling traces cost (assemble_traces): the model of several servers on one
         # store is measured from these, not guessed.
         self.assembly: dict[str, float] = dict.fromkeys(
-            ("transactions", "statements", "traces", "spans", "built", "lock_waits"), 0
+            ("transactions", "round_trips", "traces", "spans", "built", "lock_waits"), 0
         )
         self.assembly["lock_seconds"] = 0.0
         # Connect and migrate now: a wrong URL or a newer schema fails here, not on first use.
@@ -432,12 +444,12 @@ class PostgresStore(SQLStore):
         if counts["transactions"] and not self._closed:
             logger.info(
                 "store %s: assembled %d trace(s) of %d span(s) in %d transaction(s) of %d "
-                "statement(s); %d built here; %d lock wait(s), %.3fs taking locks",
+                "round trip(s); %d built here; %d lock wait(s), %.3fs taking locks",
                 self.url,
                 counts["traces"],
                 counts["spans"],
                 counts["transactions"],
-                counts["statements"],
+                counts["round_trips"],
                 counts["built"],
                 counts["lock_waits"],
                 counts["lock_seconds"],
@@ -490,7 +502,7 @@ class PostgresStore(SQLStore):
 
     def _upsert(self, conn: Any, items: Sequence[Recording]) -> tuple[list[bool], int]:
         """Store ``items`` in the transaction open on ``conn`` (see :meth:`put_recordings`):
-        whether each changed the stored row, and the statements that took."""
+        whether each changed the stored row, and the round trips that took."""
         rows = [_recording_row(r) for r in items]
         rounds: list[list[int]] = []  # the n-th occurrence of each trace id goes in round n
         seen: dict[str, int] = {}
@@ -501,17 +513,13 @@ class PostgresStore(SQLStore):
                 rounds.append([])
             rounds[n].append(index)
         results = [False] * len(items)
-        statements = 0
         for indexes in rounds:
             indexes.sort(key=lambda i: items[i].trace_id)
-            for start in range(0, len(indexes), _UPSERT_ROWS):
-                chunk = indexes[start : start + _UPSERT_ROWS]
-                params = [value for i in chunk for value in rows[i]]
-                changed = {row[0] for row in conn.execute(_upsert_sql(len(chunk)), params)}
-                statements += 1
-                for i in chunk:
-                    results[i] = items[i].trace_id in changed
-        return results, statements
+            columns = [list(column) for column in zip(*(rows[i] for i in indexes), strict=True)]
+            changed = {row[0] for row in conn.execute(_UPSERT_SQL, columns)}
+            for i in indexes:
+                results[i] = items[i].trace_id in changed
+        return results, len(rounds)
 
     def promote(
         self,
@@ -607,19 +615,19 @@ class PostgresStore(SQLStore):
         def run() -> list[bool | None]:
             counts = self.assembly
             with self._write() as conn:
-                started = time.perf_counter()
-                waits = conn.execute(_LOCK_SQL, (keys,)).fetchone()[0]
-                waited = time.perf_counter() - started
-                statements = 2  # BEGIN, the locks
-                if sweep:
-                    conn.execute(_SWEEP_SQL, (now - int(keep_seconds * 1000),))
-                    statements += 1
+                # The locks and the statements after them go in one round trip: the server
+                # runs them in order, the reads once the locks are held.
+                with _pipeline(conn):
+                    locked = conn.execute(_LOCK_SQL, (keys,))
+                    if sweep:
+                        conn.execute(_SWEEP_SQL, (now - int(keep_seconds * 1000),))
+                    read = conn.execute(_ADD_AND_READ_SQL, (*columns, now, distinct, distinct))
+                waits, waited = locked.fetchone()
+                trips = 3  # BEGIN, the locks with the statements after them, COMMIT
                 added: set[str] = set()
                 stored: set[str] = set()
                 others: dict[str, dict[str, str]] = {}
-                for tag, trace_id, span_id, span in conn.execute(
-                    _ADD_AND_READ_SQL, (*columns, now, distinct, distinct)
-                ):
+                for tag, trace_id, span_id, span in read:
                     if tag == "a":
                         added.add(trace_id)
                     elif tag == "r":
@@ -634,12 +642,12 @@ class PostgresStore(SQLStore):
                 ]
                 recordings = [r for r in made if isinstance(r, Recording)]
                 written, upserts = self._upsert(conn, recordings)
-                statements += upserts + 1  # and COMMIT
+                trips += upserts
             changed = iter(written)
             with self._lock:
                 counts["transactions"] += 1
-                counts["statements"] += statements
-                counts["traces"] += len(trace_ids)
+                counts["round_trips"] += trips
+                counts["traces"] += sum(1 for _, spans in items if spans)
                 counts["spans"] += len(columns[0])
                 counts["built"] += len(recordings)
                 counts["lock_waits"] += int(waits or 0)
