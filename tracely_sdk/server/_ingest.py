@@ -1138,12 +1138,20 @@ class IngestPipeline:
         if self._shared is None:
             return _Job(trace_id, generation, self._extract(trace_id, spans))
         job = _Job(trace_id, generation, None, spans, _encode_shared(spans), rootless)
-        if self._split_share < 0.5 and (rootless or any(span.is_root for span in spans)):
+        if self._split_share < 0.5 and (rootless or self._whole_here(spans)):
             # Most traces reach this server alone: build the recording here, on the assembler
             # thread, so that the writer only stores it (unless other servers have spans of
             # this trace after all).
             job.recording, job.built = self._extract(trace_id, spans), True
         return job
+
+    @staticmethod
+    def _whole_here(spans: Sequence[SpanRecord]) -> bool:
+        """Whether the spans here may be the whole trace: its root, and a span at least for
+        each call the root counts (a trace whose other calls are elsewhere is not built
+        here first, to be built again from every span)."""
+        roots = [span for span in spans if span.is_root]
+        return bool(roots) and not _too_few_spans(roots, len(spans))
 
     def _extract_shared(
         self, job: _Job, others: Mapping[str, str], stored: bool
