@@ -182,8 +182,9 @@ def describe(run: Run) -> list[str]:
     spans, recordings = c["spans"], max(1, run.recordings)
     measured = max(1, run.result.spans)
     return [
-        f"{run.servers} server(s): {run.result.recorded_rate:,.0f} spans/s recorded "
-        f"({run.result.spans:,} spans in {run.seconds:.1f}s)",
+        f"{run.servers} server(s): {run.result.recorded_rate:,.0f} spans/s recorded, "
+        f"{run.result.accepted_rate:,.0f}/s accepted ({run.result.spans:,} spans in "
+        f"{run.seconds:.1f}s; {run.result.throttled} answers 429)",
         f"  transactions per trace {c['transactions'] / recordings:.3f} "
         f"({c['transactions']:,.0f} for {recordings:,} traces, {c['traces'] / recordings:.2f} "
         "assemblies of each: one per server that had spans of it); "
