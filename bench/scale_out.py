@@ -203,29 +203,41 @@ def describe(run: Run) -> list[str]:
 
 
 def model(one: Run, two: Run, cores: int) -> list[str]:
-    """Where N servers land on N cores, from the per-span CPU each part measured with two."""
-    spans = max(1, two.result.spans)
-    server = two.server_cpu / spans / two.servers  # each server's share per span
-    database = two.database_cpu / spans
-    sender = two.sender_cpu / max(1, two.result.spans)
-    total = two.server_cpu / spans + database + sender
+    """Where N servers land on N cores, from what one and two servers measured per span."""
+
+    def us(run: Run, seconds: float) -> float:
+        return 1e6 * seconds / max(1, run.result.spans)
+
+    s1, s2 = us(one, one.server_cpu), us(two, two.server_cpu)
+    p1, p2 = us(one, one.database_cpu), us(two, two.database_cpu)
+    g = us(two, two.sender_cpu)
+    c = two.counts
+    waits = c["lock_waits"] / max(1, two.recordings)
+    wait_ms = 1000 * c["lock_seconds"] / max(1, c["lock_waits"]) if c["lock_waits"] else 0.0
     lines = [
-        "model: a span costs the servers "
-        f"{1e6 * two.server_cpu / spans:,.0f} us of CPU in all, PostgreSQL {1e6 * database:,.0f} "
-        f"us and the load generator {1e6 * sender:,.0f} us; one server alone "
-        f"{1e6 * one.server_cpu / max(1, one.result.spans):,.0f} us (it decodes no other server's "
-        "spans)",
+        f"model, per span: servers' CPU {s1:.0f} us with one server, {s2:.0f} us with two "
+        f"(each trace split between them: {s2 / s1:.2f}x); PostgreSQL {p1:.0f} / {p2:.0f} us; "
+        f"the load generator {g:.0f} us",
+        f"  a trace split in two reaches at most two servers, however many there are: its "
+        f"lock waits ({waits:.4f} a trace, at most {wait_ms:.1f} ms each, the time the "
+        "database spent taking locks), transactions (one per server it reached, shared by the "
+        f"{c['traces'] / max(1, c['transactions']):.0f} traces of a batch) and round trips "
+        f"({c['round_trips'] / max(1, c['spans']):.4f} a span) stay what two servers "
+        "measured, and servers on different traces never wait for each other",
     ]
     for n in (1, 2, 4, 8):
-        serial = n / (server * n) if server else float("inf")
-        cpu_bound = n / total
+        rate = n * 1e6 / (s2 if n > 1 else s1)
         lines.append(
-            f"  {n} server(s) on {n} core(s): at most {min(serial, cpu_bound):,.0f} spans/s "
-            f"(each server's own thread: {serial:,.0f}/s; all CPU shared: {cpu_bound:,.0f}/s)"
+            f"  {n} server(s) on {n} core(s) of their own: at most {rate:,.0f} spans/s "
+            f"(PostgreSQL then needs {rate * (p2 if n > 1 else p1) / 1e6:.2f} core(s))"
         )
+    shared = cores * 1e6 / (s2 + p2 + g)
+    alone = cores * 1e6 / (s1 + p1 + g)
     lines.append(
-        f"  (this machine: {cores} cores shared with the load generator and PostgreSQL, so "
-        "every part of the work competes for the same cores)"
+        f"  this machine, {cores} cores shared by the servers, PostgreSQL and the load: at most "
+        f"{alone:,.0f} spans/s with one server, {shared:,.0f} with two (the ratio of the CPU "
+        f"per span, {alone and shared / alone:.2f}x; one server also keeps to one core for "
+        "its Python, so two gain when the machine is otherwise idle)"
     )
     return lines
 

@@ -203,6 +203,52 @@ def pipeline(tmp_path: Path, url: str, name: str, **kwargs: Any) -> IngestPipeli
     return p
 
 
+class SlowStore(PostgresStore):
+    def __init__(self, url: str) -> None:
+        super().__init__(url)
+        self.gate = threading.Event()
+        self.entered = threading.Event()
+
+    def assemble_traces(self, *args: Any, **kwargs: Any) -> list[bool | None]:
+        self.entered.set()
+        self.gate.wait(30)
+        return super().assemble_traces(*args, **kwargs)
+
+
+def test_a_full_write_queue_leaves_spans_waiting_in_memory_not_refused(
+    tmp_path: Path, schema_url: str, weather_run: Any
+) -> None:
+    # The writer builds the recordings with a shared store: a queue full of cheap jobs is
+    # not a reason to refuse spans that the server's memory bounds still have room for.
+    runs = [weather_run(city) for city in ("Paris", "Oslo", "Tokyo", "Lisbon")]
+    store = SlowStore(schema_url)
+    p = IngestPipeline(
+        store,
+        journal=Journal(tmp_path / "slow"),
+        quiet_seconds=0,
+        write_queue_size=1,
+        write_batch_size=1,
+    )
+    p.start()
+    try:
+        first, second, *rest = ([record_from_readable(s) for s in spans] for spans, _ in runs)
+        p.submit(first)
+        assert store.entered.wait(30)  # the writer holds the first trace
+        p.submit(second)
+        wait_for(lambda: p.stats()["write_queue"] == 1, what="the write queue to fill")
+        for spans in rest:
+            p.submit(spans)
+        assert p.counters["requests_refused"] == 0
+        store.gate.set()
+        for _, bundle in runs:
+            recording = wait_for(lambda b=bundle: _recording(store, b["trace_id"]), what="it")
+            assert recording.bundle == bundle
+    finally:
+        store.gate.set()
+        p.shutdown()
+        store.close()
+
+
 def test_late_spans_at_another_server_complete_the_recording(
     tmp_path: Path, schema_url: str, weather_run: Any
 ) -> None:

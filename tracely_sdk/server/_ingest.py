@@ -933,7 +933,10 @@ class IngestPipeline:
                 self.counters["requests_refused"] += 1
                 self._wake.set()
                 raise Backpressure("the ingest journal holds as many bytes as it may")
-            if self._queue.full():
+            # With a shared store the writer builds the recordings, so its queue fills in
+            # bursts of cheap jobs (every quiet trace at once); the assembler waits for room
+            # and the spans wait here, under the bounds above and below.
+            if self._shared is None and self._queue.full():
                 self.counters["requests_refused"] += 1
                 raise Backpressure("the write queue is full")
             new_traces = sum(1 for t in by_trace if t not in self._traces)
