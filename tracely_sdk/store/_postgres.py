@@ -413,7 +413,8 @@ class PostgresStore(SQLStore):
                     raise self._fail(exc) from exc
                 raise
             try:
-                conn.execute("COMMIT")
+                if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+                    conn.execute("COMMIT")  # unless the body sent it with its last statements
             except psycopg.Error as exc:
                 self._rollback(conn)
                 raise self._fail(exc) from exc
@@ -496,13 +497,15 @@ class PostgresStore(SQLStore):
 
         def write() -> list[bool]:
             with self._write() as conn:
-                return self._upsert(conn, items)[0]
+                return self._upsert(conn, items, commit=True)
 
         return self._retrying(write)
 
-    def _upsert(self, conn: Any, items: Sequence[Recording]) -> tuple[list[bool], int]:
-        """Store ``items`` in the transaction open on ``conn`` (see :meth:`put_recordings`):
-        whether each changed the stored row, and the round trips that took."""
+    def _upsert(
+        self, conn: Any, items: Sequence[Recording], *, commit: bool = False
+    ) -> list[bool]:
+        """Store ``items`` in the transaction open on ``conn`` (see :meth:`put_recordings`),
+        and commit it with ``commit``, all in one round trip: whether each changed the row."""
         rows = [_recording_row(r) for r in items]
         rounds: list[list[int]] = []  # the n-th occurrence of each trace id goes in round n
         seen: dict[str, int] = {}
@@ -512,14 +515,20 @@ class PostgresStore(SQLStore):
             if n == len(rounds):
                 rounds.append([])
             rounds[n].append(index)
+        sent = []
+        with _pipeline(conn):
+            for indexes in rounds:
+                indexes.sort(key=lambda i: items[i].trace_id)
+                columns = [list(column) for column in zip(*(rows[i] for i in indexes), strict=True)]
+                sent.append((indexes, conn.execute(_UPSERT_SQL, columns)))
+            if commit:
+                conn.execute("COMMIT")
         results = [False] * len(items)
-        for indexes in rounds:
-            indexes.sort(key=lambda i: items[i].trace_id)
-            columns = [list(column) for column in zip(*(rows[i] for i in indexes), strict=True)]
-            changed = {row[0] for row in conn.execute(_UPSERT_SQL, columns)}
+        for indexes, cursor in sent:
+            changed = {row[0] for row in cursor}
             for i in indexes:
                 results[i] = items[i].trace_id in changed
-        return results, len(rounds)
+        return results
 
     def promote(
         self,
@@ -623,7 +632,7 @@ class PostgresStore(SQLStore):
                         conn.execute(_SWEEP_SQL, (now - int(keep_seconds * 1000),))
                     read = conn.execute(_ADD_AND_READ_SQL, (*columns, now, distinct, distinct))
                 waits, waited = locked.fetchone()
-                trips = 3  # BEGIN, the locks with the statements after them, COMMIT
+                trips = 3  # BEGIN; the locks and the statements after them; the upsert, COMMIT
                 added: set[str] = set()
                 stored: set[str] = set()
                 others: dict[str, dict[str, str]] = {}
@@ -641,8 +650,7 @@ class PostgresStore(SQLStore):
                     for trace_id in trace_ids
                 ]
                 recordings = [r for r in made if isinstance(r, Recording)]
-                written, upserts = self._upsert(conn, recordings)
-                trips += upserts
+                written = self._upsert(conn, recordings, commit=True)
             changed = iter(written)
             with self._lock:
                 counts["transactions"] += 1
