@@ -207,10 +207,10 @@ class SlowStore(PostgresStore):
     def __init__(self, url: str) -> None:
         super().__init__(url)
         self.gate = threading.Event()
-        self.entered = threading.Event()
+        self.entered = threading.Semaphore(0)  # released by each writer that comes in
 
     def assemble_traces(self, *args: Any, **kwargs: Any) -> list[bool | None]:
-        self.entered.set()
+        self.entered.release()
         self.gate.wait(30)
         return super().assemble_traces(*args, **kwargs)
 
@@ -231,13 +231,13 @@ def test_a_full_write_queue_leaves_spans_waiting_in_memory_not_refused(
     )
     p.start()
     try:
-        first, second, *rest = ([record_from_readable(s) for s in spans] for spans, _ in runs)
-        p.submit(first)
-        assert store.entered.wait(30)  # the writer holds the first trace
-        p.submit(second)
-        wait_for(lambda: p.stats()["write_queue"] == 1, what="the write queue to fill")
-        for spans in rest:
+        batches = [[record_from_readable(s) for s in spans] for spans, _ in runs]
+        for spans in batches[:2]:  # each writer holds one trace
             p.submit(spans)
+            assert store.entered.acquire(timeout=30)
+        p.submit(batches[2])
+        wait_for(lambda: p.stats()["write_queue"] == 1, what="the write queue to fill")
+        p.submit(batches[3])
         assert p.counters["requests_refused"] == 0
         store.gate.set()
         for _, bundle in runs:

@@ -795,7 +795,7 @@ class IngestPipeline:
         # also had spans of (a moving average, written by the writer thread only).
         self._split_share = 0.0
         self._assembler: threading.Thread | None = None
-        self._writer: threading.Thread | None = None
+        self._writers: list[threading.Thread] = []
         self.counters: dict[str, int] = {
             "spans_accepted": 0,
             "spans_rejected": 0,
@@ -810,8 +810,14 @@ class IngestPipeline:
 
     def start(self) -> None:
         """Recover what the journal holds, then start the assembler and writer threads."""
-        self._writer = threading.Thread(target=self._write_loop, name="tracely-writer", daemon=True)
-        self._writer.start()
+        # With a shared store the writer builds the recordings in its transactions: a second
+        # one builds while the first waits on the database (their traces are never the same).
+        self._writers = [
+            threading.Thread(target=self._write_loop, name="tracely-writer", daemon=True)
+            for _ in range(2 if self._shared is not None else 1)
+        ]
+        for writer in self._writers:
+            writer.start()
         if self.journal is not None:
             self._recover(self.journal)
         self._assembler = threading.Thread(
@@ -866,10 +872,12 @@ class IngestPipeline:
             self._assembler.join(max(0.0, deadline - time.monotonic()))
         self._flush(deadline)
         self._give_up_at = deadline
-        if self._writer is not None:
-            self._put(_STOP, deadline)
-            self._writer.join(max(0.0, deadline - time.monotonic()))
-            if self._writer.is_alive():
+        if self._writers:
+            for _ in self._writers:
+                self._put(_STOP, deadline)
+            for writer in self._writers:
+                writer.join(max(0.0, deadline - time.monotonic()))
+            if any(writer.is_alive() for writer in self._writers):
                 logger.error(
                     "the store did not take every recording within %.0fs; the rest stay in the "
                     "ingest journal and are written at the next start",
@@ -1215,7 +1223,7 @@ class IngestPipeline:
                 if deadline is not None and time.monotonic() > deadline:
                     logger.error("the write queue stayed full until the shutdown deadline")
                     return
-                if self._writer is None or not self._writer.is_alive():
+                if not any(writer.is_alive() for writer in self._writers):
                     return
 
     # writing --------------------------------------------------------------------------------
