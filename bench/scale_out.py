@@ -34,10 +34,11 @@ from collections.abc import Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from ingest import (  # noqa: E402
+from ingest import (
     SPANS_PER_PAYLOAD,
     Result,
     Server,
@@ -82,18 +83,15 @@ class Run:
     database_cpu: float = 0.0
     sender_cpu: float = 0.0
 
-    def per(self, name: str, of: str) -> float:
-        return self.counts[name] / max(1.0, self.counts[of])
 
-
-def database_stats(conn: object) -> tuple[int, list[int]]:
+def database_stats(conn: Any) -> tuple[int, list[int]]:
     """Transactions rolled back in this database so far, and the pids of tracely's backends."""
-    row = conn.execute(  # type: ignore[attr-defined]
+    row = conn.execute(
         "SELECT xact_rollback FROM pg_stat_database WHERE datname = current_database()"
     ).fetchone()
     pids = [
         pid
-        for (pid,) in conn.execute(  # type: ignore[attr-defined]
+        for (pid,) in conn.execute(
             "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
             "AND application_name = 'tracely'"
         )
@@ -114,7 +112,7 @@ def store_counts(servers: Sequence[Server]) -> dict[str, float]:
     totals = dict.fromkeys(COUNTS, 0.0)
     for server in servers:
         found = STORE_LINE.findall(server.log.read_text(errors="replace"))
-        if not found:  # a revision whose store does not count (``--against``-style runs)
+        if not found:  # an earlier revision, whose store did not count
             print(f"  (no assembly counts in the server's log {server.log})")
             return dict.fromkeys(COUNTS, 0.0)
         for name, value in zip(COUNTS, found[-1], strict=True):
@@ -144,7 +142,9 @@ def one_run(
             _, pids = database_stats(admin)
             before = cpu(servers, pids)
             started = time.perf_counter()
-            load = send(servers, split, opts.threads, lambda sent: sent < opts.spans // opts.threads)
+            load = send(
+                servers, split, opts.threads, lambda sent: sent < opts.spans // opts.threads
+            )
             acked = time.perf_counter()
             done = wait_recorded(servers[0], warm.traces + load.traces)
             after = cpu(servers, pids)
@@ -160,11 +160,8 @@ def one_run(
             server_cpu, database, sender = (b - a for a, b in zip(before, after, strict=True))
         # the servers have stopped (and logged what their stores counted)
         rollbacks = database_stats(admin)[0] - rolled_back
-        recordings = int(
-            admin.execute(
-                f"SELECT count(*) FROM {url_schema(url)}.recordings"  # noqa: S608 - ours
-            ).fetchone()[0]
-        )
+        row = admin.execute(f"SELECT count(*) FROM {url_schema(url)}.recordings").fetchone()
+        recordings = int(row[0]) if row else 0
         admin.close()
         run = Run(count, result, seconds, recordings, store_counts(servers), rollbacks)
         run.server_cpu, run.database_cpu, run.sender_cpu = server_cpu, database, sender
@@ -180,7 +177,7 @@ def url_schema(url: str) -> str:
 
 def describe(run: Run) -> list[str]:
     c = run.counts
-    spans, recordings = c["spans"], max(1, run.recordings)
+    spans, recordings = max(1.0, c["spans"]), max(1, run.recordings)
     measured = max(1, run.result.spans)
     return [
         f"{run.servers} server(s): {run.result.recorded_rate:,.0f} spans/s recorded, "
@@ -189,7 +186,7 @@ def describe(run: Run) -> list[str]:
         f"  transactions per trace {c['transactions'] / recordings:.3f} "
         f"({c['transactions']:,.0f} for {recordings:,} traces, {c['traces'] / recordings:.2f} "
         "assemblies of each: one per server that had spans of it); "
-        f"rolled back and run again: {run.rollbacks}",
+        f"rolled back (pg_stat_database): {run.rollbacks}",
         f"  round trips per span {c['round_trips'] / spans:.4f} "
         f"({c['round_trips'] / max(1, c['transactions']):.1f} per transaction, "
         f"{spans / max(1, c['transactions']):.0f} spans per transaction)",

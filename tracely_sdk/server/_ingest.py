@@ -587,7 +587,7 @@ def _attributes(value: Any) -> dict[str, Any]:
         return value
     if kinds <= _NUMBERS:
         ints = [item for item in value.values() if type(item) is int]
-        if -_I64 <= min(ints) and max(ints) < _I64:
+        if min(ints) >= -_I64 and max(ints) < _I64:
             return value
     return {key: _value(item, 0) for key, item in value.items()}
 

@@ -501,9 +501,7 @@ class PostgresStore(SQLStore):
 
         return self._retrying(write)
 
-    def _upsert(
-        self, conn: Any, items: Sequence[Recording], *, commit: bool = False
-    ) -> list[bool]:
+    def _upsert(self, conn: Any, items: Sequence[Recording], *, commit: bool = False) -> list[bool]:
         """Store ``items`` in the transaction open on ``conn`` (see :meth:`put_recordings`),
         and commit it with ``commit``, all in one round trip: whether each changed the row."""
         rows = [_recording_row(r) for r in items]
