@@ -3,8 +3,8 @@
 The spans of one trace reach the server in many requests, out of order and sometimes twice.
 The :class:`IngestPipeline` holds them per trace (deduplicated by span id) and hands a trace to
 the one extractor (:func:`tracely_otel.bundle_from_spans`) once its root span has arrived and
-it has been quiet for ``quiet_seconds``; a single writer thread stores the recordings in
-batches. A span that arrives after its trace was assembled re-opens the trace, and the larger
+it has been quiet for ``quiet_seconds``; a writer thread (two with a shared store, where they
+build the recordings) stores the recordings in batches. A span that arrives after its trace was assembled re-opens the trace, and the larger
 bundle replaces the stored one (the store keeps the more complete recording; duplicates
 change nothing).
 
