@@ -4,9 +4,9 @@ The spans of one trace reach the server in many requests, out of order and somet
 The :class:`IngestPipeline` holds them per trace (deduplicated by span id) and hands a trace to
 the one extractor (:func:`tracely_otel.bundle_from_spans`) once its root span has arrived and
 it has been quiet for ``quiet_seconds``; a writer thread (two with a shared store, where they
-build the recordings) stores the recordings in batches. A span that arrives after its trace was assembled re-opens the trace, and the larger
-bundle replaces the stored one (the store keeps the more complete recording; duplicates
-change nothing).
+build the recordings) stores the recordings in batches. A span that arrives after its trace
+was assembled re-opens the trace, and the larger bundle replaces the stored one (the store
+keeps the more complete recording; duplicates change nothing).
 
 Durability: a request is acknowledged only once its spans are in memory and in the
 write-ahead :class:`Journal`, an append-only file fsync'd before the answer (concurrent
