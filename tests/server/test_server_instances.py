@@ -22,7 +22,7 @@ from tracely_sdk.errors import NotFound
 from tracely_sdk.server import _ingest as ingest
 from tracely_sdk.server._ingest import IngestPipeline, Journal, _decode_shared, _encode_shared
 from tracely_sdk.store._model import bundle_weight
-from tracely_sdk.store._postgres import PostgresStore
+from tracely_sdk.store._postgres import PostgresStore, _lock_key
 
 psycopg = pytest.importorskip(
     "psycopg", reason="psycopg is not installed (tracely-replay[postgres])"
@@ -168,9 +168,16 @@ def test_a_trace_being_assembled_holds_back_its_assembly_elsewhere_and_nothing_e
     def note(trace_id: str, others: Any, stored: bool = False) -> None:
         seen[trace_id] = dict(others)
 
+    key = _lock_key(x) & (1 << 64) - 1  # pg_locks shows the key's two halves, unsigned
+
     def waiting_for_a_lock() -> bool:
-        query = "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
-        return bool(admin.execute(query).fetchone()[0])
+        query = (
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted "
+            "AND classid::text::bigint = %s AND objid::text::bigint = %s AND objsubid = 1 "
+            "AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+        )
+        row = admin.execute(query, (key >> 32, key & 0xFFFFFFFF)).fetchone()
+        return bool(row and row[0])
 
     holder = threading.Thread(target=a.assemble_traces, args=([(x, {"01" * 8: "a's"})], hold))
     waiter = threading.Thread(target=c.assemble_traces, args=([(x, {"03" * 8: "c's"})], note))
