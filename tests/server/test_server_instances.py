@@ -321,6 +321,7 @@ def test_a_server_without_the_root_hands_its_spans_over_and_lets_go_of_them(
         # In the store, and no longer in b's memory; b waits for the root as for an orphan.
         wait_for(lambda: b.stats()["spans_in_memory"] == 0, what="b to hand its spans over")
         assert b.stats()["traces_open"] == 1
+        assert b.stats()["bytes_in_memory"] == 0  # nor counted against its bound on bytes
         assert _recording(b.store, bundle["trace_id"]) is None
         a.submit([r for r in records if r.is_root])
         recording = wait_for(lambda: _recording(a.store, bundle["trace_id"]), what="the trace")

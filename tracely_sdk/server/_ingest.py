@@ -1331,7 +1331,8 @@ class IngestPipeline:
             # Its spans are in the shared store now, which an orphan's assembly reads: only
             # the wait is kept here (and the journal, which starts the wait again on restart).
             self._span_count -= len(trace.spans)
-            trace.spans = {}
+            self._held_bytes -= trace.size
+            trace.spans, trace.size = {}, 0
             trace.state = _OPEN
             self._orphans[job.trace_id] = trace
         elif trace.generation == job.generation:
