@@ -30,16 +30,13 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 import queue
 import re
-import struct
 import sys
 import threading
 import time
-import zlib
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Protocol, runtime_checkable
@@ -58,6 +55,7 @@ from tracely_otel.otlp import (
 )
 from tracely_sdk.errors import ConfigError, StoreError
 from tracely_sdk.store import Recording, Store
+from tracely_sdk.store._wal import Frames, LogError, LogInUse, SegmentLog
 
 __all__ = [
     "KIND_JSON",
@@ -79,7 +77,7 @@ KIND_PROTO: Final = 1
 KIND_JSON: Final = 2
 KIND_PROTO_GZIP: Final = 3
 KIND_JSON_GZIP: Final = 4
-_KINDS: Final = frozenset({KIND_PROTO, KIND_JSON, KIND_PROTO_GZIP, KIND_JSON_GZIP})
+_FRAMES: Final = Frames(b"TJ01", (KIND_PROTO, KIND_JSON, KIND_PROTO_GZIP, KIND_JSON_GZIP))
 _RECOVERY_MAX_BYTES: Final = 1 << 31
 
 
@@ -101,8 +99,8 @@ class Unavailable(Exception):
         self.retry_after = retry_after
 
 
-class JournalError(Exception):
-    """The journal could not be written; nothing of the request was acknowledged."""
+# The journal could not be written; nothing of the request was acknowledged.
+JournalError = LogError
 
 
 @dataclass(frozen=True)
@@ -118,38 +116,9 @@ class Receipt:
 # the journal
 
 
-_HEADER: Final = struct.Struct("<4sBxxxII")  # magic, kind, payload length, crc32 of payload
-_MAGIC: Final = b"TJ01"
-_SEGMENT_PREFIX: Final = "segment-"
-_SEGMENT_SUFFIX: Final = ".journal"
-
-
-def _segment_name(segment: int) -> str:
-    return f"{_SEGMENT_PREFIX}{segment:010d}{_SEGMENT_SUFFIX}"
-
-
-def _fsync_dir(directory: Path) -> None:
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return  # not possible on every platform; the file's own fsync still holds its data
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-class Journal:
-    """An append-only, fsync'd log of accepted request bodies, in numbered segments.
-
-    Each record is a 16-byte header (magic, kind, length, CRC-32) and the payload. A record is
-    durable once :meth:`sync` has returned for it; concurrent callers share one fsync. A torn
-    record at the end of a segment (a crash mid-write, never acknowledged) ends that segment's
-    replay. Segments are reference-counted by what still needs them and deleted at zero once
-    a newer segment is being written.
-    """
+class Journal(SegmentLog):
+    """The accepted request bodies (``kind``, payload) as binary records in numbered segments
+    (:class:`~tracely_sdk.store._wal.SegmentLog`), each pinned by the traces with spans in it."""
 
     def __init__(
         self,
@@ -158,274 +127,25 @@ class Journal:
         segment_bytes: int = 8 * 1024 * 1024,
         segment_seconds: float = 5.0,
     ) -> None:
-        self.directory = directory
-        self.segment_bytes = segment_bytes
-        self.segment_seconds = segment_seconds
-        self._lock = threading.Lock()  # appends, rotation, refs
-        self._sync = threading.Condition(threading.Lock())
-        self._fd = -1
-        self._active = 0
-        self._active_size = 0
-        self._active_since = 0.0
-        self._refs: dict[int, int] = {}
-        self._sizes: dict[int, int] = {}  # segment -> bytes on disk
-        self._written = 0  # records appended
-        self._synced = 0  # records known durable
-        self._syncing = False
-        self._lock_fd = -1
-        self._closed = False
-
-    # lifecycle ------------------------------------------------------------------------------
+        super().__init__(
+            directory,
+            _FRAMES,
+            what="the ingest journal",
+            logger=logger,
+            prefix="segment-",
+            suffix=".journal",
+            segment_bytes=segment_bytes,
+            segment_seconds=segment_seconds,
+        )
 
     def open(self) -> list[int]:
-        """Lock the directory and start a new segment; returns the segments left to recover."""
         try:
-            self.directory.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise ConfigError(f"cannot create the ingest journal {self.directory}: {exc}") from exc
-        self._lock_directory()
-        existing = sorted(
-            int(p.name[len(_SEGMENT_PREFIX) : -len(_SEGMENT_SUFFIX)])
-            for p in self.directory.glob(f"{_SEGMENT_PREFIX}*{_SEGMENT_SUFFIX}")
-            if p.name[len(_SEGMENT_PREFIX) : -len(_SEGMENT_SUFFIX)].isdigit()
-        )
-        for segment in existing:
-            self._refs[segment] = 0
-            try:
-                self._sizes[segment] = self._path(segment).stat().st_size
-            except OSError:
-                self._sizes[segment] = 0
-        with self._lock:
-            self._start_segment((existing[-1] if existing else 0) + 1)
-        return existing
-
-    def _lock_directory(self) -> None:
-        path = self.directory / ".lock"
-        try:
-            self._lock_fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-        except OSError as exc:
-            raise ConfigError(f"cannot open {path}: {exc}") from exc
-        try:
-            import fcntl
-        except ImportError:  # pragma: no cover - not POSIX: one server per directory, unchecked
-            return
-        try:
-            fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            os.close(self._lock_fd)
-            self._lock_fd = -1
+            return super().open()
+        except LogInUse:
             raise ConfigError(
                 f"the ingest journal {self.directory} is in use by another tracely server; "
                 "give each server its own --journal-dir"
             ) from None
-
-    def close(self) -> None:
-        """Close the active segment (deleted if nothing needs it) and release the lock."""
-        with self._lock:
-            if self._closed:
-                return
-            self._closed = True
-            if self._fd >= 0:
-                try:
-                    os.fsync(self._fd)
-                except OSError:
-                    pass
-                os.close(self._fd)
-                self._fd = -1
-            for segment, refs in list(self._refs.items()):
-                if refs <= 0:
-                    self._delete(segment)
-        if self._lock_fd >= 0:
-            os.close(self._lock_fd)
-            self._lock_fd = -1
-
-    # segments -------------------------------------------------------------------------------
-
-    def _path(self, segment: int) -> Path:
-        return self.directory / _segment_name(segment)
-
-    def _start_segment(self, segment: int) -> None:
-        path = self._path(segment)
-        try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_EXCL, 0o600)
-        except OSError as exc:
-            raise JournalError(f"cannot create {path}: {exc}") from exc
-        _fsync_dir(self.directory)
-        self._fd, self._active, self._active_size = fd, segment, 0
-        self._active_since = time.monotonic()
-        self._refs.setdefault(segment, 0)
-
-    def _rotate(self) -> None:
-        """Seal the active segment (fsync'd, so every record in it is durable) and start one."""
-        old, fd = self._active, self._fd
-        try:
-            os.fsync(fd)
-        except OSError as exc:
-            raise JournalError(f"cannot sync {self._path(old)}: {exc}") from exc
-        with self._sync:
-            self._synced = max(self._synced, self._written)
-        os.close(fd)
-        self._fd = -1
-        self._start_segment(old + 1)
-        if self._refs.get(old, 0) <= 0:
-            self._delete(old)
-
-    def _delete(self, segment: int) -> None:
-        self._refs.pop(segment, None)
-        self._sizes.pop(segment, None)
-        try:
-            self._path(segment).unlink()
-        except FileNotFoundError:
-            pass
-        except OSError as exc:
-            logger.warning("cannot delete journal segment %s: %s", self._path(segment), exc)
-
-    def read(self, segment: int) -> Iterator[tuple[int, bytes]]:
-        """The records of a segment left from an earlier run, in order (kind, payload)."""
-        path = self._path(segment)
-        try:
-            data = path.read_bytes()
-        except OSError as exc:
-            logger.error("cannot read journal segment %s: %s", path, exc)
-            return
-        offset = 0
-        while offset < len(data):
-            end = offset + _HEADER.size
-            if end > len(data):
-                break
-            magic, kind, length, crc = _HEADER.unpack_from(data, offset)
-            payload = data[end : end + length]
-            if magic != _MAGIC or kind not in _KINDS or len(payload) != length:
-                break
-            if zlib.crc32(payload) != crc:
-                break
-            yield kind, payload
-            offset = end + length
-        if offset < len(data):
-            # Only the last record can be torn (a crash while writing it, before its fsync
-            # returned), so nothing after this point was ever acknowledged.
-            logger.warning(
-                "journal segment %s: ignoring %d bytes of an incomplete record at its end",
-                path.name,
-                len(data) - offset,
-            )
-
-    # writing --------------------------------------------------------------------------------
-
-    def append(self, kind: int, payload: bytes) -> tuple[int, int]:
-        """Write one record; returns (segment, sequence) with the segment pinned (see
-        :meth:`unref`). The record is durable only after :meth:`sync` of the sequence."""
-        header = _HEADER.pack(_MAGIC, kind, len(payload), zlib.crc32(payload))
-        with self._lock:
-            if self._closed:
-                raise JournalError("the journal is closed")
-            if self._fd < 0:
-                self._start_segment(self._active + 1)
-            elif self._active_size and (
-                self._active_size + len(payload) > self.segment_bytes
-                or time.monotonic() - self._active_since > self.segment_seconds
-            ):
-                self._rotate()
-            start = self._active_size
-            try:
-                self._write_all(header, payload)
-            except OSError as exc:
-                self._undo(start)
-                raise JournalError(f"cannot write the ingest journal: {exc}") from exc
-            self._active_size += len(header) + len(payload)
-            self._sizes[self._active] = self._active_size
-            self._written += 1
-            self._refs[self._active] = self._refs.get(self._active, 0) + 1
-            return self._active, self._written
-
-    def _write_all(self, header: bytes, payload: bytes) -> None:
-        views = [memoryview(header), memoryview(payload)]
-        while views:
-            written = os.writev(self._fd, views)
-            while views and written >= len(views[0]):
-                written -= len(views[0])
-                views.pop(0)
-            if views and written:
-                views[0] = views[0][written:]
-
-    def _undo(self, start: int) -> None:
-        """Cut a failed append off, so that the segment stays readable past it."""
-        try:
-            os.ftruncate(self._fd, start)
-        except OSError:
-            # Leave the damaged segment behind (replay stops at the damage, and nothing in it
-            # after that point was acknowledged) and continue in a new one, once what came
-            # before the damage is on disk.
-            try:
-                os.fsync(self._fd)
-            except OSError:
-                pass
-            try:
-                os.close(self._fd)
-            finally:
-                self._fd = -1
-
-    def sync(self, sequence: int) -> None:
-        """Return once record ``sequence`` is on disk (one fsync covers every waiting caller)."""
-        with self._sync:
-            while self._synced < sequence:
-                if self._syncing:
-                    self._sync.wait()
-                    continue
-                self._syncing = True
-                self._sync.release()
-                try:
-                    with self._lock:
-                        target = self._written
-                        fd = os.dup(self._fd) if self._fd >= 0 else -1
-                    if fd >= 0:
-                        try:
-                            os.fsync(fd)
-                        finally:
-                            os.close(fd)
-                except OSError as exc:
-                    raise JournalError(f"cannot sync the ingest journal: {exc}") from exc
-                finally:
-                    self._sync.acquire()
-                    self._syncing = False
-                    self._sync.notify_all()
-                self._synced = max(self._synced, target)
-
-    # references -----------------------------------------------------------------------------
-
-    def ref(self, segment: int) -> None:
-        with self._lock:
-            self._refs[segment] = self._refs.get(segment, 0) + 1
-
-    def unref(self, segment: int) -> None:
-        with self._lock:
-            if segment not in self._refs:
-                return
-            refs = self._refs[segment] - 1
-            if refs > 0:
-                self._refs[segment] = refs
-                return
-            self._refs[segment] = 0
-            if segment != self._active or self._closed:
-                self._delete(segment)
-
-    def release_unreferenced(self) -> None:
-        """Delete the sealed segments nothing refers to (after recovery)."""
-        with self._lock:
-            for segment, refs in list(self._refs.items()):
-                if refs <= 0 and segment != self._active:
-                    self._delete(segment)
-
-    @property
-    def size(self) -> int:
-        """Bytes in the journal's segments on disk."""
-        with self._lock:
-            return sum(self._sizes.values())
-
-    def segments(self) -> dict[int, int]:
-        """Segment → references (for tests and diagnostics)."""
-        with self._lock:
-            return dict(self._refs)
 
 
 # --------------------------------------------------------------------------------------------

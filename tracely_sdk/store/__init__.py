@@ -57,18 +57,23 @@ from tracely_sdk.store._model import (
     slugify,
     validate_case_id,
 )
+from tracely_sdk.store._outline import CallOutline, Cut, RecordedCalls, RecordingSummary
 from tracely_sdk.store._sqlite import SQLiteStore, SQLStore
 from tracely_sdk.store._writer import BackgroundWriter
 
 __all__ = [
     "BackgroundWriter",
+    "CallOutline",
     "Case",
     "CaseFileError",
     "CaseVersion",
+    "Cut",
     "InvalidCase",
     "NewerSchema",
     "Promotion",
+    "RecordedCalls",
     "Recording",
+    "RecordingSummary",
     "Run",
     "SQLStore",
     "SQLiteStore",

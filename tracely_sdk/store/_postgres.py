@@ -48,6 +48,7 @@ from tracely_sdk.store import Case, CaseVersion, Recording, SQLStore, redact_url
 from tracely_sdk.store._base import Promotion, StatedRun
 from tracely_sdk.store._migrations import POSTGRES, migrate
 from tracely_sdk.store._model import bundle_weight, dumps_json
+from tracely_sdk.store._outline import stored_text
 from tracely_sdk.store._sqlite import CASE_COLUMNS, REC_COLUMNS, case_from_row
 
 try:
@@ -162,7 +163,7 @@ _ADD_AND_READ_SQL = (
 _SWEEP_SQL = "DELETE FROM trace_spans WHERE received_at < %s"
 SHARED_SPANS_KEEP_SECONDS = 3600.0
 _SWEEP_EVERY_MS = 60_000
-_REC_FIELDS = [c.strip() for c in REC_COLUMNS.split(",")] + ["span_count"]
+_REC_FIELDS = [c.strip() for c in REC_COLUMNS.split(",")] + ["span_count", "outline"]
 
 
 @contextmanager
@@ -183,6 +184,7 @@ def _lock_key(trace_id: str) -> int:
 
 def _recording_row(r: Recording) -> tuple[Any, ...]:
     """The columns of ``r`` in :data:`_REC_FIELDS` order (as :meth:`SQLStore.put_recordings`)."""
+    bundle, outline = stored_text(r.bundle)
     return (
         r.trace_id,
         r.service,
@@ -191,20 +193,21 @@ def _recording_row(r: Recording) -> tuple[Any, ...]:
         r.status,
         None if r.input is None else dumps_json(r.input),
         None if r.output is None else dumps_json(r.output),
-        dumps_json(r.bundle),
+        bundle,
         r.replay_mode,
         r.received_at,
         bundle_weight(r.bundle),
+        outline,
     )
 
 
-_REC_TYPES = ("text",) * 3 + ("bigint",) + ("text",) * 5 + ("bigint", "integer")
+_REC_TYPES = {"started_at": "bigint", "received_at": "bigint", "span_count": "integer"}  # or text
 # One statement text whatever the number of rows (each column one array, in binary): the
 # driver converts and the server plans it once, where a VALUES list per row count was parsed
 # again for each batch.
 _UPSERT_SQL = (
     f"INSERT INTO recordings ({', '.join(_REC_FIELDS)}) SELECT * FROM unnest("
-    + ", ".join(f"%b::{kind}[]" for kind in _REC_TYPES)
+    + ", ".join(f"%b::{_REC_TYPES.get(column, 'text')}[]" for column in _REC_FIELDS)
     + ") ON CONFLICT (trace_id) DO UPDATE SET "
     + ", ".join(f"{c} = EXCLUDED.{c}" for c in _REC_FIELDS if c != "trace_id")
     + " WHERE recordings.span_count < EXCLUDED.span_count RETURNING trace_id"
