@@ -3,10 +3,10 @@
 The spans of one trace reach the server in many requests, out of order and sometimes twice.
 The :class:`IngestPipeline` holds them per trace (deduplicated by span id) and hands a trace to
 the one extractor (:func:`tracely_otel.bundle_from_spans`) once its root span has arrived and
-it has been quiet for ``quiet_seconds``; a single writer thread stores the recordings in
-batches. A span that arrives after its trace was assembled re-opens the trace, and the larger
-bundle replaces the stored one (the store keeps the more complete recording; duplicates
-change nothing).
+it has been quiet for ``quiet_seconds``; a writer thread (two with a shared store, where they
+build the recordings) stores the recordings in batches. A span that arrives after its trace
+was assembled re-opens the trace, and the larger bundle replaces the stored one (the store
+keeps the more complete recording; duplicates change nothing).
 
 Durability: a request is acknowledged only once its spans are in memory and in the
 write-ahead :class:`Journal`, an append-only file fsync'd before the answer (concurrent
@@ -44,6 +44,7 @@ from typing import Any, Final, Protocol, runtime_checkable
 import orjson
 
 from tracely_otel import SpanEvent, SpanRecord, bundle_from_spans
+from tracely_otel import attributes as A
 from tracely_otel.otlp import (
     MAX_VALUE_DEPTH,
     OTLPDecodeError,
@@ -187,15 +188,19 @@ class SharedTraceStore(Protocol):
     them received (:meth:`~tracely_sdk.store._postgres.PostgresStore.assemble_traces`).
 
     With one, a server hands over a trace's spans once they are quiet here, root or not: the
-    root may have reached another server. The server holding the root, or finding it among the
-    others' spans, records the trace from every span; a trace whose root no server has waits
-    as an orphan does. So a load balancer may send any request to any server.
+    root may have reached another server. The servers take turns on each trace (``assemble``
+    gets the spans the others added and whether a recording is stored); the one that finds
+    the trace whole records it from every span. A trace whose root no server has waits as an
+    orphan does, and so does one whose root says it made calls that no server has the spans
+    of yet, unless a recording of it is stored already: the server that adds the missing
+    spans records it, so a trace split across servers is built once, from all of it. So a
+    load balancer may send any request to any server.
     """
 
     def assemble_traces(
         self,
         traces: Sequence[tuple[str, Mapping[str, str]]],
-        assemble: Callable[[str, Mapping[str, str]], Recording | None],
+        assemble: Callable[[str, Mapping[str, str], bool], Recording | None],
     ) -> list[bool | None]: ...
 
 
@@ -288,9 +293,22 @@ def _value(value: Any, depth: int) -> Any:
     raise ValueError("an attribute value is a string, a number, a boolean or an array")
 
 
+_SCALARS: Final = frozenset({str, bool, float})
+_NUMBERS: Final = _SCALARS | {int}
+
+
 def _attributes(value: Any) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise ValueError("attributes must be an object")
+    # Most values are strings and numbers, which the parser gave exactly as they may be: the
+    # mapping is kept as it is, only its integers checked, each value looked at in C.
+    kinds = set(map(type, value.values()))
+    if kinds <= _SCALARS:
+        return value
+    if kinds <= _NUMBERS:
+        ints = [item for item in value.values() if type(item) is int]
+        if min(ints) >= -_I64 and max(ints) < _I64:
+            return value
     return {key: _value(item, 0) for key, item in value.items()}
 
 
@@ -362,6 +380,24 @@ def _decode_shared(encoded: Iterable[str]) -> list[SpanRecord]:
     if requests:
         spans.extend(records_from_otlp_json({"resourceSpans": requests}))
     return spans
+
+
+def _too_few_spans(roots: Sequence[SpanRecord], spans: int) -> bool:
+    """Whether a root agent counts more calls than the trace has spans besides its roots: then
+    calls are missing (each is a span at least), known before extracting anything."""
+    calls = 0
+    for root in roots:
+        for key in (A.CALLS_TOOLS, A.CALLS_LLM):
+            made = root.attributes.get(key)
+            if type(made) is int:
+                calls += made
+    return calls > spans - len(roots)
+
+
+def _spans_missing(recording: Recording) -> bool:
+    """Whether the trace's root agent counts calls whose spans the trace does not hold."""
+    incomplete = recording.bundle.get("incomplete")
+    return isinstance(incomplete, list) and any("missing" in item for item in incomplete)
 
 
 def decode_journal(kind: int, payload: bytes) -> list[SpanRecord]:
@@ -479,7 +515,7 @@ class IngestPipeline:
         # also had spans of (a moving average, written by the writer thread only).
         self._split_share = 0.0
         self._assembler: threading.Thread | None = None
-        self._writer: threading.Thread | None = None
+        self._writers: list[threading.Thread] = []
         self.counters: dict[str, int] = {
             "spans_accepted": 0,
             "spans_rejected": 0,
@@ -494,8 +530,14 @@ class IngestPipeline:
 
     def start(self) -> None:
         """Recover what the journal holds, then start the assembler and writer threads."""
-        self._writer = threading.Thread(target=self._write_loop, name="tracely-writer", daemon=True)
-        self._writer.start()
+        # With a shared store the writer builds the recordings in its transactions: a second
+        # one builds while the first waits on the database (their traces are never the same).
+        self._writers = [
+            threading.Thread(target=self._write_loop, name="tracely-writer", daemon=True)
+            for _ in range(2 if self._shared is not None else 1)
+        ]
+        for writer in self._writers:
+            writer.start()
         if self.journal is not None:
             self._recover(self.journal)
         self._assembler = threading.Thread(
@@ -550,10 +592,12 @@ class IngestPipeline:
             self._assembler.join(max(0.0, deadline - time.monotonic()))
         self._flush(deadline)
         self._give_up_at = deadline
-        if self._writer is not None:
-            self._put(_STOP, deadline)
-            self._writer.join(max(0.0, deadline - time.monotonic()))
-            if self._writer.is_alive():
+        if self._writers:
+            for _ in self._writers:
+                self._put(_STOP, deadline)
+            for writer in self._writers:
+                writer.join(max(0.0, deadline - time.monotonic()))
+            if any(writer.is_alive() for writer in self._writers):
                 logger.error(
                     "the store did not take every recording within %.0fs; the rest stay in the "
                     "ingest journal and are written at the next start",
@@ -617,7 +661,10 @@ class IngestPipeline:
                 self.counters["requests_refused"] += 1
                 self._wake.set()
                 raise Backpressure("the ingest journal holds as many bytes as it may")
-            if self._queue.full():
+            # With a shared store the writer builds the recordings, so its queue fills in
+            # bursts of cheap jobs (every quiet trace at once); the assembler waits for room
+            # and the spans wait here, under the bounds above and below.
+            if self._shared is None and self._queue.full():
                 self.counters["requests_refused"] += 1
                 raise Backpressure("the write queue is full")
             new_traces = sum(1 for t in by_trace if t not in self._traces)
@@ -822,29 +869,48 @@ class IngestPipeline:
         if self._shared is None:
             return _Job(trace_id, generation, self._extract(trace_id, spans))
         job = _Job(trace_id, generation, None, spans, _encode_shared(spans), rootless)
-        if self._split_share < 0.5 and (rootless or any(span.is_root for span in spans)):
+        if self._split_share < 0.5 and (rootless or self._whole_here(spans)):
             # Most traces reach this server alone: build the recording here, on the assembler
             # thread, so that the writer only stores it (unless other servers have spans of
             # this trace after all).
             job.recording, job.built = self._extract(trace_id, spans), True
         return job
 
-    def _extract_shared(self, job: _Job, others: Mapping[str, str]) -> Recording | None:
+    @staticmethod
+    def _whole_here(spans: Sequence[SpanRecord]) -> bool:
+        """Whether the spans here may be the whole trace: its root, and a span at least for
+        each call the root counts (a trace whose other calls are elsewhere is not built
+        here first, to be built again from every span)."""
+        roots = [span for span in spans if span.is_root]
+        return bool(roots) and not _too_few_spans(roots, len(spans))
+
+    def _extract_shared(
+        self, job: _Job, others: Mapping[str, str], stored: bool
+    ) -> Recording | None:
         """The recording of a trace's spans here and elsewhere; None while no server has its
-        root (the server that gets it assembles the trace, seeing these spans too), unless the
-        trace waited for it as long as an orphan does."""
+        root, or, with nothing stored yet, while its root counts calls whose spans no server
+        added yet (the server that adds them assembles the trace, seeing these spans too),
+        unless the trace waited as long as an orphan does."""
         own = job.spans or []
         self._split_share += ((1.0 if others else 0.0) - self._split_share) / 64
         if job.built and not others:
-            return job.recording
-        try:
-            spans = own + _decode_shared(others.values()) if others else own
-        except Exception:  # another server's rows: one bad trace must not stop the others
-            logger.exception("trace %s: cannot read its spans from the shared store", job.trace_id)
+            recording = job.recording
+        else:
+            try:
+                spans = own + _decode_shared(others.values()) if others else own
+            except Exception:  # another server's rows: one bad trace must not stop the others
+                logger.exception(
+                    "trace %s: cannot read its spans from the shared store", job.trace_id
+                )
+                return None
+            if not job.rootless:
+                roots = [span for span in spans if span.is_root]
+                if not roots or (not stored and _too_few_spans(roots, len(spans))):
+                    return None
+            recording = self._extract(job.trace_id, spans)
+        if recording is not None and not (stored or job.rootless) and _spans_missing(recording):
             return None
-        if not job.rootless and not any(span.is_root for span in spans):
-            return None
-        return self._extract(job.trace_id, spans)
+        return recording
 
     def _extract(self, trace_id: str, spans: list[SpanRecord]) -> Recording | None:
         try:
@@ -877,7 +943,7 @@ class IngestPipeline:
                 if deadline is not None and time.monotonic() > deadline:
                     logger.error("the write queue stayed full until the shutdown deadline")
                     return
-                if self._writer is None or not self._writer.is_alive():
+                if not any(writer.is_alive() for writer in self._writers):
                     return
 
     # writing --------------------------------------------------------------------------------
@@ -930,7 +996,9 @@ class IngestPipeline:
             by_trace = {job.trace_id: job for job in jobs}
             return self._shared.assemble_traces(
                 [(job.trace_id, job.shared or {}) for job in jobs],
-                lambda trace_id, others: self._extract_shared(by_trace[trace_id], others),
+                lambda trace_id, others, stored: self._extract_shared(
+                    by_trace[trace_id], others, stored
+                ),
             )
         recordings = [job.recording for job in jobs if job.recording is not None]
         return list(self.store.put_recordings(recordings))
@@ -983,7 +1051,8 @@ class IngestPipeline:
             # Its spans are in the shared store now, which an orphan's assembly reads: only
             # the wait is kept here (and the journal, which starts the wait again on restart).
             self._span_count -= len(trace.spans)
-            trace.spans = {}
+            self._held_bytes -= trace.size
+            trace.spans, trace.size = {}, 0
             trace.state = _OPEN
             self._orphans[job.trace_id] = trace
         elif trace.generation == job.generation:
