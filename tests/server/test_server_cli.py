@@ -42,6 +42,33 @@ def serve(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess
     )
 
 
+@pytest.mark.parametrize("package", ["starlette", "uvicorn", "pydantic"])
+@pytest.mark.parametrize("command", ["tracely_sdk.cli", "tracely_sdk.server._cli"])
+def test_serve_without_the_server_extra_names_the_extra(
+    tmp_path: Path, package: str, command: str
+) -> None:
+    # None in sys.modules makes the import fail as if the package were not installed.
+    code = (
+        f"import sys; sys.modules[{package!r}] = None\n"
+        f"from {command} import main\n"
+        "sys.exit(main(sys.argv[1:]))"
+    )
+    argv = ["--port", "0", "--store", f"sqlite:///{tmp_path}/t.db"]
+    if command == "tracely_sdk.cli":
+        argv.insert(0, "serve")
+    result = subprocess.run(
+        [sys.executable, "-c", code, *argv],
+        env={**os.environ, "PYTHONPATH": str(ROOT), "TRACELY_SERVER_TOKENS": Tokens().env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr
+    assert f"{package} is not installed" in result.stderr
+    assert "tracely-replay[server]" in result.stderr
+
+
 @pytest.mark.parametrize(
     "args,env,expected",
     [

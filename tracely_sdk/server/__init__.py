@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from tracely_sdk.errors import MissingDependency
 from tracely_sdk.store import Store, register_backend
 
 if TYPE_CHECKING:
@@ -40,6 +41,10 @@ for _scheme in ("http", "https"):
 for _scheme in ("postgresql", "postgres"):
     register_backend(_scheme, _postgres_store)
 
+# The packages of the ``server`` extra: without one of them the server cannot run, and the
+# user needs the extra's name, not a traceback.
+_SERVER_PACKAGES = ("starlette", "uvicorn", "pydantic")
+
 _LAZY = {
     "ServerConfig": "tracely_sdk.server._config",
     "TracelyServer": "tracely_sdk.server._app",
@@ -53,6 +58,14 @@ def __getattr__(name: str) -> Any:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     import importlib
 
+    if module == "tracely_sdk.server._app":
+        # The server imports parts of these where it uses them; check them all up front, so
+        # a missing one is named at start-up rather than at the first request.
+        for package in _SERVER_PACKAGES:
+            try:
+                importlib.import_module(package)
+            except ImportError as exc:
+                raise MissingDependency(package, "server") from exc
     value = getattr(importlib.import_module(module), name)
     globals()[name] = value
     return value

@@ -18,7 +18,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any, TextIO
 
-from tracely_sdk.errors import ConfigError
+from tracely_sdk.errors import ConfigError, MissingDependency
 
 __all__ = ["add_serve_arguments", "add_serve_command", "cmd_serve", "main", "run"]
 
@@ -217,7 +217,7 @@ def run(
     """Serve until SIGTERM/SIGINT (a second one ends the process at once), then drain.
 
     ``banner`` is the first line printed, once the port is bound (``{url}``: where)."""
-    from tracely_sdk.server._app import create_server
+    from tracely_sdk.server import create_server
 
     _fit_open_files(config)
     server = create_server(config)
@@ -279,7 +279,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
     try:
         return cmd_serve(args)
-    except ConfigError as exc:
+    except (ConfigError, MissingDependency) as exc:
         print(f"tracely serve: error: {' '.join(str(exc).split())}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
