@@ -468,13 +468,24 @@ OUTLINE_SQL = {
 }
 
 # The whole entries of one name of one section at the given indexes (SQLite: a JSON array of
-# them, in the order asked, from one path per index; PostgreSQL: a row per entry).
+# them, in the order asked, from one path per index; PostgreSQL: a row per entry), of the row
+# of ``{table}`` that ``{row}`` picks: a recording by trace id, a case's version by case id
+# and version (see :data:`ROWS`).
 ENTRIES_SQL = {
-    "sqlite": "SELECT json_extract(n.value, {paths}) FROM recordings r, json_each(r.bundle, ?) n "
-    "WHERE r.trace_id = ? AND n.key = ?",
+    "sqlite": "SELECT json_extract(n.value, {paths}) FROM {table} r, json_each(r.bundle, ?) n "
+    "WHERE {row} AND n.key = ?",
     "postgresql": "SELECT e.i - 1, e.v::text "
-    "FROM (SELECT bundle::json -> CAST(%s AS TEXT) -> CAST(%s AS TEXT) AS a FROM recordings "
-    "WHERE trace_id = %s OFFSET 0) r "
+    "FROM (SELECT bundle::json -> CAST(%s AS TEXT) -> CAST(%s AS TEXT) AS a FROM {table} "
+    "WHERE {row} OFFSET 0) r "
     "CROSS JOIN LATERAL json_array_elements(CASE WHEN json_typeof(r.a) = 'array' THEN r.a "
     "ELSE '[]'::json END) WITH ORDINALITY e(v, i) WHERE e.i - 1 = ANY(%s)",
+}
+
+# The tables :data:`ENTRIES_SQL` reads, and how each picks its row (``?``: the parameters).
+ROWS = {"recordings": "trace_id = ?", "case_versions": "case_id = ? AND version = ?"}
+
+# The recording's start, from a case's bundle (the outline has the agent run's end only).
+CASE_STARTED_SQL = {
+    "sqlite": "SELECT bundle -> '$.started_at' FROM cases WHERE id = ?",
+    "postgresql": "SELECT (bundle::json -> 'started_at')::text FROM cases WHERE id = %s",
 }
