@@ -699,3 +699,4 @@ test_a_small_case_page_compares_whole_versions = (
 test_a_large_version_whose_seal_does_not_hold_is_not_compared = (
     outline.test_a_large_version_whose_seal_does_not_hold_is_not_compared
 )
+test_whole_summaries_read_no_calls = outline.test_whole_summaries_read_no_calls

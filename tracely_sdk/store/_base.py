@@ -132,12 +132,18 @@ class Store(abc.ABC):
         offset: int = 0,
         service: str | None = None,
         agent: str | None = None,
+        *,
+        cut: bool = True,
     ) -> list[RecordingSummary]:
         """:meth:`list_recordings` as a list of traces shows them: without their calls, the
-        input, output, service and agent name cut (see :mod:`tracely_sdk.store._outline`).
-        This reads whole recordings; a backend that can reads the summary only."""
+        input, output, service and agent name cut (see :mod:`tracely_sdk.store._outline`);
+        ``cut=False``: whole, with the replay mode and when each was received (``ended_at``
+        is None). This reads whole recordings; a backend that can reads the summary only."""
         found = self.list_recordings(limit=limit, offset=offset, service=service, agent=agent)
-        return [summary_of(r, cut=True) for r in found]
+        return [
+            summary_of(r, cut=True) if cut else dataclasses.replace(summary_of(r), ended_at=None)
+            for r in found
+        ]
 
     def recording_calls(self, trace_id: str, offset: int = 0, limit: int = 20) -> RecordedCalls:
         """The facts of the recording of ``trace_id``, the outline of all its calls in the

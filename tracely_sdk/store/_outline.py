@@ -423,6 +423,14 @@ SUMMARIES_SQL = (
     f"substr(output, 1, {SUMMARY_TEXT}), length(output) FROM recordings"
 )
 
+# A list's columns whole (the API's list of traces): the input and output as stored, and the
+# two columns past the bundle, which SQLite reaches by walking the bundle's pages (read, not
+# decoded).
+WHOLE_SUMMARIES_SQL = (
+    "SELECT trace_id, service, agent_name, started_at, status, input, output, replay_mode, "
+    "received_at FROM recordings"
+)
+
 # The recording's facts and its stored outline (NULL: none).
 HEAD_SQL = (
     "SELECT trace_id, service, agent_name, started_at, status, input, output, replay_mode, "

@@ -426,6 +426,8 @@ class SQLStore(Store):
         offset: int = 0,
         service: str | None = None,
         agent: str | None = None,
+        *,
+        cut: bool = True,
     ) -> list[RecordingSummary]:
         _check_page(limit, offset)
         where, params = [], []
@@ -435,13 +437,28 @@ class SQLStore(Store):
         if agent is not None:
             where.append("agent_name = ?")
             params.append(agent)
-        sql = _outline.SUMMARIES_SQL
+        sql = _outline.SUMMARIES_SQL if cut else _outline.WHOLE_SUMMARIES_SQL
         if where:
             sql += " WHERE " + " AND ".join(where)
         sql += " ORDER BY started_at DESC, trace_id DESC LIMIT ? OFFSET ?"
         with self._read() as conn:
             rows = conn.execute(self._q(sql), (*params, limit, offset)).fetchall()
         try:
+            if not cut:
+                return [
+                    RecordingSummary(
+                        trace_id=row[0],
+                        service=row[1],
+                        agent_name=row[2],
+                        started_at=int(row[3]),
+                        status=row[4],
+                        input=_d(row[5]),
+                        output=_d(row[6]),
+                        replay_mode=row[7],
+                        received_at=int(row[8]),
+                    )
+                    for row in rows
+                ]
             return [
                 RecordingSummary(
                     trace_id=row[0],
@@ -454,6 +471,8 @@ class SQLStore(Store):
                 )
                 for row in rows
             ]
+        except _CorruptRow as exc:
+            raise _corrupt("a recording", exc) from exc
         except orjson.JSONDecodeError as exc:
             raise _corrupt("a recording", _CorruptRow(str(exc))) from exc
 

@@ -338,6 +338,29 @@ def test_a_list_of_traces_reads_their_summaries_only(
     assert trace_id("list-2") in html
 
 
+def test_whole_summaries_read_no_calls(store: SQLStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The API's list of traces: each recording's facts whole (as the recording has them,
+    without its bundle), its calls neither read into Python nor decoded."""
+    recordings = []
+    for n in range(3):
+        bundle = big_bundle(trace_id(f"whole-{n}"), 200, 20_000)
+        bundle["started_at"] = 1_000 + n
+        bundle["agent"]["input"] = {"args": ["é\n☃ " * 3_000], "kwargs": {"n": n}}
+        recordings.append(Recording.from_bundle(seal(bundle)))
+    store.put_recordings(recordings)
+    decoded = Decoded(monkeypatch)
+    listed = store.recording_summaries(limit=10, cut=False)
+    assert decoded.bytes < 100_000  # three inputs of 15 kB and a few names
+    expected = [r.to_dict() for r in reversed(recordings)]
+    for e in expected:
+        del e["bundle"]
+    got = [{k: v for k, v in vars(s).items() if k != "ended_at"} for s in listed]
+    assert got == expected
+    assert [s.trace_id for s in store.recording_summaries(limit=1, offset=1, cut=False)] == [
+        trace_id("whole-1")
+    ]
+
+
 def test_one_value_of_a_case_is_read_alone(
     store: SQLStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
