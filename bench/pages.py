@@ -234,7 +234,7 @@ def main() -> int:
             ("cases, last page", lambda: pages.cases({"offset": str(args.cases - 50)}, viewer)),
             ("cases, by tag", lambda: pages.cases({"tag": "group-3"}, viewer)),
             ("cases, by verdict", lambda: pages.cases({"verdict": "FAIL"}, viewer)),
-            ("one case", lambda: pages.case("case-0500", {}, viewer)),
+            ("one case", lambda: pages.case(f"case-{args.cases // 2:04d}", {}, viewer)),
             ("traces, first page", lambda: pages.traces({}, viewer)),
             ("traces, last page", lambda: pages.traces({"offset": last}, viewer)),
             ("one trace", lambda: pages.trace(f"{args.recordings // 2:032x}", viewer)),
@@ -261,22 +261,27 @@ def main() -> int:
 def first_views(store: SQLiteStore, viewer: Viewer) -> None:
     """The memory a first view of a big trace takes (tracemalloc's peak of the Python objects
     made while it is rendered), for a recording of 50 and of 200 calls of 20 kB each way: its
-    page, its last calls, one call's value, and one call's value of the case made of it."""
+    page, its last calls, one call's value, and one call's value and the page of the case made
+    of it (recaptured once: the page compares its two versions)."""
     print("memory per first view (tracemalloc peak; goal: bounded, the same for 50 and 200 calls):")
     print(
         f"{'calls of 20 kB':<16}{'trace page MB':>15}{'its last calls MB':>19}"
-        f"{'one value MB':>14}{'a case value MB':>17}"
+        f"{'one value MB':>14}{'a case value MB':>17}{'case page MB':>14}"
     )
     for calls in (50, 200):
         trace = f"{'f' * 28}{calls:04d}"
         store.put_recording(Recording.from_bundle(big_values_run(calls, 20_000, trace)))
         store.promote(trace, case_id=f"big-{calls}", name=f"big {calls}")
+        again = f"{'d' * 28}{calls:04d}"
+        store.put_recording(Recording.from_bundle(big_values_run(calls, 20_000, again)))
+        store.recapture(f"big-{calls}", again)
         pages = Pages(store)
         views: list[Callable[[], object]] = [
             lambda p=pages, t=trace: p.trace(t, viewer),
             lambda p=pages, t=trace, n=calls: p.trace(t, viewer, {"calls": str(n - 20)}),
             lambda p=pages, t=trace, n=calls: p.call_value("traces", t, str(n), "output"),
             lambda p=pages, n=calls: p.call_value("cases", f"big-{n}", str(n), "output"),
+            lambda p=pages, n=calls: p.case(f"big-{n}", {}, viewer),
         ]
         peaks = []
         for view in views:
@@ -285,7 +290,10 @@ def first_views(store: SQLiteStore, viewer: Viewer) -> None:
             view()
             peaks.append(tracemalloc.get_traced_memory()[1] / 2**20)
             tracemalloc.stop()
-        print(f"{calls:<16}{peaks[0]:>15.1f}{peaks[1]:>19.1f}{peaks[2]:>14.1f}{peaks[3]:>17.1f}")
+        print(
+            f"{calls:<16}{peaks[0]:>15.1f}{peaks[1]:>19.1f}{peaks[2]:>14.1f}{peaks[3]:>17.1f}"
+            f"{peaks[4]:>14.1f}"
+        )
 
 
 if __name__ == "__main__":

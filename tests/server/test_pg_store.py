@@ -690,3 +690,13 @@ test_one_value_of_a_case_is_read_alone = outline.test_one_value_of_a_case_is_rea
 test_a_case_whose_seal_does_not_hold_is_read_whole = (
     outline.test_a_case_whose_seal_does_not_hold_is_read_whole
 )
+test_a_case_page_of_many_large_calls_decodes_only_the_calls_shown = (
+    outline.test_a_case_page_of_many_large_calls_decodes_only_the_calls_shown
+)
+test_a_small_case_page_compares_whole_versions = (
+    outline.test_a_small_case_page_compares_whole_versions
+)
+test_a_large_version_whose_seal_does_not_hold_is_not_compared = (
+    outline.test_a_large_version_whose_seal_does_not_hold_is_not_compared
+)
+test_whole_summaries_read_no_calls = outline.test_whole_summaries_read_no_calls

@@ -211,6 +211,10 @@ def test_listing_traces(server: ServerProcess, ingest: Any) -> None:
     assert server.get("/api/traces?service=nope", token="read").json() == {"traces": []}
     agent = server.get("/api/traces?agent=weather-agent&limit=1000", token="read").json()
     assert agent["traces"] and all(t["agent_name"] == "weather-agent" for t in agent["traces"])
+    for listed in page + rest:  # each listed as it is stored, without its bundle
+        whole = server.get(f"/api/traces/{listed['trace_id']}", token="read").json()
+        del whole["bundle"]
+        assert listed == whole
 
 
 def test_health_and_openapi_need_no_token(server: ServerProcess) -> None:

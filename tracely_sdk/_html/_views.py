@@ -35,7 +35,7 @@ from tracely_sdk._html._render import (
 )
 from tracely_sdk._html._values import json_text
 from tracely_sdk._matching import Entry
-from tracely_sdk._replay import recorded_calls, timeline
+from tracely_sdk._replay import timeline
 from tracely_sdk.errors import NotFound
 from tracely_sdk.store import (
     CallOutline,
@@ -44,6 +44,7 @@ from tracely_sdk.store import (
     RecordingSummary,
     Run,
     Store,
+    VersionSummary,
     readable_case_result,
 )
 
@@ -51,6 +52,9 @@ __all__ = ["PAGE_SIZE", "PageError", "Pages", "Viewer"]
 
 PAGE_SIZE = 50
 _SHORT = 80
+# The two versions of a case a page compares whole, at most (characters of their recordings'
+# JSON together); larger ones are compared on the calls the page shows.
+WHOLE_DIFF = 2_000_000
 # The calls of a recording shown on one page of a trace or a case.
 CALLS_PAGE_SIZE = 20
 # Each value of a call on those pages is cut to this many characters, with a link to the
@@ -395,8 +399,10 @@ class Pages:
         """One case: its facts, versions, the difference between two versions, its calls, and
         (for a writer) the recapture form. ``conflict`` is (case input, trace input) of a
         refused recapture, shown as their difference."""
-        case = self.store.get_case(case_id)
-        history = self.store.case_history(case_id)
+        offset = _offset(query, "calls")
+        found = self.store.case_page(case_id, offset, CALLS_PAGE_SIZE)
+        case = found.case
+        history = self.store.case_versions(case_id)
         numbers = [v.version for v in history]
         a = _version(query, "a", max(1, case.version - 1), numbers)
         b = _version(query, "b", case.version, numbers)
@@ -434,8 +440,7 @@ class Pages:
             ],
         )
         raw = self.url("cases", case.id, "raw")
-        steps = recorded_calls(case.bundle)
-        agent = case.bundle.get("agent")
+        shown = found.outline[offset : offset + len(found.entries)]
         body: list[Node] = [
             tag("h1", "Case ", tag("code", case.id)),
             tag(
@@ -451,12 +456,11 @@ class Pages:
             versions,
         ]
         if len(history) > 1:
-            body.append(self._versions_diff(case, by_number[a], by_number[b], numbers))
-        offset = _offset(query, "calls")
+            body.append(self._versions_diff(case.id, by_number[a], by_number[b], numbers, shown))
         calls_heading, calls = self._calls(
-            len(steps),
+            len(found.outline),
             offset,
-            steps[offset : offset + CALLS_PAGE_SIZE],
+            _steps(shown, found.entries),
             "cases",
             case.id,
             a=query.get("a"),
@@ -465,19 +469,26 @@ class Pages:
         body += [
             tag("h2", f"Recorded calls (version {case.version})"),
             waterfall_view(
-                steps,
-                started_at=case.bundle.get("started_at"),
-                ended_at=agent.get("ended_at") if isinstance(agent, Mapping) else None,
+                _times(found.outline), started_at=case.started_at, ended_at=case.ended_at
             ),
             calls_heading,
             calls,
             tag("p", tag("a", "the case as JSON", href=raw), class_="muted"),
         ]
         if viewer.csrf:
-            body.append(self._recapture_form(case, viewer, conflict))
+            body.append(self._recapture_form(case.id, viewer, conflict))
         return self._page(f"Case {case.id}", body, viewer)
 
-    def _versions_diff(self, case: Case, va: Any, vb: Any, numbers: Sequence[int]) -> Html:
+    def _versions_diff(
+        self,
+        case_id: str,
+        va: VersionSummary,
+        vb: VersionSummary,
+        numbers: Sequence[int],
+        shown: Sequence[CallOutline],
+    ) -> Html:
+        """The difference between two versions: of their whole recordings when they are
+        small enough to read whole (:data:`WHOLE_DIFF`), else of the calls the page shows."""
         choose = tag(
             "form",
             tag(
@@ -500,17 +511,54 @@ class Pages:
             ),
             tag("button", "Compare", type="submit"),
             method="get",
-            action=self.url("cases", case.id),
+            action=self.url("cases", case_id),
             class_="filters",
         )
         parts: list[Node] = [tag("h2", f"Version {va.version} → version {vb.version}"), choose]
         labels = (f"version {va.version}", f"version {vb.version}")
-        for title, left, right, root in (
-            ("Expected output", va.expected_output, vb.expected_output, "expected_output"),
-            ("Recording", recorded_content(va.bundle), recorded_content(vb.bundle), "bundle"),
-        ):
+        compared: list[tuple[str, Any, Any, str]]
+        if va.size + vb.size <= WHOLE_DIFF:
+            whole_a = self.store.case_version(case_id, va.version)
+            whole_b = self.store.case_version(case_id, vb.version)
+            compared = [
+                (
+                    "Expected output",
+                    whole_a.expected_output,
+                    whole_b.expected_output,
+                    "expected_output",
+                ),
+                (
+                    "Recording",
+                    recorded_content(whole_a.bundle),
+                    recorded_content(whole_b.bundle),
+                    "bundle",
+                ),
+            ]
+        else:
+            expected_a, entries_a = self.store.version_entries(case_id, va.version, shown)
+            expected_b, entries_b = self.store.version_entries(case_id, vb.version, shown)
+            compared = [
+                ("Expected output", expected_a, expected_b, "expected_output"),
+                (
+                    "Recording",
+                    _calls_content(shown, entries_a),
+                    _calls_content(shown, entries_b),
+                    "bundle",
+                ),
+            ]
+        for title, left, right, root in compared:
             differences, total = diff_values(left, right, root, limit=50)
             parts.append(tag("h3", title))
+            if title == "Recording" and va.size + vb.size > WHOLE_DIFF:
+                parts.append(
+                    tag(
+                        "p",
+                        f"The recordings are {va.size + vb.size:,} characters of JSON together: "
+                        "too large to compare whole on a page. Compared here: the calls shown "
+                        "below, by their place in the recording.",
+                        class_="muted",
+                    )
+                )
             parts.append(
                 differences_view(differences, total - len(differences), labels=labels)
                 if differences
@@ -531,7 +579,9 @@ class Pages:
             }
         )
 
-    def _recapture_form(self, case: Case, viewer: Viewer, conflict: tuple[Any, Any] | None) -> Html:
+    def _recapture_form(
+        self, case_id: str, viewer: Viewer, conflict: tuple[Any, Any] | None
+    ) -> Html:
         parts: list[Node] = [tag("h2", "Recapture")]
         if conflict is not None:
             differences, total = diff_values(conflict[0], conflict[1], "input")
@@ -563,7 +613,7 @@ class Pages:
                 " ",
                 tag("button", "Recapture from this trace", type="submit"),
                 method="post",
-                action=self.url("cases", case.id, "recapture"),
+                action=self.url("cases", case_id, "recapture"),
                 class_="filters",
             )
         )
@@ -635,11 +685,6 @@ class Pages:
         calls_heading, calls = self._calls(
             len(found.outline), offset, _steps(shown, found.entries), "traces", recording.trace_id
         )
-        times = [
-            {"label": f"{c.kind}:{c.name}", "started_at": c.started_at, "ended_at": c.ended_at}
-            | ({} if c.usage is None else {"usage": c.usage})
-            for c in found.outline
-        ]
         body: list[Node] = [
             tag("h1", "Trace ", tag("code", recording.trace_id)),
             tag(
@@ -649,7 +694,11 @@ class Pages:
             ),
             tag("div", "input: ", value_view(recording.input, "input", full=raw)),
             tag("div", "output: ", value_view(recording.output, "output", full=raw)),
-            waterfall_view(times, started_at=recording.started_at, ended_at=recording.ended_at),
+            waterfall_view(
+                _times(found.outline),
+                started_at=recording.started_at,
+                ended_at=recording.ended_at,
+            ),
             calls_heading,
             calls,
             tag("p", tag("a", "the recording as JSON", href=raw), class_="muted"),
@@ -850,6 +899,31 @@ def _steps(shown: Sequence[CallOutline], entries: Sequence[Any]) -> list[Any]:
         for c, raw in zip(shown, entries, strict=True)
     ]
     return list(timeline(made, [], unmade="recorded"))
+
+
+def _times(outline: Sequence[CallOutline]) -> list[dict[str, Any]]:
+    """Every call's label, times and token usage, as the waterfall reads them."""
+    return [
+        {"label": f"{c.kind}:{c.name}", "started_at": c.started_at, "ended_at": c.ended_at}
+        | ({} if c.usage is None else {"usage": c.usage})
+        for c in outline
+    ]
+
+
+def _calls_content(calls: Sequence[CallOutline], entries: Sequence[Any]) -> dict[str, Any]:
+    """The entries of ``calls`` as :func:`recorded_content` has them, each under its section
+    as ``name[index]`` (so that a difference is named as in the whole recordings'); a call a
+    version does not have is absent."""
+    content: dict[str, Any] = {}
+    for call, entry in zip(calls, entries, strict=True):
+        if entry is None:
+            continue
+        content.setdefault(call.kind, {})[f"{call.name}[{call.index}]"] = (
+            {k: v for k, v in entry.items() if k not in _BOOKKEEPING}
+            if isinstance(entry, Mapping)
+            else entry
+        )
+    return content
 
 
 def _json(value: Any) -> bytes:

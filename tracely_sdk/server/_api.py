@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, Final
 
 from tracely_otel import BundleFormatError, validate_bundle
@@ -18,7 +18,6 @@ from tracely_sdk.server import _models as m
 from tracely_sdk.server._auth import INGEST, READ, WRITE
 from tracely_sdk.server._http import HTTPError, json_response, response
 from tracely_sdk.server._models import parse
-from tracely_sdk.store import Recording
 from tracely_sdk.store._model import now_ns
 
 if TYPE_CHECKING:
@@ -127,19 +126,17 @@ def _openapi(app: App, request: Request, params: dict[str, str]) -> Response:
     return response(200, app.openapi())
 
 
-def _summary(recording: Recording) -> dict[str, Any]:
-    data = recording.to_dict()
-    del data["bundle"]
-    return data
-
-
 def _list_traces(app: App, params: dict[str, str], q: m.TraceQuery, body: None) -> Response:
-    recordings = app._call(
-        lambda: app.store.list_recordings(
-            limit=q.limit, offset=q.offset, service=q.service, agent=q.agent
+    # The summaries alone: the stored recordings' calls are neither read nor decoded.
+    summaries = app._call(
+        lambda: app.store.recording_summaries(
+            limit=q.limit, offset=q.offset, service=q.service, agent=q.agent, cut=False
         )
     )
-    return json_response(200, {"traces": [_summary(r) for r in recordings]})
+    listed = [
+        {f.name: getattr(s, f.name) for f in fields(s) if f.name != "ended_at"} for s in summaries
+    ]
+    return json_response(200, {"traces": listed})
 
 
 def _get_trace(app: App, params: dict[str, str], query: None, body: None) -> Response:

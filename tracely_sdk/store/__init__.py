@@ -56,7 +56,15 @@ from tracely_sdk.store._model import (
     slugify,
     validate_case_id,
 )
-from tracely_sdk.store._outline import CallOutline, Cut, RecordedCalls, RecordingSummary
+from tracely_sdk.store._outline import (
+    CallOutline,
+    CaseCalls,
+    CaseSummary,
+    Cut,
+    RecordedCalls,
+    RecordingSummary,
+    VersionSummary,
+)
 from tracely_sdk.store._sqlite import SQLiteStore, SQLStore
 from tracely_sdk.store._writer import BackgroundWriter
 
@@ -64,6 +72,8 @@ __all__ = [
     "BackgroundWriter",
     "CallOutline",
     "Case",
+    "CaseCalls",
+    "CaseSummary",
     "CaseFileError",
     "CaseVersion",
     "Cut",
@@ -78,6 +88,7 @@ __all__ = [
     "SQLiteStore",
     "StatedRun",
     "Store",
+    "VersionSummary",
     "default_store_url",
     "edited_recordings",
     "spool_path_for",

@@ -16,7 +16,7 @@ from typing import Any
 
 from tracely_otel import Bundle, BundleFormatError, validate_bundle
 from tracely_sdk._canonical import canonical_equal
-from tracely_sdk.errors import Conflict, StoreError
+from tracely_sdk.errors import Conflict, NotFound, StoreError
 from tracely_sdk.store._model import (
     Case,
     CaseVersion,
@@ -31,11 +31,16 @@ from tracely_sdk.store._model import (
 )
 from tracely_sdk.store._outline import (
     CallOutline,
+    CaseCalls,
     RecordedCalls,
     RecordingSummary,
+    VersionSummary,
     calls_of,
+    case_summary_of,
+    entries_of,
     page_of,
     summary_of,
+    version_summary_of,
 )
 
 __all__ = [
@@ -127,12 +132,18 @@ class Store(abc.ABC):
         offset: int = 0,
         service: str | None = None,
         agent: str | None = None,
+        *,
+        cut: bool = True,
     ) -> list[RecordingSummary]:
         """:meth:`list_recordings` as a list of traces shows them: without their calls, the
-        input, output, service and agent name cut (see :mod:`tracely_sdk.store._outline`).
-        This reads whole recordings; a backend that can reads the summary only."""
+        input, output, service and agent name cut (see :mod:`tracely_sdk.store._outline`);
+        ``cut=False``: whole, with the replay mode and when each was received (``ended_at``
+        is None). This reads whole recordings; a backend that can reads the summary only."""
         found = self.list_recordings(limit=limit, offset=offset, service=service, agent=agent)
-        return [summary_of(r, cut=True) for r in found]
+        return [
+            summary_of(r, cut=True) if cut else dataclasses.replace(summary_of(r), ended_at=None)
+            for r in found
+        ]
 
     def recording_calls(self, trace_id: str, offset: int = 0, limit: int = 20) -> RecordedCalls:
         """The facts of the recording of ``trace_id``, the outline of all its calls in the
@@ -173,6 +184,36 @@ class Store(abc.ABC):
         and the whole entries of ``limit`` of them from ``offset``; NotFound if there is no
         such case. This reads the whole case; a backend that can reads only those entries."""
         return page_of(self.get_case(case_id).bundle, offset, limit)
+
+    def case_page(self, case_id: str, offset: int = 0, limit: int = 20) -> CaseCalls:
+        """The case's facts without its recording, the outline of every call of its current
+        recording, and the whole entries of ``limit`` of them from ``offset`` (what a case's
+        page shows); NotFound if there is no such case. This reads the whole case; a backend
+        that can reads only those entries."""
+        case = self.get_case(case_id)
+        outline, entries = page_of(case.bundle, offset, limit)
+        return CaseCalls(case_summary_of(case), outline, offset, entries)
+
+    def case_versions(self, case_id: str) -> list[VersionSummary]:
+        """Every version of ``case_id`` without its values, oldest first; NotFound if there
+        is no such case. This reads them whole; a backend that can reads their facts only."""
+        return [version_summary_of(v) for v in self.case_history(case_id)]
+
+    def case_version(self, case_id: str, version: int) -> CaseVersion:
+        """Version ``version`` of ``case_id``; NotFound if there is none."""
+        for v in self.case_history(case_id):
+            if v.version == version:
+                return v
+        raise NotFound(f"case {case_id!r} has no version {version}")
+
+    def version_entries(
+        self, case_id: str, version: int, calls: Sequence[CallOutline]
+    ) -> tuple[Any, list[Any]]:
+        """Version ``version`` of ``case_id``'s expected output, and the entries of its
+        recording at the places of ``calls`` (their kind, name and index; None where it has
+        none). This reads the version whole; a backend that can reads only those entries."""
+        v = self.case_version(case_id, version)
+        return v.expected_output, entries_of(v.bundle, calls)
 
     @abc.abstractmethod
     def list_cases(

@@ -29,18 +29,23 @@ from typing import Any
 
 import orjson
 
-from tracely_sdk.store._model import Recording, dumps_json
+from tracely_sdk.store._model import Case, CaseVersion, Recording, dumps_json
 
 __all__ = [
     "SUMMARY_TEXT",
     "CallOutline",
+    "CaseCalls",
+    "CaseSummary",
     "Cut",
     "RecordedCalls",
     "RecordingSummary",
+    "VersionSummary",
     "calls_of",
+    "case_summary_of",
     "checked",
     "decode",
     "entries_at",
+    "entries_of",
     "in_order",
     "listed_value",
     "page_of",
@@ -48,6 +53,7 @@ __all__ = [
     "stored_outline",
     "stored_text",
     "summary_of",
+    "version_summary_of",
 ]
 
 # Characters of a listed trace's input, output, service and agent name read from the store:
@@ -116,6 +122,87 @@ class RecordedCalls:
     outline: list[CallOutline]
     offset: int
     entries: list[Mapping[str, Any]]
+
+
+@dataclass(frozen=True)
+class CaseSummary:
+    """A case's facts without its recording: those of :class:`Case` but ``bundle``, and the
+    recording's ``started_at`` and its agent run's ``ended_at`` (None when unknown)."""
+
+    id: str
+    name: str
+    entrypoint: str | None
+    input: Any
+    expected_output: Any
+    source_trace_id: str | None
+    version: int
+    tags: tuple[str, ...]
+    created_at: int
+    updated_at: int
+    started_at: Any = None
+    ended_at: Any = None
+
+
+@dataclass(frozen=True)
+class CaseCalls:
+    """A case's facts, the outline of every call of its current recording in the trace's
+    order, and the whole entries of ``outline[offset:offset + len(entries)]``."""
+
+    case: CaseSummary
+    outline: list[CallOutline]
+    offset: int
+    entries: list[Any]
+
+
+@dataclass(frozen=True)
+class VersionSummary:
+    """One version of a case without its values: ``size`` is the length of its recording's
+    JSON text (characters), what reading it whole would cost."""
+
+    version: int
+    created_at: int
+    source_trace_id: str | None
+    note: str | None
+    size: int
+
+
+def case_summary_of(case: Case) -> CaseSummary:
+    """The summary of a whole case."""
+    agent = case.bundle.get("agent")
+    return CaseSummary(
+        id=case.id,
+        name=case.name,
+        entrypoint=case.entrypoint,
+        input=case.input,
+        expected_output=case.expected_output,
+        source_trace_id=case.source_trace_id,
+        version=case.version,
+        tags=case.tags,
+        created_at=case.created_at,
+        updated_at=case.updated_at,
+        started_at=case.bundle.get("started_at"),
+        ended_at=agent.get("ended_at") if isinstance(agent, Mapping) else None,
+    )
+
+
+def version_summary_of(version: CaseVersion) -> VersionSummary:
+    """The summary of a whole version."""
+    size = len(dumps_json(version.bundle))
+    return VersionSummary(
+        version.version, version.created_at, version.source_trace_id, version.note, size
+    )
+
+
+def entries_of(bundle: Mapping[str, Any], calls: Sequence[CallOutline]) -> list[Any]:
+    """The entries of a whole bundle at the places of ``calls`` (their kind, name and index):
+    None where it has no such entry."""
+    found = []
+    for c in calls:
+        section = bundle.get(c.kind)
+        entries = section.get(c.name) if isinstance(section, Mapping) else None
+        ok = isinstance(entries, list) and 0 <= c.index < len(entries)
+        found.append(entries[c.index] if ok else None)  # type: ignore[index]
+    return found
 
 
 def in_order(rows: Iterable[tuple[str, str, int, Any, Any, Any, Any]]) -> list[CallOutline]:
@@ -336,6 +423,14 @@ SUMMARIES_SQL = (
     f"substr(output, 1, {SUMMARY_TEXT}), length(output) FROM recordings"
 )
 
+# A list's columns whole (the API's list of traces): the input and output as stored, and the
+# two columns past the bundle, which SQLite reaches by walking the bundle's pages (read, not
+# decoded).
+WHOLE_SUMMARIES_SQL = (
+    "SELECT trace_id, service, agent_name, started_at, status, input, output, replay_mode, "
+    "received_at FROM recordings"
+)
+
 # The recording's facts and its stored outline (NULL: none).
 HEAD_SQL = (
     "SELECT trace_id, service, agent_name, started_at, status, input, output, replay_mode, "
@@ -381,13 +476,24 @@ OUTLINE_SQL = {
 }
 
 # The whole entries of one name of one section at the given indexes (SQLite: a JSON array of
-# them, in the order asked, from one path per index; PostgreSQL: a row per entry).
+# them, in the order asked, from one path per index; PostgreSQL: a row per entry), of the row
+# of ``{table}`` that ``{row}`` picks: a recording by trace id, a case's version by case id
+# and version (see :data:`ROWS`).
 ENTRIES_SQL = {
-    "sqlite": "SELECT json_extract(n.value, {paths}) FROM recordings r, json_each(r.bundle, ?) n "
-    "WHERE r.trace_id = ? AND n.key = ?",
+    "sqlite": "SELECT json_extract(n.value, {paths}) FROM {table} r, json_each(r.bundle, ?) n "
+    "WHERE {row} AND n.key = ?",
     "postgresql": "SELECT e.i - 1, e.v::text "
-    "FROM (SELECT bundle::json -> CAST(%s AS TEXT) -> CAST(%s AS TEXT) AS a FROM recordings "
-    "WHERE trace_id = %s OFFSET 0) r "
+    "FROM (SELECT bundle::json -> CAST(%s AS TEXT) -> CAST(%s AS TEXT) AS a FROM {table} "
+    "WHERE {row} OFFSET 0) r "
     "CROSS JOIN LATERAL json_array_elements(CASE WHEN json_typeof(r.a) = 'array' THEN r.a "
     "ELSE '[]'::json END) WITH ORDINALITY e(v, i) WHERE e.i - 1 = ANY(%s)",
+}
+
+# The tables :data:`ENTRIES_SQL` reads, and how each picks its row (``?``: the parameters).
+ROWS = {"recordings": "trace_id = ?", "case_versions": "case_id = ? AND version = ?"}
+
+# The recording's start, from a case's bundle (the outline has the agent run's end only).
+CASE_STARTED_SQL = {
+    "sqlite": "SELECT bundle -> '$.started_at' FROM cases WHERE id = ?",
+    "postgresql": "SELECT (bundle::json -> 'started_at')::text FROM cases WHERE id = %s",
 }

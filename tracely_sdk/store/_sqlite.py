@@ -50,6 +50,7 @@ from tracely_sdk.store._migrations import (
 from tracely_sdk.store._model import (
     Case,
     CaseVersion,
+    InvalidCase,
     Recording,
     Run,
     bundle_weight,
@@ -59,7 +60,13 @@ from tracely_sdk.store._model import (
     redact_url,
     validate_entrypoint,
 )
-from tracely_sdk.store._outline import CallOutline, RecordedCalls, RecordingSummary
+from tracely_sdk.store._outline import (
+    CallOutline,
+    CaseCalls,
+    RecordedCalls,
+    RecordingSummary,
+    VersionSummary,
+)
 from tracely_sdk.store._seal import broken_fields, case_row_fields, seal, version_row_fields
 
 __all__ = ["CASE_COLUMNS", "REC_COLUMNS", "SQLStore", "SQLiteStore", "case_from_row"]
@@ -419,6 +426,8 @@ class SQLStore(Store):
         offset: int = 0,
         service: str | None = None,
         agent: str | None = None,
+        *,
+        cut: bool = True,
     ) -> list[RecordingSummary]:
         _check_page(limit, offset)
         where, params = [], []
@@ -428,13 +437,28 @@ class SQLStore(Store):
         if agent is not None:
             where.append("agent_name = ?")
             params.append(agent)
-        sql = _outline.SUMMARIES_SQL
+        sql = _outline.SUMMARIES_SQL if cut else _outline.WHOLE_SUMMARIES_SQL
         if where:
             sql += " WHERE " + " AND ".join(where)
         sql += " ORDER BY started_at DESC, trace_id DESC LIMIT ? OFFSET ?"
         with self._read() as conn:
             rows = conn.execute(self._q(sql), (*params, limit, offset)).fetchall()
         try:
+            if not cut:
+                return [
+                    RecordingSummary(
+                        trace_id=row[0],
+                        service=row[1],
+                        agent_name=row[2],
+                        started_at=int(row[3]),
+                        status=row[4],
+                        input=_d(row[5]),
+                        output=_d(row[6]),
+                        replay_mode=row[7],
+                        received_at=int(row[8]),
+                    )
+                    for row in rows
+                ]
             return [
                 RecordingSummary(
                     trace_id=row[0],
@@ -447,6 +471,8 @@ class SQLStore(Store):
                 )
                 for row in rows
             ]
+        except _CorruptRow as exc:
+            raise _corrupt("a recording", exc) from exc
         except orjson.JSONDecodeError as exc:
             raise _corrupt("a recording", _CorruptRow(str(exc))) from exc
 
@@ -538,9 +564,25 @@ class SQLStore(Store):
             rows += [(section, str(n), int(i), *f) for n, i, *f in facts]
         return _outline.in_order(rows)
 
-    def _entries_of(self, conn: Any, trace_id: str, shown: list[CallOutline]) -> list[Any]:
-        """The entries of ``shown``, taken out of the bundle by the engine's JSON functions."""
+    def _entries_of(
+        self,
+        conn: Any,
+        trace_id: str,
+        shown: Sequence[CallOutline],
+        table: str = "recordings",
+        key: tuple[Any, ...] | None = None,
+    ) -> list[Any]:
+        """The entries of ``shown`` (None where there is none), taken out of the bundle by
+        the engine's JSON functions: of the recording of ``trace_id``, or of the row of
+        ``table`` whose key is ``key`` (see ``_outline.ROWS``)."""
         engine = self.dialect.name
+        row_key = (trace_id,) if key is None else key
+        picks = _outline.ROWS[table]
+        template = (
+            _outline.ENTRIES_SQL[engine]
+            .replace("{table}", table)
+            .replace("{row}", picks if engine == "sqlite" else picks.replace("?", "%s"))
+        )
         wanted: dict[tuple[str, str], list[int]] = {}
         for call in shown:
             wanted.setdefault((call.kind, call.name), []).append(call.index)
@@ -549,14 +591,12 @@ class SQLStore(Store):
             if engine == "sqlite":
                 # One path per entry (twice when there is one: then the answer is an array too).
                 paths = [f"$[{i}]" for i in indexes] * (2 if len(indexes) == 1 else 1)
-                sql = _outline.ENTRIES_SQL[engine].format(paths=", ".join("?" * len(paths)))
-                row = conn.execute(sql, (*paths, "$." + section, trace_id, name)).fetchone()
+                sql = template.replace("{paths}", ", ".join("?" * len(paths)))
+                row = conn.execute(sql, (*paths, "$." + section, *row_key, name)).fetchone()
                 for i, value in zip(indexes, _d(row[0]) if row is not None else [], strict=False):
                     entries[(section, name, i)] = value
             else:
-                found = conn.execute(
-                    _outline.ENTRIES_SQL[engine], (section, name, trace_id, indexes)
-                )
+                found = conn.execute(template, (section, name, *row_key, indexes))
                 for i, text in found.fetchall():
                     entries[(section, name, int(i))] = _d(text)
         return [entries.get((c.kind, c.name, c.index)) for c in shown]
@@ -682,45 +722,135 @@ class SQLStore(Store):
     def case_calls(
         self, case_id: str, offset: int = 0, limit: int = 20
     ) -> tuple[list[CallOutline], list[Any]]:
-        """The case's calls as :meth:`Store.case_calls` says, the entries read where the
-        case's outline says they lie. The case's seal is checked against the text of its row
-        (which is hashed, not decoded); a case whose seal does not hold, or whose outline
-        does not, is read whole (as :meth:`get_case`, which says what is wrong)."""
+        """The case's calls as :meth:`Store.case_calls` says, read as :meth:`case_page`
+        reads them."""
+        found = self.case_page(case_id, offset, limit)
+        return found.outline, found.entries
+
+    def case_page(self, case_id: str, offset: int = 0, limit: int = 20) -> CaseCalls:
+        """The case's facts and a page of its calls as :meth:`Store.case_page` says, the
+        entries read where the case's outline says they lie. The case's seal is checked
+        against the text of its row (which is hashed, not decoded); a case whose seal does not
+        hold, or whose outline does not, is read whole (as :meth:`get_case`, which says what
+        is wrong)."""
         _check_page(limit, offset)
         with self._read() as conn:
             row = conn.execute(
                 self._q(
                     "SELECT id, entrypoint, version, input, expected_output, bundle, checksum, "
-                    "outline FROM cases WHERE id = ?"
+                    "outline, name, source_trace_id, tags, created_at, updated_at "
+                    "FROM cases WHERE id = ?"
                 ),
                 (case_id,),
             ).fetchone()
-        if row is None:
-            raise NotFound(f"no case {case_id!r} in {self.url}")
+            if row is None:
+                raise NotFound(f"no case {case_id!r} in {self.url}")
+            started = None
+            if row[7] is not None:
+                engine = self.dialect.name
+                started = conn.execute(_outline.CASE_STARTED_SQL[engine], (case_id,)).fetchone()
         found = None
         if row[7] is not None:
             try:
-                found = self._case_calls_at(row, offset, limit)
-            except _CorruptRow:
+                found = self._case_page_at(row, started, offset, limit)
+            except (_CorruptRow, InvalidCase):
                 found = None
-        return found if found is not None else super().case_calls(case_id, offset, limit)
+        return found if found is not None else super().case_page(case_id, offset, limit)
 
-    def _case_calls_at(
-        self, row: Sequence[Any], offset: int, limit: int
-    ) -> tuple[list[CallOutline], list[Any]] | None:
+    def _case_page_at(
+        self, row: Sequence[Any], started: Sequence[Any] | None, offset: int, limit: int
+    ) -> CaseCalls | None:
         texts = {"input": row[3], "expected_output": row[4], "bundle": row[5]}
         # The bundle's digest is taken over its text: it is not decoded (``None`` stands for
         # it, and fails the seal when the text does not match it).
         fields = case_row_fields(row[0], row[1], int(row[2]), _d(row[3]), _d(row[4]), None)
         if _seal_problem(f"case {row[0]}", row[6], fields, texts) is not None:
             return None
-        outline, places, _ = _outline.read_outline(row[7])
+        outline, places, ended = _outline.read_outline(row[7])
         entries = _outline.entries_at(
             row[5].encode("utf-8"),
             outline[offset : offset + limit],
             places[offset : offset + limit],
         )
-        return None if entries is None else (outline, entries)
+        if entries is None:
+            return None
+        # Made as a case is (its fields checked as get_case checks them), without its bundle.
+        case = Case(
+            id=row[0],
+            name=row[8],
+            entrypoint=row[1],
+            input=fields["input"],
+            expected_output=fields["expected_output"],
+            bundle={},
+            source_trace_id=row[9],
+            version=int(row[2]),
+            tags=tuple(_d(row[10]) or ()),
+            created_at=int(row[11]),
+            updated_at=int(row[12]),
+        )
+        summary = dataclasses.replace(
+            _outline.case_summary_of(case),
+            started_at=_d(started[0]) if started is not None and started[0] is not None else None,
+            ended_at=ended,
+        )
+        return CaseCalls(summary, outline, offset, entries)
+
+    def case_versions(self, case_id: str) -> list[VersionSummary]:
+        with self._read() as conn:
+            if not self._case_exists(conn, case_id):
+                raise NotFound(f"no case {case_id!r} in {self.url}")
+            rows = conn.execute(
+                self._q(
+                    "SELECT version, created_at, source_trace_id, note, length(bundle) "
+                    "FROM case_versions WHERE case_id = ? ORDER BY version"
+                ),
+                (case_id,),
+            ).fetchall()
+        return [VersionSummary(int(r[0]), int(r[1]), r[2], r[3], int(r[4])) for r in rows]
+
+    def case_version(self, case_id: str, version: int) -> CaseVersion:
+        with self._read() as conn:
+            row = conn.execute(
+                self._q(
+                    f"SELECT {_VERSION_COLUMNS} FROM case_versions "
+                    "WHERE case_id = ? AND version = ?"
+                ),
+                (case_id, version),
+            ).fetchone()
+            if row is None and not self._case_exists(conn, case_id):
+                raise NotFound(f"no case {case_id!r} in {self.url}")
+        if row is None:
+            raise NotFound(f"case {case_id!r} has no version {version}")
+        return _version(row)
+
+    def version_entries(
+        self, case_id: str, version: int, calls: Sequence[CallOutline]
+    ) -> tuple[Any, list[Any]]:
+        """:meth:`Store.version_entries`: the version's seal checked on its row's text, the
+        entries taken out of it by the engine's JSON functions (not decoded in Python)."""
+        with self._read() as conn:
+            row = conn.execute(
+                self._q(
+                    "SELECT case_id, version, input, expected_output, bundle, checksum "
+                    "FROM case_versions WHERE case_id = ? AND version = ?"
+                ),
+                (case_id, version),
+            ).fetchone()
+            if row is None:
+                return super().version_entries(case_id, version, calls)  # says what is missing
+            what = f"version {row[1]} of case {row[0]}"
+            try:
+                expected = _d(row[3])
+                fields = version_row_fields(row[0], int(row[1]), _d(row[2]), expected, None)
+                texts = {"input": row[2], "expected_output": row[3], "bundle": row[4]}
+                problem = _seal_problem(what, row[5], fields, texts)
+                if problem is not None:
+                    raise StoreError(problem)
+                key = (case_id, version)
+                entries = self._entries_of(conn, "", calls, "case_versions", key)
+            except _CorruptRow as exc:
+                raise _corrupt(what, exc) from exc
+        return expected, entries
 
     def list_cases(
         self, tag: str | None = None, *, limit: int | None = None, offset: int = 0

@@ -8,6 +8,7 @@ the same functions against PostgreSQL. What a store decodes is counted at its de
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from tests.sdk.store._helpers import trace_id
 from tracely_otel._bundle import FORMAT, seal
 from tracely_sdk._html._views import CALL_SHOWN, Pages, Viewer, _short, _steps
 from tracely_sdk._replay import recorded_calls
+from tracely_sdk.errors import StoreError
 from tracely_sdk.store import (
     Cut,
     RecordedCalls,
@@ -336,6 +338,29 @@ def test_a_list_of_traces_reads_their_summaries_only(
     assert trace_id("list-2") in html
 
 
+def test_whole_summaries_read_no_calls(store: SQLStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The API's list of traces: each recording's facts whole (as the recording has them,
+    without its bundle), its calls neither read into Python nor decoded."""
+    recordings = []
+    for n in range(3):
+        bundle = big_bundle(trace_id(f"whole-{n}"), 200, 20_000)
+        bundle["started_at"] = 1_000 + n
+        bundle["agent"]["input"] = {"args": ["é\n☃ " * 3_000], "kwargs": {"n": n}}
+        recordings.append(Recording.from_bundle(seal(bundle)))
+    store.put_recordings(recordings)
+    decoded = Decoded(monkeypatch)
+    listed = store.recording_summaries(limit=10, cut=False)
+    assert decoded.bytes < 100_000  # three inputs of 15 kB and a few names
+    expected = [r.to_dict() for r in reversed(recordings)]
+    for e in expected:
+        del e["bundle"]
+    got = [{k: v for k, v in vars(s).items() if k != "ended_at"} for s in listed]
+    assert got == expected
+    assert [s.trace_id for s in store.recording_summaries(limit=1, offset=1, cut=False)] == [
+        trace_id("whole-1")
+    ]
+
+
 def test_one_value_of_a_case_is_read_alone(
     store: SQLStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -371,3 +396,76 @@ def test_a_case_whose_seal_does_not_hold_is_read_whole(store: SQLStore) -> None:
     assert store.get_case("edited").problem is not None
     _, entries = store.case_calls("edited", 10, 2)
     assert [e["output"] for e in entries] == [f"{i}:" + "y" * 1_000 + "!!" for i in (10, 11)]
+
+
+def _text(html: str) -> str:
+    """A page's text, without its markup."""
+    return re.sub("<[^>]+>", "", html)
+
+
+def _recaptured_big_case(store: SQLStore, case_id: str, calls: int) -> None:
+    """A case of ``calls`` calls of 20 kB each way, recaptured from a run whose calls 4 and
+    ``calls - 10`` answered otherwise: two versions of 8 MB each at 200 calls."""
+    first = big_bundle(trace_id(f"{case_id}-1"), calls, 20_000)
+    second = big_bundle(trace_id(f"{case_id}-2"), calls, 20_000)
+    for i in (3, calls - 11):
+        second["tools"]["fetch"][i]["output"] = f"changed {i}!"
+    for bundle in (first, seal(second)):
+        store.put_recording(Recording.from_bundle(bundle))
+    store.promote(trace_id(f"{case_id}-1"), case_id=case_id, name=case_id)
+    store.recapture(case_id, trace_id(f"{case_id}-2"), note="again")
+
+
+def test_a_case_page_of_many_large_calls_decodes_only_the_calls_shown(
+    store: SQLStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A case page of two versions of 200 calls of 20 kB (8 MB each): the page of 20 calls
+    shown, and the difference between the versions for those calls, are all that is decoded,
+    the same as for a case of 50 such calls; the case's seal is still checked."""
+    decoded = Decoded(monkeypatch)
+    pages = Pages(store)
+    spent = {}
+    for calls in (50, 200):
+        case_id = f"big-{calls}"
+        _recaptured_big_case(store, case_id, calls)
+        decoded.bytes = 0
+        html = _text(pages.case(case_id, {}, Viewer()))
+        spent[calls] = decoded.bytes
+        assert spent[calls] < 3_000_000  # 20 calls of the case, and of each version: 40 kB each
+        assert f"calls 1 to 20 of {calls}" in html
+        assert "Version 1 → version 2" in html and "too large to compare whole" in html
+        assert "bundle.tools.fetch[3].output" in html and "changed 3!" in html
+        assert f"changed {calls - 11}!" not in html  # not among the calls shown
+        later = _text(pages.case(case_id, {"calls": str(calls - 20)}, Viewer()))
+        assert f"bundle.tools.fetch[{calls - 11}].output" in later
+        assert f"changed {calls - 11}!" in later and "changed 3!" not in later
+    assert spent[200] - spent[50] < 20_000  # the outline of 150 more calls, a few numbers each
+
+
+def test_a_small_case_page_compares_whole_versions(store: SQLStore) -> None:
+    """Versions small enough to read whole are compared whole: a difference beyond the calls
+    shown is on the first page too."""
+    first = big_bundle(trace_id("small-1"), 30, 100)
+    second = big_bundle(trace_id("small-2"), 30, 100)
+    second["tools"]["fetch"][25]["output"] = "changed 25"
+    for bundle in (first, seal(second)):
+        store.put_recording(Recording.from_bundle(bundle))
+    store.promote(trace_id("small-1"), case_id="small", name="small")
+    store.recapture("small", trace_id("small-2"))
+    html = _text(Pages(store).case("small", {}, Viewer()))
+    assert "calls 1 to 20 of 30" in html and "too large to compare whole" not in html
+    assert "bundle.tools.fetch[25].output" in html and "changed 25" in html
+
+
+def test_a_large_version_whose_seal_does_not_hold_is_not_compared(store: SQLStore) -> None:
+    """A version changed outside tracely is refused, naming it, not compared as it now is."""
+    _recaptured_big_case(store, "sealed", 200)
+    with store._write() as conn:
+        conn.execute(
+            store._q(
+                "UPDATE case_versions SET note = 'x', bundle = ? WHERE case_id = ? AND version = 1"
+            ),
+            (dumps_json(big_bundle(trace_id("other"), 200, 20_000)), "sealed"),
+        )
+    with pytest.raises(StoreError, match="version 1 of case sealed: bundle does not match"):
+        Pages(store).case("sealed", {}, Viewer())
