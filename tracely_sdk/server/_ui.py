@@ -81,10 +81,12 @@ _SESSION_ID = re.compile(r"[A-Za-z0-9_-]{43}")  # secrets.token_urlsafe(32)
 
 Handler = Callable[[Any, "Request", dict[str, str]], "Response"]
 
-# A page of one recording (a trace, a case, a call's value, the JSON) decodes the whole of it:
-# its calls are stored in one JSON document, and 7 MiB of it are 160 MB of objects while the
-# page is made. Decoding holds the GIL, so more such pages at once are no faster, only bigger:
-# at most this many are made at once in a process; the others wait their turn, then get a 503.
+# Trace and case pages read the calls shown through the stored outline, but some still decode
+# a whole recording: a row with no outline or whose text no longer matches it, a case's two
+# versions compared whole (small ones), a run's case. 7 MiB of recording are 160 MB of objects
+# while the page is made, and decoding holds the GIL, so more such pages at once are no faster,
+# only bigger: at most this many are made at once in a process; the others wait their turn,
+# then get a 503.
 WHOLE_READERS = 2
 _WHOLE_WAIT = 60.0
 _whole_readers = threading.BoundedSemaphore(WHOLE_READERS)
