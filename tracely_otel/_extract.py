@@ -29,6 +29,7 @@ from tracely_otel._bundle import (
     entry_problem,
     field_problem,
     seal,
+    text_within_limits,
 )
 from tracely_otel._foreign import FOREIGN_READERS, conversation_of, read_call
 from tracely_otel._reads import ExtractedCall, NotReplayable, SpanReader
@@ -64,13 +65,16 @@ def _digest_matches(value: str, expected: Any, in_process: bool) -> bool:
 
 
 class _Values:
-    """A tracely span's recorded JSON values, checked against its digest."""
+    """A tracely span's recorded JSON values, parsed, and which of them may be past a recorded
+    value's limits (``unsure``): the rest were cleared from their text as they were parsed, so
+    the extractor neither encodes nor walks them again."""
 
-    __slots__ = ("attributes", "problems")
+    __slots__ = ("attributes", "problems", "unsure")
 
     def __init__(self, span: SpanRecord) -> None:
         self.attributes = span.attributes
         self.problems: list[str] = []
+        self.unsure: list[str] = []
 
     def get(self, key: str) -> Any:
         raw = self.attributes.get(key)
@@ -80,10 +84,14 @@ class _Values:
             self.problems.append(f"{key} is not JSON text")
             return _MISSING
         try:
-            return orjson.loads(raw)
+            value = orjson.loads(raw)
         except orjson.JSONDecodeError:
             self.problems.append(f"{key} is not valid JSON (cut short?)")
             return _MISSING
+        # orjson parsed it, so it is valid UTF-8: encoding it cannot fail.
+        if not text_within_limits(raw.encode()):
+            self.unsure.append(key)
+        return value
 
 
 _MISSING: Any = object()
@@ -205,7 +213,7 @@ def read_tracely_span(span: SpanRecord) -> ExtractedCall | NotReplayable | None:
             entry["provider"] = provider
     if values.problems:
         return NotReplayable(section, name, "; ".join(values.problems))
-    return ExtractedCall(section, name, entry)
+    return ExtractedCall(section, name, entry, values_checked=not values.unsure)
 
 
 # Readers for spans of other instrumentors register here (tracely's own reader comes first).
@@ -228,7 +236,7 @@ def _read(span: SpanRecord) -> ExtractedCall | NotReplayable | None:
             )
             continue
         if isinstance(result, ExtractedCall):
-            problem = entry_problem(result.entry, result.kind)
+            problem = entry_problem(result.entry, result.kind, values=not result.values_checked)
             if problem is not None:  # never write an entry that replay would refuse
                 return NotReplayable(
                     result.kind,
@@ -261,7 +269,10 @@ def _agent_section(span: SpanRecord, problems: list[IncompleteItem]) -> AgentSec
     if _check_digest(span) is None:
         for key, field_name in _AGENT_FIELDS:
             value = values.get(key)
-            problem = None if value is _MISSING else field_problem(field_name, value)
+            # An error's shape is checked whatever its text; a value, only when its text
+            # could not clear it.
+            checked = value is _MISSING or (key != A.ERROR and key not in values.unsure)
+            problem = None if checked else field_problem(field_name, value)
             if problem is not None:
                 label = f"agent:{agent['name']}"
                 reason = f"a recorded value cannot be replayed: {problem}"
