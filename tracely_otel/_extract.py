@@ -166,6 +166,17 @@ def _usage(attrs: Mapping[str, Any]) -> list[int] | None:
     return None
 
 
+_MESSAGES_DIGESTED = f'"{A.GEN_AI_INPUT_MESSAGES}":'
+
+
+def _input_as_messages(attrs: Mapping[str, Any]) -> bool:
+    """Whether the call's recorded input is its ``gen_ai.input.messages``: the input was the
+    conventions' messages, which content capture put on the span, so tracely wrote it there
+    once (and digested it there) instead of again as ``tracely.input``."""
+    digest = attrs.get(A.DIGEST)
+    return isinstance(digest, str) and _MESSAGES_DIGESTED in digest
+
+
 def read_tracely_span(span: SpanRecord) -> ExtractedCall | NotReplayable | None:
     """Read a tool or LLM call from a span tracely made."""
     attrs = span.attributes
@@ -200,6 +211,8 @@ def read_tracely_span(span: SpanRecord) -> ExtractedCall | NotReplayable | None:
             entry["output_type"] = tag
     key = A.ARGS if section == "tools" else A.INPUT
     recorded_in = values.get(key)
+    if recorded_in is _MISSING and section == "llm" and _input_as_messages(attrs):
+        recorded_in = values.get(A.GEN_AI_INPUT_MESSAGES)
     if recorded_in is not _MISSING:
         entry["args" if section == "tools" else "input"] = recorded_in
     if section == "llm":
