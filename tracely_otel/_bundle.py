@@ -280,7 +280,12 @@ def text_within_limits(text: bytes) -> bool:
     value holds none out of range (nor a lone surrogate), and the nesting is bounded by the
     text's brackets. False sends the value to the exact check.
     """
-    return _shallow(text) or _plain(text)
+    # Most values have few brackets: each opening bracket is at most two levels (its container,
+    # and a string holding JSON that starts with it), and without \u every bracket of every
+    # level is in the text as written.
+    if 2 * _opening(text) + 2 <= MAX_NESTING and b"\\u" not in text:
+        return True
+    return _plain(text) or _shallow(text)
 
 
 def _text(value: Any) -> bytes | None:

@@ -47,9 +47,22 @@ def _nested(value: Any, levels: int, in_text: bool) -> Any:
     return json.dumps(value) if in_text else value
 
 
-# Values around the nesting limit, as containers and as JSON text held in a string.
+def _in_strings(value: Any, levels: int) -> Any:
+    """``value`` in a list in a string holding its JSON, ``levels`` times: two levels each."""
+    for _ in range(levels):
+        value = [json.dumps(value, ensure_ascii=False)]
+    return value
+
+
+# Values around the nesting limit: as containers, as JSON text held in a string, and as JSON
+# held in strings held in JSON.
 _deep = st.builds(_nested, _values, st.integers(MAX_NESTING - 3, MAX_NESTING + 2), st.booleans())
-_recorded = _values | _deep
+_chained = st.builds(
+    _in_strings,
+    st.builds(_nested, _values, st.integers(MAX_NESTING - 14, MAX_NESTING), st.just(False)),
+    st.integers(1, 5),  # the text doubles its escapes with each level
+)
+_recorded = _values | _deep | _chained
 
 
 class _Failed(Exception):
@@ -140,7 +153,11 @@ def test_a_value_its_text_clears_is_one_the_exact_check_accepts(text: str) -> No
 
 
 def test_a_value_past_the_limits_is_not_cleared_by_its_text() -> None:
-    for too_deep in (_nested(1, MAX_NESTING + 1, False), _nested(1, MAX_NESTING, True)):
+    for too_deep in (
+        _nested(1, MAX_NESTING + 1, False),
+        _nested(1, MAX_NESTING, True),
+        _in_strings(_nested(1, MAX_NESTING - 5, False), 3),
+    ):
         text = orjson.dumps(too_deep)
         assert value_problem(orjson.loads(text)) is not None
         assert not text_within_limits(text)
