@@ -271,7 +271,7 @@ def _nests_within(structure: bytes, levels: int) -> bool:
     return levels >= 0 and not brackets
 
 
-def text_within_limits(text: bytes) -> bool:
+def text_within_limits(text: str | bytes) -> bool:
     """Whether the value orjson parses from the JSON ``text`` is certainly within the limits
     of a recorded value (:func:`value_problem` finds nothing in it), decided from the text.
 
@@ -283,7 +283,11 @@ def text_within_limits(text: bytes) -> bool:
     # Most values have few brackets: each opening bracket is at most two levels (its container,
     # and a string holding JSON that starts with it), and without \u every bracket of every
     # level is in the text as written.
-    if 2 * _opening(text) + 2 <= MAX_NESTING and b"\\u" not in text:
+    if isinstance(text, str):
+        if 2 * (text.count("[") + text.count("{")) + 2 <= MAX_NESTING and "\\u" not in text:
+            return True
+        text = text.encode("utf-8", "surrogatepass")
+    elif 2 * _opening(text) + 2 <= MAX_NESTING and b"\\u" not in text:
         return True
     return _plain(text) or _shallow(text)
 

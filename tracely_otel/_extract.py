@@ -88,8 +88,7 @@ class _Values:
         except orjson.JSONDecodeError:
             self.problems.append(f"{key} is not valid JSON (cut short?)")
             return _MISSING
-        # orjson parsed it, so it is valid UTF-8: encoding it cannot fail.
-        if not text_within_limits(raw.encode()):
+        if not text_within_limits(raw):
             self.unsure.append(key)
         return value
 

@@ -148,7 +148,9 @@ def _texts() -> st.SearchStrategy[str]:
 @settings(max_examples=400, deadline=None)
 @given(_texts())
 def test_a_value_its_text_clears_is_one_the_exact_check_accepts(text: str) -> None:
-    if text_within_limits(text.encode()):
+    cleared = text_within_limits(text)
+    assert text_within_limits(text.encode()) is cleared
+    if cleared:
         assert value_problem(orjson.loads(text)) is None
 
 
@@ -161,6 +163,7 @@ def test_a_value_past_the_limits_is_not_cleared_by_its_text() -> None:
         text = orjson.dumps(too_deep)
         assert value_problem(orjson.loads(text)) is not None
         assert not text_within_limits(text)
+        assert not text_within_limits(text.decode())
 
 
 def test_a_recorded_value_past_the_limits_is_refused_on_both_paths(capture: Any) -> None:

@@ -79,7 +79,7 @@ def _json(value: Any) -> Any:
                 parsed = orjson.loads(stripped)
             except (orjson.JSONDecodeError, ValueError, TypeError):
                 return value
-            if text_within_limits(stripped.encode()) or value_problem(parsed) is None:
+            if text_within_limits(stripped) or value_problem(parsed) is None:
                 return parsed
             return value
         return value
