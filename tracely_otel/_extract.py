@@ -59,9 +59,15 @@ def digest_item(key: str, text: str) -> str:
 
 
 def _digest_matches(value: str, expected: Any, in_process: bool) -> bool:
+    """Whether ``value`` is the one ``expected`` (its ``[length, crc32]``) was taken of: in
+    process only its length can have changed; from the wire, the length decides before the
+    hash is taken (a value cut short costs no CRC)."""
+    if not isinstance(expected, list) or not expected or expected[0] != len(value):
+        return False
     if in_process:
-        return isinstance(expected, list) and bool(expected) and bool(expected[0] == len(value))
-    return bool(value_digest(value) == expected)
+        return True
+    crc = zlib.crc32(value.encode("utf-8", "surrogatepass"))
+    return len(expected) == 2 and bool(expected[1] == crc.to_bytes(4, "big").hex())
 
 
 class _Values:

@@ -191,3 +191,21 @@ def test_values_cleared_by_their_text_are_neither_encoded_nor_walked_again(captu
     assert [e["output"] for e in bundle["tools"]["get_weather"]] == [
         {"temp": 21, "note": "[sunny]"}
     ] * 3
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.text(),
+    st.one_of(
+        st.text().map(_extract.value_digest),
+        st.lists(st.integers(0, 40) | st.text(max_size=8), max_size=3),
+        st.none(),
+    ),
+)
+def test_a_value_from_the_wire_matches_exactly_the_digest_taken_of_it(
+    value: str, expected: Any
+) -> None:
+    assert _extract._digest_matches(value, expected, False) is (
+        _extract.value_digest(value) == expected
+    )
+    assert _extract._digest_matches(value, _extract.value_digest(value), False)
