@@ -14,10 +14,12 @@ server time per page.
 from __future__ import annotations
 
 import argparse
+import gc
 import statistics
 import sys
 import tempfile
 import time
+import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -114,7 +116,7 @@ def long_run(calls: int) -> dict[str, Any]:
 BIG_TRACE = "e" * 32
 
 
-def big_values_run(calls: int, size: int) -> dict[str, Any]:
+def big_values_run(calls: int, size: int, trace_id: str = BIG_TRACE) -> dict[str, Any]:
     """An agent of ``calls`` tool calls, each with arguments and a result of ``size`` bytes of
     JSON in many small tokens (what the issue's 7 MiB ingest request held)."""
     value = {"rows": [[n, f"r{n}", n % 2 == 0] for n in range(size // 20)]}
@@ -131,7 +133,7 @@ def big_values_run(calls: int, size: int) -> dict[str, Any]:
     return seal(
         {
             "format": FORMAT,
-            "trace_id": BIG_TRACE,
+            "trace_id": trace_id,
             "service": "big-svc",
             "started_at": BASE,
             "tools": {"lookup": entries},
@@ -250,9 +252,40 @@ def main() -> int:
             median, worst, size = measure(fn, args.rounds)
             worst_all = max(worst_all, median)
             print(f"{name:<28}{median * 1000:>10.1f}{worst * 1000:>10.1f}{size / 1024:>8.0f}")
-        store.close()
         print(f"slowest median: {worst_all * 1000:.1f} ms (target: under 200 ms)")
+        first_views(store, viewer)
+        store.close()
     return 0
+
+
+def first_views(store: SQLiteStore, viewer: Viewer) -> None:
+    """The memory a first view of a big trace takes (tracemalloc's peak of the Python objects
+    made while it is rendered), for a recording of 50 and of 200 calls of 20 kB each way: its
+    page, its last calls, one call's value, and one call's value of the case made of it."""
+    print("memory per first view (tracemalloc peak; goal: bounded, the same for 50 and 200 calls):")
+    print(
+        f"{'calls of 20 kB':<16}{'trace page MB':>15}{'its last calls MB':>19}"
+        f"{'one value MB':>14}{'a case value MB':>17}"
+    )
+    for calls in (50, 200):
+        trace = f"{'f' * 28}{calls:04d}"
+        store.put_recording(Recording.from_bundle(big_values_run(calls, 20_000, trace)))
+        store.promote(trace, case_id=f"big-{calls}", name=f"big {calls}")
+        pages = Pages(store)
+        views: list[Callable[[], object]] = [
+            lambda p=pages, t=trace: p.trace(t, viewer),
+            lambda p=pages, t=trace, n=calls: p.trace(t, viewer, {"calls": str(n - 20)}),
+            lambda p=pages, t=trace, n=calls: p.call_value("traces", t, str(n), "output"),
+            lambda p=pages, n=calls: p.call_value("cases", f"big-{n}", str(n), "output"),
+        ]
+        peaks = []
+        for view in views:
+            gc.collect()
+            tracemalloc.start()
+            view()
+            peaks.append(tracemalloc.get_traced_memory()[1] / 2**20)
+            tracemalloc.stop()
+        print(f"{calls:<16}{peaks[0]:>15.1f}{peaks[1]:>19.1f}{peaks[2]:>14.1f}{peaks[3]:>17.1f}")
 
 
 if __name__ == "__main__":

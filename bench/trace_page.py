@@ -5,7 +5,9 @@ Seeds a SQLite store with the trace of 200 tool calls of 20 kB each way (bench/p
 ``big_values_run``), starts ``python -m tracely_sdk.server`` on it (127.0.0.1, no tokens),
 then asks for the trace page ``--concurrent`` times at once, and (on a fresh server) for the
 trace page, one call's whole output and the recording's JSON one after another, reading the
-server's resident memory and its peak (``/proc``, Linux) before and after.
+server's resident memory and its peak (``/proc``, Linux) before and after. Last, the memory
+of a first view on a fresh server for a recording of 50 and of 200 such calls: the goal is a
+cost bounded whatever the recording holds, the same for both.
 
     python bench/trace_page.py [--calls N] [--size BYTES] [--rounds R] [--concurrent C]
 """
@@ -31,6 +33,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 from pages import BIG_TRACE, big_values_run  # noqa: E402
 
 from tracely_sdk.store import Recording, SQLiteStore  # noqa: E402
+from tracely_sdk.store._model import dumps_json  # noqa: E402
 
 LISTENING = re.compile(r"^tracely server listening on http://([^\s:]+):(\d+)")
 
@@ -162,7 +165,46 @@ def main() -> int:
         finally:
             process.terminate()
             process.wait(timeout=30)
+    first_views(args.size)
     return 0
+
+
+def first_views(size: int) -> None:
+    """Each first view on a fresh server: how much the server's peak resident memory grew."""
+    print(
+        "memory per first view, on a fresh server (peak RSS growth; goal: bounded, "
+        "the same for 50 and 200 calls):"
+    )
+    print(
+        f"{'calls':<8}{'recording MB':>13}{'trace page MB':>15}{'its last calls MB':>19}{'one value MB':>14}"
+    )
+    for calls in (50, 200):
+        with tempfile.TemporaryDirectory() as tmp:
+            store_path = Path(tmp) / "bench.db"
+            store = SQLiteStore(store_path)
+            recording = Recording.from_bundle(big_values_run(calls, size))
+            store.put_recording(recording)
+            store.close()
+            megabytes = len(dumps_json(recording.bundle)) / 2**20
+            grown = []
+            for path in (
+                f"/ui/traces/{BIG_TRACE}",
+                f"/ui/traces/{BIG_TRACE}?calls={calls - 20}",
+                f"/ui/traces/{BIG_TRACE}/calls/{calls}/output",
+            ):
+                process, port = start(store_path, Path(tmp))
+                try:
+                    get(port, "/ui/cases")  # the pages' code loaded, no recording read
+                    before = hwm_mb(process.pid)
+                    status, _, _ = get(port, path)
+                    assert status == 200, (path, status)
+                    grown.append(hwm_mb(process.pid) - before)
+                finally:
+                    process.terminate()
+                    process.wait(timeout=30)
+            print(
+                f"{calls:<8}{megabytes:>13.1f}{grown[0]:>15.0f}{grown[1]:>19.0f}{grown[2]:>14.0f}"
+            )
 
 
 if __name__ == "__main__":

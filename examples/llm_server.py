@@ -25,9 +25,10 @@ floats or ``encoding_format: base64``), Groq's ``POST /openai/v1/chat/completion
 or SSE events whose data names its ``type``: ``message-start`` ... ``message-end``), and Ollama's ``POST
 /api/chat`` and ``/api/generate`` (newline-delimited JSON, ``application/x-ndjson``, the last line ``"done":
 true``; one JSON body with ``"stream": false``), and Amazon Bedrock's runtime API: ``POST /model/{modelId}/converse``
-(JSON), ``/converse-stream`` (an AWS binary event stream, ``application/vnd.amazon.eventstream``) and ``/invoke``
-(the model's own JSON: Anthropic's messages format), the model id URL-encoded in the path as botocore sends it
-(point ``boto3.client("bedrock-runtime", endpoint_url=server.base_url)`` at it).
+(JSON), ``/converse-stream`` (an AWS binary event stream, ``application/vnd.amazon.eventstream``), ``/invoke``
+(the model's own JSON: Anthropic's messages format) and ``/invoke-with-response-stream`` (an event stream of
+``chunk`` events, each carrying one Anthropic stream event as base64 JSON in ``bytes``), the model id
+URL-encoded in the path as botocore sends it (point ``boto3.client("bedrock-runtime", endpoint_url=server.base_url)`` at it).
 
 The model: when the request offers tools and the last turn is the user's, it calls the first tool, with
 arguments made from the tool's JSON schema and the user's text (a string property gets the last capitalised
@@ -79,7 +80,9 @@ _GEMINI_PATH = re.compile(
     r"^/v1(?:beta|alpha)?/models/([^/:]+):(generateContent|streamGenerateContent)$"
 )
 _CAPITALISED = re.compile(r"\b[A-Z][\w-]*")
-_BEDROCK_PATH = re.compile(r"^/model/([^/]+)/(converse|converse-stream|invoke)$")
+_BEDROCK_PATH = re.compile(
+    r"^/model/([^/]+)/(converse|converse-stream|invoke|invoke-with-response-stream)$"
+)
 
 
 @dataclass
@@ -948,7 +951,7 @@ class _Handler(BaseHTTPRequestHandler):
         assert match is not None
         model, operation = urllib.parse.unquote(match.group(1)), match.group(2)
         headers = {"x-amzn-RequestId": f"req-{number:06d}"}
-        if operation == "invoke":
+        if operation in ("invoke", "invoke-with-response-stream"):
             reply = _messages_reply(body)
             content: dict[str, Any] = (
                 {"type": "tool_use", "id": f"toolu_bdrk_{number:06d}", "name": reply.tool_name}
@@ -971,7 +974,16 @@ class _Handler(BaseHTTPRequestHandler):
                     "output_tokens": reply.completion_tokens,
                 },
             }
-            self._send_json(200, message, headers, cut=cut)
+            if operation == "invoke":
+                self._send_json(200, message, headers, cut=cut)
+                return
+            del headers["X-Amzn-Bedrock-Input-Token-Count"]  # the stream's last chunk has them
+            del headers["X-Amzn-Bedrock-Output-Token-Count"]
+            chunks = [
+                _eventstream_message("chunk", {"bytes": base64.b64encode(data).decode(), "p": "ab"})
+                for data in _invoke_stream_events(message, reply)
+            ]
+            self._send_eventstream(chunks, headers, cut=cut)
             return
         reply = _messages_reply(_converse_as_messages(body))
         usage = {
@@ -1013,13 +1025,15 @@ class _Handler(BaseHTTPRequestHandler):
         events.append(("contentBlockStop", {"contentBlockIndex": 0}))
         events.append(("messageStop", {"stopReason": stop}))
         events.append(("metadata", {"usage": usage, "metrics": {"latencyMs": 1}}))
+        self._send_eventstream([_eventstream_message(k, d) for k, d in events], headers, cut=cut)
+
+    def _send_eventstream(self, frames: list[bytes], headers: dict[str, str], *, cut: bool) -> None:
         self.send_response(200)
         self.send_header("Content-Type", "application/vnd.amazon.eventstream")
         self.send_header("Transfer-Encoding", "chunked")
         for key, value in headers.items():
             self.send_header(key, value)
         self.end_headers()
-        frames = [_eventstream_message(kind, data) for kind, data in events]
         for frame in frames[: max(1, len(frames) // 2)] if cut else frames:
             self._send_chunk(frame)
         if cut:
@@ -1431,6 +1445,41 @@ def _converse_as_messages(body: dict[str, Any]) -> dict[str, Any]:
     ]
     system = " ".join(s.get("text", "") for s in body.get("system") or [] if isinstance(s, dict))
     return {"messages": messages, "tools": tools, "system": system or None}
+
+
+def _invoke_stream_events(message: dict[str, Any], reply: _Reply) -> list[bytes]:
+    """The Anthropic stream events (JSON) that add up to ``message``, as InvokeModel with a
+    response stream sends them: Bedrock's invocation metrics on the last one."""
+    (block,) = message["content"]
+    if reply.tool_name:
+        start: dict[str, Any] = {**block, "input": {}}
+        deltas = [
+            {"type": "input_json_delta", "partial_json": p} for p in _split(reply.arguments_json, 8)
+        ]
+    else:
+        start = {**block, "text": ""}
+        deltas = [{"type": "text_delta", "text": p} for p in _tokens(reply.text or "")]
+    usage = message["usage"]
+    first = {**message, "content": [], "stop_reason": None, "usage": {**usage, "output_tokens": 1}}
+    metrics = {
+        "inputTokenCount": usage["input_tokens"],
+        "outputTokenCount": usage["output_tokens"],
+        "invocationLatency": 1,
+        "firstByteLatency": 1,
+    }
+    events: list[dict[str, Any]] = [
+        {"type": "message_start", "message": first},
+        {"type": "content_block_start", "index": 0, "content_block": start},
+        *({"type": "content_block_delta", "index": 0, "delta": d} for d in deltas),
+        {"type": "content_block_stop", "index": 0},
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": message["stop_reason"], "stop_sequence": None},
+            "usage": {"output_tokens": usage["output_tokens"]},
+        },
+        {"type": "message_stop", "amazon-bedrock-invocationMetrics": metrics},
+    ]
+    return [json.dumps(event).encode() for event in events]
 
 
 def _eventstream_message(kind: str, data: dict[str, Any]) -> bytes:

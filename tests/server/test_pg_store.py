@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from tests.sdk.store import test_outline as outline
 from tests.sdk.store import test_sqlite as shared
 from tests.sdk.store._helpers import make_bundle, make_recording, trace_id
 from tracely_sdk.errors import ConfigError, Conflict, MissingDependency, NotFound, StoreError
@@ -657,3 +658,35 @@ def test_large_batches(store: PostgresStore) -> None:
     assert store.put_recordings(recs) == [True] * 1200
     assert store.put_recordings(recs[::-1]) == [False] * 1200
     assert len(store.list_recordings(limit=5000)) == 1200
+
+
+# --- what the pages read: a page of calls, a list's summaries (tests/sdk/store/test_outline.py)
+
+test_a_page_of_calls_reads_back_as_the_recording_has_them = (
+    outline.test_a_page_of_calls_reads_back_as_the_recording_has_them
+)
+test_a_trace_page_shows_its_calls_cut_with_links_to_each_value = (
+    outline.test_a_trace_page_shows_its_calls_cut_with_links_to_each_value
+)
+test_one_value_of_a_mixed_recording_is_read_whole = (
+    outline.test_one_value_of_a_mixed_recording_is_read_whole
+)
+test_a_page_of_many_large_calls_decodes_only_the_calls_shown = (
+    outline.test_a_page_of_many_large_calls_decodes_only_the_calls_shown
+)
+test_a_recording_without_its_outline_is_read_by_the_engine = (
+    outline.test_a_recording_without_its_outline_is_read_by_the_engine
+)
+test_an_outline_the_bundle_does_not_bear_out_is_not_trusted = (
+    outline.test_an_outline_the_bundle_does_not_bear_out_is_not_trusted
+)
+test_recordings_stored_before_outlines_are_outlined_by_the_migration = (
+    outline.test_recordings_stored_before_outlines_are_outlined_by_the_migration
+)
+test_a_list_of_traces_reads_their_summaries_only = (
+    outline.test_a_list_of_traces_reads_their_summaries_only
+)
+test_one_value_of_a_case_is_read_alone = outline.test_one_value_of_a_case_is_read_alone
+test_a_case_whose_seal_does_not_hold_is_read_whole = (
+    outline.test_a_case_whose_seal_does_not_hold_is_read_whole
+)

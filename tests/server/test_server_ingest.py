@@ -3,19 +3,25 @@
 from __future__ import annotations
 
 import dataclasses
+import gzip
 import threading
 import time
+import zlib
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 
 from server._support import wait_for
 from tracely_otel import bundle_from_spans, record_from_readable
+from tracely_otel.otlp import encode_records_otlp_json
 from tracely_sdk.errors import StoreError
 from tracely_sdk.server._ingest import (
     KIND_JSON,
     KIND_PROTO,
+    KIND_PROTO_GZIP,
     Backpressure,
     IngestPipeline,
     Journal,
@@ -248,3 +254,69 @@ def test_held_bytes_count_what_spans_take_in_memory(tmp_path: Path, weather_run:
         assert p.stats()["spans_in_memory"] == 0
         assert p.submit(recs, size=1_100_000).accepted == len(recs)  # the same, flat, fits
         p.shutdown()
+
+
+def _previous_release_record(kind: int, payload: bytes) -> bytes:
+    """A journal record as the previous release wrote it: magic, kind, three pad bytes, payload
+    length and CRC-32 (little-endian), then the payload."""
+    return (
+        b"TJ01"
+        + bytes([kind, 0, 0, 0])
+        + len(payload).to_bytes(4, "little")
+        + zlib.crc32(payload).to_bytes(4, "little")
+        + payload
+    )
+
+
+def test_a_journal_left_by_the_previous_release_is_recovered(
+    tmp_path: Path, weather_run: Any
+) -> None:
+    (a, a_bundle), (b, b_bundle), (c, c_bundle) = (
+        weather_run(city) for city in ("Paris", "Oslo", "Tokyo")
+    )
+    as_json = orjson.dumps(encode_records_otlp_json(records(a)))
+    as_proto_gzip = gzip.compress(encode_spans(b).SerializeToString())
+    directory = tmp_path / "journal"
+    directory.mkdir()
+    (directory / "segment-0000000007.journal").write_bytes(
+        _previous_release_record(KIND_JSON, as_json)
+        + _previous_release_record(KIND_PROTO_GZIP, as_proto_gzip)
+    )
+    c_json = orjson.dumps(encode_records_otlp_json(records(c)))
+    torn = _previous_release_record(KIND_JSON, b'{"resourceSpans": []}')[:-5]
+    (directory / "segment-0000000008.journal").write_bytes(
+        _previous_release_record(KIND_JSON, c_json) + torn  # killed while writing the last
+    )
+    store = SQLiteStore(tmp_path / "t.db")
+    p = pipeline(tmp_path, store=store)
+    for bundle in (a_bundle, b_bundle, c_bundle):
+        assert stored(store, bundle["trace_id"], bundle)
+    p.shutdown()
+    assert not list(directory.glob("segment-*")), "recovered segments are deleted once written"
+
+
+def test_the_journal_still_writes_what_the_previous_release_reads(tmp_path: Path) -> None:
+    journal = Journal(tmp_path / "j")
+    journal.open()
+    for kind, payload in ((KIND_PROTO, b"\x01\x02"), (KIND_JSON, b'{"resourceSpans": []}')):
+        segment, sequence = journal.append(kind, payload)
+        journal.sync(sequence)
+    assert (tmp_path / "j" / f"segment-{segment:010d}.journal").read_bytes() == (
+        _previous_release_record(KIND_PROTO, b"\x01\x02")
+        + _previous_release_record(KIND_JSON, b'{"resourceSpans": []}')
+    )
+    journal.close()
+
+
+def test_a_record_damaged_inside_a_segment_keeps_the_rest_beside_it(tmp_path: Path) -> None:
+    directory = tmp_path / "j"
+    directory.mkdir()
+    records = [_previous_release_record(KIND_JSON, b'{"n": %d}' % n) for n in range(3)]
+    damaged = records[1].replace(b'"n"', b'"m"')  # acknowledged, then a bad sector
+    path = directory / "segment-0000000001.journal"
+    path.write_bytes(records[0] + damaged + records[2])
+    journal = Journal(directory)
+    assert journal.open() == [1]
+    assert list(journal.read(1)) == [(KIND_JSON, b'{"n": 0}')]
+    assert path.with_name(path.name + ".damaged").read_bytes() == damaged + records[2]
+    journal.close()

@@ -34,9 +34,18 @@ from tracely_sdk._html._render import (
     when,
 )
 from tracely_sdk._html._values import json_text
-from tracely_sdk._replay import recorded_calls
+from tracely_sdk._matching import Entry
+from tracely_sdk._replay import recorded_calls, timeline
 from tracely_sdk.errors import NotFound
-from tracely_sdk.store import Case, Recording, Run, Store, readable_case_result
+from tracely_sdk.store import (
+    CallOutline,
+    Case,
+    Cut,
+    RecordingSummary,
+    Run,
+    Store,
+    readable_case_result,
+)
 
 __all__ = ["PAGE_SIZE", "PageError", "Pages", "Viewer"]
 
@@ -71,6 +80,9 @@ class Viewer:
 
 
 def _short(value: Any) -> str:
+    """A value in a list, cut (a :class:`~tracely_sdk.store.Cut` is the beginning of one)."""
+    if isinstance(value, Cut):
+        return value.text[: _SHORT - 1] + "…"
     text = value if isinstance(value, str) else json_text(value)
     return text if len(text) <= _SHORT else text[: _SHORT - 1] + "…"
 
@@ -156,18 +168,16 @@ class Pages:
         return tag("nav", links, class_="pager", aria_label="pages")
 
     def _calls(
-        self, steps: Sequence[Any], query: Mapping[str, str], *parts: str, **keep: Any
+        self, total: int, offset: int, shown: Sequence[Any], *parts: str, **keep: Any
     ) -> tuple[Node, Html]:
-        """A recording's calls, CALLS_PAGE_SIZE at a time from ``?calls=`` (its heading's
-        count is of them all), each value cut to CALL_SHOWN characters with a link to the
+        """A page of a recording's calls (``shown``, CALLS_PAGE_SIZE at most, from
+        ``offset`` of ``total``), each value cut to CALL_SHOWN characters with a link to the
         whole of it (:meth:`call_value`), so a page's size is bounded by a constant whatever
         the recording holds. Returns (heading and links, the calls)."""
-        offset = _offset(query, "calls")
-        if offset and offset >= len(steps):
-            raise PageError(f"this recording has {len(steps)} calls, none from {offset + 1}", 404)
-        shown = steps[offset : offset + CALLS_PAGE_SIZE]
-        heading: list[Node] = [tag("h2", f"Calls ({len(steps)})", id="calls")]
-        if len(steps) > CALLS_PAGE_SIZE:
+        if offset and offset >= total:
+            raise PageError(f"this recording has {total} calls, none from {offset + 1}", 404)
+        heading: list[Node] = [tag("h2", f"Calls ({total})", id="calls")]
+        if total > CALLS_PAGE_SIZE:
             links: list[Node] = []
             if offset > 0:
                 before = max(0, offset - CALLS_PAGE_SIZE)
@@ -176,11 +186,11 @@ class Pages:
             links.append(
                 tag(
                     "span",
-                    f"calls {offset + 1} to {offset + len(shown)} of {len(steps)}",
+                    f"calls {offset + 1} to {offset + len(shown)} of {total}",
                     class_="muted",
                 )
             )
-            if offset + len(shown) < len(steps):
+            if offset + len(shown) < total:
                 href = self.url(*parts, **keep, calls=offset + CALLS_PAGE_SIZE) + "#calls"
                 links.append(tag("a", "later calls →", href=href))
             heading.append(tag("nav", join(links, " "), class_="pager", aria_label="calls"))
@@ -194,18 +204,24 @@ class Pages:
         """The whole of one recorded call's value: ``number`` counts the calls from 1 as the
         pages do, ``part`` is ``input`` (a tool's args, an LLM's input), ``output`` or
         ``error``, ``kind`` is ``traces`` or ``cases`` (the case's current version). Returns
-        the body and its media type: a string as text, anything else as JSON."""
-        bundle = (
-            self.store.get_recording(key).bundle
-            if kind == "traces"
-            else self.store.get_case(key).bundle
+        the body and its media type: a string as text, anything else as JSON. The call is
+        read alone (:meth:`~tracely_sdk.store.Store.recording_calls`,
+        :meth:`~tracely_sdk.store.Store.case_calls`)."""
+        wanted = (
+            int(number) - 1 if number.isascii() and number.isdigit() and len(number) <= 9 else 0
         )
-        steps = recorded_calls(bundle)
+        at = max(wanted, 0)
+        if kind == "traces":
+            found = self.store.recording_calls(key, at, 1)
+            outline, entries = found.outline, found.entries
+        else:
+            outline, entries = self.store.case_calls(key, at, 1)
+        count, steps = len(outline), _steps(outline[at : at + 1], entries)
+        index = wanted - at
         if not (number.isascii() and number.isdigit()) or len(number) > 9:
-            raise PageError(f"a call is a number from 1 to {len(steps)}, got {number[:20]!r}")
-        index = int(number) - 1
-        if not 0 <= index < len(steps):
-            raise PageError(f"this recording has {len(steps)} calls, no call {number}", 404)
+            raise PageError(f"a call is a number from 1 to {count}, got {number[:20]!r}")
+        if not 0 <= wanted < count:
+            raise PageError(f"this recording has {count} calls, no call {number}", 404)
         key_of = {v: k for k, v in PARTS.items()}
         step: Mapping[str, Any] = steps[index]
         if part not in key_of or key_of[part] not in step:
@@ -436,8 +452,15 @@ class Pages:
         ]
         if len(history) > 1:
             body.append(self._versions_diff(case, by_number[a], by_number[b], numbers))
+        offset = _offset(query, "calls")
         calls_heading, calls = self._calls(
-            steps, query, "cases", case.id, a=query.get("a"), b=query.get("b")
+            len(steps),
+            offset,
+            steps[offset : offset + CALLS_PAGE_SIZE],
+            "cases",
+            case.id,
+            a=query.get("a"),
+            b=query.get("b"),
         )
         body += [
             tag("h2", f"Recorded calls (version {case.version})"),
@@ -553,7 +576,7 @@ class Pages:
         offset = _offset(query)
         service = query.get("service") or None
         agent = query.get("agent") or None
-        found = self.store.list_recordings(
+        found = self.store.recording_summaries(
             limit=self.page_size + 1, offset=offset, service=service, agent=agent
         )
         shown = found[: self.page_size]
@@ -594,9 +617,12 @@ class Pages:
         *,
         problem: str | None = None,
     ) -> str:
-        """One recorded trace: its facts, its calls in order, and (for a writer) the promote form."""
-        recording: Recording = self.store.get_recording(trace_id)
-        steps = recorded_calls(recording.bundle)
+        """One recorded trace: its facts, its calls in order, and (for a writer) the promote form.
+        Only the page of calls shown is read whole (and the times of them all, for the
+        waterfall): :meth:`~tracely_sdk.store.Store.recording_calls`."""
+        offset = _offset(query or {}, "calls")
+        found = self.store.recording_calls(trace_id, offset, CALLS_PAGE_SIZE)
+        recording = found.summary
         facts = [
             ("service", _fact(recording.service)),
             ("agent", _fact(recording.agent_name)),
@@ -605,9 +631,15 @@ class Pages:
             ("replay mode", recording.replay_mode),
         ]
         raw = self.url("traces", recording.trace_id, "raw")
-        agent = recording.bundle.get("agent")
-        ended = agent.get("ended_at") if isinstance(agent, Mapping) else None
-        calls_heading, calls = self._calls(steps, query or {}, "traces", recording.trace_id)
+        shown = found.outline[offset : offset + len(found.entries)]
+        calls_heading, calls = self._calls(
+            len(found.outline), offset, _steps(shown, found.entries), "traces", recording.trace_id
+        )
+        times = [
+            {"label": f"{c.kind}:{c.name}", "started_at": c.started_at, "ended_at": c.ended_at}
+            | ({} if c.usage is None else {"usage": c.usage})
+            for c in found.outline
+        ]
         body: list[Node] = [
             tag("h1", "Trace ", tag("code", recording.trace_id)),
             tag(
@@ -617,7 +649,7 @@ class Pages:
             ),
             tag("div", "input: ", value_view(recording.input, "input", full=raw)),
             tag("div", "output: ", value_view(recording.output, "output", full=raw)),
-            waterfall_view(steps, started_at=recording.started_at, ended_at=ended),
+            waterfall_view(times, started_at=recording.started_at, ended_at=recording.ended_at),
             calls_heading,
             calls,
             tag("p", tag("a", "the recording as JSON", href=raw), class_="muted"),
@@ -630,7 +662,9 @@ class Pages:
         """The recording of a trace (its bundle) as JSON: what its page cuts short, whole."""
         return _json(self.store.get_recording(trace_id).bundle)
 
-    def _promote_form(self, recording: Recording, viewer: Viewer, problem: str | None) -> Html:
+    def _promote_form(
+        self, recording: RecordingSummary, viewer: Viewer, problem: str | None
+    ) -> Html:
         return join(
             tag("h2", "Promote to a case"),
             tag("p", problem, class_="error", role="alert") if problem else None,
@@ -806,6 +840,16 @@ def recorded_content(bundle: Mapping[str, Any]) -> dict[str, Any]:
         if isinstance(summary.get("calls"), list):
             content["trace"]["calls"] = [clean(c) for c in summary["calls"]]
     return content
+
+
+def _steps(shown: Sequence[CallOutline], entries: Sequence[Any]) -> list[Any]:
+    """The calls a page shows (their outlines and entries), as
+    :func:`~tracely_sdk._replay.recorded_calls` gives them."""
+    made = [
+        Entry(c.kind, c.name, c.index, c.seq, raw if isinstance(raw, Mapping) else {}, None, None)
+        for c, raw in zip(shown, entries, strict=True)
+    ]
+    return list(timeline(made, [], unmade="recorded"))
 
 
 def _json(value: Any) -> bytes:

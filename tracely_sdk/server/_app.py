@@ -1,11 +1,11 @@
 """The tracely server: the OTLP receiver, the recordings and cases API, and their wiring.
 
-Every route is one row of :data:`ROUTES` (method, path template, scope, handler); the OpenAPI
-document in :mod:`tracely_sdk.server._openapi` describes exactly these, and a test holds the
-two together. The rows become a Starlette ``Router``: one ``Route`` per path, whose endpoint
-checks the method and the token before the body is read, reads it, and runs the handler in a
-worker thread (the store is blocking) within the server's request slots. Input is validated at the edge — ids, sizes, JSON depth and shape, unknown
-fields — and every failure is a 4xx with a message saying what to change.
+Every route is one row of :data:`~tracely_sdk.server._api.ROUTES` (its handler, what the
+OpenAPI document says of it, and the models its query and JSON body are validated as). The rows
+become a Starlette ``Router``: one ``Route`` per path, whose endpoint checks the method and the
+token before the body is read, reads it, checks the path's parameters, the query and the body,
+and runs the handler in a worker thread (the store is blocking) within the server's request
+slots. Every failure is a 4xx with a message saying what to change.
 
 ``/v1/traces`` answers as OTLP/HTTP specifies: 200 with an ``ExportTraceServiceResponse`` (a
 ``partial_success`` when some spans were refused), errors as a ``google.rpc.Status`` in the
@@ -15,18 +15,13 @@ request's encoding (protobuf or JSON), 429/503 with ``Retry-After`` for back-pre
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
-import math
-import re
 import threading
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
 import orjson
 
-from tracely_otel import BundleFormatError, validate_bundle
 from tracely_otel.otlp import (
     OTLPDecodeError,
     PayloadTooLarge,
@@ -35,6 +30,7 @@ from tracely_otel.otlp import (
     rejected_message,
 )
 from tracely_sdk.errors import ConfigError, Conflict, NotFound, StoreError
+from tracely_sdk.server._api import ROUTES, Route, parse_query, retry_after
 from tracely_sdk.server._auth import (
     INGEST,
     READ,
@@ -55,7 +51,6 @@ from tracely_sdk.server._http import (
     error_body,
     has_body,
     header,
-    json_response,
     media_type,
     raw_path,
     read_body,
@@ -72,21 +67,9 @@ from tracely_sdk.server._ingest import (
     JournalError,
     Unavailable,
 )
+from tracely_sdk.server._models import parse, path_parameter
 from tracely_sdk.server._ui import UI_ROUTES, is_local_host, is_same_origin
-from tracely_sdk.store import (
-    Case,
-    CaseVersion,
-    InvalidCase,
-    Recording,
-    Run,
-    Store,
-    check_case_result,
-    open_store,
-    redact_url,
-    validate_case_id,
-)
-from tracely_sdk.store._base import Promotion, StatedRun
-from tracely_sdk.store._model import RUN_FIELDS, RUN_ID_PATTERN, normalise_tags, now_ns
+from tracely_sdk.store import InvalidCase, Store, open_store, redact_url
 
 if TYPE_CHECKING:
     from starlette.requests import Request
@@ -98,70 +81,16 @@ __all__ = ["ROUTES", "App", "Route", "TracelyServer", "create_server"]
 
 logger = logging.getLogger("tracely.server")
 
-TRACE_ID_RE: Final = re.compile(r"^[0-9a-fA-F]{32}$")
-RUN_ID_RE: Final = re.compile(RUN_ID_PATTERN)
 MAX_JSON_DEPTH: Final = 128
-MAX_PAGE: Final = 1000
 # How long a request whose body has arrived may wait for a slot before it is answered 503.
 _SLOT_WAIT: Final = 5.0
 _PROTOBUF_TYPES: Final = frozenset({"application/x-protobuf", "application/protobuf"})
 _RPC_CODES: Final = {400: 3, 401: 16, 403: 7, 404: 5, 413: 3, 415: 3, 429: 8, 500: 13, 503: 14}
 _BAD_REQUEST_TYPE: Final = "type.googleapis.com/google.rpc.BadRequest"
 
-_RECORDING_FIELDS: Final = frozenset(
-    {
-        "trace_id",
-        "service",
-        "agent_name",
-        "started_at",
-        "status",
-        "input",
-        "output",
-        "bundle",
-        "replay_mode",
-        "received_at",
-    }
-)
-_CASE_FIELDS: Final = frozenset(
-    {
-        "id",
-        "name",
-        "entrypoint",
-        "input",
-        "expected_output",
-        "bundle",
-        "source_trace_id",
-        "version",
-        "tags",
-        "created_at",
-        "updated_at",
-    }
-)
-_VERSION_FIELDS: Final = frozenset(
-    {"version", "input", "expected_output", "bundle", "source_trace_id", "created_at", "note"}
-)
-
 
 # --------------------------------------------------------------------------------------------
-# routes
-
-
-Handler = Callable[["App", "Request", dict[str, str]], "Response"]
-
-
-@dataclass(frozen=True)
-class Route:
-    """One operation: ``template`` segments in braces are parameters (``{case_id}``)."""
-
-    method: str
-    template: str
-    scope: str | None  # None: no token needed
-    handler: Handler
-    otlp: bool = False
-
-
-# --------------------------------------------------------------------------------------------
-# validation at the edge
+# validation at the edge (the shapes are the models')
 
 
 def _check_depth(value: Any, limit: int = MAX_JSON_DEPTH) -> None:
@@ -174,138 +103,6 @@ def _check_depth(value: Any, limit: int = MAX_JSON_DEPTH) -> None:
             stack.extend((v, depth + 1) for v in item.values() if isinstance(v, (dict, list)))
         elif isinstance(item, list):
             stack.extend((v, depth + 1) for v in item if isinstance(v, (dict, list)))
-
-
-def _fields(
-    obj: Any, what: str, allowed: frozenset[str], required: frozenset[str] = frozenset()
-) -> dict[str, Any]:
-    if not isinstance(obj, dict):
-        raise HTTPError(400, f"{what} must be a JSON object")
-    unknown = set(obj) - allowed
-    if unknown:
-        raise HTTPError(
-            400,
-            f"{what}: unknown field(s) {', '.join(sorted(map(repr, unknown)))}; "
-            f"accepted: {', '.join(sorted(allowed))}",
-            code="invalid",
-            detail={"unknown_fields": sorted(unknown)},
-        )
-    missing = required - set(obj)
-    if missing:
-        raise HTTPError(
-            400,
-            f"{what}: missing required field(s) {', '.join(sorted(missing))}",
-            code="invalid",
-            detail={"missing_fields": sorted(missing)},
-        )
-    return obj
-
-
-def _string(obj: Mapping[str, Any], key: str, *, optional: bool = False) -> str | None:
-    value = obj.get(key)
-    if value is None and optional:
-        return None
-    if not isinstance(value, str):
-        raise HTTPError(400, f"{key} must be a string", code="invalid")
-    return value
-
-
-_INT64_MAX: Final = 2**63 - 1
-
-
-def _types(
-    obj: Mapping[str, Any],
-    what: str,
-    *,
-    integers: Sequence[str] = (),
-    strings: Sequence[str] = (),
-    optional: frozenset[str] = frozenset(),
-) -> None:
-    """Integers that fit the store's 64-bit columns and strings where strings go, checked at
-    the edge: anything else is the client's mistake (400 naming the field), not the store's."""
-    for key in integers:
-        value = obj.get(key)
-        if value is None and key in optional:
-            continue
-        if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= _INT64_MAX:
-            raise HTTPError(
-                400,
-                f"{what}: {key} must be a whole number from 0 to {_INT64_MAX}",
-                code="invalid",
-                detail={"field": key},
-            )
-    for key in strings:
-        value = obj.get(key)
-        if value is None and key in optional:
-            continue
-        if not isinstance(value, str):
-            raise HTTPError(
-                400, f"{what}: {key} must be a string", code="invalid", detail={"field": key}
-            )
-
-
-def _trace_id(value: Any, what: str = "trace id") -> str:
-    if not isinstance(value, str) or not TRACE_ID_RE.fullmatch(value) or not value.strip("0"):
-        shown = value if isinstance(value, str) and len(value) <= 40 else "the value given"
-        raise HTTPError(
-            400,
-            f"invalid {what} {shown!r}: expected 32 hexadecimal characters, not all zeros",
-            code="invalid",
-        )
-    return value.lower()
-
-
-def _case_id(value: str) -> str:
-    try:
-        return validate_case_id(value)
-    except InvalidCase as exc:
-        raise HTTPError(400, str(exc), code="invalid") from None
-
-
-def _tags(value: Any) -> list[str]:
-    if not isinstance(value, list) or not all(isinstance(t, str) for t in value):
-        raise HTTPError(400, "tags must be a list of strings", code="invalid")
-    try:
-        return list(normalise_tags(value))
-    except InvalidCase as exc:
-        raise HTTPError(400, str(exc), code="invalid") from None
-
-
-def _query(
-    request: Request, allowed: frozenset[str], *, keys: Sequence[str] = ()
-) -> dict[str, str]:
-    query = request.query_params
-    unknown = set(query) - allowed
-    if unknown:
-        raise HTTPError(
-            400,
-            f"unknown query parameter(s) {', '.join(sorted(map(repr, unknown)))}; accepted: "
-            f"{', '.join(sorted(allowed)) or 'none'}",
-            detail={"unknown_fields": sorted(unknown)},
-        )
-    out: dict[str, str] = {}
-    for key in query:
-        values = query.getlist(key)
-        if len(values) != 1:
-            raise HTTPError(400, f"query parameter {key!r} is given {len(values)} times")
-        out[key] = values[0]
-    return out
-
-
-def _int_param(params: Mapping[str, str], key: str, default: int, low: int, high: int) -> int:
-    raw = params.get(key)
-    if raw is None or raw == "":
-        return default
-    if not (raw.isascii() and raw.isdigit()) or len(raw) > 12:
-        raise HTTPError(400, f"{key} must be a whole number from {low} to {high}")
-    value = int(raw)
-    if not low <= value <= high:
-        raise HTTPError(400, f"{key} must be a whole number from {low} to {high}, got {value}")
-    return value
-
-
-def _retry_after(seconds: float) -> dict[str, str]:
-    return {"Retry-After": str(max(1, math.ceil(seconds)))}
 
 
 # --------------------------------------------------------------------------------------------
@@ -485,7 +282,7 @@ class App:
             else:
                 if self.draining and template not in PROBES:
                     raise HTTPError(
-                        503, "the server is shutting down", headers=_retry_after(1), close=True
+                        503, "the server is shutting down", headers=retry_after(1), close=True
                     )
                 if route.scope is not None:
                     self._authorize(request, route.scope)
@@ -528,7 +325,12 @@ class App:
 
     def _handle(self, route: Route, request: Request) -> Response:
         try:
-            return route.handler(self, request, _params(request))
+            if route.raw:
+                return route.handler(self, request, _params(request))
+            query = parse_query(request, route.query)
+            params = {k: path_parameter(k, v) for k, v in _params(request).items()}
+            body = parse(route.body, self.json_body(request)) if route.body else None
+            return route.handler(self, params, query, body)
         except HTTPError as exc:
             return self.error_response(request, exc)
         except Exception:  # the last line of defence: answer, log, keep serving
@@ -553,7 +355,7 @@ class App:
             # Failed attempts are rate-limited per client, so tokens cannot be guessed quickly.
             wait = self.limiter.acquire(f"client:{client}")
             if wait:
-                raise HTTPError(429, "too many requests", headers=_retry_after(wait))
+                raise HTTPError(429, "too many requests", headers=retry_after(wait))
             has_header = bool(header(request, "Authorization"))
             raise HTTPError(
                 401,
@@ -567,7 +369,7 @@ class App:
             raise HTTPError(
                 429,
                 f"too many requests for this token (the limit is {self.config.rate_limit:g} a second)",
-                headers=_retry_after(wait),
+                headers=retry_after(wait),
             )
         if not principal.may(scope):
             needs = {INGEST: "ingest", READ: "read (or write)", WRITE: "write"}[scope]
@@ -594,7 +396,7 @@ class App:
         except StoreError as exc:
             logger.warning("store error: %s", exc)
             raise HTTPError(
-                503, "the store is unavailable; try again", headers=_retry_after(1)
+                503, "the store is unavailable; try again", headers=retry_after(1)
             ) from None
         except (ValueError, TypeError) as exc:
             raise HTTPError(400, self._clean(str(exc)), code="invalid") from None
@@ -648,7 +450,7 @@ class App:
         try:
             if self.draining or self.pipeline.closing:
                 raise HTTPError(
-                    503, "the server is shutting down", headers=_retry_after(1), close=True
+                    503, "the server is shutting down", headers=retry_after(1), close=True
                 )
             self._authorize(request, INGEST)
             if encoding is None:
@@ -691,11 +493,11 @@ class App:
             )
         except Backpressure as exc:
             raise HTTPError(
-                429, f"{exc.reason}; retry later", headers=_retry_after(exc.retry_after)
+                429, f"{exc.reason}; retry later", headers=retry_after(exc.retry_after)
             ) from None
         except Unavailable as exc:
             raise HTTPError(
-                503, f"{exc.reason}; retry later", headers=_retry_after(exc.retry_after)
+                503, f"{exc.reason}; retry later", headers=retry_after(exc.retry_after)
             ) from None
         if receipt.rejected:
             errors.append(receipt.message)
@@ -712,365 +514,9 @@ class App:
         return self._openapi
 
 
-# --------------------------------------------------------------------------------------------
-# handlers
-
-
-def _healthz(app: App, request: Request, params: dict[str, str]) -> Response:
-    """Liveness: serving, and not stuck on a store that refuses every write."""
-    _query(request, frozenset())
-    if app.draining:
-        return json_response(503, {"status": "draining"}, _retry_after(1))
-    error = app.pipeline.store_error
-    if error is not None:
-        return json_response(
-            503, {"status": "failing", "problems": [f"the store cannot be written: {error}"]}
-        )
-    return json_response(200, {"status": "ok"})
-
-
-def _readyz(app: App, request: Request, params: dict[str, str]) -> Response:
-    """Readiness: the store takes writes and the journal and memory have room for spans."""
-    _query(request, frozenset())
-    if app.draining:
-        return json_response(503, {"status": "draining"}, _retry_after(1))
-    problems = app.pipeline.problems()
-    if problems:
-        return json_response(503, {"status": "unavailable", "problems": problems}, _retry_after(5))
-    return json_response(200, {"status": "ready"})
-
-
-def _openapi(app: App, request: Request, params: dict[str, str]) -> Response:
-    return response(200, app.openapi())
-
-
-def _summary(recording: Recording) -> dict[str, Any]:
-    data = recording.to_dict()
-    del data["bundle"]
-    return data
-
-
-def _list_traces(app: App, request: Request, params: dict[str, str]) -> Response:
-    q = _query(request, frozenset({"limit", "offset", "service", "agent"}))
-    limit = _int_param(q, "limit", 50, 1, MAX_PAGE)
-    offset = _int_param(q, "offset", 0, 0, 10**9)
-    service = q.get("service") or None
-    agent = q.get("agent") or None
-    recordings = app._call(
-        lambda: app.store.list_recordings(limit=limit, offset=offset, service=service, agent=agent)
-    )
-    return json_response(200, {"traces": [_summary(r) for r in recordings]})
-
-
-def _get_trace(app: App, request: Request, params: dict[str, str]) -> Response:
-    _query(request, frozenset())
-    trace_id = _trace_id(params["trace_id"])
-    recording = app._call(lambda: app.store.get_recording(trace_id))
-    return json_response(200, recording.to_dict())
-
-
-def _put_recording(app: App, request: Request, params: dict[str, str]) -> Response:
-    _query(request, frozenset())
-    body = _fields(
-        app.json_body(request),
-        "the recording",
-        _RECORDING_FIELDS,
-        frozenset({"trace_id", "service", "started_at", "status", "bundle"}),
-    )
-    body["trace_id"] = _trace_id(body["trace_id"])
-    _types(
-        body,
-        "the recording",
-        integers=("started_at", "received_at"),
-        strings=("service", "status", "agent_name", "replay_mode"),
-        optional=frozenset({"received_at", "agent_name", "replay_mode"}),
-    )
-    try:
-        validate_bundle(body["bundle"])
-    except BundleFormatError as exc:
-        raise HTTPError(400, f"the recording's bundle: {exc}", code="invalid") from None
-    if body.get("received_at") is None:
-        body["received_at"] = now_ns()
-    recording = app._call(lambda: Recording.from_dict(body))
-    stored = app._call(lambda: app.store.put_recording(recording))
-    return json_response(201, {"stored": bool(stored)})
-
-
-def _promote(app: App, request: Request, params: dict[str, str]) -> Response:
-    _query(request, frozenset())
-    body = _fields(
-        app.json_body(request),
-        "the promotion",
-        frozenset({"trace_id", "name", "id", "entrypoint", "tags"}),
-        frozenset({"trace_id", "name"}),
-    )
-    trace_id = _trace_id(body["trace_id"])
-    name = _string(body, "name")
-    case_id = _string(body, "id", optional=True)
-    if case_id is not None:
-        _case_id(case_id)
-    entrypoint = _string(body, "entrypoint", optional=True)
-    tags = _tags(body["tags"]) if body.get("tags") is not None else []
-    case = app._call(
-        lambda: app.store.promote(
-            trace_id, case_id=case_id, name=name or "", entrypoint=entrypoint, tags=tags
-        )
-    )
-    return json_response(201, case.to_dict(), {"Location": f"/api/cases/{case.id}"})
-
-
-_PROMOTION_FIELDS = frozenset({"trace_id", "name", "id", "entrypoint", "tags", "stated"})
-
-
-def _promote_many(app: App, request: Request, params: dict[str, str]) -> Response:
-    _query(request, frozenset())
-    body = _fields(
-        app.json_body(request),
-        "the promotions",
-        frozenset({"promotions"}),
-        frozenset({"promotions"}),
-    )
-    if not isinstance(body["promotions"], list) or not body["promotions"]:
-        raise HTTPError(
-            400, "promotions must be a non-empty list of promotions", field="promotions"
-        )
-    promotions = []
-    for i, item in enumerate(body["promotions"]):
-        what = f"promotions[{i}]"
-        item = _fields(item, what, _PROMOTION_FIELDS, frozenset({"trace_id", "name"}))
-        case_id = _string(item, "id", optional=True)
-        if case_id is not None:
-            _case_id(case_id)
-        stated = None
-        if item.get("stated") is not None:
-            given = _fields(
-                item["stated"],
-                f"{what}.stated",
-                frozenset({"input", "expected_output"}),
-                frozenset({"input", "expected_output"}),
-            )
-            stated = StatedRun(given["input"], given["expected_output"])
-        promotions.append(
-            Promotion(
-                trace_id=_trace_id(item["trace_id"]),
-                name=_string(item, "name") or "",
-                case_id=case_id,
-                entrypoint=_string(item, "entrypoint", optional=True),
-                tags=tuple(_tags(item["tags"]) if item.get("tags") is not None else ()),
-                stated=stated,
-            )
-        )
-    cases = app._call(lambda: app.store.promote_many(promotions))
-    return json_response(201, {"cases": [c.to_dict() for c in cases]})
-
-
-def _list_cases(app: App, request: Request, params: dict[str, str]) -> Response:
-    q = _query(request, frozenset({"tag"}))
-    tag = q.get("tag") or None
-    if tag is not None:
-        _tags([tag])
-    cases = app._call(lambda: app.store.list_cases(tag=tag))
-    return json_response(200, {"cases": [c.to_dict() for c in cases]})
-
-
-def _get_case(app: App, request: Request, params: dict[str, str]) -> Response:
-    _query(request, frozenset())
-    case_id = _case_id(params["case_id"])
-    return json_response(200, app._call(lambda: app.store.get_case(case_id)).to_dict())
-
-
-def _versions(app: App, request: Request, params: dict[str, str]) -> Response:
-    _query(request, frozenset())
-    case_id = _case_id(params["case_id"])
-    history = app._call(lambda: app.store.case_history(case_id))
-    return json_response(200, {"versions": [v.to_dict() for v in history]})
-
-
-def _recapture(app: App, request: Request, params: dict[str, str]) -> Response:
-    _query(request, frozenset())
-    case_id = _case_id(params["case_id"])
-    body = _fields(
-        app.json_body(request),
-        "the recapture",
-        frozenset({"trace_id", "note"}),
-        frozenset({"trace_id"}),
-    )
-    trace_id = _trace_id(body["trace_id"])
-    note = _string(body, "note", optional=True)
-    try:
-        case = app._call(lambda: app.store.recapture(case_id, trace_id, note=note))
-    except HTTPError as exc:
-        if exc.status == 409:
-            exc.detail = _input_difference(app, case_id, trace_id)
-        raise
-    return json_response(200, case.to_dict())
-
-
-def _input_difference(app: App, case_id: str, trace_id: str) -> dict[str, Any] | None:
-    """Both inputs, when a recapture was refused because they differ."""
-    try:
-        case = app.store.get_case(case_id)
-        recording = app.store.get_recording(trace_id)
-    except StoreError:
-        return None
-    from tracely_sdk._canonical import canonical_equal
-
-    if recording.input is None or canonical_equal(case.input, recording.input):
-        return None
-    return {"case_input": case.input, "trace_input": recording.input}
-
-
-def _update_case(app: App, request: Request, params: dict[str, str]) -> Response:
-    _query(request, frozenset())
-    case_id = _case_id(params["case_id"])
-    body = _fields(app.json_body(request), "the update", frozenset({"name", "tags", "entrypoint"}))
-    name = _string(body, "name", optional=True)
-    entrypoint = _string(body, "entrypoint", optional=True)
-    tags = _tags(body["tags"]) if body.get("tags") is not None else None
-    case = app._call(
-        lambda: app.store.update_case(case_id, name=name, tags=tags, entrypoint=entrypoint)
-    )
-    return json_response(200, case.to_dict())
-
-
-def _put_case(app: App, request: Request, params: dict[str, str]) -> Response:
-    _query(request, frozenset())
-    case_id = _case_id(params["case_id"])
-    body = _fields(
-        app.json_body(request),
-        "the case import",
-        frozenset({"case", "history"}),
-        frozenset({"case", "history"}),
-    )
-    fields = _fields(body["case"], "case", _CASE_FIELDS, _CASE_FIELDS - {"entrypoint"})
-    _types(
-        fields,
-        "case",
-        integers=("version", "created_at", "updated_at"),
-        strings=("id", "name", "entrypoint", "source_trace_id"),
-        optional=frozenset({"entrypoint", "source_trace_id"}),
-    )
-    if fields["id"] != case_id:
-        raise HTTPError(
-            400,
-            f"the case's id {fields['id']!r} is not the id in the path ({case_id!r})",
-            code="invalid",
-        )
-    if not isinstance(body["history"], list) or not body["history"]:
-        raise HTTPError(400, "history must be a non-empty list of versions", code="invalid")
-    case = app._call(lambda: Case(**{**fields, "tags": tuple(_tags(fields["tags"]))}))
-    history: list[CaseVersion] = []
-    for i, version in enumerate(body["history"]):
-        checked = _fields(
-            version,
-            f"history[{i}]",
-            _VERSION_FIELDS,
-            _VERSION_FIELDS - {"note", "expected_output", "source_trace_id"},
-        )
-        _types(
-            checked,
-            f"history[{i}]",
-            integers=("version", "created_at"),
-            strings=("note", "source_trace_id"),
-            optional=frozenset({"note", "source_trace_id"}),
-        )
-        history.append(app._call(functools.partial(CaseVersion, case_id=case_id, **checked)))
-    stored = app._call(lambda: app.store.put_case(case, history))
-    return json_response(200, stored.to_dict())
-
-
-def _delete_case(app: App, request: Request, params: dict[str, str]) -> Response:
-    _query(request, frozenset())
-    case_id = _case_id(params["case_id"])
-    app._call(lambda: app.store.delete_case(case_id))
-    return response(204, b"", None)
-
-
-def _run_id(value: str) -> str:
-    if not RUN_ID_RE.fullmatch(value):
-        shown = value if len(value) <= 40 else value[:40] + "..."
-        raise HTTPError(
-            400, f"invalid run id {shown!r}: expected 16 hexadecimal characters", code="invalid"
-        )
-    return value
-
-
-_SUMMARY_COUNTS = ("total", "passed", "failed", "incomplete", "errored", "lenient", "not_run")
-
-
-def _check_run_fields(body: dict[str, Any]) -> None:
-    """ValueError naming the field of a posted run whose type the run's readers cannot use:
-    a run is kept as sent, and its pages and ``tracely runs show`` read these fields."""
-    summary = body.get("summary")
-    if isinstance(summary, dict):
-        for key in _SUMMARY_COUNTS:
-            value = summary.get(key)
-            if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
-                raise ValueError(f"summary.{key} must be an integer, got {value!r:.40}")
-    cases = body.get("cases")
-    if cases is not None and not isinstance(cases, list):
-        raise ValueError("cases must be a list of objects, each with a case_id")
-    for n, case in enumerate(cases or ()):
-        check_case_result(case, f"cases[{n}]")
-
-
-def _save_run(app: App, request: Request, params: dict[str, str]) -> Response:
-    _query(request, frozenset())
-    body = app.json_body(request)
-    _fields(body, "the run", RUN_FIELDS, RUN_FIELDS - {"source", "otlp_endpoint", "cases"})
-    _run_id(body["id"] if isinstance(body["id"], str) else "")
-    try:
-        _check_run_fields(body)
-        run = Run.from_dict(body)
-    except (ValueError, TypeError) as exc:
-        raise HTTPError(400, f"the run: {exc}", code="invalid") from None
-    app._call(lambda: app.store.save_run(run))
-    return json_response(201, {"id": run.id}, {"Location": f"/api/runs/{run.id}"})
-
-
-def _list_runs(app: App, request: Request, params: dict[str, str]) -> Response:
-    q = _query(request, frozenset({"limit", "offset", "trace_id"}))
-    limit = _int_param(q, "limit", 20, 1, MAX_PAGE)
-    offset = _int_param(q, "offset", 0, 0, 10**9)
-    trace_id = _trace_id(q["trace_id"]) if q.get("trace_id") else None
-    runs = app._call(lambda: app.store.list_runs(limit=limit, offset=offset, trace_id=trace_id))
-    return json_response(200, {"runs": [r.summary_dict() for r in runs]})
-
-
-def _get_run(app: App, request: Request, params: dict[str, str]) -> Response:
-    _query(request, frozenset())
-    run_id = _run_id(params["run_id"])
-    return json_response(200, app._call(lambda: app.store.get_run(run_id)).to_dict())
-
-
-def _export(app: App, request: Request, params: dict[str, str]) -> Response:
-    return app.export(request)
-
-
-ROUTES: Final[tuple[Route, ...]] = (
-    Route("GET", "/healthz", None, _healthz),
-    Route("GET", "/readyz", None, _readyz),
-    Route("GET", "/openapi.json", None, _openapi),
-    Route("POST", "/v1/traces", INGEST, _export, otlp=True),
-    Route("GET", "/api/traces", READ, _list_traces),
-    Route("GET", "/api/traces/{trace_id}", READ, _get_trace),
-    Route("POST", "/api/recordings", WRITE, _put_recording),
-    Route("GET", "/api/cases", READ, _list_cases),
-    Route("POST", "/api/cases", WRITE, _promote),
-    Route("POST", "/api/promotions", WRITE, _promote_many),
-    Route("GET", "/api/cases/{case_id}", READ, _get_case),
-    Route("PATCH", "/api/cases/{case_id}", WRITE, _update_case),
-    Route("PUT", "/api/cases/{case_id}", WRITE, _put_case),
-    Route("DELETE", "/api/cases/{case_id}", WRITE, _delete_case),
-    Route("GET", "/api/cases/{case_id}/versions", READ, _versions),
-    Route("POST", "/api/cases/{case_id}/recapture", WRITE, _recapture),
-    Route("GET", "/api/runs", READ, _list_runs),
-    Route("POST", "/api/runs", WRITE, _save_run),
-    Route("GET", "/api/runs/{run_id}", READ, _get_run),
+PAGES: Final[tuple[Route, ...]] = tuple(
+    Route(method, template, None, handler, raw=True) for method, template, handler in UI_ROUTES
 )
-
-# The pages under /ui: each signs its visitor in itself (a cookie, not a bearer token).
-PAGES: Final[tuple[Route, ...]] = tuple(Route(m, t, None, h) for m, t, h in UI_ROUTES)
 
 
 # --------------------------------------------------------------------------------------------

@@ -3,10 +3,10 @@
 The spans of one trace reach the server in many requests, out of order and sometimes twice.
 The :class:`IngestPipeline` holds them per trace (deduplicated by span id) and hands a trace to
 the one extractor (:func:`tracely_otel.bundle_from_spans`) once its root span has arrived and
-it has been quiet for ``quiet_seconds``; a single writer thread stores the recordings in
-batches. A span that arrives after its trace was assembled re-opens the trace, and the larger
-bundle replaces the stored one (the store keeps the more complete recording; duplicates
-change nothing).
+it has been quiet for ``quiet_seconds``; a writer thread (two with a shared store, where they
+build the recordings) stores the recordings in batches. A span that arrives after its trace
+was assembled re-opens the trace, and the larger bundle replaces the stored one (the store
+keeps the more complete recording; duplicates change nothing).
 
 Durability: a request is acknowledged only once its spans are in memory and in the
 write-ahead :class:`Journal`, an append-only file fsync'd before the answer (concurrent
@@ -30,16 +30,13 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 import queue
 import re
-import struct
 import sys
 import threading
 import time
-import zlib
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Protocol, runtime_checkable
@@ -47,6 +44,7 @@ from typing import Any, Final, Protocol, runtime_checkable
 import orjson
 
 from tracely_otel import SpanEvent, SpanRecord, bundle_from_spans
+from tracely_otel import attributes as A
 from tracely_otel.otlp import (
     MAX_VALUE_DEPTH,
     OTLPDecodeError,
@@ -57,6 +55,7 @@ from tracely_otel.otlp import (
 )
 from tracely_sdk.errors import ConfigError, StoreError
 from tracely_sdk.store import Recording, Store
+from tracely_sdk.store._wal import Frames, LogError, LogInUse, SegmentLog
 
 __all__ = [
     "KIND_JSON",
@@ -78,7 +77,7 @@ KIND_PROTO: Final = 1
 KIND_JSON: Final = 2
 KIND_PROTO_GZIP: Final = 3
 KIND_JSON_GZIP: Final = 4
-_KINDS: Final = frozenset({KIND_PROTO, KIND_JSON, KIND_PROTO_GZIP, KIND_JSON_GZIP})
+_FRAMES: Final = Frames(b"TJ01", (KIND_PROTO, KIND_JSON, KIND_PROTO_GZIP, KIND_JSON_GZIP))
 _RECOVERY_MAX_BYTES: Final = 1 << 31
 
 
@@ -100,8 +99,8 @@ class Unavailable(Exception):
         self.retry_after = retry_after
 
 
-class JournalError(Exception):
-    """The journal could not be written; nothing of the request was acknowledged."""
+# The journal could not be written; nothing of the request was acknowledged.
+JournalError = LogError
 
 
 @dataclass(frozen=True)
@@ -117,38 +116,9 @@ class Receipt:
 # the journal
 
 
-_HEADER: Final = struct.Struct("<4sBxxxII")  # magic, kind, payload length, crc32 of payload
-_MAGIC: Final = b"TJ01"
-_SEGMENT_PREFIX: Final = "segment-"
-_SEGMENT_SUFFIX: Final = ".journal"
-
-
-def _segment_name(segment: int) -> str:
-    return f"{_SEGMENT_PREFIX}{segment:010d}{_SEGMENT_SUFFIX}"
-
-
-def _fsync_dir(directory: Path) -> None:
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return  # not possible on every platform; the file's own fsync still holds its data
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-class Journal:
-    """An append-only, fsync'd log of accepted request bodies, in numbered segments.
-
-    Each record is a 16-byte header (magic, kind, length, CRC-32) and the payload. A record is
-    durable once :meth:`sync` has returned for it; concurrent callers share one fsync. A torn
-    record at the end of a segment (a crash mid-write, never acknowledged) ends that segment's
-    replay. Segments are reference-counted by what still needs them and deleted at zero once
-    a newer segment is being written.
-    """
+class Journal(SegmentLog):
+    """The accepted request bodies (``kind``, payload) as binary records in numbered segments
+    (:class:`~tracely_sdk.store._wal.SegmentLog`), each pinned by the traces with spans in it."""
 
     def __init__(
         self,
@@ -157,274 +127,25 @@ class Journal:
         segment_bytes: int = 8 * 1024 * 1024,
         segment_seconds: float = 5.0,
     ) -> None:
-        self.directory = directory
-        self.segment_bytes = segment_bytes
-        self.segment_seconds = segment_seconds
-        self._lock = threading.Lock()  # appends, rotation, refs
-        self._sync = threading.Condition(threading.Lock())
-        self._fd = -1
-        self._active = 0
-        self._active_size = 0
-        self._active_since = 0.0
-        self._refs: dict[int, int] = {}
-        self._sizes: dict[int, int] = {}  # segment -> bytes on disk
-        self._written = 0  # records appended
-        self._synced = 0  # records known durable
-        self._syncing = False
-        self._lock_fd = -1
-        self._closed = False
-
-    # lifecycle ------------------------------------------------------------------------------
+        super().__init__(
+            directory,
+            _FRAMES,
+            what="the ingest journal",
+            logger=logger,
+            prefix="segment-",
+            suffix=".journal",
+            segment_bytes=segment_bytes,
+            segment_seconds=segment_seconds,
+        )
 
     def open(self) -> list[int]:
-        """Lock the directory and start a new segment; returns the segments left to recover."""
         try:
-            self.directory.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise ConfigError(f"cannot create the ingest journal {self.directory}: {exc}") from exc
-        self._lock_directory()
-        existing = sorted(
-            int(p.name[len(_SEGMENT_PREFIX) : -len(_SEGMENT_SUFFIX)])
-            for p in self.directory.glob(f"{_SEGMENT_PREFIX}*{_SEGMENT_SUFFIX}")
-            if p.name[len(_SEGMENT_PREFIX) : -len(_SEGMENT_SUFFIX)].isdigit()
-        )
-        for segment in existing:
-            self._refs[segment] = 0
-            try:
-                self._sizes[segment] = self._path(segment).stat().st_size
-            except OSError:
-                self._sizes[segment] = 0
-        with self._lock:
-            self._start_segment((existing[-1] if existing else 0) + 1)
-        return existing
-
-    def _lock_directory(self) -> None:
-        path = self.directory / ".lock"
-        try:
-            self._lock_fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-        except OSError as exc:
-            raise ConfigError(f"cannot open {path}: {exc}") from exc
-        try:
-            import fcntl
-        except ImportError:  # pragma: no cover - not POSIX: one server per directory, unchecked
-            return
-        try:
-            fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            os.close(self._lock_fd)
-            self._lock_fd = -1
+            return super().open()
+        except LogInUse:
             raise ConfigError(
                 f"the ingest journal {self.directory} is in use by another tracely server; "
                 "give each server its own --journal-dir"
             ) from None
-
-    def close(self) -> None:
-        """Close the active segment (deleted if nothing needs it) and release the lock."""
-        with self._lock:
-            if self._closed:
-                return
-            self._closed = True
-            if self._fd >= 0:
-                try:
-                    os.fsync(self._fd)
-                except OSError:
-                    pass
-                os.close(self._fd)
-                self._fd = -1
-            for segment, refs in list(self._refs.items()):
-                if refs <= 0:
-                    self._delete(segment)
-        if self._lock_fd >= 0:
-            os.close(self._lock_fd)
-            self._lock_fd = -1
-
-    # segments -------------------------------------------------------------------------------
-
-    def _path(self, segment: int) -> Path:
-        return self.directory / _segment_name(segment)
-
-    def _start_segment(self, segment: int) -> None:
-        path = self._path(segment)
-        try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_EXCL, 0o600)
-        except OSError as exc:
-            raise JournalError(f"cannot create {path}: {exc}") from exc
-        _fsync_dir(self.directory)
-        self._fd, self._active, self._active_size = fd, segment, 0
-        self._active_since = time.monotonic()
-        self._refs.setdefault(segment, 0)
-
-    def _rotate(self) -> None:
-        """Seal the active segment (fsync'd, so every record in it is durable) and start one."""
-        old, fd = self._active, self._fd
-        try:
-            os.fsync(fd)
-        except OSError as exc:
-            raise JournalError(f"cannot sync {self._path(old)}: {exc}") from exc
-        with self._sync:
-            self._synced = max(self._synced, self._written)
-        os.close(fd)
-        self._fd = -1
-        self._start_segment(old + 1)
-        if self._refs.get(old, 0) <= 0:
-            self._delete(old)
-
-    def _delete(self, segment: int) -> None:
-        self._refs.pop(segment, None)
-        self._sizes.pop(segment, None)
-        try:
-            self._path(segment).unlink()
-        except FileNotFoundError:
-            pass
-        except OSError as exc:
-            logger.warning("cannot delete journal segment %s: %s", self._path(segment), exc)
-
-    def read(self, segment: int) -> Iterator[tuple[int, bytes]]:
-        """The records of a segment left from an earlier run, in order (kind, payload)."""
-        path = self._path(segment)
-        try:
-            data = path.read_bytes()
-        except OSError as exc:
-            logger.error("cannot read journal segment %s: %s", path, exc)
-            return
-        offset = 0
-        while offset < len(data):
-            end = offset + _HEADER.size
-            if end > len(data):
-                break
-            magic, kind, length, crc = _HEADER.unpack_from(data, offset)
-            payload = data[end : end + length]
-            if magic != _MAGIC or kind not in _KINDS or len(payload) != length:
-                break
-            if zlib.crc32(payload) != crc:
-                break
-            yield kind, payload
-            offset = end + length
-        if offset < len(data):
-            # Only the last record can be torn (a crash while writing it, before its fsync
-            # returned), so nothing after this point was ever acknowledged.
-            logger.warning(
-                "journal segment %s: ignoring %d bytes of an incomplete record at its end",
-                path.name,
-                len(data) - offset,
-            )
-
-    # writing --------------------------------------------------------------------------------
-
-    def append(self, kind: int, payload: bytes) -> tuple[int, int]:
-        """Write one record; returns (segment, sequence) with the segment pinned (see
-        :meth:`unref`). The record is durable only after :meth:`sync` of the sequence."""
-        header = _HEADER.pack(_MAGIC, kind, len(payload), zlib.crc32(payload))
-        with self._lock:
-            if self._closed:
-                raise JournalError("the journal is closed")
-            if self._fd < 0:
-                self._start_segment(self._active + 1)
-            elif self._active_size and (
-                self._active_size + len(payload) > self.segment_bytes
-                or time.monotonic() - self._active_since > self.segment_seconds
-            ):
-                self._rotate()
-            start = self._active_size
-            try:
-                self._write_all(header, payload)
-            except OSError as exc:
-                self._undo(start)
-                raise JournalError(f"cannot write the ingest journal: {exc}") from exc
-            self._active_size += len(header) + len(payload)
-            self._sizes[self._active] = self._active_size
-            self._written += 1
-            self._refs[self._active] = self._refs.get(self._active, 0) + 1
-            return self._active, self._written
-
-    def _write_all(self, header: bytes, payload: bytes) -> None:
-        views = [memoryview(header), memoryview(payload)]
-        while views:
-            written = os.writev(self._fd, views)
-            while views and written >= len(views[0]):
-                written -= len(views[0])
-                views.pop(0)
-            if views and written:
-                views[0] = views[0][written:]
-
-    def _undo(self, start: int) -> None:
-        """Cut a failed append off, so that the segment stays readable past it."""
-        try:
-            os.ftruncate(self._fd, start)
-        except OSError:
-            # Leave the damaged segment behind (replay stops at the damage, and nothing in it
-            # after that point was acknowledged) and continue in a new one, once what came
-            # before the damage is on disk.
-            try:
-                os.fsync(self._fd)
-            except OSError:
-                pass
-            try:
-                os.close(self._fd)
-            finally:
-                self._fd = -1
-
-    def sync(self, sequence: int) -> None:
-        """Return once record ``sequence`` is on disk (one fsync covers every waiting caller)."""
-        with self._sync:
-            while self._synced < sequence:
-                if self._syncing:
-                    self._sync.wait()
-                    continue
-                self._syncing = True
-                self._sync.release()
-                try:
-                    with self._lock:
-                        target = self._written
-                        fd = os.dup(self._fd) if self._fd >= 0 else -1
-                    if fd >= 0:
-                        try:
-                            os.fsync(fd)
-                        finally:
-                            os.close(fd)
-                except OSError as exc:
-                    raise JournalError(f"cannot sync the ingest journal: {exc}") from exc
-                finally:
-                    self._sync.acquire()
-                    self._syncing = False
-                    self._sync.notify_all()
-                self._synced = max(self._synced, target)
-
-    # references -----------------------------------------------------------------------------
-
-    def ref(self, segment: int) -> None:
-        with self._lock:
-            self._refs[segment] = self._refs.get(segment, 0) + 1
-
-    def unref(self, segment: int) -> None:
-        with self._lock:
-            if segment not in self._refs:
-                return
-            refs = self._refs[segment] - 1
-            if refs > 0:
-                self._refs[segment] = refs
-                return
-            self._refs[segment] = 0
-            if segment != self._active or self._closed:
-                self._delete(segment)
-
-    def release_unreferenced(self) -> None:
-        """Delete the sealed segments nothing refers to (after recovery)."""
-        with self._lock:
-            for segment, refs in list(self._refs.items()):
-                if refs <= 0 and segment != self._active:
-                    self._delete(segment)
-
-    @property
-    def size(self) -> int:
-        """Bytes in the journal's segments on disk."""
-        with self._lock:
-            return sum(self._sizes.values())
-
-    def segments(self) -> dict[int, int]:
-        """Segment → references (for tests and diagnostics)."""
-        with self._lock:
-            return dict(self._refs)
 
 
 # --------------------------------------------------------------------------------------------
@@ -467,15 +188,19 @@ class SharedTraceStore(Protocol):
     them received (:meth:`~tracely_sdk.store._postgres.PostgresStore.assemble_traces`).
 
     With one, a server hands over a trace's spans once they are quiet here, root or not: the
-    root may have reached another server. The server holding the root, or finding it among the
-    others' spans, records the trace from every span; a trace whose root no server has waits
-    as an orphan does. So a load balancer may send any request to any server.
+    root may have reached another server. The servers take turns on each trace (``assemble``
+    gets the spans the others added and whether a recording is stored); the one that finds
+    the trace whole records it from every span. A trace whose root no server has waits as an
+    orphan does, and so does one whose root says it made calls that no server has the spans
+    of yet, unless a recording of it is stored already: the server that adds the missing
+    spans records it, so a trace split across servers is built once, from all of it. So a
+    load balancer may send any request to any server.
     """
 
     def assemble_traces(
         self,
         traces: Sequence[tuple[str, Mapping[str, str]]],
-        assemble: Callable[[str, Mapping[str, str]], Recording | None],
+        assemble: Callable[[str, Mapping[str, str], bool], Recording | None],
     ) -> list[bool | None]: ...
 
 
@@ -568,9 +293,22 @@ def _value(value: Any, depth: int) -> Any:
     raise ValueError("an attribute value is a string, a number, a boolean or an array")
 
 
+_SCALARS: Final = frozenset({str, bool, float})
+_NUMBERS: Final = _SCALARS | {int}
+
+
 def _attributes(value: Any) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise ValueError("attributes must be an object")
+    # Most values are strings and numbers, which the parser gave exactly as they may be: the
+    # mapping is kept as it is, only its integers checked, each value looked at in C.
+    kinds = set(map(type, value.values()))
+    if kinds <= _SCALARS:
+        return value
+    if kinds <= _NUMBERS:
+        ints = [item for item in value.values() if type(item) is int]
+        if min(ints) >= -_I64 and max(ints) < _I64:
+            return value
     return {key: _value(item, 0) for key, item in value.items()}
 
 
@@ -642,6 +380,24 @@ def _decode_shared(encoded: Iterable[str]) -> list[SpanRecord]:
     if requests:
         spans.extend(records_from_otlp_json({"resourceSpans": requests}))
     return spans
+
+
+def _too_few_spans(roots: Sequence[SpanRecord], spans: int) -> bool:
+    """Whether a root agent counts more calls than the trace has spans besides its roots: then
+    calls are missing (each is a span at least), known before extracting anything."""
+    calls = 0
+    for root in roots:
+        for key in (A.CALLS_TOOLS, A.CALLS_LLM):
+            made = root.attributes.get(key)
+            if type(made) is int:
+                calls += made
+    return calls > spans - len(roots)
+
+
+def _spans_missing(recording: Recording) -> bool:
+    """Whether the trace's root agent counts calls whose spans the trace does not hold."""
+    incomplete = recording.bundle.get("incomplete")
+    return isinstance(incomplete, list) and any("missing" in item for item in incomplete)
 
 
 def decode_journal(kind: int, payload: bytes) -> list[SpanRecord]:
@@ -759,7 +515,7 @@ class IngestPipeline:
         # also had spans of (a moving average, written by the writer thread only).
         self._split_share = 0.0
         self._assembler: threading.Thread | None = None
-        self._writer: threading.Thread | None = None
+        self._writers: list[threading.Thread] = []
         self.counters: dict[str, int] = {
             "spans_accepted": 0,
             "spans_rejected": 0,
@@ -774,8 +530,14 @@ class IngestPipeline:
 
     def start(self) -> None:
         """Recover what the journal holds, then start the assembler and writer threads."""
-        self._writer = threading.Thread(target=self._write_loop, name="tracely-writer", daemon=True)
-        self._writer.start()
+        # With a shared store the writer builds the recordings in its transactions: a second
+        # one builds while the first waits on the database (their traces are never the same).
+        self._writers = [
+            threading.Thread(target=self._write_loop, name="tracely-writer", daemon=True)
+            for _ in range(2 if self._shared is not None else 1)
+        ]
+        for writer in self._writers:
+            writer.start()
         if self.journal is not None:
             self._recover(self.journal)
         self._assembler = threading.Thread(
@@ -830,10 +592,12 @@ class IngestPipeline:
             self._assembler.join(max(0.0, deadline - time.monotonic()))
         self._flush(deadline)
         self._give_up_at = deadline
-        if self._writer is not None:
-            self._put(_STOP, deadline)
-            self._writer.join(max(0.0, deadline - time.monotonic()))
-            if self._writer.is_alive():
+        if self._writers:
+            for _ in self._writers:
+                self._put(_STOP, deadline)
+            for writer in self._writers:
+                writer.join(max(0.0, deadline - time.monotonic()))
+            if any(writer.is_alive() for writer in self._writers):
                 logger.error(
                     "the store did not take every recording within %.0fs; the rest stay in the "
                     "ingest journal and are written at the next start",
@@ -897,7 +661,10 @@ class IngestPipeline:
                 self.counters["requests_refused"] += 1
                 self._wake.set()
                 raise Backpressure("the ingest journal holds as many bytes as it may")
-            if self._queue.full():
+            # With a shared store the writer builds the recordings, so its queue fills in
+            # bursts of cheap jobs (every quiet trace at once); the assembler waits for room
+            # and the spans wait here, under the bounds above and below.
+            if self._shared is None and self._queue.full():
                 self.counters["requests_refused"] += 1
                 raise Backpressure("the write queue is full")
             new_traces = sum(1 for t in by_trace if t not in self._traces)
@@ -1102,29 +869,48 @@ class IngestPipeline:
         if self._shared is None:
             return _Job(trace_id, generation, self._extract(trace_id, spans))
         job = _Job(trace_id, generation, None, spans, _encode_shared(spans), rootless)
-        if self._split_share < 0.5 and (rootless or any(span.is_root for span in spans)):
+        if self._split_share < 0.5 and (rootless or self._whole_here(spans)):
             # Most traces reach this server alone: build the recording here, on the assembler
             # thread, so that the writer only stores it (unless other servers have spans of
             # this trace after all).
             job.recording, job.built = self._extract(trace_id, spans), True
         return job
 
-    def _extract_shared(self, job: _Job, others: Mapping[str, str]) -> Recording | None:
+    @staticmethod
+    def _whole_here(spans: Sequence[SpanRecord]) -> bool:
+        """Whether the spans here may be the whole trace: its root, and a span at least for
+        each call the root counts (a trace whose other calls are elsewhere is not built
+        here first, to be built again from every span)."""
+        roots = [span for span in spans if span.is_root]
+        return bool(roots) and not _too_few_spans(roots, len(spans))
+
+    def _extract_shared(
+        self, job: _Job, others: Mapping[str, str], stored: bool
+    ) -> Recording | None:
         """The recording of a trace's spans here and elsewhere; None while no server has its
-        root (the server that gets it assembles the trace, seeing these spans too), unless the
-        trace waited for it as long as an orphan does."""
+        root, or, with nothing stored yet, while its root counts calls whose spans no server
+        added yet (the server that adds them assembles the trace, seeing these spans too),
+        unless the trace waited as long as an orphan does."""
         own = job.spans or []
         self._split_share += ((1.0 if others else 0.0) - self._split_share) / 64
         if job.built and not others:
-            return job.recording
-        try:
-            spans = own + _decode_shared(others.values()) if others else own
-        except Exception:  # another server's rows: one bad trace must not stop the others
-            logger.exception("trace %s: cannot read its spans from the shared store", job.trace_id)
+            recording = job.recording
+        else:
+            try:
+                spans = own + _decode_shared(others.values()) if others else own
+            except Exception:  # another server's rows: one bad trace must not stop the others
+                logger.exception(
+                    "trace %s: cannot read its spans from the shared store", job.trace_id
+                )
+                return None
+            if not job.rootless:
+                roots = [span for span in spans if span.is_root]
+                if not roots or (not stored and _too_few_spans(roots, len(spans))):
+                    return None
+            recording = self._extract(job.trace_id, spans)
+        if recording is not None and not (stored or job.rootless) and _spans_missing(recording):
             return None
-        if not job.rootless and not any(span.is_root for span in spans):
-            return None
-        return self._extract(job.trace_id, spans)
+        return recording
 
     def _extract(self, trace_id: str, spans: list[SpanRecord]) -> Recording | None:
         try:
@@ -1157,7 +943,7 @@ class IngestPipeline:
                 if deadline is not None and time.monotonic() > deadline:
                     logger.error("the write queue stayed full until the shutdown deadline")
                     return
-                if self._writer is None or not self._writer.is_alive():
+                if not any(writer.is_alive() for writer in self._writers):
                     return
 
     # writing --------------------------------------------------------------------------------
@@ -1210,7 +996,9 @@ class IngestPipeline:
             by_trace = {job.trace_id: job for job in jobs}
             return self._shared.assemble_traces(
                 [(job.trace_id, job.shared or {}) for job in jobs],
-                lambda trace_id, others: self._extract_shared(by_trace[trace_id], others),
+                lambda trace_id, others, stored: self._extract_shared(
+                    by_trace[trace_id], others, stored
+                ),
             )
         recordings = [job.recording for job in jobs if job.recording is not None]
         return list(self.store.put_recordings(recordings))
@@ -1263,7 +1051,8 @@ class IngestPipeline:
             # Its spans are in the shared store now, which an orphan's assembly reads: only
             # the wait is kept here (and the journal, which starts the wait again on restart).
             self._span_count -= len(trace.spans)
-            trace.spans = {}
+            self._held_bytes -= trace.size
+            trace.spans, trace.size = {}, 0
             trace.state = _OPEN
             self._orphans[job.trace_id] = trace
         elif trace.generation == job.generation:

@@ -51,30 +51,33 @@ from tracely_sdk.store._model import (
     InvalidCase,
     Recording,
     Run,
-    check_case_result,
     readable_case_result,
     redact_url,
     slugify,
     validate_case_id,
 )
+from tracely_sdk.store._outline import CallOutline, Cut, RecordedCalls, RecordingSummary
 from tracely_sdk.store._sqlite import SQLiteStore, SQLStore
 from tracely_sdk.store._writer import BackgroundWriter
 
 __all__ = [
     "BackgroundWriter",
+    "CallOutline",
     "Case",
     "CaseFileError",
     "CaseVersion",
+    "Cut",
     "InvalidCase",
     "NewerSchema",
     "Promotion",
+    "RecordedCalls",
     "Recording",
+    "RecordingSummary",
     "Run",
     "SQLStore",
     "SQLiteStore",
     "StatedRun",
     "Store",
-    "check_case_result",
     "default_store_url",
     "edited_recordings",
     "spool_path_for",

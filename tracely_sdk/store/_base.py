@@ -29,6 +29,14 @@ from tracely_sdk.store._model import (
     validate_case_id,
     validate_entrypoint,
 )
+from tracely_sdk.store._outline import (
+    CallOutline,
+    RecordedCalls,
+    RecordingSummary,
+    calls_of,
+    page_of,
+    summary_of,
+)
 
 __all__ = [
     "Promotion",
@@ -113,6 +121,25 @@ class Store(abc.ABC):
     ) -> list[Recording]:
         """Recordings newest first (by ``started_at``), optionally of one service or agent."""
 
+    def recording_summaries(
+        self,
+        limit: int = 50,
+        offset: int = 0,
+        service: str | None = None,
+        agent: str | None = None,
+    ) -> list[RecordingSummary]:
+        """:meth:`list_recordings` as a list of traces shows them: without their calls, the
+        input, output, service and agent name cut (see :mod:`tracely_sdk.store._outline`).
+        This reads whole recordings; a backend that can reads the summary only."""
+        found = self.list_recordings(limit=limit, offset=offset, service=service, agent=agent)
+        return [summary_of(r, cut=True) for r in found]
+
+    def recording_calls(self, trace_id: str, offset: int = 0, limit: int = 20) -> RecordedCalls:
+        """The facts of the recording of ``trace_id``, the outline of all its calls in the
+        trace's order, and the whole entries of ``limit`` of them from ``offset``; NotFound if
+        there is none. This reads the whole recording; a backend that can reads only those."""
+        return calls_of(self.get_recording(trace_id), offset, limit)
+
     # cases --------------------------------------------------------------------------------
 
     @abc.abstractmethod
@@ -138,6 +165,14 @@ class Store(abc.ABC):
     @abc.abstractmethod
     def get_case(self, case_id: str) -> Case:
         """The case ``case_id``; NotFound if there is none."""
+
+    def case_calls(
+        self, case_id: str, offset: int = 0, limit: int = 20
+    ) -> tuple[list[CallOutline], list[Any]]:
+        """The outline of every call of the case's current recording, in the trace's order,
+        and the whole entries of ``limit`` of them from ``offset``; NotFound if there is no
+        such case. This reads the whole case; a backend that can reads only those entries."""
+        return page_of(self.get_case(case_id).bundle, offset, limit)
 
     @abc.abstractmethod
     def list_cases(

@@ -26,6 +26,7 @@ import orjson
 
 from tracely_sdk.errors import StoreError
 from tracely_sdk.store._model import bundle_weight, dumps_json, normalise_tags, now_ns
+from tracely_sdk.store._outline import stored_outline
 from tracely_sdk.store._seal import case_row_fields, seal, version_row_fields
 
 __all__ = [
@@ -159,6 +160,26 @@ def _seal_cases(conn: Connection, dialect: Dialect) -> None:
         )
 
 
+def _outline_recordings(conn: Connection, dialect: Dialect) -> None:
+    """Keep the outline of each stored recording and case beside it (``store/_outline.py``),
+    from its text as stored: one of them in memory at a time."""
+    for table, key in (("recordings", "trace_id"), ("cases", "id")):
+        _outline_rows(conn, dialect, table, key)
+
+
+def _outline_rows(conn: Connection, dialect: Dialect, table: str, key: str) -> None:
+    select = dialect.sql(f"SELECT bundle FROM {table} WHERE {key} = ?")
+    update = dialect.sql(f"UPDATE {table} SET outline = ? WHERE {key} = ?")
+    for (trace_id,) in conn.execute(f"SELECT {key} FROM {table}").fetchall():
+        row = conn.execute(select, (trace_id,)).fetchone()
+        try:
+            bundle = _loads(row[0])
+        except orjson.JSONDecodeError:
+            continue  # a row changed outside tracely: its pages read it whole, as before
+        if isinstance(bundle, dict):
+            conn.execute(update, (stored_outline(row[0], bundle), trace_id))
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(
         1,
@@ -280,6 +301,20 @@ MIGRATIONS: tuple[Migration, ...] = (
                 expires_at BIGINT NOT NULL
             )""",
             "CREATE INDEX ui_sessions_expires_at ON ui_sessions (expires_at)",
+        ),
+    ),
+    Migration(
+        7,
+        "an outline of each recording's and case's calls, so that a page reads the calls it "
+        "shows only",
+        (
+            # JSON: the agent run's end, and each call in the trace's order with its facts
+            # and where its entry lies in ``bundle`` (see store/_outline.py). NULL (a row
+            # changed outside tracely): the pages read the bundle with the engine's JSON
+            # functions instead.
+            "ALTER TABLE recordings ADD COLUMN outline TEXT",
+            "ALTER TABLE cases ADD COLUMN outline TEXT",
+            _outline_recordings,
         ),
     ),
 )

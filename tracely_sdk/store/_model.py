@@ -17,7 +17,7 @@ import time
 import unicodedata
 import urllib.parse
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Final, cast
 
 import orjson
@@ -33,7 +33,6 @@ __all__ = [
     "Run",
     "bound_json",
     "bundle_weight",
-    "check_case_result",
     "readable_case_result",
     "new_run_id",
     "dumps_json",
@@ -61,20 +60,6 @@ _RESERVED_STEMS = frozenset(
 _STATUSES = ("ok", "error")
 RUN_ID_PATTERN = r"^[0-9a-f]{16}$"
 _RUN_ID_RE = re.compile(RUN_ID_PATTERN)
-RUN_FIELDS = frozenset(
-    {
-        "id",
-        "started_at",
-        "duration_s",
-        "mode",
-        "ok",
-        "summary",
-        "source",
-        "otlp_endpoint",
-        "tracely_version",
-        "cases",
-    }
-)
 # What a stored run keeps of each value: a run's diffs can be as large as the inputs they
 # compare, so beyond these a value is cut, with a marker saying how much was left out.
 MAX_RUN_STRING = 2000
@@ -181,6 +166,11 @@ def normalise_tags(tags: Iterable[str]) -> tuple[str, ...]:
             raise InvalidCase(f"invalid tag {tag!r}: 1-64 characters without spaces or commas")
         result.add(tag)
     return tuple(sorted(result))
+
+
+def _values(obj: Any, *leave_out: str) -> dict[str, Any]:
+    """A dataclass's fields by name, in their order (values not copied)."""
+    return {f.name: getattr(obj, f.name) for f in fields(obj) if f.name not in leave_out}
 
 
 def _check_name(name: object) -> str:
@@ -302,18 +292,7 @@ class Recording:
         return bundle_weight(self.bundle)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "trace_id": self.trace_id,
-            "service": self.service,
-            "agent_name": self.agent_name,
-            "started_at": self.started_at,
-            "status": self.status,
-            "input": self.input,
-            "output": self.output,
-            "bundle": self.bundle,
-            "replay_mode": self.replay_mode,
-            "received_at": self.received_at,
-        }
+        return _values(self)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Recording:
@@ -360,15 +339,7 @@ class CaseVersion:
 
     def to_dict(self) -> dict[str, Any]:
         """The version without its ``case_id`` (the way a case file lists its history)."""
-        return {
-            "version": self.version,
-            "input": self.input,
-            "expected_output": self.expected_output,
-            "bundle": self.bundle,
-            "source_trace_id": self.source_trace_id,
-            "created_at": self.created_at,
-            "note": self.note,
-        }
+        return _values(self, "case_id")
 
 
 @dataclass(frozen=True)
@@ -408,19 +379,9 @@ class Case:
         _check_ns("updated_at", self.updated_at)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "name": self.name,
-            "entrypoint": self.entrypoint,
-            "input": self.input,
-            "expected_output": self.expected_output,
-            "bundle": self.bundle,
-            "source_trace_id": self.source_trace_id,
-            "version": self.version,
-            "tags": list(self.tags),
-            "created_at": self.created_at,
-            "updated_at": self.updated_at,
-        } | ({"problem": self.problem} if self.problem is not None else {})
+        data = _values(self, "problem")
+        data["tags"] = list(self.tags)
+        return data | ({"problem": self.problem} if self.problem is not None else {})
 
 
 def new_run_id() -> str:
@@ -567,20 +528,6 @@ def _has_type(value: Any, kind: str) -> bool:
     return True
 
 
-def check_case_result(case: Any, where: str = "the case") -> None:
-    """ValueError naming the first field of a run's case whose type its readers cannot use."""
-    if not isinstance(case, Mapping):
-        raise ValueError(f"{where} must be an object, got {_kind(case)}")
-    for name, kind in CASE_RESULT_TYPES.items():
-        if name in case and not _has_type(case[name], kind):
-            raise ValueError(f"{where}: {name} must be {kind} or null, got {_kind(case[name])}")
-
-
-def _kind(value: Any) -> str:
-    shown = orjson.dumps(value, default=str).decode()
-    return shown if len(shown) <= 40 else shown[:39] + "…"
-
-
 def readable_case_result(case: Mapping[str, Any]) -> dict[str, Any]:
     """A stored case of a run as its readers can show it, even one kept by an older server that
     took any type: each field of the wrong type is shown as its JSON text, in the place of a
@@ -671,25 +618,16 @@ class Run:
         return data
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "started_at": self.started_at,
-            "duration_s": self.duration_s,
-            "mode": self.mode,
-            "ok": self.ok,
-            "summary": self.summary,
-            "source": self.source,
-            "otlp_endpoint": self.otlp_endpoint,
-            "tracely_version": self.tracely_version,
-            "cases": list(self.cases),
-        }
+        data = _values(self)
+        data["cases"] = list(self.cases)
+        return data
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Run:
         """A run from :meth:`to_dict`'s shape (``cases`` may be left out); ValueError if not."""
         if not isinstance(data, Mapping):
             raise ValueError("a run must be a JSON object")
-        unknown = set(data) - RUN_FIELDS
+        unknown = set(data) - {f.name for f in fields(cls)}
         if unknown:
             raise ValueError(f"a run has no field(s) {', '.join(sorted(map(repr, unknown)))}")
         try:

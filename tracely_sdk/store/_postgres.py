@@ -15,6 +15,10 @@ machines can write at once:
 - a case being recaptured, renamed, replaced or deleted is locked (``SELECT ... FOR UPDATE``)
   before it is read, so concurrent changes to one case apply one after the other and none is
   lost;
+- a trace whose spans reached several servers is assembled under its own advisory lock
+  (``pg_advisory_xact_lock`` on a hash of its id), in one transaction that adds this
+  server's spans, reads back the others' and stores the recording: one server builds each
+  trace, and servers on different traces never wait for each other;
 - a write that lost a race (two promotions choosing the same id, a deadlock, a serialisation
   failure) is rolled back and run again from the start, a few times;
 - migrations run under a transaction-level advisory lock, so servers starting together apply
@@ -28,7 +32,8 @@ log line.
 
 from __future__ import annotations
 
-import functools
+import hashlib
+import logging
 import os
 import random
 import threading
@@ -43,6 +48,7 @@ from tracely_sdk.store import Case, CaseVersion, Recording, SQLStore, redact_url
 from tracely_sdk.store._base import Promotion, StatedRun
 from tracely_sdk.store._migrations import POSTGRES, migrate
 from tracely_sdk.store._model import bundle_weight, dumps_json
+from tracely_sdk.store._outline import stored_text
 from tracely_sdk.store._sqlite import CASE_COLUMNS, REC_COLUMNS, case_from_row
 
 try:
@@ -57,6 +63,8 @@ except ImportError:  # pragma: no cover - exercised only without the extra insta
     psycopg_pool = None  # type: ignore[assignment]
 
 __all__ = ["PostgresStore"]
+
+logger = logging.getLogger("tracely.store")
 
 _T = TypeVar("_T")
 
@@ -127,25 +135,56 @@ def _parse(url: str) -> tuple[str, int, float, list[str]]:
     return conninfo, pool_size, pool_timeout, [s for s in secrets if s]
 
 
-# Arrays go in binary (%b): as text, each span's JSON would be escaped character by character.
-_ADD_SPANS_SQL = (
-    "INSERT INTO trace_spans (trace_id, span_id, span, received_at) "
-    "SELECT trace_id, span_id, span, %s FROM unnest(%b::text[], %b::text[], %b::text[]) "
-    "AS given (trace_id, span_id, span) ON CONFLICT (trace_id, span_id) DO NOTHING"
+# Each trace's advisory lock, taken in key order (two transactions never wait for each other in
+# a cycle); the count is of the locks another transaction held, which this one waited for.
+_LOCK_SQL = (
+    "SELECT coalesce(sum(CASE WHEN pg_try_advisory_xact_lock(k) THEN 0 "
+    "ELSE (SELECT 1 FROM pg_advisory_xact_lock(k)) END), 0), "
+    "extract(epoch FROM clock_timestamp() - statement_timestamp())::float8 "
+    "FROM unnest(%s::bigint[]) AS k"
 )
-_OTHER_SPANS_SQL = (
-    "SELECT trace_id, span_id, span FROM trace_spans WHERE trace_id = ANY(%b::text[]) "
-    "AND (trace_id, span_id) NOT IN (SELECT * FROM unnest(%b::text[], %b::text[]))"
+# One round trip, after the locks: add the spans given (arrays in binary, %b: as text, each
+# span's JSON would be escaped character by character) and read back which traces that added
+# spans to ('a'), the spans of those traces others added ('o'), and which have a recording
+# ('r'). The reads see the table as it was before this statement's insert (a snapshot taken
+# once the locks were held), so the spans given are excluded from the others' by id.
+_ADD_AND_READ_SQL = (
+    "WITH given AS (SELECT * FROM unnest(%b::text[], %b::text[], %b::text[]) "
+    "AS g (trace_id, span_id, span)), "
+    "added AS (INSERT INTO trace_spans (trace_id, span_id, span, received_at) "
+    "SELECT trace_id, span_id, span, %s FROM given "
+    "ON CONFLICT (trace_id, span_id) DO NOTHING RETURNING trace_id) "
+    "SELECT DISTINCT 'a', trace_id, NULL::text, NULL::text FROM added "
+    "UNION ALL SELECT 'o', s.trace_id, s.span_id, s.span FROM trace_spans s "
+    "WHERE s.trace_id = ANY(%b::text[]) "
+    "AND (s.trace_id, s.span_id) NOT IN (SELECT trace_id, span_id FROM given) "
+    "UNION ALL SELECT 'r', trace_id, NULL, NULL FROM recordings WHERE trace_id = ANY(%b::text[])"
 )
 _SWEEP_SQL = "DELETE FROM trace_spans WHERE received_at < %s"
 SHARED_SPANS_KEEP_SECONDS = 3600.0
 _SWEEP_EVERY_MS = 60_000
-_UPSERT_ROWS = 500  # rows per statement (11 parameters each, far below the protocol's limit)
-_REC_FIELDS = [c.strip() for c in REC_COLUMNS.split(",")] + ["span_count"]
+_REC_FIELDS = [c.strip() for c in REC_COLUMNS.split(",")] + ["span_count", "outline"]
+
+
+@contextmanager
+def _pipeline(conn: Any) -> Iterator[None]:
+    """Statements sent together, in one round trip where the client library can."""
+    if psycopg.Pipeline.is_supported():
+        with conn.pipeline():
+            yield
+    else:  # pragma: no cover - a libpq before 14
+        yield
+
+
+def _lock_key(trace_id: str) -> int:
+    """The advisory lock key of a trace (64 bits of a keyed hash: no other lock's key)."""
+    digest = hashlib.blake2b(trace_id.encode(), digest_size=8, person=b"tracely-trace").digest()
+    return int.from_bytes(digest, "big", signed=True)
 
 
 def _recording_row(r: Recording) -> tuple[Any, ...]:
     """The columns of ``r`` in :data:`_REC_FIELDS` order (as :meth:`SQLStore.put_recordings`)."""
+    bundle, outline = stored_text(r.bundle)
     return (
         r.trace_id,
         r.service,
@@ -154,22 +193,25 @@ def _recording_row(r: Recording) -> tuple[Any, ...]:
         r.status,
         None if r.input is None else dumps_json(r.input),
         None if r.output is None else dumps_json(r.output),
-        dumps_json(r.bundle),
+        bundle,
         r.replay_mode,
         r.received_at,
         bundle_weight(r.bundle),
+        outline,
     )
 
 
-@functools.lru_cache(maxsize=16)
-def _upsert_sql(rows: int) -> str:
-    one = "(" + ", ".join(["%s"] * len(_REC_FIELDS)) + ")"
-    updates = ", ".join(f"{c} = EXCLUDED.{c}" for c in _REC_FIELDS if c != "trace_id")
-    return (
-        f"INSERT INTO recordings ({', '.join(_REC_FIELDS)}) VALUES {', '.join([one] * rows)} "
-        f"ON CONFLICT (trace_id) DO UPDATE SET {updates} "
-        "WHERE recordings.span_count < EXCLUDED.span_count RETURNING trace_id"
-    )
+_REC_TYPES = {"started_at": "bigint", "received_at": "bigint", "span_count": "integer"}  # or text
+# One statement text whatever the number of rows (each column one array, in binary): the
+# driver converts and the server plans it once, where a VALUES list per row count was parsed
+# again for each batch.
+_UPSERT_SQL = (
+    f"INSERT INTO recordings ({', '.join(_REC_FIELDS)}) SELECT * FROM unnest("
+    + ", ".join(f"%b::{_REC_TYPES.get(column, 'text')}[]" for column in _REC_FIELDS)
+    + ") ON CONFLICT (trace_id) DO UPDATE SET "
+    + ", ".join(f"{c} = EXCLUDED.{c}" for c in _REC_FIELDS if c != "trace_id")
+    + " WHERE recordings.span_count < EXCLUDED.span_count RETURNING trace_id"
+)
 
 
 def _close_quietly(conn: Any) -> None:
@@ -220,6 +262,12 @@ class PostgresStore(SQLStore):
         self._migrated = False
         self._spans_swept = 0
         self._health = _Health()
+        # What assembling traces cost (assemble_traces): the model of several servers on one
+        # store is measured from these, not guessed.
+        self.assembly: dict[str, float] = dict.fromkeys(
+            ("transactions", "round_trips", "traces", "spans", "built", "lock_waits"), 0
+        )
+        self.assembly["lock_seconds"] = 0.0
         # Connect and migrate now: a wrong URL or a newer schema fails here, not on first use.
         _close_quietly(self._connect())
         self._pool = self._new_pool()
@@ -368,7 +416,8 @@ class PostgresStore(SQLStore):
                     raise self._fail(exc) from exc
                 raise
             try:
-                conn.execute("COMMIT")
+                if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+                    conn.execute("COMMIT")  # unless the body sent it with its last statements
             except psycopg.Error as exc:
                 self._rollback(conn)
                 raise self._fail(exc) from exc
@@ -395,6 +444,20 @@ class PostgresStore(SQLStore):
         raise AssertionError("unreachable")  # pragma: no cover
 
     def close(self) -> None:
+        counts = self.assembly
+        if counts["transactions"] and not self._closed:
+            logger.info(
+                "store %s: assembled %d trace(s) of %d span(s) in %d transaction(s) of %d "
+                "round trip(s); %d built here; %d lock wait(s), %.3fs taking locks",
+                self.url,
+                counts["traces"],
+                counts["spans"],
+                counts["transactions"],
+                counts["round_trips"],
+                counts["built"],
+                counts["lock_waits"],
+                counts["lock_seconds"],
+            )
         with self._lock:
             self._closed = True
             conn, self._conn = self._conn, None
@@ -434,6 +497,16 @@ class PostgresStore(SQLStore):
         items = list(recordings)
         if not items:
             return []
+
+        def write() -> list[bool]:
+            with self._write() as conn:
+                return self._upsert(conn, items, commit=True)
+
+        return self._retrying(write)
+
+    def _upsert(self, conn: Any, items: Sequence[Recording], *, commit: bool = False) -> list[bool]:
+        """Store ``items`` in the transaction open on ``conn`` (see :meth:`put_recordings`),
+        and commit it with ``commit``, all in one round trip: whether each changed the row."""
         rows = [_recording_row(r) for r in items]
         rounds: list[list[int]] = []  # the n-th occurrence of each trace id goes in round n
         seen: dict[str, int] = {}
@@ -443,21 +516,20 @@ class PostgresStore(SQLStore):
             if n == len(rounds):
                 rounds.append([])
             rounds[n].append(index)
-
-        def write() -> list[bool]:
-            results = [False] * len(items)
-            with self._write() as conn:
-                for indexes in rounds:
-                    indexes.sort(key=lambda i: items[i].trace_id)
-                    for start in range(0, len(indexes), _UPSERT_ROWS):
-                        chunk = indexes[start : start + _UPSERT_ROWS]
-                        params = [value for i in chunk for value in rows[i]]
-                        changed = {row[0] for row in conn.execute(_upsert_sql(len(chunk)), params)}
-                        for i in chunk:
-                            results[i] = items[i].trace_id in changed
-            return results
-
-        return self._retrying(write)
+        sent = []
+        with _pipeline(conn):
+            for indexes in rounds:
+                indexes.sort(key=lambda i: items[i].trace_id)
+                columns = [list(column) for column in zip(*(rows[i] for i in indexes), strict=True)]
+                sent.append((indexes, conn.execute(_UPSERT_SQL, columns)))
+            if commit:
+                conn.execute("COMMIT")
+        results = [False] * len(items)
+        for indexes, cursor in sent:
+            changed = {row[0] for row in cursor}
+            for i in indexes:
+                results[i] = items[i].trace_id in changed
+        return results
 
     def promote(
         self,
@@ -515,7 +587,7 @@ class PostgresStore(SQLStore):
     def assemble_traces(
         self,
         traces: Sequence[tuple[str, Mapping[str, str]]],
-        assemble: Callable[[str, Mapping[str, str]], Recording | None],
+        assemble: Callable[[str, Mapping[str, str], bool], Recording | None],
         *,
         keep_seconds: float = SHARED_SPANS_KEEP_SECONDS,
     ) -> list[bool | None]:
@@ -524,19 +596,23 @@ class PostgresStore(SQLStore):
         stored recording (None: ``assemble`` made none).
 
         ``traces`` are (trace id, span id → the span's encoding) pairs; ``assemble`` gets a
-        trace id and the spans of that trace that other servers added (the caller has its
-        own). The spans are committed before the others' are read, so of two servers
-        assembling one trace at once, at least one reads the spans of both (each reads after
-        its own commit, and one of the two reads comes after both commits), and a recording
-        only ever replaces one made of fewer spans: the stored recording is the one a single
-        server receiving every span would make. Spans added more than ``keep_seconds`` ago are
-        let go of (their recordings stay).
+        trace id, the spans of that trace that other servers added (the caller has its own)
+        and whether a recording of it is stored already. Each trace is assembled under its
+        own advisory lock, in one transaction that adds its spans, reads the others' back and
+        stores the recording: servers assembling one trace take turns, the later one seeing
+        every span the earlier added, so a trace is built by one server, from every span
+        then received; servers never wait for each other on different traces. A trace to
+        which this call adds no span, and whose recording is stored, is not built again (the
+        recording already holds every span: whoever added them built it or found it stored
+        and built it again): its result is False. Spans added more than ``keep_seconds`` ago
+        are let go of (their recordings stay).
         """
         items = list(traces)
         if not items:
             return []
         now = int(time.time() * 1000)
         trace_ids = [trace_id for trace_id, _ in items]
+        keys = sorted({_lock_key(trace_id) for trace_id in trace_ids})
         columns: list[list[str]] = [[], [], []]  # trace ids, span ids, spans: one row a span
         for trace_id, spans in items:
             for span_id, span in spans.items():
@@ -544,22 +620,50 @@ class PostgresStore(SQLStore):
                 columns[1].append(span_id)
                 columns[2].append(span)
         sweep = now - self._spans_swept > _SWEEP_EVERY_MS
+        distinct = list(dict.fromkeys(trace_ids))
 
-        def add() -> None:
+        def run() -> list[bool | None]:
+            counts = self.assembly
             with self._write() as conn:
-                if sweep:
-                    conn.execute(_SWEEP_SQL, (now - int(keep_seconds * 1000),))
-                conn.execute(_ADD_SPANS_SQL, (now, *columns))
+                # The locks and the statements after them go in one round trip: the server
+                # runs them in order, the reads once the locks are held.
+                with _pipeline(conn):
+                    locked = conn.execute(_LOCK_SQL, (keys,))
+                    if sweep:
+                        conn.execute(_SWEEP_SQL, (now - int(keep_seconds * 1000),))
+                    read = conn.execute(_ADD_AND_READ_SQL, (*columns, now, distinct, distinct))
+                waits, waited = locked.fetchone()
+                trips = 3  # BEGIN; the locks and the statements after them; the upsert, COMMIT
+                added: set[str] = set()
+                stored: set[str] = set()
+                others: dict[str, dict[str, str]] = {}
+                for tag, trace_id, span_id, span in read:
+                    if tag == "a":
+                        added.add(trace_id)
+                    elif tag == "r":
+                        stored.add(trace_id)
+                    else:
+                        others.setdefault(trace_id, {})[span_id] = span
+                made: list[Recording | bool | None] = [
+                    False
+                    if trace_id not in added and trace_id in stored
+                    else assemble(trace_id, others.get(trace_id, {}), trace_id in stored)
+                    for trace_id in trace_ids
+                ]
+                recordings = [r for r in made if isinstance(r, Recording)]
+                written = self._upsert(conn, recordings, commit=True)
+            changed = iter(written)
+            with self._lock:
+                counts["transactions"] += 1
+                counts["round_trips"] += trips
+                counts["traces"] += sum(1 for _, spans in items if spans)
+                counts["spans"] += len(columns[0])
+                counts["built"] += len(recordings)
+                counts["lock_waits"] += int(waits or 0)
+                counts["lock_seconds"] += waited
+            return [next(changed) if isinstance(r, Recording) else r for r in made]
 
-        self._retrying(add)
+        results = self._retrying(run)
         if sweep:
             self._spans_swept = now
-        others: dict[str, dict[str, str]] = {}
-        with self._read() as conn:
-            for trace_id, span_id, span in conn.execute(
-                _OTHER_SPANS_SQL, (trace_ids, columns[0], columns[1])
-            ):
-                others.setdefault(trace_id, {})[span_id] = span
-        made = [assemble(trace_id, others.get(trace_id, {})) for trace_id in trace_ids]
-        changed = iter(self.put_recordings([r for r in made if r is not None]))
-        return [None if r is None else next(changed) for r in made]
+        return results

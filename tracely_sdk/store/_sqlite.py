@@ -29,6 +29,7 @@ from typing import Any
 import orjson
 
 from tracely_sdk.errors import Conflict, NotFound, StoreError
+from tracely_sdk.store import _outline
 from tracely_sdk.store._base import (
     Promotion,
     StatedRun,
@@ -58,6 +59,7 @@ from tracely_sdk.store._model import (
     redact_url,
     validate_entrypoint,
 )
+from tracely_sdk.store._outline import CallOutline, RecordedCalls, RecordingSummary
 from tracely_sdk.store._seal import broken_fields, case_row_fields, seal, version_row_fields
 
 __all__ = ["CASE_COLUMNS", "REC_COLUMNS", "SQLStore", "SQLiteStore", "case_from_row"]
@@ -89,6 +91,16 @@ def _l(text: Any) -> Any:
         return None
     try:
         return orjson.loads(text)
+    except orjson.JSONDecodeError as exc:
+        raise _CorruptRow(str(exc)) from exc
+
+
+def _d(text: Any) -> Any:
+    """:func:`_l` for what the outline of a recording reads (see ``_outline.decode``)."""
+    if text is None:
+        return None
+    try:
+        return _outline.decode(text)
     except orjson.JSONDecodeError as exc:
         raise _CorruptRow(str(exc)) from exc
 
@@ -337,7 +349,7 @@ class SQLStore(Store):
                 r.status,
                 _j(r.input),
                 _j(r.output),
-                dumps_json(r.bundle),
+                *_outline.stored_text(r.bundle),
                 r.replay_mode,
                 r.received_at,
                 bundle_weight(r.bundle),
@@ -347,14 +359,16 @@ class SQLStore(Store):
         if not rows:
             return []
         insert = self._q(
-            f"INSERT INTO recordings ({REC_COLUMNS}, span_count) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (trace_id) DO NOTHING"
+            "INSERT INTO recordings (trace_id, service, agent_name, started_at, status, input, "
+            "output, bundle, outline, replay_mode, received_at, span_count) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (trace_id) DO NOTHING"
         )
         # Atomic on every engine without a row lock: only a bundle reflecting more spans wins,
         # so the same content again (same span count) is never rewritten.
         update = self._q(
             "UPDATE recordings SET service = ?, agent_name = ?, started_at = ?, status = ?, "
-            "input = ?, output = ?, bundle = ?, replay_mode = ?, received_at = ?, span_count = ? "
+            "input = ?, output = ?, bundle = ?, outline = ?, replay_mode = ?, received_at = ?, "
+            "span_count = ? "
             "WHERE trace_id = ? AND span_count < ?"
         )
         results = []
@@ -399,6 +413,154 @@ class SQLStore(Store):
             rows = conn.execute(self._q(sql), (*params, limit, offset)).fetchall()
         return [_recording(r) for r in rows]
 
+    def recording_summaries(
+        self,
+        limit: int = 50,
+        offset: int = 0,
+        service: str | None = None,
+        agent: str | None = None,
+    ) -> list[RecordingSummary]:
+        _check_page(limit, offset)
+        where, params = [], []
+        if service is not None:
+            where.append("service = ?")
+            params.append(service)
+        if agent is not None:
+            where.append("agent_name = ?")
+            params.append(agent)
+        sql = _outline.SUMMARIES_SQL
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += " ORDER BY started_at DESC, trace_id DESC LIMIT ? OFFSET ?"
+        with self._read() as conn:
+            rows = conn.execute(self._q(sql), (*params, limit, offset)).fetchall()
+        try:
+            return [
+                RecordingSummary(
+                    trace_id=row[0],
+                    service=row[1],
+                    agent_name=row[2],
+                    started_at=int(row[3]),
+                    status=row[4],
+                    input=_outline.listed_value(row[5], row[6]),
+                    output=_outline.listed_value(row[7], row[8]),
+                )
+                for row in rows
+            ]
+        except orjson.JSONDecodeError as exc:
+            raise _corrupt("a recording", _CorruptRow(str(exc))) from exc
+
+    def recording_calls(self, trace_id: str, offset: int = 0, limit: int = 20) -> RecordedCalls:
+        _check_page(limit, offset)
+        try:
+            return self._recording_calls(trace_id, offset, limit)
+        except _CorruptRow as exc:
+            raise _corrupt(f"recording {trace_id}", exc) from exc
+
+    def _recording_calls(self, trace_id: str, offset: int, limit: int) -> RecordedCalls:
+        engine = self.dialect.name
+        with self._read() as conn:
+            head = conn.execute(self._q(_outline.HEAD_SQL), (trace_id,)).fetchone()
+            if head is None:
+                raise NotFound(f"no recording of trace {trace_id!r} in {self.url}")
+            found = None
+            if head[9] is not None:
+                outline, places, ended = _outline.read_outline(head[9])
+                found = self._entries_at(conn, trace_id, outline, places, offset, limit)
+            if found is None:  # no outline, or one the bundle does not bear out
+                outline = self._outline_of(conn, trace_id)
+                found = self._entries_of(conn, trace_id, outline[offset : offset + limit])
+                row = conn.execute(_outline.ENDED_SQL[engine], (trace_id,)).fetchone()
+                ended = _d(row[0]) if row is not None else None
+        summary = RecordingSummary(
+            trace_id=head[0],
+            service=head[1],
+            agent_name=head[2],
+            started_at=int(head[3]),
+            status=head[4],
+            input=_d(head[5]),
+            output=_d(head[6]),
+            replay_mode=head[7],
+            received_at=int(head[8]),
+            ended_at=ended,
+        )
+        return RecordedCalls(summary, outline, offset, found)
+
+    def _entries_at(
+        self,
+        conn: Any,
+        trace_id: str,
+        outline: list[CallOutline],
+        places: list[tuple[int, int] | None],
+        offset: int,
+        limit: int,
+    ) -> list[Any] | None:
+        """The entries of ``outline[offset:offset + limit]`` read where the outline says they
+        lie in the bundle's text; None when it does not know, or when what is there is not
+        the call the outline describes (the row was changed since it was written)."""
+        shown = outline[offset : offset + limit]
+        spans = places[offset : offset + limit]
+        if not shown:
+            return []
+        if any(p is None for p in spans):
+            return None
+        engine = self.dialect.name
+        blobs = getattr(conn, "blobopen", None) if engine == "sqlite" else None
+        row: Sequence[Any] | None
+        if blobs is not None:
+            # Only the bytes of the entries shown are read, not the pages of the whole text.
+            found = conn.execute("SELECT rowid FROM recordings WHERE trace_id = ?", (trace_id,))
+            rowid = found.fetchone()[0]
+            with blobs("recordings", "bundle", rowid, readonly=True) as blob:
+                row = []
+                for start, length in spans:  # type: ignore[misc]
+                    blob.seek(start)
+                    row.append(blob.read(length))
+        else:
+            texts = ", ".join(["substr(bundle, ?, ?)"] * len(spans))
+            params = [n for start, length in spans for n in (start + 1, length)]  # type: ignore[misc]
+            sql = self._q(_outline.TEXTS_SQL[engine].format(texts=texts))
+            row = conn.execute(sql, (*params, trace_id)).fetchone()
+        return _outline.checked(shown, list(row or ()))
+
+    def _outline_of(self, conn: Any, trace_id: str) -> list[CallOutline]:
+        """Every call's outline, taken out of the bundle by the engine's JSON functions."""
+        engine = self.dialect.name
+        rows: list[tuple[str, str, int, Any, Any, Any, Any]] = []
+        for section in _outline.SECTIONS:
+            if engine == "sqlite":
+                path = "$." + section
+                found = conn.execute(_outline.OUTLINE_SQL[engine], (path, trace_id, path))
+                facts = [(n, i, *(_d(f) or (None,) * 4)) for n, i, f in found.fetchall()]
+            else:
+                found = conn.execute(_outline.OUTLINE_SQL[engine], (section, trace_id))
+                facts = [(n, i, *map(_d, f)) for n, i, *f in found.fetchall()]
+            rows += [(section, str(n), int(i), *f) for n, i, *f in facts]
+        return _outline.in_order(rows)
+
+    def _entries_of(self, conn: Any, trace_id: str, shown: list[CallOutline]) -> list[Any]:
+        """The entries of ``shown``, taken out of the bundle by the engine's JSON functions."""
+        engine = self.dialect.name
+        wanted: dict[tuple[str, str], list[int]] = {}
+        for call in shown:
+            wanted.setdefault((call.kind, call.name), []).append(call.index)
+        entries: dict[tuple[str, str, int], Any] = {}
+        for (section, name), indexes in wanted.items():
+            if engine == "sqlite":
+                # One path per entry (twice when there is one: then the answer is an array too).
+                paths = [f"$[{i}]" for i in indexes] * (2 if len(indexes) == 1 else 1)
+                sql = _outline.ENTRIES_SQL[engine].format(paths=", ".join("?" * len(paths)))
+                row = conn.execute(sql, (*paths, "$." + section, trace_id, name)).fetchone()
+                for i, value in zip(indexes, _d(row[0]) if row is not None else [], strict=False):
+                    entries[(section, name, i)] = value
+            else:
+                found = conn.execute(
+                    _outline.ENTRIES_SQL[engine], (section, name, trace_id, indexes)
+                )
+                for i, text in found.fetchall():
+                    entries[(section, name, int(i))] = _d(text)
+        return [entries.get((c.kind, c.name, c.index)) for c in shown]
+
     # cases --------------------------------------------------------------------------------
 
     def _load_recording(self, conn: Any, trace_id: str) -> Recording:
@@ -422,9 +584,11 @@ class SQLStore(Store):
         return row is not None
 
     def _insert_case(self, conn: Any, case: Case) -> None:
+        bundle, outline = _outline.stored_text(case.bundle)
         conn.execute(
             self._q(
-                f"INSERT INTO cases ({CASE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+                f"INSERT INTO cases ({CASE_COLUMNS}, outline) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
             ),
             (
                 case.id,
@@ -432,13 +596,14 @@ class SQLStore(Store):
                 case.entrypoint,
                 dumps_json(case.input),
                 _j(case.expected_output),
-                dumps_json(case.bundle),
+                bundle,
                 case.source_trace_id,
                 case.version,
                 dumps_json(list(case.tags)),
                 case.created_at,
                 case.updated_at,
                 _sealed(_case_fields(case)),
+                outline,
             ),
         )
         self._write_tags(conn, case)
@@ -514,6 +679,49 @@ class SQLStore(Store):
         with self._read() as conn:
             return self._load_case(conn, case_id)
 
+    def case_calls(
+        self, case_id: str, offset: int = 0, limit: int = 20
+    ) -> tuple[list[CallOutline], list[Any]]:
+        """The case's calls as :meth:`Store.case_calls` says, the entries read where the
+        case's outline says they lie. The case's seal is checked against the text of its row
+        (which is hashed, not decoded); a case whose seal does not hold, or whose outline
+        does not, is read whole (as :meth:`get_case`, which says what is wrong)."""
+        _check_page(limit, offset)
+        with self._read() as conn:
+            row = conn.execute(
+                self._q(
+                    "SELECT id, entrypoint, version, input, expected_output, bundle, checksum, "
+                    "outline FROM cases WHERE id = ?"
+                ),
+                (case_id,),
+            ).fetchone()
+        if row is None:
+            raise NotFound(f"no case {case_id!r} in {self.url}")
+        found = None
+        if row[7] is not None:
+            try:
+                found = self._case_calls_at(row, offset, limit)
+            except _CorruptRow:
+                found = None
+        return found if found is not None else super().case_calls(case_id, offset, limit)
+
+    def _case_calls_at(
+        self, row: Sequence[Any], offset: int, limit: int
+    ) -> tuple[list[CallOutline], list[Any]] | None:
+        texts = {"input": row[3], "expected_output": row[4], "bundle": row[5]}
+        # The bundle's digest is taken over its text: it is not decoded (``None`` stands for
+        # it, and fails the seal when the text does not match it).
+        fields = case_row_fields(row[0], row[1], int(row[2]), _d(row[3]), _d(row[4]), None)
+        if _seal_problem(f"case {row[0]}", row[6], fields, texts) is not None:
+            return None
+        outline, places, _ = _outline.read_outline(row[7])
+        entries = _outline.entries_at(
+            row[5].encode("utf-8"),
+            outline[offset : offset + limit],
+            places[offset : offset + limit],
+        )
+        return None if entries is None else (outline, entries)
+
     def list_cases(
         self, tag: str | None = None, *, limit: int | None = None, offset: int = 0
     ) -> list[Case]:
@@ -558,20 +766,22 @@ class SQLStore(Store):
             if plan is None:
                 return case
             new, version = plan
+            bundle, outline = _outline.stored_text(new.bundle)
             cur = conn.execute(
                 self._q(
                     "UPDATE cases SET input = ?, expected_output = ?, bundle = ?, "
-                    "source_trace_id = ?, version = ?, updated_at = ?, checksum = ? "
+                    "source_trace_id = ?, version = ?, updated_at = ?, checksum = ?, outline = ? "
                     "WHERE id = ? AND version = ?"
                 ),
                 (
                     dumps_json(new.input),
                     _j(new.expected_output),
-                    dumps_json(new.bundle),
+                    bundle,
                     new.source_trace_id,
                     new.version,
                     new.updated_at,
                     _sealed(_case_fields(new)),
+                    outline,
                     case.id,
                     case.version,
                 ),

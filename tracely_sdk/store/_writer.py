@@ -3,24 +3,19 @@
 :class:`BackgroundWriter` takes recordings from the app's threads (``submit`` never blocks on
 the store and never raises) and writes them from one daemon thread. Nothing accepted is lost:
 
-- every batch is written ahead to a spool file (JSON Lines, fsync'd) *before* the store is
-  asked to store it, and that file is removed only after the store has committed it, so a
-  crash mid-write leaves the batch on disk;
+- every batch is written ahead to the spool (a write-ahead log, :mod:`tracely_sdk.store._wal`:
+  checksummed JSON lines, fsync'd) *before* the store is asked to store it, and that file is
+  removed only after the store has committed it, so a crash mid-write leaves the batch on disk;
 - while the store fails (down, locked, unreachable), batches are appended to the spool and the
   store is retried with exponential backoff;
 - when the in-memory queue is full, ``submit`` appends the recording to the spool at once;
 - on start, a spool left by an earlier process (or a crash) is written first.
 
 A recording written twice (a retry after a crash between commit and cleanup) is stored once,
-because the store is idempotent by trace id. A line that cannot be read back, or a recording the
-store rejects as invalid, is moved to ``<spool>.rejected.jsonl`` beside the spool and logged,
-never retried forever and never silently dropped.
-
-Spool files::
-
-    <spool>                         appended to by submit() overflow and during an outage
-    <spool>.<pid>.<token>.claimed   a batch this writer is storing (removed once committed)
-    <spool>.lock                    serialises appends and claims between processes
+because the store is idempotent by trace id. A line that cannot be read back (cut short, or
+failing its checksum), or a recording the store rejects as invalid, is moved to
+``<spool>.rejected.jsonl`` beside the spool and logged, never retried forever and never silently
+dropped. The spool's files are those of :class:`~tracely_sdk.store._wal.SharedLog`.
 
 Each kind of failure is logged once (``logging.getLogger("tracely.store")``), then at DEBUG.
 """
@@ -28,18 +23,15 @@ Each kind of failure is logged once (``logging.getLogger("tracely.store")``), th
 from __future__ import annotations
 
 import collections
-import contextlib
 import hashlib
-import itertools
 import logging
 import os
 import random
-import secrets
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import IO, Any
+from typing import Any, Final
 
 import orjson
 
@@ -47,188 +39,49 @@ from tracely_sdk.errors import StoreError
 from tracely_sdk.store._base import Store
 from tracely_sdk.store._files import tracely_dir
 from tracely_sdk.store._model import Recording
-
-try:  # POSIX: spool appends and claims are also exclusive between processes
-    import fcntl
-except ImportError:  # pragma: no cover - Windows: exclusive within the process only
-    fcntl = None  # type: ignore[assignment]
+from tracely_sdk.store._wal import Damage, Lines, SharedLog
 
 __all__ = ["BackgroundWriter", "Spool"]
 
 log = logging.getLogger("tracely.store")
 
-_live_tokens: set[str] = set()  # writers alive in this process (their claimed files are owned)
-_STEAL_AFTER = 60.0  # a claimed file untouched this long is not being written by its owner
 # How long the first recording of a batch waits for others to join it. Writing a batch costs
 # about a millisecond of CPU whether it holds one recording or hundreds (the write-ahead file
 # and its fsyncs, a transaction and its commit), and recordings come in bursts (the recorder
 # hands over the traces it gathered at once): without the wait the writer woke on the first of
 # a burst and wrote a few at a time. A clean exit, flush() and close() do not wait.
 _GATHER_SECONDS = 0.1
+_LINES: Final = Lines()
 
 
-def _fsync_dir(directory: Path) -> None:
-    if os.name != "posix":  # pragma: no cover
-        return
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:  # pragma: no cover
-        return
-    try:
-        os.fsync(fd)
-    except OSError:  # pragma: no cover
-        pass
-    finally:
-        os.close(fd)
-
-
-def _pid_alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, OSError):
-        return True
-    return True
-
-
-class Spool:
-    """The on-disk JSON Lines spool of recordings not yet in the store."""
+class Spool(SharedLog):
+    """The on-disk spool of recordings not yet in the store: a write-ahead log of JSON lines."""
 
     def __init__(self, path: str | os.PathLike[str], *, token: str | None = None) -> None:
-        self.path = Path(path)
-        self.token = token or secrets.token_hex(4)
-        self.rejected_path = self.path.with_name(self.path.name + ".rejected.jsonl")
-        self._lock_path = self.path.with_name(self.path.name + ".lock")
-        self._thread_lock = threading.Lock()
-        self._seq = itertools.count(1)
+        super().__init__(path, _LINES, token=token)
 
-    @contextlib.contextmanager
-    def locked(self) -> Iterator[None]:
-        with self._thread_lock:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            if fcntl is None:  # pragma: no cover
-                yield
-                return
-            with open(self._lock_path, "a+b") as lock:
-                fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
-                try:
-                    yield
-                finally:
-                    fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
+    @staticmethod
+    def line(recording: Recording) -> bytes:
+        """A recording as one JSON object (what a rejected recording is kept as)."""
+        return orjson.dumps(recording.to_dict(), option=orjson.OPT_NON_STR_KEYS)
 
     @staticmethod
     def encode(recordings: Iterable[Recording]) -> bytes:
-        opt = orjson.OPT_NON_STR_KEYS
-        return b"".join(orjson.dumps(r.to_dict(), option=opt) + b"\n" for r in recordings)
-
-    @staticmethod
-    def _append_to(f: IO[bytes], data: bytes) -> None:
-        # A crash mid-append leaves a partial last line; start on a fresh line after it.
-        f.seek(0, os.SEEK_END)
-        if f.tell() > 0:
-            f.seek(-1, os.SEEK_END)
-            if f.read(1) != b"\n":
-                data = b"\n" + data
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-
-    def append(self, data: bytes) -> None:
-        """Append encoded lines to the spool and fsync them."""
-        if not data:
-            return
-        with self.locked():
-            created = not self.path.exists()
-            with open(self.path, "a+b") as f:
-                self._append_to(f, data)
-            if created:
-                _fsync_dir(self.path.parent)
-
-    def _claimed_name(self) -> Path:
-        return self.path.with_name(
-            f"{self.path.name}.{os.getpid()}.{self.token}-{next(self._seq)}.claimed"
-        )
-
-    def write_ahead(self, data: bytes) -> Path:
-        """A new claimed file holding ``data`` (fsync'd): the batch about to be stored."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        target = self._claimed_name()
-        with open(target, "xb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        _fsync_dir(self.path.parent)
-        return target
-
-    def claim(self) -> Path | None:
-        """Take the spool's current content as a claimed file of this writer (or None if empty)."""
-        with self.locked():
-            try:
-                if self.path.stat().st_size == 0:
-                    return None
-            except FileNotFoundError:
-                return None
-            target = self._claimed_name()
-            os.replace(self.path, target)
-            _fsync_dir(self.path.parent)
-            return target
-
-    def leftovers(self) -> list[Path]:
-        """Claimed files whose writer is gone (an earlier process, or a crash), taken over."""
-        prefix = self.path.name + "."
-        taken = []
-        try:
-            candidates = sorted(self.path.parent.glob(self.path.name + ".*.claimed"))
-        except OSError:  # pragma: no cover
-            return []
-        for path in candidates:
-            owner = path.name[len(prefix) : -len(".claimed")]
-            pid_text, _, token = owner.partition(".")
-            token = token.split("-", 1)[0]
-            try:
-                pid = int(pid_text)
-            except ValueError:
-                continue
-            owned = (pid == os.getpid() and token in _live_tokens) or (
-                pid != os.getpid() and _pid_alive(pid)
-            )
-            if owned:
-                try:
-                    if time.time() - path.stat().st_mtime < _STEAL_AFTER:
-                        continue
-                except OSError:
-                    continue
-            target = self._claimed_name()
-            try:
-                os.replace(path, target)
-            except OSError:
-                continue  # another writer took it first
-            taken.append(target)
-        return taken
+        return b"".join(part for r in recordings for part in _LINES.frame(Spool.line(r)))
 
     def read(self, path: Path) -> Iterator[tuple[bytes, Recording | None]]:
-        """Each line of a claimed file with its recording (None for a line that is not one)."""
-        with open(path, "rb") as f:
-            for line in f:
-                line = line.strip()
-                if not line:
-                    continue
-                try:
-                    data = orjson.loads(line)
-                    rec = Recording.from_dict(data) if isinstance(data, Mapping) else None
-                except (orjson.JSONDecodeError, ValueError, TypeError):
-                    rec = None
-                yield line, rec
-
-    def reject(self, lines: Iterable[bytes]) -> None:
-        data = b"".join(line + b"\n" for line in lines)
-        if not data:
-            return
-        with self.locked(), open(self.rejected_path, "a+b") as f:
-            self._append_to(f, data)
+        """Each record of a claimed file, as a line, with its recording (None for a line that
+        is not one: damaged, or not a recording)."""
+        for item in self.records(path):
+            if isinstance(item, Damage):
+                yield item.raw, None
+                continue
+            try:
+                data = orjson.loads(item.payload)
+                rec = Recording.from_dict(data) if isinstance(data, Mapping) else None
+            except (orjson.JSONDecodeError, ValueError, TypeError):
+                rec = None
+            yield item.payload, rec
 
 
 class _SpoolUnreadable(Exception):
@@ -284,7 +137,7 @@ class BackgroundWriter:
         self._failures = 0
         self._next_try = 0.0
         self._store: Store | None = None
-        _live_tokens.add(self.spool.token)
+        self.spool.attach()
         self._thread = threading.Thread(target=self._run, name="tracely-store-writer", daemon=True)
         self._thread.start()
 
@@ -415,7 +268,7 @@ class BackgroundWriter:
             ok = False
         if not self._thread.is_alive():
             self._close_store()
-            _live_tokens.discard(self.spool.token)
+            self.spool.detach()
         return ok and self._drained()
 
     # the writer thread --------------------------------------------------------------------
@@ -602,7 +455,7 @@ class BackgroundWriter:
                 raise
             if len(chunk) == 1:  # the store says this recording is invalid: set it aside
                 line, rec = chunk[0]
-                self.spool.reject([line if line is not None else Spool.encode([rec]).rstrip()])
+                self.spool.reject([line if line is not None else Spool.line(rec)])
                 self.stats["rejected"] += 1
                 self._once(
                     "rejected",
@@ -639,8 +492,7 @@ class BackgroundWriter:
             pending = list(self._pending)
         for path in pending:
             self._store_file(path)
-            with contextlib.suppress(FileNotFoundError):
-                path.unlink()
+            self.spool.committed(path)
             with self._cond:
                 self._pending.remove(path)
                 self._ahead.pop(path, None)

@@ -320,3 +320,47 @@ def test_default_spool_path_is_in_the_project(
         assert writer.spool.path == tmp_path / ".tracely" / "spool" / "recordings.jsonl"
     finally:
         writer.close()
+
+
+def _previous_release_lines(recordings: list[Recording]) -> bytes:
+    """Recordings as the previous release spooled them: one JSON object a line."""
+    return b"".join(
+        orjson.dumps(r.to_dict(), option=orjson.OPT_NON_STR_KEYS) + b"\n" for r in recordings
+    )
+
+
+def test_a_spool_left_by_the_previous_release_is_replayed(paths: tuple[Path, Path]) -> None:
+    db, spool = paths
+    recs = [make_recording(f"old-{i}") for i in range(12)]
+    spool.parent.mkdir(parents=True)
+    spool.write_bytes(_previous_release_lines(recs[:6]) + b'{"trace_id": "torn')
+    claimed = spool.with_name(f"{spool.name}.{2**22 + 3}.0ld0ld00-4.claimed")
+    claimed.write_bytes(_previous_release_lines(recs[6:]))
+    writer = BackgroundWriter(lambda: Flaky(db), spool_path=spool)
+    writer.submit(make_recording("new"))  # appended after the torn line, on a line of its own
+    assert writer.flush(10)
+    assert sorted(_ids(db)) == sorted([r.trace_id for r in recs] + [trace_id("new")])
+    with SQLiteStore(db) as s:
+        assert [s.get_recording(r.trace_id) for r in recs] == recs  # nothing changed
+    rejected = spool.with_name(spool.name + ".rejected.jsonl")
+    assert rejected.read_bytes() == b'{"trace_id": "torn\n'
+    assert _spool_files(spool) == [rejected]  # the rest was committed and let go of
+    writer.close()
+
+
+def test_a_spooled_recording_changed_on_disk_is_set_aside_not_stored(
+    paths: tuple[Path, Path],
+) -> None:
+    db, spool = paths
+    recs = [make_recording(i) for i in range(3)]
+    Spool(spool).append(Spool.encode(recs))
+    data = spool.read_bytes()
+    changed = data.replace(b'"weather-svc"', b'"weather-svd"', 1)  # a bad sector, one byte
+    assert changed != data
+    spool.write_bytes(changed)
+    writer = BackgroundWriter(lambda: Flaky(db), spool_path=spool)
+    assert writer.flush(10)
+    assert sorted(_ids(db)) == sorted(r.trace_id for r in recs[1:])
+    rejected = spool.with_name(spool.name + ".rejected.jsonl").read_bytes()
+    assert b'"weather-svd"' in rejected and writer.stats["rejected"] == 1
+    writer.close()

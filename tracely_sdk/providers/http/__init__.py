@@ -6,7 +6,8 @@ speak, with ``_openai_responses``: ``.../responses`` and ``_openai_embeddings``:
 ``.../embeddings``, whose span is ``embeddings MODEL``; ``_anthropic_messages``:
 ``POST .../v1/messages``; ``_cohere_chat``: ``POST .../v2/chat``; ``_ollama_chat`` and
 ``_ollama_generate``: ``POST .../api/chat`` and ``.../api/generate``; Bedrock's
-``_bedrock_converse``, ``_bedrock_converse_stream`` and ``_bedrock_invoke``:
+``_bedrock_converse``, ``_bedrock_converse_stream``, ``_bedrock_invoke`` and
+``_bedrock_invoke_stream``:
 ``POST /model/{modelId}/...``; ``_gemini`` and ``_gemini_stream``:
 ``POST .../models/MODEL:generateContent`` and ``:streamGenerateContent``) and it names a model:
 its JSON body's ``model``, or the path's for a format that puts it there (Bedrock, Gemini: the

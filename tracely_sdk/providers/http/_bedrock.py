@@ -1,8 +1,9 @@
 """What Amazon Bedrock's runtime API formats share: the model in the path, and Converse bodies.
 
 Bedrock names the model in the request path, URL-encoded (``POST /model/{modelId}/converse``,
-``/converse-stream``, ``/invoke``), never in the body; the codecs
-(``_bedrock_converse``, ``_bedrock_converse_stream``, ``_bedrock_invoke``) read it from there.
+``/converse-stream``, ``/invoke``, ``/invoke-with-response-stream``), never in the body; the
+codecs (``_bedrock_converse``, ``_bedrock_converse_stream``, ``_bedrock_invoke``,
+``_bedrock_invoke_stream``) read it from there.
 A Converse request is ``{"messages": [...], "system": [...], "inferenceConfig": {...}}``, its
 content blocks ``{"text": ...}``, ``{"toolUse": ...}``, ``{"toolResult": ...}``; the answer is
 ``{"output": {"message": ...}, "stopReason": ..., "usage": {"inputTokens": ...,

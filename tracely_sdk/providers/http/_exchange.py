@@ -56,6 +56,7 @@ from tracely_sdk.providers.http import (
     _bedrock_converse,
     _bedrock_converse_stream,
     _bedrock_invoke,
+    _bedrock_invoke_stream,
     _cohere_chat,
     _eventstream,
     _gemini,
@@ -84,6 +85,7 @@ FORMATS: tuple[ModuleType, ...] = (
     _bedrock_converse,
     _bedrock_converse_stream,
     _bedrock_invoke,
+    _bedrock_invoke_stream,
     _gemini,
     _gemini_stream,
 )
