@@ -235,13 +235,14 @@ def _by_instructions(chosen: list[str], base_url: str, calls: int) -> None:
                     f"{label} added instructions / cheapest peer's = "
                     f"{(per_call[v] - base) / cheapest:.2f}x ({GOALS[v]})"
                 )
-    if "tracely" in chosen and "openai-v2" in chosen:
-        ratio = (per_call["tracely"] - base) / (per_call["openai-v2"] - base)
-        met = "met" if ratio <= OPENAI_V2_GOAL else "not met"
-        print(
-            f"tracely added instructions / contrib openai-v2's, content capture on = "
-            f"{ratio:.2f}x (goal <= {OPENAI_V2_GOAL:g}x: {met})"
-        )
+    for v, label in AGAINST_PEERS.items():
+        if v in chosen and "openai-v2" in chosen:
+            ratio = (per_call[v] - base) / (per_call["openai-v2"] - base)
+            met = "met" if ratio <= OPENAI_V2_GOAL else "not met"
+            print(
+                f"{label} added instructions / contrib openai-v2's, content capture on = "
+                f"{ratio:.2f}x (goal <= {OPENAI_V2_GOAL:g}x: {met})"
+            )
 
 
 def main() -> int:

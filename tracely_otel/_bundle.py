@@ -271,6 +271,27 @@ def _nests_within(structure: bytes, levels: int) -> bool:
     return levels >= 0 and not brackets
 
 
+def text_within_limits(text: str | bytes) -> bool:
+    """Whether the value orjson parses from the JSON ``text`` is certainly within the limits
+    of a recorded value (:func:`value_problem` finds nothing in it), decided from the text.
+
+    For a value the extractor has just parsed from a span's attribute: it needs neither
+    encoding again nor walking. orjson parses an integer beyond 64 bits as a float, so such a
+    value holds none out of range (nor a lone surrogate), and the nesting is bounded by the
+    text's brackets. False sends the value to the exact check.
+    """
+    # Most values have few brackets: each opening bracket is at most two levels (its container,
+    # and a string holding JSON that starts with it), and without \u every bracket of every
+    # level is in the text as written.
+    if isinstance(text, str):
+        if 2 * (text.count("[") + text.count("{")) + 2 <= MAX_NESTING and "\\u" not in text:
+            return True
+        text = text.encode("utf-8", "surrogatepass")
+    elif 2 * _opening(text) + 2 <= MAX_NESTING and b"\\u" not in text:
+        return True
+    return _plain(text) or _shallow(text)
+
+
 def _text(value: Any) -> bytes | None:
     try:
         return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS)

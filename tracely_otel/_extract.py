@@ -29,6 +29,7 @@ from tracely_otel._bundle import (
     entry_problem,
     field_problem,
     seal,
+    text_within_limits,
 )
 from tracely_otel._foreign import FOREIGN_READERS, conversation_of, read_call
 from tracely_otel._reads import ExtractedCall, NotReplayable, SpanReader
@@ -58,19 +59,28 @@ def digest_item(key: str, text: str) -> str:
 
 
 def _digest_matches(value: str, expected: Any, in_process: bool) -> bool:
+    """Whether ``value`` is the one ``expected`` (its ``[length, crc32]``) was taken of: in
+    process only its length can have changed; from the wire, the length decides before the
+    hash is taken (a value cut short costs no CRC)."""
+    if not isinstance(expected, list) or not expected or expected[0] != len(value):
+        return False
     if in_process:
-        return isinstance(expected, list) and bool(expected) and bool(expected[0] == len(value))
-    return bool(value_digest(value) == expected)
+        return True
+    crc = zlib.crc32(value.encode("utf-8", "surrogatepass"))
+    return len(expected) == 2 and bool(expected[1] == crc.to_bytes(4, "big").hex())
 
 
 class _Values:
-    """A tracely span's recorded JSON values, checked against its digest."""
+    """A tracely span's recorded JSON values, parsed, and which of them may be past a recorded
+    value's limits (``unsure``): the rest were cleared from their text as they were parsed, so
+    the extractor neither encodes nor walks them again."""
 
-    __slots__ = ("attributes", "problems")
+    __slots__ = ("attributes", "problems", "unsure")
 
     def __init__(self, span: SpanRecord) -> None:
         self.attributes = span.attributes
         self.problems: list[str] = []
+        self.unsure: list[str] = []
 
     def get(self, key: str) -> Any:
         raw = self.attributes.get(key)
@@ -80,10 +90,13 @@ class _Values:
             self.problems.append(f"{key} is not JSON text")
             return _MISSING
         try:
-            return orjson.loads(raw)
+            value = orjson.loads(raw)
         except orjson.JSONDecodeError:
             self.problems.append(f"{key} is not valid JSON (cut short?)")
             return _MISSING
+        if not text_within_limits(raw):
+            self.unsure.append(key)
+        return value
 
 
 _MISSING: Any = object()
@@ -158,6 +171,17 @@ def _usage(attrs: Mapping[str, Any]) -> list[int] | None:
     return None
 
 
+_MESSAGES_DIGESTED = f'"{A.GEN_AI_INPUT_MESSAGES}":'
+
+
+def _input_as_messages(attrs: Mapping[str, Any]) -> bool:
+    """Whether the call's recorded input is its ``gen_ai.input.messages``: the input was the
+    conventions' messages, which content capture put on the span, so tracely wrote it there
+    once (and digested it there) instead of again as ``tracely.input``."""
+    digest = attrs.get(A.DIGEST)
+    return isinstance(digest, str) and _MESSAGES_DIGESTED in digest
+
+
 def read_tracely_span(span: SpanRecord) -> ExtractedCall | NotReplayable | None:
     """Read a tool or LLM call from a span tracely made."""
     attrs = span.attributes
@@ -192,6 +216,8 @@ def read_tracely_span(span: SpanRecord) -> ExtractedCall | NotReplayable | None:
             entry["output_type"] = tag
     key = A.ARGS if section == "tools" else A.INPUT
     recorded_in = values.get(key)
+    if recorded_in is _MISSING and section == "llm" and _input_as_messages(attrs):
+        recorded_in = values.get(A.GEN_AI_INPUT_MESSAGES)
     if recorded_in is not _MISSING:
         entry["args" if section == "tools" else "input"] = recorded_in
     if section == "llm":
@@ -205,7 +231,7 @@ def read_tracely_span(span: SpanRecord) -> ExtractedCall | NotReplayable | None:
             entry["provider"] = provider
     if values.problems:
         return NotReplayable(section, name, "; ".join(values.problems))
-    return ExtractedCall(section, name, entry)
+    return ExtractedCall(section, name, entry, values_checked=not values.unsure)
 
 
 # Readers for spans of other instrumentors register here (tracely's own reader comes first).
@@ -228,7 +254,7 @@ def _read(span: SpanRecord) -> ExtractedCall | NotReplayable | None:
             )
             continue
         if isinstance(result, ExtractedCall):
-            problem = entry_problem(result.entry, result.kind)
+            problem = entry_problem(result.entry, result.kind, values=not result.values_checked)
             if problem is not None:  # never write an entry that replay would refuse
                 return NotReplayable(
                     result.kind,
@@ -261,7 +287,10 @@ def _agent_section(span: SpanRecord, problems: list[IncompleteItem]) -> AgentSec
     if _check_digest(span) is None:
         for key, field_name in _AGENT_FIELDS:
             value = values.get(key)
-            problem = None if value is _MISSING else field_problem(field_name, value)
+            # An error's shape is checked whatever its text; a value, only when its text
+            # could not clear it.
+            checked = value is _MISSING or (key != A.ERROR and key not in values.unsure)
+            problem = None if checked else field_problem(field_name, value)
             if problem is not None:
                 label = f"agent:{agent['name']}"
                 reason = f"a recorded value cannot be replayed: {problem}"

@@ -21,6 +21,9 @@ class ExtractedCall:
     name: str
     entry: dict[str, Any]
     foreign: bool = False  # read from another instrumentor's span
+    # The entry's values are known to be within a recorded value's limits (the reader decided
+    # it from the JSON text it parsed them from): the extractor checks only the entry's shape.
+    values_checked: bool = False
 
 
 @dataclass(slots=True)

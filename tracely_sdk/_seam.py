@@ -297,6 +297,7 @@ class Call:
         "_done",
         "_ended",
         "_input",
+        "_input_key",
         "_span",
         "annotation",
         "codec",
@@ -365,13 +366,19 @@ class Call:
             _agent_uses(attrs[A.GEN_AI_PROVIDER_NAME])
         value = args if tool else input
         text: str | None = None
+        key = A.ARGS if tool else A.INPUT
         if value is not _UNSET and value is not None:
             text, unserialisable = _encode_input(value)
-            key = A.ARGS if tool else A.INPUT
-            attrs[key] = text
+            if not tool and attrs.get(A.GEN_AI_INPUT_MESSAGES) == text:
+                # The input is the conventions' messages, which content capture has already
+                # put on the span: the span carries them once, digested there.
+                key = A.GEN_AI_INPUT_MESSAGES
+            else:
+                attrs[key] = text
             if unserialisable:
                 attrs[A.UNSERIALISABLE] = key
         self._input = text
+        self._input_key = key
         self._attrs = attrs
         self.session = session = current_session()
         if session is not None:
@@ -677,7 +684,7 @@ class Call:
             self._usage_attrs(usage, out)
         items = []
         if self._input is not None:
-            items.append(digest_item(A.ARGS if self.kind == A.KIND_TOOL else A.INPUT, self._input))
+            items.append(digest_item(self._input_key, self._input))
         for key in _CLOSING_DIGESTED:
             text = out.get(key)
             if text is not None:

@@ -35,7 +35,7 @@ from typing import Any, Final
 import orjson
 
 from tracely_otel import _attributes as A
-from tracely_otel._bundle import value_problem
+from tracely_otel._bundle import text_within_limits, value_problem
 from tracely_otel._foreign._common import (
     _LLM_OPERATIONS,
     _OI_KIND,
@@ -79,7 +79,9 @@ def _json(value: Any) -> Any:
                 parsed = orjson.loads(stripped)
             except (orjson.JSONDecodeError, ValueError, TypeError):
                 return value
-            return value if value_problem(parsed) is not None else parsed
+            if text_within_limits(stripped) or value_problem(parsed) is None:
+                return parsed
+            return value
         return value
     return _plain(value)
 
@@ -254,9 +256,9 @@ def read_call(
         call["span_id"] = span.span_id
         if source == "tracely":
             # tracely redacted its values before they became attributes; a name or an input
-            # from the wire may still hold what JSON cannot.
+            # from the wire may still hold what JSON cannot (an input orjson parsed cannot).
             call["name"] = _json_safe(call["name"])
-            if "input" in call:
+            if isinstance(call.get("input"), str):
                 call["input"] = _json_safe(call["input"])
             return call
         # Another instrumentor recorded the values as they were: the secrets in them go no
