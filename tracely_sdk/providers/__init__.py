@@ -177,7 +177,7 @@ def patched_methods() -> list[str]:
         module = sys.modules.get(module_name)
         if module is not None and sys.modules.get(sdk) is not None:
             methods.extend(module.patched())
-    return sorted(methods)
+    return sorted(set(methods))
 
 
 # The last activation for a case of a run: the run, what it looked at, and what it returned.

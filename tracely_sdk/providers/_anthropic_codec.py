@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any, Literal, cast, overload
 
 from tracely_otel.genai import OutputMessage, content_parts, genai_finish_reason
 from tracely_sdk.providers import _wire
+from tracely_sdk.providers._patching import Reply, json_text, json_value, pieces
 
 if TYPE_CHECKING:
     import httpx2
@@ -587,3 +588,124 @@ def _json_value(text: str) -> Any:
         return json.loads(text)
     except ValueError:
         return text
+
+
+# --------------------------------------------------------------------------- replies as bodies
+
+_STOP_FROM_GENAI = {
+    "stop": "end_turn",
+    "length": "max_tokens",
+    "tool_call": "tool_use",
+    "content_filter": "refusal",
+}
+
+
+def message_body_from_reply(reply: Reply) -> dict[str, Any]:
+    """A message body (``record_response``'s ``body``) answering ``reply``."""
+    body: dict[str, Any] = recording_from_text(
+        "", model=reply.model, usage=reply.usage or (0, 0), message_id=reply.response_id
+    )["body"]
+    content: list[dict[str, Any]] = []
+    finish = "stop"
+    for text, calls, reason in reply.messages:
+        finish = reason if reason != "stop" else finish
+        if text is not None and (text or not calls):
+            content.append({"type": "text", "text": text})
+        content.extend(
+            {"type": "tool_use", "id": cid, "name": name, "input": json_value(arguments)}
+            for cid, name, arguments in calls
+        )
+    body["content"] = content
+    body["stop_reason"] = _STOP_FROM_GENAI.get(finish, "end_turn")
+    return body
+
+
+def events_from_body(body: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The events (``record_chunk``'s shape) a streamed call would have sent for ``body``."""
+    usage = dict(body.get("usage") or {})
+    start = {
+        **body,
+        "content": [],
+        "stop_reason": None,
+        "stop_sequence": None,
+        "usage": {**usage, "output_tokens": 0},
+    }
+    events: list[dict[str, Any]] = [{"type": "message_start", "message": start}]
+    for index, block in enumerate(body.get("content") or []):
+        if not isinstance(block, Mapping):
+            continue
+        kind = block.get("type")
+        if kind == "text":
+            events.append(
+                {
+                    "type": "content_block_start",
+                    "index": index,
+                    "content_block": {**block, "text": ""},
+                }
+            )
+            events.extend(
+                {
+                    "type": "content_block_delta",
+                    "index": index,
+                    "delta": {"type": "text_delta", "text": piece},
+                }
+                for piece in pieces(str(block.get("text") or ""))
+            )
+        elif kind in ("tool_use", "server_tool_use"):
+            events.append(
+                {
+                    "type": "content_block_start",
+                    "index": index,
+                    "content_block": {**block, "input": {}},
+                }
+            )
+            events.append(
+                {
+                    "type": "content_block_delta",
+                    "index": index,
+                    "delta": {
+                        "type": "input_json_delta",
+                        "partial_json": json_text(block.get("input")),
+                    },
+                }
+            )
+        elif kind == "thinking":
+            events.append(
+                {
+                    "type": "content_block_start",
+                    "index": index,
+                    "content_block": {**block, "thinking": "", "signature": ""},
+                }
+            )
+            events.append(
+                {
+                    "type": "content_block_delta",
+                    "index": index,
+                    "delta": {"type": "thinking_delta", "thinking": block.get("thinking") or ""},
+                }
+            )
+            if block.get("signature"):
+                events.append(
+                    {
+                        "type": "content_block_delta",
+                        "index": index,
+                        "delta": {"type": "signature_delta", "signature": block["signature"]},
+                    }
+                )
+        else:
+            events.append(
+                {"type": "content_block_start", "index": index, "content_block": dict(block)}
+            )
+        events.append({"type": "content_block_stop", "index": index})
+    events.append(
+        {
+            "type": "message_delta",
+            "delta": {
+                "stop_reason": body.get("stop_reason"),
+                "stop_sequence": body.get("stop_sequence"),
+            },
+            "usage": {"output_tokens": usage.get("output_tokens", 0)},
+        }
+    )
+    events.append({"type": "message_stop"})
+    return [{"event": event["type"], "data": event} for event in events]

@@ -53,6 +53,7 @@ from tracely_otel.genai import (
     tool_response_part,
 )
 from tracely_sdk.providers import _wire
+from tracely_sdk.providers._patching import Reply, pieces, token_counts
 
 if TYPE_CHECKING:
     import httpx2
@@ -1014,3 +1015,128 @@ def usage_of(body: Mapping[str, Any], keys: tuple[str, str]) -> tuple[int, int] 
 
 
 # The optional arguments a call's spec reads, by API (the rest are the SDK's business).
+
+
+# --------------------------------------------------------------------------- replies as bodies
+
+_FINISH_FROM_GENAI = {
+    "stop": "stop",
+    "length": "length",
+    "content_filter": "content_filter",
+    "tool_call": "tool_calls",
+    "tool_calls": "tool_calls",
+    "function_call": "tool_calls",
+}
+
+
+def chat_body_from_reply(reply: Reply) -> dict[str, Any]:
+    """A chat completion body (``record_response``'s ``body``) answering ``reply``."""
+    choices = []
+    for index, (text, calls, finish) in enumerate(reply.messages):
+        message: dict[str, Any] = {"role": "assistant", "content": text, "refusal": None}
+        if calls:
+            message["tool_calls"] = [
+                {"id": cid, "type": "function", "function": {"name": name, "arguments": args}}
+                for cid, name, args in calls
+            ]
+        choices.append(
+            {
+                "index": index,
+                "finish_reason": _FINISH_FROM_GENAI.get(finish, "stop"),
+                "logprobs": None,
+                "message": message,
+            }
+        )
+    body: dict[str, Any] = {
+        "id": reply.response_id,
+        "object": "chat.completion",
+        "created": 0,
+        "model": reply.model,
+        "choices": choices,
+    }
+    usage = token_counts(reply.usage, ("prompt_tokens", "completion_tokens", "total_tokens"))
+    if usage is not None:
+        body["usage"] = usage
+    return body
+
+
+def response_body_from_reply(reply: Reply) -> dict[str, Any]:
+    """A Responses API response body answering ``reply``."""
+    body: dict[str, Any] = recording_from_text(
+        "response", "", model=reply.model, usage=reply.usage, response_id=reply.response_id
+    )["body"]
+    output: list[dict[str, Any]] = []
+    finish = "stop"
+    for index, (text, calls, reason) in enumerate(reply.messages):
+        finish = reason if reason != "stop" else finish
+        if text is not None:
+            output.append(
+                {
+                    "id": f"msg_{reply.response_id}_{index}",
+                    "type": "message",
+                    "role": "assistant",
+                    "status": "completed",
+                    "content": [{"type": "output_text", "text": text, "annotations": []}],
+                }
+            )
+        for n, (cid, name, args) in enumerate(calls):
+            output.append(
+                {
+                    "id": f"fc_{reply.response_id}_{index}_{n}",
+                    "type": "function_call",
+                    "status": "completed",
+                    "call_id": cid,
+                    "name": name,
+                    "arguments": args,
+                }
+            )
+    body["output"] = output
+    if finish in ("length", "content_filter"):
+        body["status"] = "incomplete"
+        reason = "max_output_tokens" if finish == "length" else "content_filter"
+        body["incomplete_details"] = {"reason": reason}
+    return body
+
+
+def chat_chunks_from_body(body: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The chunks (``record_chunk``'s shape) a streamed call would have sent for ``body``."""
+    base = {
+        "id": body.get("id"),
+        "object": "chat.completion.chunk",
+        "created": body.get("created", 0),
+        "model": body.get("model"),
+    }
+    for key in ("system_fingerprint", "service_tier"):
+        if body.get(key) is not None:
+            base[key] = body[key]
+
+    def chunk(index: int, delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        choice = {"index": index, "delta": delta, "logprobs": None, "finish_reason": finish}
+        return {"event": None, "data": {**base, "choices": [choice]}}
+
+    chunks = []
+    for choice in body.get("choices") or []:
+        index = int(choice.get("index") or 0)
+        message = choice.get("message") or {}
+        content = message.get("content")
+        chunks.append(
+            chunk(index, {"role": "assistant", "content": "" if content is not None else None})
+        )
+        chunks.extend(chunk(index, {"content": piece}) for piece in pieces(content or ""))
+        if message.get("refusal"):
+            chunks.append(chunk(index, {"refusal": message["refusal"]}))
+        for n, call in enumerate(message.get("tool_calls") or []):
+            delta_call = {
+                "index": n,
+                "id": call.get("id"),
+                "type": "function",
+                "function": dict(call.get("function") or {}),
+            }
+            chunks.append(chunk(index, {"tool_calls": [delta_call]}))
+        chunks.append(chunk(index, {}, choice.get("finish_reason") or "stop"))
+    if body.get("usage") is not None:
+        chunks.append({"event": None, "data": {**base, "choices": [], "usage": body["usage"]}})
+    return chunks
+
+
+# --------------------------------------------------------------------------- one call

@@ -126,6 +126,18 @@ def served_at_the_client(model: Any) -> bool:
     return entry is not None and entry.raw.get("output_type") == WIRE_TAG
 
 
+def served_tag(model: str) -> str | None:
+    """The type tag of the entry that will answer a call to ``model`` in this context's
+    ``fixtures()`` block, when it is not the HTTP client's own (see :func:`compared_as_messages`
+    for which entry that is); None otherwise, or outside a block."""
+    session = _replay.current_session()
+    if session is None or not session.recording.tagged_outputs:
+        return None  # nothing to look ahead for: what nearly every replay is
+    entry = session.recording.peek(LLM, model)
+    tag = entry.raw.get("output_type") if entry is not None else None
+    return tag if isinstance(tag, str) and tag != WIRE_TAG else None
+
+
 def content_json(value: Any) -> str:
     """A gen_ai content attribute's JSON text, redacted like every recorded value."""
     return _redact.redact(dumps(value).decode())
@@ -298,6 +310,9 @@ def response_attributes(source: ResponseReader, body: Mapping[str, Any]) -> dict
     reasons = source.reasons(body)
     if reasons:
         out[A.GEN_AI_RESPONSE_FINISH_REASONS] = tuple(reasons)
+    extras = getattr(source, "response_extras", None)  # a wire format's own attributes
+    if extras is not None:
+        out.update(extras(body))
     try:
         # Converted only when something reads them: most responses ask for no tool.
         if settings.capture_content or source.asks_for_tools(body):
@@ -682,6 +697,7 @@ __all__ = [
     "request_attributes",
     "response_attributes",
     "served_at_the_client",
+    "served_tag",
     "served_stream",
     "server_attributes",
     "settings",
