@@ -46,12 +46,10 @@ from tracely_sdk._seam import Call, enter_call_body, error_status, leave_call_bo
 from tracely_sdk._types import dumps
 from tracely_sdk.providers._install import (
     bodies,
-    capture_body,
     in_chain,
     install,
     is_installed,
     uninstall,
-    wire_body,
     wrapper_of,
 )
 from tracely_sdk.providers._settings import refresh_settings, settings, warn_once
@@ -484,7 +482,7 @@ class InterceptedCall(Protocol):
 
     def record_item(self, item: Any, wire: dict[str, Any] | None) -> dict[str, Any]:
         """The recording of one item of a live stream, made as it passes; ``wire`` is the JSON
-        data the SDK made it of, when :func:`capture_body` saw it."""
+        data the SDK made it of, when a parse hook saw it."""
 
     def record_stream(
         self, chunks: list[dict[str, Any]], headers: Mapping[str, str] | None
@@ -576,7 +574,7 @@ class _LiveCall:
         self.token: Token[Context] | None = otel_context.attach(
             trace.set_span_in_context(call.span)
         )
-        self.kept = bodies.set([])  # see wire_body: until the result is recorded
+        self.kept = bodies.set([])  # what a parse hook saw: until the result is recorded
         # The HTTP request the SDK makes is this call's: the HTTP layer must not record it again.
         self.body: Token[Any] | None = enter_call_body()
         self.started = time.perf_counter()
@@ -676,7 +674,6 @@ __all__ = [
     "WIRE_TAG",
     "TeeStream",
     "aintercept",
-    "capture_body",
     "close_finished_streams",
     "entry_usage",
     "find_stream",
@@ -706,6 +703,5 @@ __all__ = [
     "uninstall",
     "url_server_attributes",
     "warn_once",
-    "wire_body",
     "wrapper_of",
 ]
