@@ -26,8 +26,7 @@ provider modules.
 from __future__ import annotations
 
 import time
-import urllib.parse
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from contextvars import Token
 from dataclasses import dataclass
 from typing import Any, NoReturn, Protocol
@@ -72,22 +71,6 @@ SERVER_ADDRESS = "server.address"
 SERVER_PORT = "server.port"
 
 
-def find_stream(value: Any, classes: tuple[type, ...]) -> Any:
-    """The SDK stream object inside ``value``, which another instrumentor may have wrapped
-    (a wrapt proxy, or an object keeping the stream as ``stream``); None when there is none."""
-    for _ in range(8):
-        if value is None:
-            return None
-        if issubclass(type(value), classes):
-            return value
-        inner = getattr(value, "__wrapped__", None)
-        if inner is None:
-            fields = getattr(value, "__dict__", None) or {}
-            inner = fields.get("stream", fields.get("_stream"))
-        value = inner
-    return None
-
-
 def compared_as_messages(model: str) -> bool:
     """Whether the recorded entry that will answer a call to ``model`` in this context's
     fixtures() block holds its input as the GenAI conventions' messages (read from another
@@ -110,20 +93,6 @@ WIRE_TAG = "http.response"
 """The type tag of a call recorded at the HTTP client (``providers.http``)."""
 
 
-def served_at_the_client(model: Any) -> bool:
-    """Whether the entry that will answer a call to ``model`` in this context's ``fixtures()``
-    block was recorded at the HTTP client (``providers.http``): a layer above it (a patched SDK
-    method, the SDKs' network safety net) then lets the call through, to be served where it
-    was recorded."""
-    session = _replay.current_session()
-    if session is None or not isinstance(model, str):
-        return False
-    if session.retry is not None and session.retry.repeats(LLM, model):
-        return True  # a repeat of a robustness run's faulted call, answered at the client
-    entry = session.recording.peek(LLM, model)
-    return entry is not None and entry.raw.get("output_type") == WIRE_TAG
-
-
 def served_tag(model: str) -> str | None:
     """The type tag of the entry that will answer a call to ``model`` in this context's
     ``fixtures()`` block, when it is not the HTTP client's own (see :func:`compared_as_messages`
@@ -141,88 +110,7 @@ def content_json(value: Any) -> str:
     return _redact.redact(dumps(value).decode())
 
 
-# Keyed by the id of the client's URL object, which each entry keeps alive so that the id
-# cannot be reused while cached (cheaper than weak references to the clients).
-_servers: dict[int, tuple[Any, dict[str, Any]]] = {}
-_SERVERS_KEPT = 256
-
-
-def server_attributes(client: Any) -> dict[str, Any]:
-    """``server.address`` / ``server.port`` of an SDK client, worked out once per base URL."""
-    try:
-        # Both SDKs keep the URL as `_base_url`; their `base_url` property returns it through
-        # a function-level import on every read, a cost paid on every call otherwise.
-        url = client.__dict__.get("_base_url") or client.base_url
-        cached = _servers.get(id(url))
-        if cached is not None and cached[0] is url:
-            return cached[1]
-        port = url.port or (443 if url.scheme == "https" else 80)
-        attributes = {SERVER_ADDRESS: url.host, SERVER_PORT: port}
-        if len(_servers) >= _SERVERS_KEPT:
-            _servers.pop(next(iter(_servers)), None)
-        _servers[id(url)] = (url, attributes)
-        return attributes
-    except Exception:
-        return {}
-
-
-_url_servers: dict[str, dict[str, Any]] = {}
-
-
-def url_server_attributes(url: str) -> dict[str, Any]:
-    """``server.address`` / ``server.port`` of a base URL given as text, worked out once per URL."""
-    cached = _url_servers.get(url)
-    if cached is not None:
-        return cached
-    try:
-        parsed = urllib.parse.urlsplit(url)
-        port = parsed.port or (443 if parsed.scheme == "https" else 80)
-        attributes = {SERVER_ADDRESS: parsed.hostname, SERVER_PORT: port} if parsed.hostname else {}
-    except ValueError:
-        attributes = {}
-    if len(_url_servers) >= _SERVERS_KEPT:
-        _url_servers.pop(next(iter(_url_servers)), None)
-    _url_servers[url] = attributes
-    return attributes
-
-
 # --------------------------------------------------------------------------- JSON helpers
-
-
-def plain(value: Any, omitted: tuple[type, ...] = ()) -> Any:
-    """``value`` as JSON data, SDK objects dumped as the SDK sends them (unset fields left out)."""
-    if value is None or isinstance(value, (str, int, float, bool)):
-        return value
-    # A plain dict or list (what messages nearly always are) skips the ABC checks.
-    if type(value) is dict or isinstance(value, Mapping):
-        return {str(k): plain(v, omitted) for k, v in value.items() if not isinstance(v, omitted)}
-    if type(value) is list or isinstance(value, (list, tuple)):
-        return [plain(v, omitted) for v in value]
-    dump = getattr(value, "model_dump", None)
-    if callable(dump):
-        try:
-            return plain(dump(mode="json", exclude_unset=True, warnings=False), omitted)
-        except TypeError:
-            return plain(dump(mode="json"), omitted)
-    return str(value)
-
-
-def message_dicts(messages: Any, omitted: tuple[type, ...] = ()) -> list[dict[str, Any]]:
-    """The messages of a call's ``messages`` argument as JSON objects (see :func:`plain`);
-    anything else in the list is left out."""
-    return [m for m in plain(messages, omitted) or () if isinstance(m, dict)]
-
-
-def materialise(kwargs: dict[str, Any], key: str, omitted: tuple[type, ...] = ()) -> None:
-    """A one-shot iterable argument (a generator of messages), made a list so that it can be
-    both recorded and sent."""
-    value = kwargs.get(key)
-    if value is None or type(value) is list:  # what calls pass nearly always
-        return
-    if isinstance(value, (str, bytes, list, tuple, Mapping, *omitted)):
-        return
-    if isinstance(value, Iterable):
-        kwargs[key] = list(value)
 
 
 def json_text(value: Any) -> str:
@@ -392,17 +280,6 @@ def reply_from_genai(
         response_id=recorded_id if isinstance(recorded_id, str) and recorded_id else "replay",
         usage=usage,
     )
-
-
-def reply_from_value(output: Any, *, model: str, usage: tuple[int, int] | None) -> Reply:
-    """The reply of a hand-written entry: its text, or its JSON data answered as JSON text."""
-    if isinstance(output, Mapping) and isinstance(output.get("content"), str):
-        text = output["content"]
-    elif isinstance(output, str):
-        text = output
-    else:
-        text = orjson.dumps(output).decode()
-    return Reply([(text, [], "stop")], model=model, response_id="replay", usage=usage)
 
 
 # --------------------------------------------------------------------------- one intercepted call
@@ -676,7 +553,6 @@ __all__ = [
     "aintercept",
     "close_finished_streams",
     "entry_usage",
-    "find_stream",
     "compared_as_messages",
     "in_chain",
     "input_messages",
@@ -685,23 +561,17 @@ __all__ = [
     "is_installed",
     "json_text",
     "json_value",
-    "materialise",
     "pieces",
-    "plain",
     "refresh_settings",
     "reply_from_genai",
-    "reply_from_value",
     "request_attributes",
     "response_attributes",
-    "served_at_the_client",
     "served_tag",
     "served_stream",
-    "server_attributes",
     "settings",
     "tee",
     "tee_iterator",
     "uninstall",
-    "url_server_attributes",
     "warn_once",
     "wrapper_of",
 ]
