@@ -1023,3 +1023,20 @@ def test_a_request_wrapper_of_another_instrumentor_does_not_bypass_the_network_g
         providers.uninstrument("openai")
     with tracely.fixtures({}), pytest.raises(tracely.ReplayError, match=REFUSED):
         client.models.list()
+
+
+def test_a_prompt_cache_key_made_per_run_is_no_part_of_the_compared_input(
+    capture: Any, instrumented: None
+) -> None:
+    # The OpenAI Agents SDK sends "agents-sdk:run:<id>", a new id each run.
+    def asked(key: str) -> Scenario:
+        return lambda c: c.chat.completions.create(
+            model=MODEL, messages=user("cache me"), prompt_cache_key=key
+        )
+
+    live = record(capture, asked("run-1"))
+    (entry,) = live.bundle["llm"][MODEL]
+    assert "prompt_cache_key" not in entry["input"]["body"]
+    replayed, rep = replay(live.bundle, asked("run-2"))
+    same(replayed, live.value)
+    assert rep.clean and rep.diverged == []

@@ -446,7 +446,9 @@ class WireCall(Intercepted):
         self.status = 0
         self.content_type = ""
         self.encoding: str | None = None
-        self.input: Any = {"method": target.method, "path": target.path, "body": body}
+        hints = getattr(codec, "UNCOMPARED", ())  # request keys that are no part of the prompt
+        kept = {k: v for k, v in body.items() if k not in hints} if hints else body
+        self.input: Any = {"method": target.method, "path": target.path, "body": kept}
         server = {
             SERVER_ADDRESS: target.host,
             SERVER_PORT: target.port or (443 if target.scheme == "https" else 80),

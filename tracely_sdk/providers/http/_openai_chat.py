@@ -31,6 +31,11 @@ _PROVIDERS = {
 }
 
 
+UNCOMPARED = ("prompt_cache_key",)
+"""Request keys left out of the recorded input: a prompt-cache hint, which agents make per run
+(the OpenAI Agents SDK's ``agents-sdk:run:<id>``), is no part of what the model is asked."""
+
+
 def answers(method: str, path: str) -> bool:
     """Whether a request is a model call of this format."""
     return method == "POST" and path.rstrip("/").endswith("/chat/completions")

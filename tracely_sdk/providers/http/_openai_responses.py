@@ -20,6 +20,11 @@ model_key = "model"
 id_key = "id"
 
 
+UNCOMPARED = ("prompt_cache_key",)
+"""Request keys left out of the recorded input: a prompt-cache hint, which agents make per run
+(the OpenAI Agents SDK's ``agents-sdk:run:<id>``), is no part of what the model is asked."""
+
+
 def answers(method: str, path: str) -> bool:
     """Whether a request is a model call of this format (``GET .../responses/{id}`` fetches a
     stored response: it is not)."""
