@@ -19,8 +19,8 @@ N replayed calls are timed each way, in alternating rounds in this one process:
   too.
 
 Clients: a raw ``httpx.Client().post(...)`` to ``/v1/chat/completions``, ``requests.Session``
-(urllib3), and the OpenAI SDK's ``chat.completions.create`` (httpx2; the SDK's own patch lets a
-call recorded at the client through to the client). Both sides return the same JSON body
+(urllib3), and the OpenAI SDK's ``chat.completions.create`` (httpx2, where tracely records and
+serves the SDK's calls). Both sides return the same JSON body
 (checked). Beside them, *client floor*: the same client on an in-memory transport
 (``MockTransport``) answering the recorded response, no replay tool at all: what the client
 itself costs per call (building the request, reading the response; the SDK's too), which

@@ -7,16 +7,16 @@ instrumentors and leaves tracely's, and
 ``...=tracely_openai`` the reverse). This module is imported only through those entry points
 (or by hand), so ``opentelemetry-instrumentation`` stays an optional dependency.
 
-They are the same patches as ``tracely.init(instrument=...)``: spans go to the global tracer
+They switch on what ``tracely.init(instrument=...)`` does (for the three SDKs, the hooks of the
+HTTP clients beneath them: ``providers._sdk``): spans go to the global tracer
 provider (a ``tracer_provider`` argument is not used: tracely's calls share one tracer). The
 first tracely span attaches the recorder to that provider when no tracely configurator did
 (``OTEL_PYTHON_CONFIGURATOR`` naming another one): see ``tracely_sdk._startup``.
 
 When another instrumentor of the same SDK is active too (the contrib ``openai-v2``,
-OpenLLMetry, OpenInference), both record: whichever wrapped the method last is the outer
-span, and the extractor makes one ``llm:`` entry of the pair (a call nested in tracely's is
-dropped; another instrumentor's span around tracely's is the same call). Tracely never records
-a call twice.
+OpenLLMetry, OpenInference), both record: its span is around tracely's (the HTTP request is sent
+inside the SDK call), and the extractor makes one ``llm:`` entry of the pair. Tracely never
+records a call twice.
 """
 
 from __future__ import annotations

@@ -213,6 +213,9 @@ class ServedEntries:
         self._llm_all = _Queue()
         self.incomplete: dict[str, list[str]] = {}
         self.messages_inputs = False  # whether any LLM entry has messages_input
+        # Whether any LLM entry's output has a type tag other than the HTTP client's (an entry
+        # of an earlier version's SDK patches, or read from another instrumentor's span).
+        self.tagged_outputs = False
         entries: list[Entry] = []
         order = 0
         sections: tuple[tuple[str, str, Mapping[str, Sequence[Mapping[str, Any]]]], ...] = (
@@ -243,6 +246,8 @@ class ServedEntries:
                         ) from exc
                     if kind == LLM and is_messages(raw.get("input")):
                         entry.messages_input = self.messages_inputs = True
+                    if kind == LLM and raw.get("output_type") not in (None, "http.response"):
+                        self.tagged_outputs = True
                     queue.entries.append(entry)
                     entries.append(entry)
         # Hand-written bundles have no seq: they keep the order they were written in.

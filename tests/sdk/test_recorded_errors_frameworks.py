@@ -100,7 +100,7 @@ def test_a_langgraph_tool_error_replays_into_the_next_prompt_unchanged(capture: 
     with tracely.fixtures(bundle) as rep:
         replayed = _run_graph()
     assert replayed == live
-    assert rep.diverged == [] and rep.clean, rep.to_dict()
+    assert rep.diverged == [] and rep.clean, rep.to_dict()["divergences"]
 
 
 # -- pydantic-ai -----------------------------------------------------------------------------
@@ -225,7 +225,7 @@ def test_without_errors_a_langchain_tool_exception_replays_as_tool_exception(cap
     with tracely.fixtures(bundle) as rep:
         replayed = _run_tool_exception_graph()
     assert replayed == live
-    assert rep.diverged == [] and rep.clean, rep.to_dict()
+    assert rep.diverged == [] and rep.clean, rep.to_dict()["divergences"]
 
 
 # -- what the allowlist does not rebuild -----------------------------------------------------
@@ -310,6 +310,7 @@ def test_an_unchanged_pydantic_ai_agent_on_openai_replays_its_model_retry(
     bundle = capture.last_bundle
     assert bundle["tools"]["forecast"][0]["error"]["type"] == "ModelRetry"
     with tracely.fixtures(bundle) as rep:
-        replayed = _run_openai_pydantic_agent(closed_url())
+        # The same API path as live (/v1): a recorded request's path is part of its input.
+        replayed = _run_openai_pydantic_agent(closed_url("/v1"))
     assert replayed == live
     assert rep.diverged == [] and rep.clean, rep.to_dict()

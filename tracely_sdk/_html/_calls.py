@@ -145,6 +145,8 @@ def _message(message: Any, said: int = _MESSAGE_SHOWN) -> tuple[str, list[Html]]
 
 def _messages(value: Any) -> tuple[list[Any], dict[str, Any]] | None:
     """The messages of an LLM call's input, and the input's other fields (tools, options)."""
+    if isinstance(value, Mapping) and "path" in value and isinstance(value.get("body"), Mapping):
+        value = value["body"]  # a request recorded at the HTTP client: its JSON body
     if isinstance(value, list):
         return value, {}
     if not isinstance(value, Mapping):

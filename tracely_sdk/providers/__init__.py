@@ -1,41 +1,30 @@
-"""Provider SDK patches: OpenAI, Anthropic and Google Gen AI calls recorded live and served on replay.
+"""Model calls and MCP tool calls recorded live and served on replay.
 
-Importing this package imports no provider SDK; a provider's patch module is loaded only when
-its SDK is asked for, or is already imported by the application.
+Importing this package imports no provider SDK or HTTP library; a provider's module is loaded
+only when its library is asked for, or is already imported by the application.
 
+- Model calls are recorded and served at the HTTP client (``providers.http``): httpx and httpx2
+  at their clients' ``send``, ``urllib3`` at ``HTTPConnectionPool.urlopen`` (beneath requests
+  and boto3) and ``aiohttp`` at ``ClientSession._request``. The OpenAI, Anthropic and Google
+  Gen AI SDKs are not patched themselves: ``openai``, ``anthropic`` and ``google`` switch on the
+  hooks of the HTTP libraries their client modules import (``_sdk.WireSDK``), so every call of
+  theirs is recorded once, as the wire carried it, and on replay the SDK builds its own objects,
+  streams and errors from the recorded bytes.
 - :func:`instrument` (``tracely.init(instrument=...)``, ``TRACELY_INSTRUMENT``, or the
-  ``tracely_openai`` / ``tracely_anthropic`` / ``tracely_google_genai`` OpenTelemetry
-  instrumentors) patches the SDKs' create-methods (google-genai's ``generate_content``
-  requests) and records every call as a tracely ``llm`` span (``chat MODEL``) with the GenAI
-  attributes. The recording replay needs is tracely's own ``tracely.input`` /
-  ``tracely.output`` (redacted, always written). The plain ``gen_ai.input.messages`` /
-  ``gen_ai.output.messages`` are written only when
-  ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`` is true.
-- Inside every ``fixtures()`` block the same methods are patched (on the block's first start in
-  the process; they then stay installed, as pass-throughs whenever nothing is instrumented or
-  replayed), so SDK calls are served from the recording and never reach the network. A safety
-  net on the SDKs' ``request`` raises ReplayError for anything else that would, in recorded
-  mode. ``rep.providers`` lists the patched methods (:func:`patched_methods`).
-
-``httpx`` and ``httpx2`` are patched the same way, at their clients' ``send``, ``urllib3`` at
-``HTTPConnectionPool.urlopen`` (beneath requests and boto3) and ``aiohttp`` at
-``ClientSession._request``: a model call sent through them by any library that no SDK patch
-records (litellm, a home-made client, boto3's Bedrock runtime) is recorded and served there
-(``providers.http``).
-
-Streams are recorded as every chunk or event the SDK yielded, in order (the span ends when the
-stream is exhausted, closed or dropped; a stream closed early records what was read, which is
-what the agent saw), and replayed as the SDK's own ``Stream`` objects (google-genai's streams,
-plain generators, as generators of its own ``GenerateContentResponse``). A failure in the middle
-of a live stream is recorded as the call's error, and replays at the call.
+  ``tracely_openai`` / ``tracely_anthropic`` / ``tracely_google_genai`` / ``tracely_mcp``
+  OpenTelemetry instrumentors) records calls live, each a tracely ``llm`` span (``chat MODEL``)
+  with the GenAI attributes; message content goes to ``gen_ai.input.messages`` /
+  ``gen_ai.output.messages`` only when ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT``
+  is true. The recording replay needs is tracely's own ``tracely.input`` / ``tracely.output``.
+- Inside every ``fixtures()`` block the same hooks are installed (on the block's first start in
+  the process; they then stay, as pass-throughs whenever nothing is instrumented or replayed),
+  so calls are served from the recording; under strict replay the network guard refuses every
+  other connection. ``rep.providers`` lists the patched methods (:func:`patched_methods`).
+- MCP's ``ClientSession`` is patched itself (``mcp.py``): its transport is not HTTP.
 
 With another instrumentor of the same SDK active (the contrib ``openai-v2``, OpenLLMetry,
-OpenInference), both see each call; tracely records it once. Whichever patched last is the
-outer wrapper. Tracely outermost: its span is the parent, and on replay it serves the call
-without calling into the other instrumentor (which then records nothing). The other
-outermost: its span is the parent, and on replay it sees tracely's served response. Either
-way the extractor makes one ``llm:`` entry of the pair. Undo instrumentors in the reverse
-order of installing them: OpenTelemetry's ``unwrap`` removes whatever wrapper is outermost.
+OpenInference), its span is the parent of tracely's (the HTTP request is made inside the SDK
+call), and the extractor makes one ``llm:`` entry of the pair.
 """
 
 from __future__ import annotations
@@ -177,7 +166,7 @@ def patched_methods() -> list[str]:
         module = sys.modules.get(module_name)
         if module is not None and sys.modules.get(sdk) is not None:
             methods.extend(module.patched())
-    return sorted(methods)
+    return sorted(set(methods))
 
 
 # The last activation for a case of a run: the run, what it looked at, and what it returned.

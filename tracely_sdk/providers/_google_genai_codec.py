@@ -1,36 +1,14 @@
-"""Recorded JSON to and from google-genai SDK objects: pure functions, with no patching and no network.
+"""The Gemini API's bodies as the wire codecs (``providers.http._gemini``, ``_gemini_stream``) read
+them: pure functions over JSON, which read the API's camelCase as they read snake_case.
 
-Importing this module imports no ``google.genai``; each function imports what it needs.
-
-What a recording holds (all plain JSON)::
-
-    record_response(response) -> {"body": {...}}
-    record_chunk(response)    -> {...}
-    record_error(exc)         -> {"type": "ClientError", "message": "429 RESOURCE_EXHAUSTED. {...}",
-                                  "code": 429, "status": "RESOURCE_EXHAUSTED", "details": {"error": {...}}}
-
-``body`` and a chunk are the SDK's ``GenerateContentResponse`` as its own JSON dump (field names as
-the SDK spells them, unset fields left out), whichever API (Gemini or Vertex AI) answered; its
-``sdk_http_response`` keeps only the headers in ``SAFE_HEADERS`` (and the raw body, for a call
-made with ``should_return_http_response``). The value the SDK parses with
-the caller's ``response_schema`` (``parsed``) is not recorded: it is parsed again on rebuild, by
-the SDK, from the recorded text. ``type`` is for people reading the recording: the exception is
-chosen by the SDK's own table from the recorded code.
-
-Rebuilding::
-
-    rebuild_response(recorded[, parse=...])             -> GenerateContentResponse
-    rebuild_stream(chunks, is_async=...[, parse=...])   -> a generator / async generator of them
-    rebuild_error(recorded)                             -> google.genai.errors.ClientError / ServerError / APIError
+The GenAI conventions' messages of a request and of an answer, finish reasons, usage, a stream's
+chunks added up to the response they stand for, and the headers a recording keeps.
 """
 
 from __future__ import annotations
 
-import functools
-from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
-
-import orjson
 
 from tracely_otel.genai import (
     ChatMessage,
@@ -46,127 +24,11 @@ SAFE_HEADERS = frozenset({"content-type", "retry-after"})
 
 # Set on the response by the SDK's public methods or parsed from the caller's schema: never the
 # API's answer.
-_NOT_RECORDED = frozenset({"parsed", "automatic_function_calling_history"})
-
-
-@functools.cache
-def _response_class() -> Any:
-    from google.genai.types import GenerateContentResponse
-
-    return GenerateContentResponse
-
-
-def _dump(response: Any) -> dict[str, Any]:
-    if not isinstance(response, _response_class()):
-        raise TypeError(
-            f"cannot record {type(response).__name__}: expected a google-genai GenerateContentResponse"
-        )
-    body: dict[str, Any] = response.model_dump(
-        mode="json", exclude_none=True, exclude=_NOT_RECORDED
-    )
-    http = body.get("sdk_http_response")
-    if isinstance(http, dict):
-        kept = {"headers": record_headers(http.get("headers") or {})}
-        if "body" in http:  # the raw answer, of a call made with should_return_http_response
-            kept["body"] = http["body"]
-        body["sdk_http_response"] = kept
-    return body
 
 
 def record_headers(headers: Mapping[str, str] | Iterable[tuple[str, str]]) -> dict[str, str]:
     """The headers of a response that a recording may keep (``SAFE_HEADERS``)."""
     return _wire.kept_headers(headers, SAFE_HEADERS)
-
-
-def raw_response_mode(extra_headers: Mapping[str, Any] | None) -> None:
-    """Always None: the SDK has no raw-response wrappers (a call that wants the HTTP body says
-    so in its config, and gets it on the response's ``sdk_http_response``)."""
-    return None
-
-
-def record_response(response: Any, wire: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The recording of a non-streamed ``GenerateContentResponse`` (``wire`` is unused: the SDK
-    keeps no response body apart from its object)."""
-    return {"body": _dump(response)}
-
-
-def record_chunk(chunk: Any, wire: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The recording of one streamed ``GenerateContentResponse``."""
-    return _dump(chunk)
-
-
-def record_error(exc: BaseException) -> dict[str, Any]:
-    """The recording of a call the API answered with an error (a ``google.genai.errors.APIError``)."""
-    return {
-        "type": type(exc).__name__,
-        "message": str(exc),
-        "code": getattr(exc, "code", None),
-        "status": getattr(exc, "status", None),
-        "details": getattr(exc, "details", None),
-    }
-
-
-def rebuild_error(recorded: Mapping[str, Any], *, url: str | None = None) -> BaseException:
-    """The SDK's exception for a recorded error: the class its own table gives for the code
-    (``ClientError`` for 4xx, ``ServerError`` for 5xx), with the recorded details. (The SDK's
-    errors hold no request, so ``url`` is not used.)"""
-    from google.genai import errors
-
-    code = _wire.error_status(recorded.get("code"))
-    try:
-        errors.APIError.raise_error(code, recorded.get("details") or {}, None)
-    except errors.APIError as exc:
-        return exc
-    raise AssertionError("google.genai.errors.APIError.raise_error returned")  # pragma: no cover
-
-
-def _body(recorded: Mapping[str, Any]) -> Mapping[str, Any]:
-    if not isinstance(recorded, Mapping):
-        raise TypeError(f"a recorded response is a mapping, not {type(recorded).__name__}")
-    body = recorded.get("body")
-    if not isinstance(body, Mapping):
-        raise ValueError("the recording of a response has no body")
-    return body
-
-
-def rebuild_response(
-    recorded: Mapping[str, Any] | bytes, *, parse: Mapping[str, Any] | None = None
-) -> Any:
-    """The ``GenerateContentResponse`` that ``recorded`` (``{"body": ...}``, or its JSON text)
-    was. ``parse`` is what the SDK gives its own parsing (``{"config": {"response_schema": ...}}``)
-    when the call asked for structured output: ``parsed`` is then made by the SDK, as live."""
-    import pydantic
-
-    cls = _response_class()
-    if parse is None:
-        response, _ = _wire.load_response(
-            cls, recorded, pydantic.ValidationError, _body, "response"
-        )
-        return response
-    mapping = orjson.loads(recorded) if isinstance(recorded, bytes) else recorded
-    return cls._from_response(response=dict(_body(mapping)), kwargs=dict(parse))
-
-
-def _replayed(items: list[Any]) -> Iterator[Any]:
-    yield from items
-
-
-async def _areplayed(items: list[Any]) -> AsyncIterator[Any]:
-    for item in items:
-        yield item
-
-
-def rebuild_stream(
-    chunks: Sequence[Mapping[str, Any]],
-    *,
-    is_async: bool,
-    parse: Mapping[str, Any] | None = None,
-) -> Any:
-    """What ``_generate_content_stream`` gives over the recorded ``chunks``: a generator (an
-    async generator for ``client.aio``) of ``GenerateContentResponse``, each rebuilt at once so
-    that a recording that cannot be served fails at the call, not in the middle of the stream."""
-    items = [rebuild_response({"body": chunk}, parse=parse) for chunk in chunks]
-    return _areplayed(items) if is_async else _replayed(items)
 
 
 # --------------------------------------------------------------------------------------------- chunks

@@ -1,5 +1,4 @@
-"""Installing the patches: wrapt wrappers put on class attributes, undone exactly, and the
-wrapper of the SDK's parse step that keeps a live call's JSON bodies as the server sent them.
+"""Installing the patches: wrapt wrappers put on class attributes, undone exactly.
 
 See :mod:`tracely_sdk.providers._patching` for how a patched call runs.
 """
@@ -136,73 +135,6 @@ def wrapper_of(owner: type, attribute: str) -> Any:
     return None if record is None else record.wrapper
 
 
-class ProviderPatches:
-    """One SDK's patch set: its create-method targets and the network safety net.
-
-    ``targets`` are ``(owner, method, name, wrapper)``; ``nets`` are ``(owner, method, net)``,
-    the SDK's methods that send a request, each guarded by a net, and so is any of ``clients``
-    that has such a method of its own.
-    """
-
-    def __init__(
-        self,
-        targets: list[tuple[type, str, str, Wrapper]],
-        clients: tuple[type, ...],
-        nets: list[tuple[type, str, Wrapper]],
-    ) -> None:
-        self.targets = targets
-        self.clients = clients
-        self.nets = nets
-
-    def _nets(self) -> list[tuple[type, str, Wrapper]]:
-        nets = list(self.nets)
-        # A client class with a request method of its own (another instrumentor put one there,
-        # around the original function) goes around the base class's net: it gets the net too.
-        for client in self.clients:
-            for owner, method, net in self.nets:
-                own = client.__dict__.get(method)
-                if (
-                    issubclass(client, owner)
-                    and own is not None
-                    and not in_chain(own, wrapper_of(owner, method))
-                ):
-                    nets.append((client, method, net))
-        return nets
-
-    def _parser(self) -> type | None:
-        """The base class that defines the SDK's ``_process_response_data`` (see
-        :func:`capture_body`); None for an SDK without one."""
-        for cls in self.nets[0][0].__mro__ if self.nets else ():
-            if _PARSE in cls.__dict__:
-                return cls
-        return None
-
-    def install(self) -> None:
-        for owner, method, _, wrapper in self.targets:
-            install(owner, method, wrapper)
-        for owner, method, net in self._nets():
-            install(owner, method, net)
-        parser = self._parser()
-        if parser is not None:
-            install(parser, _PARSE, capture_body)
-
-    def uninstall(self) -> None:
-        for owner, method, _, _ in self.targets:
-            uninstall(owner, method)
-        for owner, method, _ in self.nets:
-            for cls in (*self.clients, owner):
-                uninstall(cls, method)
-        parser = self._parser()
-        if parser is not None:
-            uninstall(parser, _PARSE)
-
-    def patched(self) -> list[str]:
-        return [name for owner, method, name, _ in self.targets if is_installed(owner, method)]
-
-
-# Where both SDKs turn a response's JSON into their own object (on their BaseClient).
-_PARSE = "_process_response_data"
-
 # The JSON bodies the SDK made objects of during the live run of a patched call (or the making
 # of a streamed item), with the objects made, so that the call records the body as the server
 # sent it instead of dumping the SDK's object back to JSON (which was the largest part of
@@ -210,40 +142,10 @@ _PARSE = "_process_response_data"
 bodies: ContextVar[list[tuple[Any, Any]] | None] = ContextVar("tracely_bodies", default=None)
 
 
-def capture_body(wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any) -> Any:
-    """The wrapper of the SDK's ``_process_response_data``: keeps the JSON body and the object
-    made of it while a patched call runs live (:func:`intercept`), and while the SDK makes the
-    next item of a live stream (:func:`tee`)."""
-    made = wrapped(*args, **kwargs)
-    seen = bodies.get()
-    if seen is not None:
-        seen.append((kwargs.get("data"), made))
-    return made
-
-
 def made_of(item: Any, seen: list[tuple[Any, Any]]) -> dict[str, Any] | None:
-    """The JSON data that :func:`capture_body` saw the SDK make ``item`` of (by identity: the
+    """The JSON data that a parse hook saw the SDK make ``item`` of (by identity: the
     chunks of one stream share their id)."""
     for data, made in seen:
         if made is item and type(data) is dict:
-            return data
-    return None
-
-
-def wire_body(obj: Any) -> dict[str, Any] | None:
-    """The JSON body the SDK made ``obj`` from in this live call, as the server sent it; None
-    when it was not seen (a raw response parsed later, an SDK without the hook).
-
-    ``obj`` is the object made, or one the SDK derived from it (``parse()`` makes a parsed
-    completion of the completion made): then the response id must be the same.
-    """
-    seen = bodies.get()
-    if not seen:
-        return None
-    ident = getattr(obj, "id", None)
-    for data, made in reversed(seen):
-        if type(data) is dict and (
-            made is obj or (isinstance(ident, str) and ident and data.get("id") == ident)
-        ):
             return data
     return None

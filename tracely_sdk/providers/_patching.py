@@ -26,8 +26,7 @@ provider modules.
 from __future__ import annotations
 
 import time
-import urllib.parse
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from contextvars import Token
 from dataclasses import dataclass
 from typing import Any, NoReturn, Protocol
@@ -46,12 +45,10 @@ from tracely_sdk._seam import Call, enter_call_body, error_status, leave_call_bo
 from tracely_sdk._types import dumps
 from tracely_sdk.providers._install import (
     bodies,
-    capture_body,
     in_chain,
     install,
     is_installed,
     uninstall,
-    wire_body,
     wrapper_of,
 )
 from tracely_sdk.providers._settings import refresh_settings, settings, warn_once
@@ -72,22 +69,6 @@ GEN_AI_OUTPUT_TYPE = "gen_ai.output.type"
 GEN_AI_SYSTEM_INSTRUCTIONS = "gen_ai.system_instructions"
 SERVER_ADDRESS = "server.address"
 SERVER_PORT = "server.port"
-
-
-def find_stream(value: Any, classes: tuple[type, ...]) -> Any:
-    """The SDK stream object inside ``value``, which another instrumentor may have wrapped
-    (a wrapt proxy, or an object keeping the stream as ``stream``); None when there is none."""
-    for _ in range(8):
-        if value is None:
-            return None
-        if issubclass(type(value), classes):
-            return value
-        inner = getattr(value, "__wrapped__", None)
-        if inner is None:
-            fields = getattr(value, "__dict__", None) or {}
-            inner = fields.get("stream", fields.get("_stream"))
-        value = inner
-    return None
 
 
 def compared_as_messages(model: str) -> bool:
@@ -112,18 +93,16 @@ WIRE_TAG = "http.response"
 """The type tag of a call recorded at the HTTP client (``providers.http``)."""
 
 
-def served_at_the_client(model: Any) -> bool:
-    """Whether the entry that will answer a call to ``model`` in this context's ``fixtures()``
-    block was recorded at the HTTP client (``providers.http``): a layer above it (a patched SDK
-    method, the SDKs' network safety net) then lets the call through, to be served where it
-    was recorded."""
+def served_tag(model: str) -> str | None:
+    """The type tag of the entry that will answer a call to ``model`` in this context's
+    ``fixtures()`` block, when it is not the HTTP client's own (see :func:`compared_as_messages`
+    for which entry that is); None otherwise, or outside a block."""
     session = _replay.current_session()
-    if session is None or not isinstance(model, str):
-        return False
-    if session.retry is not None and session.retry.repeats(LLM, model):
-        return True  # a repeat of a robustness run's faulted call, answered at the client
+    if session is None or not session.recording.tagged_outputs:
+        return None  # nothing to look ahead for: what nearly every replay is
     entry = session.recording.peek(LLM, model)
-    return entry is not None and entry.raw.get("output_type") == WIRE_TAG
+    tag = entry.raw.get("output_type") if entry is not None else None
+    return tag if isinstance(tag, str) and tag != WIRE_TAG else None
 
 
 def content_json(value: Any) -> str:
@@ -131,88 +110,7 @@ def content_json(value: Any) -> str:
     return _redact.redact(dumps(value).decode())
 
 
-# Keyed by the id of the client's URL object, which each entry keeps alive so that the id
-# cannot be reused while cached (cheaper than weak references to the clients).
-_servers: dict[int, tuple[Any, dict[str, Any]]] = {}
-_SERVERS_KEPT = 256
-
-
-def server_attributes(client: Any) -> dict[str, Any]:
-    """``server.address`` / ``server.port`` of an SDK client, worked out once per base URL."""
-    try:
-        # Both SDKs keep the URL as `_base_url`; their `base_url` property returns it through
-        # a function-level import on every read, a cost paid on every call otherwise.
-        url = client.__dict__.get("_base_url") or client.base_url
-        cached = _servers.get(id(url))
-        if cached is not None and cached[0] is url:
-            return cached[1]
-        port = url.port or (443 if url.scheme == "https" else 80)
-        attributes = {SERVER_ADDRESS: url.host, SERVER_PORT: port}
-        if len(_servers) >= _SERVERS_KEPT:
-            _servers.pop(next(iter(_servers)), None)
-        _servers[id(url)] = (url, attributes)
-        return attributes
-    except Exception:
-        return {}
-
-
-_url_servers: dict[str, dict[str, Any]] = {}
-
-
-def url_server_attributes(url: str) -> dict[str, Any]:
-    """``server.address`` / ``server.port`` of a base URL given as text, worked out once per URL."""
-    cached = _url_servers.get(url)
-    if cached is not None:
-        return cached
-    try:
-        parsed = urllib.parse.urlsplit(url)
-        port = parsed.port or (443 if parsed.scheme == "https" else 80)
-        attributes = {SERVER_ADDRESS: parsed.hostname, SERVER_PORT: port} if parsed.hostname else {}
-    except ValueError:
-        attributes = {}
-    if len(_url_servers) >= _SERVERS_KEPT:
-        _url_servers.pop(next(iter(_url_servers)), None)
-    _url_servers[url] = attributes
-    return attributes
-
-
 # --------------------------------------------------------------------------- JSON helpers
-
-
-def plain(value: Any, omitted: tuple[type, ...] = ()) -> Any:
-    """``value`` as JSON data, SDK objects dumped as the SDK sends them (unset fields left out)."""
-    if value is None or isinstance(value, (str, int, float, bool)):
-        return value
-    # A plain dict or list (what messages nearly always are) skips the ABC checks.
-    if type(value) is dict or isinstance(value, Mapping):
-        return {str(k): plain(v, omitted) for k, v in value.items() if not isinstance(v, omitted)}
-    if type(value) is list or isinstance(value, (list, tuple)):
-        return [plain(v, omitted) for v in value]
-    dump = getattr(value, "model_dump", None)
-    if callable(dump):
-        try:
-            return plain(dump(mode="json", exclude_unset=True, warnings=False), omitted)
-        except TypeError:
-            return plain(dump(mode="json"), omitted)
-    return str(value)
-
-
-def message_dicts(messages: Any, omitted: tuple[type, ...] = ()) -> list[dict[str, Any]]:
-    """The messages of a call's ``messages`` argument as JSON objects (see :func:`plain`);
-    anything else in the list is left out."""
-    return [m for m in plain(messages, omitted) or () if isinstance(m, dict)]
-
-
-def materialise(kwargs: dict[str, Any], key: str, omitted: tuple[type, ...] = ()) -> None:
-    """A one-shot iterable argument (a generator of messages), made a list so that it can be
-    both recorded and sent."""
-    value = kwargs.get(key)
-    if value is None or type(value) is list:  # what calls pass nearly always
-        return
-    if isinstance(value, (str, bytes, list, tuple, Mapping, *omitted)):
-        return
-    if isinstance(value, Iterable):
-        kwargs[key] = list(value)
 
 
 def json_text(value: Any) -> str:
@@ -298,6 +196,9 @@ def response_attributes(source: ResponseReader, body: Mapping[str, Any]) -> dict
     reasons = source.reasons(body)
     if reasons:
         out[A.GEN_AI_RESPONSE_FINISH_REASONS] = tuple(reasons)
+    extras = getattr(source, "response_extras", None)  # a wire format's own attributes
+    if extras is not None:
+        out.update(extras(body))
     try:
         # Converted only when something reads them: most responses ask for no tool.
         if settings.capture_content or source.asks_for_tools(body):
@@ -381,17 +282,6 @@ def reply_from_genai(
     )
 
 
-def reply_from_value(output: Any, *, model: str, usage: tuple[int, int] | None) -> Reply:
-    """The reply of a hand-written entry: its text, or its JSON data answered as JSON text."""
-    if isinstance(output, Mapping) and isinstance(output.get("content"), str):
-        text = output["content"]
-    elif isinstance(output, str):
-        text = output
-    else:
-        text = orjson.dumps(output).decode()
-    return Reply([(text, [], "stop")], model=model, response_id="replay", usage=usage)
-
-
 # --------------------------------------------------------------------------- one intercepted call
 
 
@@ -469,7 +359,7 @@ class InterceptedCall(Protocol):
 
     def record_item(self, item: Any, wire: dict[str, Any] | None) -> dict[str, Any]:
         """The recording of one item of a live stream, made as it passes; ``wire`` is the JSON
-        data the SDK made it of, when :func:`capture_body` saw it."""
+        data the SDK made it of, when a parse hook saw it."""
 
     def record_stream(
         self, chunks: list[dict[str, Any]], headers: Mapping[str, str] | None
@@ -561,7 +451,7 @@ class _LiveCall:
         self.token: Token[Context] | None = otel_context.attach(
             trace.set_span_in_context(call.span)
         )
-        self.kept = bodies.set([])  # see wire_body: until the result is recorded
+        self.kept = bodies.set([])  # what a parse hook saw: until the result is recorded
         # The HTTP request the SDK makes is this call's: the HTTP layer must not record it again.
         self.body: Token[Any] | None = enter_call_body()
         self.started = time.perf_counter()
@@ -661,10 +551,8 @@ __all__ = [
     "WIRE_TAG",
     "TeeStream",
     "aintercept",
-    "capture_body",
     "close_finished_streams",
     "entry_usage",
-    "find_stream",
     "compared_as_messages",
     "in_chain",
     "input_messages",
@@ -673,23 +561,17 @@ __all__ = [
     "is_installed",
     "json_text",
     "json_value",
-    "materialise",
     "pieces",
-    "plain",
     "refresh_settings",
     "reply_from_genai",
-    "reply_from_value",
     "request_attributes",
     "response_attributes",
-    "served_at_the_client",
+    "served_tag",
     "served_stream",
-    "server_attributes",
     "settings",
     "tee",
     "tee_iterator",
     "uninstall",
-    "url_server_attributes",
     "warn_once",
-    "wire_body",
     "wrapper_of",
 ]

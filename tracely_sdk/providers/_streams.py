@@ -46,7 +46,7 @@ class _StreamRecorder:
     call when it is done.
 
     Each pull of the SDK's next item runs inside ``with recorder:``: the item's JSON data, as
-    the server sent it, is kept while the SDK parses it (see ``capture_body``), and the end of
+    the server sent it, is kept while the SDK parses it (by a parse hook), and the end of
     the stream or its failure is recorded as it leaves the pull.
     """
 

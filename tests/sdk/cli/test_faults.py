@@ -328,7 +328,7 @@ def test_promoted_fault_cases_replay_with_the_verdict_of_their_derived_run(
     # The retry the SDK made is recorded in the kept case: 429, then the recorded answer.
     first, retried, _ = limited.bundle["llm"][model]
     assert first["output"]["status"] == 429
-    assert retried["output_type"] == "openai.chat.completion"
+    assert retried["output"]["status"] == 200
 
     # Replayed without any retry rule, each kept case passes, as its derived run was HANDLED.
     done = tracely(cli, "replay", "--json", str(tmp_path / "r.json"))

@@ -28,10 +28,10 @@ SCRIPT = textwrap.dedent(
     for _ in range(3):
         with tracely.fixtures({}) as rep:
             pass
-    print(looked.count("openai"), "OpenAI.chat.completions.create" in rep.providers)
+    print(looked.count("openai"), "httpx2.Client.send" in rep.providers)
     import openai  # the application imports the SDK after the blocks: it is patched then
 
-    print("OpenAI.chat.completions.create" in providers.patched_methods())
+    print("httpx2.Client.send" in providers.patched_methods())
     """
 )
 
@@ -46,6 +46,7 @@ def test_an_sdk_not_yet_imported_is_looked_for_once_and_patched_on_import() -> N
 
 RUN_SCRIPT = textwrap.dedent(
     """
+    import httpx2
     import openai
 
     import tracely_sdk as tracely
@@ -60,8 +61,7 @@ RUN_SCRIPT = textwrap.dedent(
         refresh()
 
     _patching.refresh_settings = counting
-    CREATE = "OpenAI.chat.completions.create"
-    Completions = openai.resources.chat.completions.Completions
+    CREATE = "httpx2.Client.send"  # beneath the OpenAI SDK
     run = RunSettings.resolve()
 
     def block(settings):
@@ -70,8 +70,8 @@ RUN_SCRIPT = textwrap.dedent(
 
     # The cases of one run: activated by the first, the others find nothing changed.
     print(len(reads), [block(run) for _ in range(3)], len(reads))
-    # A naive unwrap between two cases puts the SDK's own method back: the next case patches.
-    Completions.create = Completions.create.__wrapped__
+    # A naive unwrap between two cases puts the client's own method back: the next case patches.
+    httpx2.Client.send = httpx2.Client.send.__wrapped__
     print(block(run), len(reads), CREATE in tracely.providers.patched_methods())
     # The first case of another run reads the settings again; so does every fixtures() block.
     print(block(RunSettings.resolve()), len(reads))

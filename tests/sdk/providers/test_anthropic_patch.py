@@ -1,4 +1,5 @@
-"""The Anthropic patches: record live with the real SDK, stop the server, replay with no network.
+"""The Anthropic SDK, recorded and served at its HTTP client: record live with the real SDK, stop
+the server, replay with no network.
 
 As for OpenAI: each test records against a fresh local server inside an agent run, takes the
 bundle the real FixtureSpanProcessor extracted, stops the server and replays against a closed
@@ -13,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 import anthropic
+import httpx2
 import pytest
 import wrapt
 from anthropic.resources.messages.messages import AsyncMessages, Messages
@@ -31,12 +33,11 @@ from tests.sdk.providers._helpers import (
     same,
     stacked_with,
     user,
-    wires_seen,
 )
 from tracely_sdk import providers
-from tracely_sdk.providers import _anthropic_codec as anthropic_codec
 
 MODEL = "claude-sonnet-4-5"
+SEND = "httpx2.Client.send"
 TOOL: Any = {
     "name": "get_weather",
     "input_schema": {
@@ -88,36 +89,46 @@ def test_a_message_is_recorded_and_replayed_as_the_sdk_type(
 ) -> None:
     live = record(capture, lambda c: _create(c, system="Be brief."))
     (entry,) = live.bundle["llm"][MODEL]
-    assert entry["output_type"] == "anthropic.message"
-    assert entry["input"] == {"messages": user("Hello there"), "system": "Be brief."}
-    assert entry["provider"] == "Anthropic.messages.create"
+    assert entry["output_type"] == "http.response"
+    assert entry["input"]["path"].endswith("/v1/messages")
+    assert entry["input"]["body"] == {
+        "max_tokens": 256,
+        "messages": user("Hello there"),
+        "model": MODEL,
+        "system": "Be brief.",
+    }
+    assert entry["provider"] == SEND
     replayed, rep = replay(live.bundle, lambda c: _create(c, system="Be brief."))
     assert isinstance(replayed, Message)
     same(replayed, live.value)
     assert replayed.content[0].text == "You said: Hello there"
     assert replayed._request_id == live.value._request_id
-    assert rep.clean and "Anthropic.messages.stream" in rep.providers
+    assert rep.clean and SEND in rep.providers
 
 
-def test_a_message_is_recorded_as_the_body_the_server_sent(
-    capture: Any, instrumented: None, monkeypatch: pytest.MonkeyPatch
+def test_a_message_is_recorded_as_the_response_the_server_sent(
+    capture: Any, instrumented: None
 ) -> None:
-    seen = wires_seen(monkeypatch, anthropic_codec)
-    live = record(capture, lambda c: _create(c))
-    (wire,) = seen
-    assert wire is not None and wire["id"] == live.value.id
+    live = record(
+        capture,
+        lambda c: c.messages.with_raw_response.create(
+            model=MODEL, max_tokens=256, messages=user("Hello there")
+        ),
+    )
     (entry,) = live.bundle["llm"][MODEL]
-    assert entry["output"]["body"] == wire
+    assert entry["output"]["status"] == 200
+    assert entry["output"]["body"] == json.loads(live.value.http_response.content)
 
 
-def test_the_sdks_own_span_is_a_child_of_tracelys_and_makes_no_second_entry(
+def test_tracelys_span_is_a_child_of_the_sdks_own_and_makes_no_second_entry(
     capture: Any, instrumented: None
 ) -> None:
     live = record(capture, lambda c: (_create(c), list(_create(c, "stream it", stream=True))))
     ours = llm_spans(capture)
     sdk = [s for s in capture.spans if s.name == "anthropic.messages.create"]
     assert len(ours) == 2 and len(sdk) == 2
-    assert {s.parent.span_id for s in sdk} == {s.context.span_id for s in ours}
+    # Recorded at the client beneath the SDK: inside the SDK's own span.
+    assert {s.parent.span_id for s in ours} == {s.context.span_id for s in sdk}
     assert len(live.bundle["llm"][MODEL]) == 2 and "incomplete" not in live.bundle
     attrs = ours[0].attributes
     assert ours[0].name == f"chat {MODEL}" and ours[0].kind is SpanKind.CLIENT
@@ -125,10 +136,9 @@ def test_the_sdks_own_span_is_a_child_of_tracelys_and_makes_no_second_entry(
     assert attrs["gen_ai.response.id"] == "msg_000001"
     assert attrs["gen_ai.response.finish_reasons"] == ("end_turn",)
     assert attrs["gen_ai.request.max_tokens"] == 256
-    # Replayed calls are served above the SDK's request: tracely's span only.
+    # Replayed calls are served beneath the SDK too: still one tracely span per call.
     capture.exporter.clear()
     replay(live.bundle, lambda c: (_create(c), list(_create(c, "stream it", stream=True))))
-    assert not [s for s in capture.spans if s.name == "anthropic.messages.create"]
     assert len(llm_spans(capture)) == 2
 
 
@@ -178,9 +188,9 @@ def test_a_stream_keeps_its_event_names_and_replays_as_the_sdk_stream(
 ) -> None:
     live = record(capture, lambda c: list(_create(c, "stream these words", stream=True)))
     (entry,) = live.bundle["llm"][MODEL]
-    assert entry["output_type"] == "anthropic.message.events"
-    names = [chunk["event"] for chunk in entry["output"]["chunks"]]
-    assert names[0] == "message_start" and names[-1] == "message_stop" and "ping" not in names
+    assert entry["output_type"] == "http.response"
+    names = [event["event"] for event in entry["output"]["events"]]
+    assert names[0] == "message_start" and names[-1] == "message_stop"
     seen: list[Any] = []
 
     def scenario(client: Any) -> list[Any]:
@@ -196,23 +206,18 @@ def test_a_stream_keeps_its_event_names_and_replays_as_the_sdk_stream(
 
 
 def test_a_stream_is_recorded_as_the_events_the_server_sent(
-    capture: Any, instrumented: None, monkeypatch: pytest.MonkeyPatch
+    capture: Any, instrumented: None
 ) -> None:
-    seen = wires_seen(monkeypatch, anthropic_codec, "record_chunk")
-
     async def scenario(client: anthropic.AsyncAnthropic) -> list[Any]:
         stream = await _create(client, "stream these words", stream=True)
         return [event async for event in stream]
 
     live = record(capture, scenario, client_cls=anthropic.AsyncAnthropic)
     (entry,) = live.bundle["llm"][MODEL]
-    chunks = entry["output"]["chunks"]
-    assert len(seen) == len(chunks) == len(live.value)
-    # The JSON the SDK parsed, each event's own, not a dump of the object it made of it.
-    assert all(wire is not None for wire in seen)
-    assert [c["data"] for c in chunks] == seen
-    assert [list(c["data"]) for c in chunks] == [list(w) for w in seen]  # the server's key order
-    assert [c["event"] for c in chunks] == [e.type for e in live.value]
+    events = [e for e in entry["output"]["events"] if e["event"] != "ping"]
+    assert len(events) == len(live.value)
+    assert [e["event"] for e in events] == [e.type for e in live.value]
+    assert [e["data"]["type"] for e in events] == [e.type for e in live.value]
 
 
 def test_the_stream_helper_replays_text_stream_and_final_message(
@@ -226,7 +231,7 @@ def test_the_stream_helper_replays_text_stream_and_final_message(
             return texts, stream.get_final_message(), stream.get_final_text()
 
     live = record(capture, scenario)
-    assert live.bundle["llm"][MODEL][0]["provider"] == "Anthropic.messages.stream"
+    assert live.bundle["llm"][MODEL][0]["provider"] == SEND
     (texts, final, text), rep = replay(live.bundle, scenario)
     assert texts == live.value[0] and text == live.value[2] == "You said: helper words"
     same(final, live.value[1])
@@ -279,7 +284,8 @@ def test_parse_replays_the_parsed_message(capture: Any, instrumented: None) -> N
         )
 
     live = record(capture, scenario)
-    assert live.bundle["llm"][MODEL][0]["input"]["output_format"] == "Weather"
+    sent = live.bundle["llm"][MODEL][0]["input"]["body"]
+    assert sent["output_config"]["format"]["type"] == "json_schema"
     replayed, rep = replay(live.bundle, scenario)
     assert type(replayed) is type(live.value)
     assert replayed.parsed_output == live.value.parsed_output == Weather(city="Oslo", temperature=3)
@@ -357,17 +363,19 @@ def test_with_raw_response_is_served(capture: Any, instrumented: None) -> None:
     assert rep.clean
 
 
-def test_a_raw_wrapper_bound_before_the_patch_hits_the_safety_net() -> None:
+def test_a_raw_wrapper_bound_before_anything_was_patched_is_served() -> None:
     providers.uninstrument("anthropic")
     client = anthropic.Anthropic(api_key="test-key", base_url=closed_url(), max_retries=0)
     stale = client.messages.with_raw_response
     with tracely.fixtures({"llm": {MODEL: [{"output": "Hello"}]}}) as rep:
-        with pytest.raises(tracely.ReplayError, match="with_raw_response"):
-            stale.create(model=MODEL, max_tokens=64, messages=user("hi"))
-        # Not served (the module docstring says why), and never live in recorded mode.
-        with pytest.raises(tracely.ReplayError, match="would reach the network"):
+        raw = stale.create(model=MODEL, max_tokens=64, messages=user("hi"))
+        assert raw.parse().content[0].text == "Hello"
+        # Not a model call, and never live in recorded mode: the SDK wraps the refusal in its
+        # own connection error; the report keeps it.
+        with pytest.raises(anthropic.APIConnectionError):
             client.messages.count_tokens(model=MODEL, messages=user("hi"))
-    assert len(rep.errors) == 2
+    (refused,) = rep.errors
+    assert "strict replay refused a connection" in str(refused)
 
 
 # --------------------------------------------------------------------------- replay semantics
@@ -381,9 +389,11 @@ def test_divergence_strict_miss_and_lenient(capture: Any, instrumented: None) ->
     client = anthropic.Anthropic(api_key="test-key", base_url=closed_url(), max_retries=0)
     with tracely.fixtures(live.bundle) as rep:
         _create(client, "the prompt")
-        with pytest.raises(tracely.ReplayError):
+        # Refused at the client: the SDK wraps the ReplayError in its own connection error.
+        with pytest.raises(anthropic.APIConnectionError) as miss:
             _create(client, "one call too many")
-        with pytest.raises(tracely.ReplayError):
+        assert isinstance(miss.value.__cause__, tracely.ReplayError)
+        with pytest.raises(anthropic.APIConnectionError):
             client.messages.stream(
                 model=MODEL, max_tokens=64, messages=user("nor a stream")
             ).__enter__()
@@ -452,18 +462,19 @@ def test_hand_written_and_foreign_entries_are_served_as_messages_and_streams() -
 # --------------------------------------------------------------------------- patching
 
 
-def test_instrumenting_twice_wraps_once_and_uninstrument_restores_the_original() -> None:
-    providers.uninstrument("anthropic")
+def test_instrumenting_twice_wraps_the_client_once_and_leaves_the_sdk_alone() -> None:
+    providers.uninstrument(["anthropic", "httpx2"])
     originals = {name: Messages.__dict__[name] for name in ("create", "stream", "parse")}
     async_create = AsyncMessages.__dict__["create"]
+    send = httpx2.AsyncClient.__dict__["send"]
     providers.instrument("anthropic")
     providers.instrument("anthropic")
-    for name, original in originals.items():
-        wrapper = Messages.__dict__[name]
-        assert isinstance(wrapper, wrapt.FunctionWrapper) and wrapper.__wrapped__ is original
-    providers.uninstrument("anthropic")
     assert {name: Messages.__dict__[name] for name in originals} == originals
     assert AsyncMessages.__dict__["create"] is async_create
+    wrapper = httpx2.AsyncClient.__dict__["send"]
+    assert isinstance(wrapper, wrapt.FunctionWrapper) and wrapper.__wrapped__ is send
+    providers.uninstrument("anthropic")
+    assert httpx2.AsyncClient.__dict__["send"] is send
 
 
 @pytest.mark.parametrize("tracely_outermost", [True, False], ids=["tracely-outer", "other-outer"])
@@ -479,9 +490,7 @@ def test_with_another_instrumentor_active_each_call_is_one_entry(
         spans = [s for s in capture.spans if s.name.startswith("anthropic.chat")]
         assert len(spans) == 2  # the other instrumentor recorded both calls too
         assert "incomplete" not in live.bundle
-        assert [e["provider"] for e in live.bundle["llm"][MODEL]] == [
-            "Anthropic.messages.create"
-        ] * 2
+        assert [e["provider"] for e in live.bundle["llm"][MODEL]] == [SEND] * 2
         (message, events), rep = replay(
             live.bundle, lambda c: (_create(c), list(_create(c, "streamed", stream=True)))
         )

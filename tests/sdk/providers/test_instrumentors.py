@@ -16,8 +16,8 @@ from collections.abc import Iterator
 from importlib.metadata import entry_points
 from pathlib import Path
 
+import httpx2
 import pytest
-from openai.resources.chat.completions.completions import Completions
 
 from tracely_sdk import providers
 from tracely_sdk.errors import MissingDependency
@@ -77,7 +77,7 @@ def test_an_sdk_imported_after_a_fixtures_block_started_is_patched_on_import() -
             import openai  # imported inside the block, after it started
             client = openai.OpenAI(api_key="k", base_url="http://127.0.0.1:9/v1", max_retries=0)
             reply = client.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "hi"}])
-        print(reply.choices[0].message.content, rep.served, "OpenAI.chat.completions.create" in providers.patched_methods())
+        print(reply.choices[0].message.content, rep.served, "httpx2.Client.send" in providers.patched_methods())
         """
     )
     assert result.returncode == 0, result.stderr
@@ -107,9 +107,7 @@ def test_a_missing_sdk_names_the_extra_to_install() -> None:
         "pip install '.[openai]' in a tracely checkout (or 'tracely-replay[openai]' from an index)"
     )
     assert lines[1] == "auto: []"
-    assert (
-        "'Anthropic.messages.create'" in lines[2] and "'Anthropic.beta.messages.create'" in lines[2]
-    )
+    assert "'httpx2.Client.send'" in lines[2]  # beneath the Anthropic SDK
     assert "OpenAI" not in lines[2]
 
 
@@ -147,14 +145,15 @@ def test_tracely_init_instruments_from_the_environment(tmp_path: Path) -> None:
         """
         import tracely_sdk as tracely
         from tracely_sdk import providers
-        from openai.resources.chat.completions.completions import Completions
-        from tracely_sdk.providers import _patching
+        from tracely_sdk.providers import openai as tracely_openai
         tracely.init(record=False)
-        before = "Anthropic.messages.create" in providers.patched_methods()
+        from tracely_sdk.providers import anthropic as tracely_anthropic
+        before = tracely_anthropic.LAYER.live
         import anthropic  # an SDK imported after init() is patched on import
+        import openai
         patched = providers.patched_methods()
-        print("OpenAI.chat.completions.create" in patched, before,
-              "Anthropic.messages.create" in patched, _patching.is_installed(Completions, "create"))
+        print("httpx2.Client.send" in patched, before,
+              tracely_anthropic.LAYER.live, tracely_openai.LAYER.live)
         """,
         env={"TRACELY_INSTRUMENT": "auto", "OTEL_TRACES_EXPORTER": "none"},
         cwd=tmp_path,
@@ -181,7 +180,7 @@ def test_the_instrumentors_patch_and_restore(clean_patches: None) -> None:
         TracelyOpenAIInstrumentor,
     )
 
-    original = Completions.__dict__["create"]
+    original = httpx2.Client.__dict__["send"]
     instrumentor = TracelyOpenAIInstrumentor()
     assert (
         instrumentor is TracelyOpenAIInstrumentor()
@@ -195,12 +194,13 @@ def test_the_instrumentors_patch_and_restore(clean_patches: None) -> None:
     ]
     instrumentor.instrument()
     try:
-        assert Completions.__dict__["create"].__wrapped__ is original
-        assert "OpenAI.chat.completions.create" in providers.patched_methods()
+        # The OpenAI SDK is recorded at the HTTP client it sends through.
+        assert httpx2.Client.__dict__["send"].__wrapped__ is original
+        assert "httpx2.Client.send" in providers.patched_methods()
         assert not any(m.startswith("Anthropic") for m in providers.patched_methods())
     finally:
         instrumentor.uninstrument()
-    assert Completions.__dict__["create"] is original
+    assert httpx2.Client.__dict__["send"] is original
 
 
 def test_the_mcp_instrumentor_patches_the_client_session(clean_patches: None) -> None:
@@ -256,15 +256,16 @@ def _entry_points_path(tmp_path: Path) -> str:
 
 
 APP = """
-from openai.resources.chat.completions.completions import Completions
-from anthropic.resources.messages.messages import Messages
+import httpx2
+import anthropic
 from tracely_sdk import providers
 from tracely_sdk.providers import _patching, openai as tracely_openai
+from tracely_sdk.providers import anthropic as tracely_anthropic
 
-# Whether the method's outermost wrapper is tracely's own, that is: no other instrumentor's.
-alone = _patching.wrapper_of(Completions, "create") is Completions.__dict__["create"]
-print(providers.patched_methods() != [], _patching.is_installed(Completions, "create"),
-      _patching.is_installed(Messages, "create"), tracely_openai._live, alone)
+# Whether the client's outermost wrapper is tracely's own, that is: no other instrumentor's.
+alone = _patching.wrapper_of(httpx2.Client, "send") is httpx2.Client.__dict__["send"]
+print(providers.patched_methods() != [], _patching.is_installed(httpx2.Client, "send"),
+      tracely_anthropic.LAYER.live, tracely_openai.LAYER.live, alone)
 """
 
 

@@ -1,9 +1,10 @@
-"""The OpenAI patches: record live with the real SDK, stop the server, replay with no network.
+"""The OpenAI SDK, recorded and served at its HTTP client: record live with the real SDK, stop
+the server, replay with no network.
 
 Each test records its calls against a fresh local server (``examples.llm_server``) inside an
 agent run, takes the bundle the real FixtureSpanProcessor extracted, stops the server, and
-replays against a closed port: a call that reached the network would fail (and in recorded
-mode the safety net raises ReplayError before it even tries).
+replays against a closed port: a call that reached the network would fail (and under strict
+replay the network guard raises ReplayError before it even tries).
 """
 
 from __future__ import annotations
@@ -13,11 +14,11 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+import httpx2
 import openai
 import pytest
 import wrapt
-from openai._base_client import BaseClient, SyncAPIClient
-from openai.resources.chat.completions.completions import AsyncCompletions, Completions
+from openai.resources.chat.completions.completions import Completions
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 from openai.types.responses import Response
 from opentelemetry.trace import SpanKind
@@ -34,12 +35,11 @@ from tests.sdk.providers._helpers import (
     same,
     stacked_with,
     user,
-    wires_seen,
 )
 from tracely_otel.diagnostics import RAISE_INTERNAL_ERRORS
 from tracely_sdk import providers
-from tracely_sdk.providers import _openai_codec as openai_codec
 from tracely_sdk.providers import _patching, _settings
+from tracely_sdk.providers.http import _openai_chat
 
 MODEL = "gpt-4o"
 WEATHER_TOOL: Any = {
@@ -56,6 +56,14 @@ WEATHER_TOOL: Any = {
 
 
 Scenario = Callable[[Any], Any]
+SEND = "httpx2.Client.send"
+ASEND = "httpx2.AsyncClient.send"
+REFUSED = "strict replay refused a connection"
+
+
+def chunks(entry: Any) -> list[Any]:
+    """The recorded events of a streamed call that carry a JSON chunk (not ``[DONE]``)."""
+    return [e for e in entry["output"]["events"] if isinstance(e.get("data"), dict)]
 
 
 class Live:
@@ -97,9 +105,11 @@ def test_a_completion_is_recorded_and_replayed_as_the_sdk_type(
         capture, lambda c: c.chat.completions.create(model=MODEL, messages=user("Hello there"))
     )
     (entry,) = live.bundle["llm"][MODEL]
-    assert entry["output_type"] == "openai.chat.completion"
-    assert entry["input"] == {"messages": user("Hello there")}
-    assert entry["provider"] == "OpenAI.chat.completions.create"
+    assert entry["output_type"] == "http.response"
+    assert entry["input"]["method"] == "POST"
+    assert entry["input"]["path"].endswith("/chat/completions")
+    assert entry["input"]["body"] == {"messages": user("Hello there"), "model": MODEL}
+    assert entry["provider"] == SEND
     assert entry["usage"] == [2, 4]
 
     replayed, rep = replay(
@@ -110,8 +120,7 @@ def test_a_completion_is_recorded_and_replayed_as_the_sdk_type(
     assert replayed.choices[0].message.content == "You said: Hello there"
     assert replayed._request_id == live.value._request_id
     assert rep.clean and rep.served == [f"llm:{MODEL}"]
-    assert "OpenAI.chat.completions.create" in rep.providers
-    assert "AsyncOpenAI.responses.parse" in rep.providers
+    assert SEND in rep.providers and ASEND in rep.providers
 
 
 def test_the_live_span_carries_the_genai_attributes(capture: Any, instrumented: None) -> None:
@@ -222,25 +231,26 @@ def test_an_async_completion_round_trips(capture: Any, instrumented: None) -> No
         return await client.chat.completions.create(model=MODEL, messages=user("async hello"))
 
     live = record(capture, scenario, client_cls=openai.AsyncOpenAI)
-    assert live.bundle["llm"][MODEL][0]["provider"] == "AsyncOpenAI.chat.completions.create"
+    assert live.bundle["llm"][MODEL][0]["provider"] == ASEND
     replayed, rep = replay(live.bundle, scenario, client_cls=openai.AsyncOpenAI)
     same(replayed, live.value)
     assert rep.clean
 
 
-def test_a_completion_is_recorded_as_the_body_the_server_sent(
-    capture: Any, instrumented: None, monkeypatch: pytest.MonkeyPatch
+def test_a_completion_is_recorded_as_the_response_the_server_sent(
+    capture: Any, instrumented: None
 ) -> None:
-    seen = wires_seen(monkeypatch, openai_codec)
     live = record(
-        capture, lambda c: c.chat.completions.create(model=MODEL, messages=user("wire body"))
+        capture,
+        lambda c: c.chat.completions.with_raw_response.create(
+            model=MODEL, messages=user("wire body")
+        ),
     )
-    # The JSON the SDK parsed, not a dump of the object it made of it.
-    (wire,) = seen
-    assert wire is not None and wire["id"] == live.value.id
     (entry,) = live.bundle["llm"][MODEL]
-    assert entry["output"]["body"] == wire
-    assert list(entry["output"]["body"]) == list(wire)  # the server's own key order
+    assert entry["output"]["status"] == 200
+    assert entry["output"]["headers"]["x-request-id"] == live.value.headers["x-request-id"]
+    assert entry["output"]["body"] == json.loads(live.value.content)
+    assert list(entry["output"]["body"]) == list(json.loads(live.value.content))  # key order
 
 
 def test_concurrent_async_calls_each_record_their_own_body(
@@ -264,7 +274,7 @@ def test_concurrent_async_calls_each_record_their_own_body(
             completion.choices[0].message.content
         )
         assert (
-            entry["input"]["messages"][0]["content"]
+            entry["input"]["body"]["messages"][0]["content"]
             == completion.choices[0].message.content[len("You said: ") :]
         )
 
@@ -281,29 +291,8 @@ def _bracketed(client: Any, text: str) -> list[Any]:
 
 
 def _sent_text(entry: Any) -> str:
-    deltas = [c["data"]["choices"][0]["delta"] for c in entry["output"]["chunks"]]
+    deltas = [c["data"]["choices"][0]["delta"] for c in chunks(entry)]
     return "".join(filter(None, (delta.get("content") for delta in deltas)))
-
-
-def test_without_the_parse_hook_a_completion_is_recorded_from_the_sdk_object(
-    capture: Any, instrumented: None
-) -> None:
-    # An SDK whose clients no longer parse through the hooked method: the objects are dumped,
-    # each chunk as it arrives, before the agent changes it.
-    _patching.uninstall(BaseClient, "_process_response_data")
-
-    def scenario(client: Any) -> Any:
-        completion = client.chat.completions.create(model=MODEL, messages=user("no hook"))
-        return completion, _bracketed(client, "no hook either")
-
-    live = record(capture, scenario)
-    plain, streamed = live.bundle["llm"][MODEL]
-    assert plain["output"]["body"]["choices"][0]["message"]["content"] == "You said: no hook"
-    assert _sent_text(streamed) == "You said: no hook either"
-    (completion, read), rep = replay(live.bundle, scenario)
-    same(completion, live.value[0])
-    assert read == live.value[1]
-    assert rep.clean
 
 
 # --------------------------------------------------------------------------- streams
@@ -322,8 +311,10 @@ def test_a_stream_is_recorded_chunk_by_chunk_and_replayed_as_the_sdk_stream(
 ) -> None:
     live = record(capture, _stream)
     (entry,) = live.bundle["llm"][MODEL]
-    assert entry["output_type"] == "openai.chat.completion.chunks"
-    assert len(entry["output"]["chunks"]) == len(live.value)
+    assert entry["output_type"] == "http.response"
+    assert entry["output"]["headers"]["content-type"].startswith("text/event-stream")
+    assert len(chunks(entry)) == len(live.value)
+    assert entry["output"]["events"][-1] == {"text": "[DONE]"}
     assert entry["usage"] == [4, 6]
 
     seen: list[Any] = []
@@ -347,10 +338,8 @@ def test_a_stream_is_recorded_chunk_by_chunk_and_replayed_as_the_sdk_stream(
 
 
 def test_a_stream_is_recorded_as_the_chunks_and_events_the_server_sent(
-    capture: Any, instrumented: None, monkeypatch: pytest.MonkeyPatch
+    capture: Any, instrumented: None
 ) -> None:
-    seen = wires_seen(monkeypatch, openai_codec, "record_chunk")
-
     def scenario(client: Any) -> Any:
         chunks = _stream(client)
         events = list(client.responses.create(model=MODEL, input="Stream events", stream=True))
@@ -358,14 +347,10 @@ def test_a_stream_is_recorded_as_the_chunks_and_events_the_server_sent(
 
     live = record(capture, scenario)
     chat, responses = live.bundle["llm"][MODEL]
-    recorded = chat["output"]["chunks"] + responses["output"]["chunks"]
-    assert len(seen) == len(recorded) == len(live.value[0]) + len(live.value[1])
-    # The JSON the SDK parsed, each item's own, not a dump of the object it made of it.
-    assert all(wire is not None for wire in seen)
-    assert [c["data"] for c in recorded] == seen
-    assert [list(c["data"]) for c in recorded] == [list(w) for w in seen]  # the server's key order
-    assert [c["event"] for c in responses["output"]["chunks"]] == [e.type for e in live.value[1]]
-    assert [c["data"]["id"] for c in chat["output"]["chunks"]] == [c.id for c in live.value[0]]
+    recorded = chunks(chat) + chunks(responses)
+    assert len(recorded) == len(live.value[0]) + len(live.value[1])
+    assert [c["event"] for c in chunks(responses)] == [e.type for e in live.value[1]]
+    assert [c["data"]["id"] for c in chunks(chat)] == [c.id for c in live.value[0]]
 
 
 def test_chunks_the_agent_changes_are_recorded_as_the_server_sent_them(
@@ -391,10 +376,10 @@ def test_a_result_that_cannot_be_recorded_still_reaches_the_agent(
     caplog: pytest.LogCaptureFixture,
     client_cls: Any,
 ) -> None:
-    def unrecordable(obj: Any, wire: Any = None) -> Any:
+    def unrecordable(body: Any) -> Any:
         raise TypeError("not a response this codec knows")
 
-    monkeypatch.setattr(openai_codec, "record_response", unrecordable)
+    monkeypatch.setattr(_openai_chat, "usage", unrecordable)
     monkeypatch.delenv(RAISE_INTERNAL_ERRORS)  # the failure is the test's: logged, as in production
     _settings.warn_once.forget()
     live = record(
@@ -411,35 +396,9 @@ def test_a_result_that_cannot_be_recorded_still_reaches_the_agent(
     assert span.end_time is not None
 
 
-def test_a_stream_with_an_item_that_cannot_be_recorded_is_not_recorded_at_all(
-    capture: Any, instrumented: None, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    record_chunk = openai_codec.record_chunk
-    calls = [0]
-
-    def third_fails(chunk: Any, wire: Any = None) -> Any:
-        calls[0] += 1
-        if calls[0] == 3:
-            raise TypeError("not a chunk this codec knows")
-        return record_chunk(chunk, wire)
-
-    monkeypatch.setattr(openai_codec, "record_chunk", third_fails)
-    monkeypatch.delenv(RAISE_INTERNAL_ERRORS)  # the failure is the test's: logged, as in production
-    _settings.warn_once.forget()
-    live = record(capture, _stream)
-    # The agent read every chunk; a recording without the third would be served as whole.
-    assert calls[0] == 3 and len(live.value) > 3
-    assert MODEL not in live.bundle["llm"]
-    (incomplete,) = live.bundle["incomplete"]
-    assert incomplete["label"] == f"llm:{MODEL}"
-    assert "without a recorded output" in incomplete["reason"]
-
-
 def test_interleaved_async_streams_each_record_their_own_chunks(
-    capture: Any, instrumented: None, monkeypatch: pytest.MonkeyPatch
+    capture: Any, instrumented: None
 ) -> None:
-    seen = wires_seen(monkeypatch, openai_codec, "record_chunk")
-
     async def scenario(client: openai.AsyncOpenAI) -> list[list[Any]]:
         streams = [
             await client.chat.completions.create(
@@ -458,13 +417,12 @@ def test_interleaved_async_streams_each_record_their_own_chunks(
         return read
 
     live = record(capture, scenario, client_cls=openai.AsyncOpenAI)
-    assert all(wire is not None for wire in seen)
     entries = live.bundle["llm"][MODEL]
-    by_id = {e["output"]["chunks"][0]["data"]["id"]: e for e in entries}
-    for chunks in live.value:
-        recorded = by_id[chunks[0].id]["output"]["chunks"]
-        assert [c["data"]["id"] for c in recorded] == [c.id for c in chunks]
-        assert [c["data"] for c in recorded] == [c.to_dict(mode="json") for c in chunks]
+    by_id = {chunks(e)[0]["data"]["id"]: e for e in entries}
+    for read in live.value:
+        recorded = chunks(by_id[read[0].id])
+        assert [c["data"]["id"] for c in recorded] == [c.id for c in read]
+        assert [c["data"] for c in recorded] == [c.to_dict(mode="json") for c in read]
     replayed, rep = replay(live.bundle, scenario, client_cls=openai.AsyncOpenAI)
     assert [[c.model_dump() for c in s] for s in replayed] == [
         [c.model_dump() for c in s] for s in live.value
@@ -486,7 +444,7 @@ def test_the_span_of_a_live_stream_ends_when_the_stream_is_exhausted(
         rest = list(stream)
     (span,) = llm_spans(capture)
     recorded = json.loads(span.attributes["tracely.output"])
-    assert len(recorded["chunks"]) == 1 + len(rest)
+    assert len(chunks({"output": recorded})) == 1 + len(rest)
     assert span.attributes["gen_ai.response.finish_reasons"] == ("stop",)
 
 
@@ -501,7 +459,8 @@ def test_a_stream_closed_early_records_what_was_read(capture: Any, instrumented:
 
     live = record(capture, scenario)
     (entry,) = live.bundle["llm"][MODEL]
-    assert len(entry["output"]["chunks"]) == 2
+    # What the client read off the wire before the close: at least the two chunks read.
+    assert len(chunks(entry)) >= 2
     replayed, _ = replay(
         live.bundle,
         lambda c: list(
@@ -536,7 +495,8 @@ def test_the_stream_helper_replays_its_events_and_final_completion(
             return events, helper.get_final_completion()
 
     live = record(capture, scenario)
-    assert live.bundle["llm"][MODEL][0]["input"]["response_format"] == "Weather"
+    sent = live.bundle["llm"][MODEL][0]["input"]["body"]
+    assert sent["response_format"]["json_schema"]["name"] == "Weather"
     (events, final), rep = replay(live.bundle, scenario)
     assert events == live.value[0]
     same(final, live.value[1])
@@ -586,7 +546,7 @@ def test_parse_replays_the_parsed_completion(capture: Any, instrumented: None) -
 
     live = record(capture, scenario)
     (entry,) = live.bundle["llm"][MODEL]
-    assert entry["provider"] == "OpenAI.chat.completions.parse"
+    assert entry["provider"] == SEND
     assert "parsed" not in json.dumps(entry["output"])  # the API's answer, parsed again on replay
     replayed, rep = replay(live.bundle, scenario)
     assert type(replayed) is type(live.value)
@@ -613,14 +573,14 @@ def test_the_responses_api_round_trips_plain_streamed_parsed_and_helped(
 
     live = record(capture, scenario)
     entries = live.bundle["llm"][MODEL]
-    assert [e["output_type"] for e in entries] == [
-        "openai.response",
-        "openai.response.events",
-        "openai.response",
-        "openai.response.events",
-    ]
-    assert entries[0]["input"] == {"input": "Hello responses", "instructions": "Be brief."}
-    assert entries[3]["input"]["text_format"] == "Weather"
+    assert [e["output_type"] for e in entries] == ["http.response"] * 4
+    assert [bool(e["output"].get("events")) for e in entries] == [False, True, False, True]
+    assert entries[0]["input"]["body"] == {
+        "input": "Hello responses",
+        "instructions": "Be brief.",
+        "model": MODEL,
+    }
+    assert entries[3]["input"]["body"]["text"]["format"]["name"] == "Weather"
     (plain, events, parsed, helper_events, final), rep = replay(live.bundle, scenario)
     assert isinstance(plain, Response)
     same(plain, live.value[0])
@@ -646,55 +606,22 @@ def test_async_responses_round_trip(capture: Any, instrumented: None) -> None:
     assert rep.clean
 
 
-def test_a_stream_resumed_by_response_id_is_served(capture: Any, instrumented: None) -> None:
-    """``responses.stream(response_id=...)`` resumes through ``retrieve(stream=True)``: recorded
-    under the model that made the response, and served from its recorded events."""
-
-    def scenario(client: Any) -> Any:
-        made = client.responses.create(model=MODEL, input="Resume me")
-        with client.responses.stream(response_id=made.id) as resumed:
-            types = [e.type for e in resumed]
-            final = resumed.get_final_response()
-        with client.responses.stream(response_id=made.id, starting_after=8) as later:
-            numbers = [e.sequence_number for e in later]
-        return made, types, final, numbers
-
-    live = record(capture, scenario)
-    made, types, final, numbers = live.value
-    assert final.output_text == made.output_text == "You said: Resume me"
-    assert types[-1] == "response.completed" and numbers and numbers[0] == 9
-    entries = live.bundle["llm"][MODEL]
-    assert [e["provider"] for e in entries] == ["OpenAI.responses.create"] + [
-        "OpenAI.responses.retrieve"
-    ] * 2
-    assert entries[1]["input"] == {"response_id": made.id}
-    assert entries[1]["output_type"] == "openai.response.events"
-
-    (r_made, r_types, r_final, r_numbers), rep = replay(live.bundle, scenario)
-    same(r_made, made)
-    assert (r_types, r_numbers) == (types, numbers)
-    same(r_final, final)
-    assert rep.clean and "OpenAI.responses.retrieve" in rep.providers
-
-    async def resume(client: openai.AsyncOpenAI) -> Any:
-        async with client.responses.stream(response_id=made.id) as stream:
-            return [e.type async for e in stream]
-
-    async_types, rep = replay({"llm": {MODEL: entries[1:2]}}, resume, client_cls=openai.AsyncOpenAI)
-    assert async_types == types and rep.clean
-
-
-def test_a_plain_retrieve_is_not_served(capture: Any, instrumented: None) -> None:
-    """Fetching a stored response is not a model call: under recorded replay it is refused."""
+def test_a_retrieve_or_a_resumed_stream_is_not_a_model_call_and_is_refused(
+    capture: Any, instrumented: None
+) -> None:
+    """Fetching a stored response, or resuming its stream (``responses.stream(response_id=)``),
+    is a GET of a stored object, not a model call: under strict replay it is refused."""
     live = record(capture, lambda c: c.responses.create(model=MODEL, input="Stored"))
-    with pytest.raises(tracely.ReplayError, match="would reach the network"):
-        replay(
-            live.bundle,
-            lambda c: (
-                c.responses.create(model=MODEL, input="Stored"),
-                c.responses.retrieve(live.value.id),
-            ),
-        )
+    (entry,) = live.bundle["llm"][MODEL]
+    for later in (
+        lambda c: c.responses.retrieve(live.value.id),
+        lambda c: c.responses.stream(response_id=live.value.id).__enter__(),
+    ):
+        with pytest.raises(tracely.ReplayError, match=REFUSED):
+            replay(
+                {"llm": {MODEL: [entry]}},
+                lambda c, later=later: (c.responses.create(model=MODEL, input="Stored"), later(c)),
+            )
 
 
 # --------------------------------------------------------------------------- a tool-using turn
@@ -715,8 +642,8 @@ def _tool_turns(client: Any) -> Any:
 def test_a_tool_call_turn_then_the_tool_result_turn(capture: Any, instrumented: None) -> None:
     live = record(capture, _tool_turns)
     first_entry, second_entry = live.bundle["llm"][MODEL]
-    assert first_entry["input"]["tools"] == [WEATHER_TOOL]
-    assert second_entry["input"]["messages"][-1]["role"] == "tool"
+    assert first_entry["input"]["body"]["tools"] == [WEATHER_TOOL]
+    assert second_entry["input"]["body"]["messages"][-1]["role"] == "tool"
     (first, second), rep = replay(live.bundle, _tool_turns)
     same(first, live.value[0])
     same(second, live.value[1])
@@ -746,7 +673,7 @@ def test_a_recorded_error_replays_as_the_sdks_exception(
     live = record(capture, scenario)
     assert type(live.value) is cls
     (entry,) = live.bundle["llm"][MODEL]
-    assert entry["error"]["status"] == int(fault)
+    assert entry["output"]["status"] == int(fault)  # the error response, as the wire carried it
     replayed, rep = replay(live.bundle, scenario)
     assert type(replayed) is cls
     assert str(replayed) == str(live.value)
@@ -774,7 +701,8 @@ def test_a_stream_cut_mid_way_is_recorded_as_the_calls_error(
 
     live = record(capture, scenario)
     (entry,) = live.bundle["llm"][MODEL]
-    assert entry["error"]["type"] == "APIConnectionError" and entry["error"]["status"] is None
+    # The client's own transport error, which the SDK turns into APIConnectionError again.
+    assert entry["error"]["type"] == httpx2.RemoteProtocolError.__qualname__
     replayed, rep = replay(live.bundle, scenario)
     assert type(replayed) is openai.APIConnectionError
     assert rep.clean
@@ -871,13 +799,10 @@ def test_lenient_mode_falls_through_to_the_live_call(capture: Any, instrumented:
     assert span.attributes["tracely.replay.live"] is True
 
 
-def test_nothing_outside_the_patches_reaches_the_network_in_recorded_mode() -> None:
+def test_a_request_that_is_no_model_call_never_reaches_the_network_in_recorded_mode() -> None:
     client = openai.OpenAI(api_key="test-key", base_url=closed_url("/v1"), max_retries=0)
-    with (
-        tracely.fixtures({}) as rep,
-        pytest.raises(tracely.ReplayError, match="would reach the network"),
-    ):
-        client.embeddings.create(model="text-embedding-3-small", input="x")
+    with tracely.fixtures({}) as rep, pytest.raises(tracely.ReplayError, match=REFUSED):
+        client.models.list()
     assert len(rep.errors) == 1
 
 
@@ -910,24 +835,15 @@ def test_with_raw_response_and_streaming_response_are_served(
     assert rep.clean
 
 
-def test_a_raw_wrapper_bound_before_the_patch_hits_the_safety_net() -> None:
+def test_a_raw_wrapper_bound_before_anything_was_patched_is_served() -> None:
     providers.uninstrument("openai")  # as in a process that never patched
     client = openai.OpenAI(api_key="test-key", base_url=closed_url("/v1"), max_retries=0)
-    stale = client.chat.completions.with_raw_response  # binds the unpatched create
+    stale = client.chat.completions.with_raw_response  # bound before any fixtures() block
     bundle = {"llm": {MODEL: [{"output": "Hello"}]}}
     with tracely.fixtures(bundle) as rep:
-        with pytest.raises(tracely.ReplayError, match="with_raw_response"):
-            stale.create(model=MODEL, messages=user("hi"))
-        # A wrapper bound after the patch is served.
-        fresh = openai.OpenAI(api_key="test-key", base_url=closed_url("/v1"), max_retries=0)
-        assert (
-            fresh.chat.completions.with_raw_response.create(model=MODEL, messages=user("hi"))
-            .parse()
-            .choices[0]
-            .message.content
-            == "Hello"
-        )
-    assert len(rep.errors) == 1
+        raw = stale.create(model=MODEL, messages=user("hi"))
+        assert raw.parse().choices[0].message.content == "Hello"
+    assert rep.clean and not rep.errors
 
 
 # --------------------------------------------------------------------------- entries tracely did not record
@@ -1025,94 +941,30 @@ def test_an_entry_from_another_instrumentors_span_is_served_with_its_tool_calls(
     assert len(rep.served) == 4
 
 
-def test_a_recorded_body_is_served_to_a_streamed_call_and_chunks_to_a_plain_one(
-    capture: Any, instrumented: None
-) -> None:
-    live = record(
-        capture,
-        lambda c: (
-            c.chat.completions.create(model=MODEL, messages=user("first call")),
-            _stream(c, "second call"),
-        ),
-    )
-    completion, chunks = live.value
-
-    def swapped(client: Any) -> Any:
-        streamed = list(
-            client.chat.completions.create(model=MODEL, messages=user("first call"), stream=True)
-        )
-        plain = client.chat.completions.create(model=MODEL, messages=user("second call"))
-        return streamed, plain
-
-    (streamed, plain), rep = replay(live.bundle, swapped)
-    assert rep.clean
-    assert (
-        "".join(c.choices[0].delta.content or "" for c in streamed if c.choices)
-        == completion.choices[0].message.content
-    )
-    assert plain.choices[0].message.content == "".join(
-        c.choices[0].delta.content or "" for c in chunks if c.choices
-    )
-    assert plain.usage == chunks[-1].usage
-
-
 # --------------------------------------------------------------------------- patching
 
 
-def test_instrumenting_twice_wraps_once_and_uninstrument_restores_the_original() -> None:
-    providers.uninstrument("openai")
+def test_instrumenting_twice_wraps_the_client_once_and_leaves_the_sdk_alone() -> None:
+    providers.uninstrument(["openai", "httpx2"])
     original = Completions.__dict__["create"]
-    original_request = SyncAPIClient.__dict__["request"]
-    original_parse = BaseClient.__dict__["_process_response_data"]
+    original_send = httpx2.Client.__dict__["send"]
     providers.instrument("openai")
     providers.instrument(["openai"])
-    wrapper = Completions.__dict__["create"]
+    assert Completions.__dict__["create"] is original  # nothing of the SDK is patched
+    wrapper = httpx2.Client.__dict__["send"]
     assert isinstance(wrapper, wrapt.FunctionWrapper)
-    assert wrapper.__wrapped__ is original
-    assert SyncAPIClient.__dict__["request"].__wrapped__ is original_request
-    assert BaseClient.__dict__["_process_response_data"].__wrapped__ is original_parse
+    assert wrapper.__wrapped__ is original_send
+    assert SEND in providers.patched_methods()
     providers.uninstrument("openai")
-    assert Completions.__dict__["create"] is original
-    assert SyncAPIClient.__dict__["request"] is original_request
-    assert BaseClient.__dict__["_process_response_data"] is original_parse
-    assert "OpenAI.chat.completions.create" not in providers.patched_methods()
-
-
-def test_a_wrapper_added_after_tracelys_is_kept_and_tracelys_becomes_a_pass_through(
-    capture: Any,
-) -> None:
-    providers.uninstrument("openai")
-    original = AsyncCompletions.__dict__["create"]
-    providers.instrument("openai")
-    ours = AsyncCompletions.__dict__["create"]
-    wrapt.wrap_function_wrapper(AsyncCompletions, "create", lambda w, i, a, k: w(*a, **k))
-    theirs = AsyncCompletions.__dict__["create"]
-    providers.uninstrument("openai")
-    assert AsyncCompletions.__dict__["create"] is theirs and theirs.__wrapped__ is ours
-
-    async def call() -> Any:
-        with serve() as (server, _):
-            client = openai.AsyncOpenAI(
-                api_key="test-key", base_url=server.openai_base_url, max_retries=0
-            )
-            return await client.chat.completions.create(
-                model=MODEL, messages=user("passing through")
-            )
-
-    assert asyncio.run(call()).choices[0].message.content == "You said: passing through"
-    assert not llm_spans(capture)  # a pass-through records nothing
-    providers.instrument("openai")  # switched on again: still one tracely wrapper
-    assert AsyncCompletions.__dict__["create"] is theirs and theirs.__wrapped__ is ours
-    AsyncCompletions.create = ours  # the other instrumentor undoes its own wrapper
-    providers.uninstrument("openai")
-    assert AsyncCompletions.__dict__["create"] is original
+    assert httpx2.Client.__dict__["send"] is original_send
+    assert SEND not in providers.patched_methods()
 
 
 def test_outside_fixtures_and_instrumentation_the_patches_pass_through(capture: Any) -> None:
-    providers.uninstrument("openai")
+    providers.uninstrument(["openai", "httpx2"])
     with tracely.fixtures({}):
         pass  # the block installs the patches, which then stay
-    assert "OpenAI.chat.completions.create" in providers.patched_methods()
+    assert SEND in providers.patched_methods()
     with serve() as (server, _):
         client = openai.OpenAI(api_key="test-key", base_url=server.openai_base_url, max_retries=0)
         assert client.chat.completions.create(model=MODEL, messages=user("plain")).choices
@@ -1142,10 +994,8 @@ def test_with_the_contrib_instrumentor_active_each_call_is_one_entry(
         names = [s.name for s in capture.spans]
         assert names.count(f"chat {MODEL}") == 4  # tracely's and the contrib's, for each call
         entries = live.bundle["llm"][MODEL]
-        assert [e["output_type"] for e in entries] == [
-            "openai.chat.completion",
-            "openai.chat.completion.chunks",
-        ]
+        assert [e["output_type"] for e in entries] == ["http.response"] * 2
+        assert [bool(e["output"].get("events")) for e in entries] == [False, True]
         assert "incomplete" not in live.bundle
         (completion, chunks), rep = replay(
             live.bundle,
@@ -1157,7 +1007,7 @@ def test_with_the_contrib_instrumentor_active_each_call_is_one_entry(
     assert Completions.__dict__["create"] is original
 
 
-def test_a_request_wrapper_of_another_instrumentor_does_not_bypass_the_safety_net() -> None:
+def test_a_request_wrapper_of_another_instrumentor_does_not_bypass_the_network_guard() -> None:
     oi = pytest.importorskip("openinference.instrumentation.openai").OpenAIInstrumentor()
     providers.uninstrument("openai")
     oi.instrument()  # wraps OpenAI.request, around the original, before tracely patches
@@ -1165,11 +1015,28 @@ def test_a_request_wrapper_of_another_instrumentor_does_not_bypass_the_safety_ne
         client = openai.OpenAI(api_key="test-key", base_url=closed_url("/v1"), max_retries=0)
         with (
             tracely.fixtures({}),
-            pytest.raises(tracely.ReplayError, match="would reach the network"),
+            pytest.raises(tracely.ReplayError, match=REFUSED),
         ):
-            client.embeddings.create(model="text-embedding-3-small", input="x")
+            client.models.list()
     finally:
         oi.uninstrument()
         providers.uninstrument("openai")
-    with tracely.fixtures({}), pytest.raises(tracely.ReplayError, match="would reach the network"):
-        client.embeddings.create(model="text-embedding-3-small", input="x")
+    with tracely.fixtures({}), pytest.raises(tracely.ReplayError, match=REFUSED):
+        client.models.list()
+
+
+def test_a_prompt_cache_key_made_per_run_is_no_part_of_the_compared_input(
+    capture: Any, instrumented: None
+) -> None:
+    # The OpenAI Agents SDK sends "agents-sdk:run:<id>", a new id each run.
+    def asked(key: str) -> Scenario:
+        return lambda c: c.chat.completions.create(
+            model=MODEL, messages=user("cache me"), prompt_cache_key=key
+        )
+
+    live = record(capture, asked("run-1"))
+    (entry,) = live.bundle["llm"][MODEL]
+    assert "prompt_cache_key" not in entry["input"]["body"]
+    replayed, rep = replay(live.bundle, asked("run-2"))
+    same(replayed, live.value)
+    assert rep.clean and rep.diverged == []

@@ -14,6 +14,7 @@ from tracely_sdk import providers
 from tracely_sdk._replay import current_session
 from tracely_sdk.providers import anthropic as tracely_anthropic
 from tracely_sdk.providers import openai as tracely_openai
+from tracely_sdk.providers.http import _anthropic_messages, _openai_chat
 
 
 def _stream(client: Any) -> Any:
@@ -48,19 +49,19 @@ def test_a_replayed_stream_outliving_its_block_is_closed_when_the_next_block_sta
 def test_each_adapter_has_its_own_on_off_state() -> None:
     providers.instrument("openai")
     try:
-        assert tracely_openai.PROVIDER_LAYER.live
-        assert not tracely_anthropic.PROVIDER_LAYER.live
+        assert tracely_openai.LAYER.live
+        assert not tracely_anthropic.LAYER.live
     finally:
         providers.uninstrument("openai")
-    assert not tracely_openai.PROVIDER_LAYER.live
+    assert not tracely_openai.LAYER.live
 
 
-def test_both_adapters_and_the_span_readers_convert_message_parts_alike() -> None:
+def test_both_wire_codecs_and_the_span_readers_convert_message_parts_alike() -> None:
     from tracely_otel._foreign import input_messages
 
     tool_result = [{"type": "text", "text": "rainy, "}, {"type": "text", "text": "57F"}]
     chat = [{"role": "tool", "tool_call_id": "call_1", "content": tool_result}]
-    (openai_message,) = tracely_openai.genai_chat_messages(chat)
+    (openai_message,) = _openai_chat.messages({"messages": chat})
     assert openai_message["parts"] == [
         {"type": "tool_call_response", "id": "call_1", "response": "rainy, 57F"}
     ]
@@ -72,8 +73,8 @@ def test_both_adapters_and_the_span_readers_convert_message_parts_alike() -> Non
         {"type": "tool_result", "tool_use_id": "call_1", "content": tool_result},
         image,
     ]
-    (anthropic_message,) = tracely_anthropic.genai_input_messages(
-        [{"role": "user", "content": blocks}]
+    (anthropic_message,) = _anthropic_messages.messages(
+        {"messages": [{"role": "user", "content": blocks}]}
     )
     expected = [
         {"type": "tool_call_response", "id": "call_1", "response": "rainy, 57F"},

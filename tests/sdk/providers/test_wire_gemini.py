@@ -143,8 +143,11 @@ def test_messages_are_read_from_the_apis_camel_case(
     with capturing_content(monkeypatch, "httpx"):
         record(capture, scenario)
     (span,) = llm_spans(capture)
+    # The system instruction goes where the GenAI conventions put it, not among the messages.
+    assert json.loads(span.attributes["gen_ai.system_instructions"]) == [
+        {"type": "text", "content": "Be brief."}
+    ]
     assert json.loads(span.attributes["gen_ai.input.messages"]) == [
-        {"role": "system", "parts": [{"type": "text", "content": "Be brief."}]},
         {"role": "user", "parts": [{"type": "text", "content": "Hello there"}]},
     ]
     (output,) = json.loads(span.attributes["gen_ai.output.messages"])

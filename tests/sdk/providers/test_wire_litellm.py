@@ -17,7 +17,6 @@ import pytest
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no fetch of prices at import
 
 import litellm
-import openai
 
 import tracely_sdk as tracely
 from examples.llm_server import serve
@@ -222,7 +221,7 @@ def test_entries_written_by_hand_or_recorded_by_the_sdk_are_served_at_the_client
         with tracely.agent("agent", input="q"):
             live = client.chat.completions.create(model=GPT, messages=user("Hello"))
     (recorded,) = capture.last_bundle["llm"][GPT]
-    assert recorded["provider"] == "OpenAI.chat.completions.create"
+    assert recorded["provider"] == "httpx2.Client.send"  # the OpenAI SDK's own client
     bundle = {
         "llm": {
             GPT: [recorded, {"output": "Streamed by hand", "usage": [3, 3]}],
@@ -259,19 +258,15 @@ def test_entries_written_by_hand_or_recorded_by_the_sdk_are_served_at_the_client
     assert len(rep.served) == 4 and not rep.errors
 
 
-def test_an_sdk_recording_stopped_at_litellms_client_post_names_that_cause_and_its_fix(
+def test_litellms_openai_models_sent_through_the_sdks_client_post_are_served_at_the_client(
     instrumented: None,
 ) -> None:
-    bundle = {"llm": {GPT: [{"provider": "OpenAI.chat.completions.create", "output": "Hello"}]}}
-    # litellm wraps the ReplayError in its own error; the report holds the ReplayError
-    with tracely.fixtures(bundle) as rep, pytest.raises(openai.APIError):
-        litellm.completion(
+    # litellm sends openai/... models with the OpenAI SDK's generic client.post, not create:
+    # served where every OpenAI call is, at the HTTP client beneath the SDK.
+    bundle = {"llm": {GPT: [{"output": "Hello"}]}}
+    with tracely.fixtures(bundle) as rep:
+        answer = litellm.completion(
             model=f"openai/{GPT}", messages=user("Hi"), api_base=closed_url("/v1"), api_key="k"
         )
-    (error,) = rep.errors
-    message = str(error)
-    assert "generic request method" in message and "not a patched create method" in message
-    assert "as litellm does for its openai/... models" in message
-    assert "record it at the HTTP client" in message  # the fix for that cause
-    assert "bound before tracely patched the SDK" in message  # and the other cause, with its fix
-    assert "tracely.init(instrument='openai')" in message
+    assert answer.choices[0].message.content == "Hello"
+    assert rep.served == [f"llm:{GPT}"] and not rep.errors

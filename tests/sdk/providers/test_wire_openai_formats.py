@@ -177,7 +177,7 @@ def test_responses_written_by_hand_or_recorded_by_the_openai_sdk_are_served_at_t
     finally:
         providers.uninstrument("openai")
     (recorded,) = capture.last_bundle["llm"][MODEL]
-    assert recorded["provider"] == "OpenAI.responses.create"
+    assert recorded["provider"] == "httpx2.Client.send"  # the OpenAI SDK's own client
     bundle = {"llm": {MODEL: [recorded, {"output": "Streamed by hand", "usage": [2, 3]}]}}
     url = f"{closed_url()}/v1/responses"
     with tracely.fixtures(bundle) as rep:

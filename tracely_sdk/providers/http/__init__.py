@@ -26,16 +26,14 @@ or newline-delimited JSON lines in order. On replay
 the client is given a response of its own library made of those bytes, so the code above it
 (litellm, an SDK, the application's own) makes its objects, streams and errors as it did live.
 
-A call already being recorded by a layer above (a patched SDK method, ``call_llm``,
-``@observe``) runs in that call's body (``_seam.in_call_body``): the HTTP layer stands aside,
-so each call is recorded once. On replay a call is served by the layer that recorded it: a
-patched SDK method whose recorded entry was recorded at the client lets the call through
-(:func:`served_at_the_client`), and so does the SDKs' network safety net.
+A call already being recorded by a layer above (``call_llm``, ``@observe``) runs in that call's
+body (``_seam.in_call_body``): the HTTP layer stands aside, so each call is recorded once. The
+OpenAI, Anthropic and Google Gen AI SDKs are not patched: their calls are recorded here
+(``providers._sdk``).
 """
 
 from __future__ import annotations
 
-from tracely_sdk.providers._patching import served_at_the_client
 from tracely_sdk.providers.http._exchange import answers, format_for
 
-__all__ = ["answers", "format_for", "served_at_the_client"]
+__all__ = ["answers", "format_for"]

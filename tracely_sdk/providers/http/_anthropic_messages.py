@@ -10,8 +10,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from tracely_otel.genai import ChatMessage, OutputMessage, input_messages
+from tracely_otel.genai import ChatMessage, OutputMessage, content_parts, input_messages
 from tracely_sdk.providers import _anthropic_codec
+from tracely_sdk.providers._patching import GEN_AI_OUTPUT_TYPE, Reply
 
 model_key = "model"
 id_key = "id"
@@ -33,6 +34,19 @@ def streamed(body: Mapping[str, Any]) -> bool:
 def request_numbers(body: Mapping[str, Any]) -> tuple[Any, Any, Any]:
     """The request's max tokens, temperature and top-p (None where not given)."""
     return body.get("max_tokens"), body.get("temperature"), body.get("top_p")
+
+
+def request_extras(body: Mapping[str, Any], provider: str) -> dict[str, Any]:
+    """The output type a structured-output request asks for."""
+    config = body.get("output_config")
+    fmt = config.get("format") if isinstance(config, Mapping) else body.get("output_format")
+    return {GEN_AI_OUTPUT_TYPE: "json"} if isinstance(fmt, Mapping) else {}
+
+
+def system_instructions(body: Mapping[str, Any]) -> list[Any] | None:
+    """The request's ``system`` prompt as the GenAI conventions' system instructions."""
+    system = body.get("system")
+    return content_parts(system) if system is not None else None
 
 
 def messages(body: Mapping[str, Any]) -> list[ChatMessage]:
@@ -72,7 +86,11 @@ def record_headers(headers: Iterable[tuple[str, str]]) -> dict[str, str]:
 # --------------------------------------------------------------------------- other recordings
 
 SDK_TAGS = ("anthropic.message", "anthropic.message.events")
-"""The type tags of the Anthropic SDK's recordings of a message: plain, streamed."""
+"""The type tags of the Anthropic SDK patches' recordings of a message (tracely-replay 0.5 and
+earlier): plain, streamed."""
+
+SDK_INPUT = ("messages", "system", "tools")
+"""The request's keys such a recording kept as its input."""
 
 
 def closed_events(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -92,3 +110,13 @@ def text_events(text: str, *, model: str, usage: tuple[int, int] | None) -> list
     """The stream events that answer ``text``, word by word."""
     chunks = _anthropic_codec.chunks_from_text(text, model=model, usage=usage)
     return [{"event": chunk["event"], "data": chunk["data"]} for chunk in chunks]
+
+
+def reply_body(reply: Reply) -> dict[str, Any]:
+    """The message body that answers ``reply`` (an entry read from another instrumentor's span)."""
+    return _anthropic_codec.message_body_from_reply(reply)
+
+
+def body_events(body: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The stream events a streamed request would have been sent for ``body``."""
+    return _anthropic_codec.events_from_body(body)

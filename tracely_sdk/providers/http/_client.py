@@ -53,6 +53,7 @@ class ClientHook(abc.ABC):
     def __init__(self, module: str) -> None:
         self.name = module
         self.live = False
+        self.riders: set[str] = set()  # the SDKs recording live through this library
 
     @property
     def module(self) -> Any:
@@ -63,10 +64,24 @@ class ClientHook(abc.ABC):
     def set_live(self, live: bool) -> None:
         self.live = live
 
+    def set_live_for(self, sdk: str, live: bool) -> None:
+        """Record this library's model calls live on behalf of an SDK that sends through it
+        (``instrument("openai")``), whatever the library's own setting."""
+        if live:
+            self.riders.add(sdk)
+        else:
+            self.riders.discard(sdk)
+
+    def wanted(self) -> bool:
+        """Whether this library's patches are still wanted outside ``fixtures()`` blocks."""
+        return self.live or bool(self.riders)
+
     def watching(self) -> bool:
         """Whether a request sent now may be a call to record or serve: recording is on, or a
         ``fixtures()`` block is active, and no layer above records this call already."""
-        return (self.live or _replay.current_session() is not None) and not in_call_body()
+        return (
+            self.live or bool(self.riders) or _replay.current_session() is not None
+        ) and not in_call_body()
 
     @abc.abstractmethod
     def _targets(self) -> list[tuple[type, str, Callable[..., Any]]]:

@@ -35,6 +35,7 @@ import orjson
 from tracely_otel import attributes as A
 from tracely_sdk.errors import LLMError, ReplayError
 from tracely_sdk.providers._patching import (
+    GEN_AI_SYSTEM_INSTRUCTIONS,
     SERVER_ADDRESS,
     SERVER_PORT,
     WIRE_TAG,
@@ -45,8 +46,10 @@ from tracely_sdk.providers._patching import (
     compared_as_messages,
     content_json,
     entry_usage,
+    reply_from_genai,
     request_attributes,
     response_attributes,
+    served_tag,
     settings,
     warn_once,
 )
@@ -73,6 +76,7 @@ if TYPE_CHECKING:
     from tracely_sdk.providers.http._client import ClientHook
 
 TAG = WIRE_TAG
+GENAI_TAG = "gen_ai.messages"  # an entry read from another instrumentor's span
 
 FORMATS: tuple[ModuleType, ...] = (
     _openai_chat,
@@ -335,8 +339,13 @@ def served_output(
         served = _streamed_output(codec, codec.closed_events(events))
         served["headers"] = {**headers, **served["headers"]}
         return served
-    text = output.get("content") if tag is None and isinstance(output, Mapping) else output
-    if tag is None and isinstance(text, str):
+    if tag == GENAI_TAG and isinstance(output, Mapping) and hasattr(codec, "reply_body"):
+        reply = reply_from_genai(output, model=model, usage=entry_usage(entry))
+        return _answered(codec, codec.reply_body(reply), streamed=streamed)
+    if tag is None and output is not None:
+        text = output.get("content") if isinstance(output, Mapping) else output
+        if not isinstance(text, str):  # a hand-written JSON answer: the model's JSON text
+            text = orjson.dumps(output).decode()
         usage = entry_usage(entry)
         # None: the format has no answer made of text (an embedding)
         if streamed:
@@ -351,12 +360,29 @@ def served_output(
     shape = (
         f"{'a streamed' if streamed else 'a plain'} {codec.__name__.rsplit('.', 1)[-1].lstrip('_')}"
     )
+    if tag is not None and tag != GENAI_TAG:
+        # Recorded by the SDK patches of tracely-replay 0.5 and earlier, in a form served here
+        # only as the same shape of call of the same API (see the codecs' SDK_TAGS).
+        raise ReplayError(
+            f"recorded replay: {label} was recorded as {tag} by {entry.get('provider') or '?'} "
+            "(the SDK patches of tracely-replay 0.5 and earlier), which this version cannot "
+            f"serve as {shape} response: replay the case with tracely-replay 0.5, or re-record "
+            "it with this version",
+            label=label,
+        )
     raise ReplayError(
         f"recorded replay: {label} was recorded as {tag or 'a value'} (by "
         f"{entry.get('provider') or 'call_llm'}), which the HTTP client layer cannot serve as "
         f"{shape} response; re-record the case with this client",
         label=label,
     )
+
+
+def _answered(codec: ModuleType, body: Mapping[str, Any], *, streamed: bool) -> dict[str, Any]:
+    """The exchange that answers ``body``, streamed as the request asks."""
+    if streamed:
+        return _streamed_output(codec, codec.body_events(body))
+    return {"status": 200, "headers": {"content-type": "application/json"}, "body": body}
 
 
 # --------------------------------------------------------------------------- one call
@@ -422,7 +448,9 @@ class WireCall(Intercepted):
         self.status = 0
         self.content_type = ""
         self.encoding: str | None = None
-        self.input: Any = {"method": target.method, "path": target.path, "body": body}
+        hints = getattr(codec, "UNCOMPARED", ())  # request keys that are no part of the prompt
+        kept = {k: v for k, v in body.items() if k not in hints} if hints else body
+        self.input: Any = {"method": target.method, "path": target.path, "body": kept}
         server = {
             SERVER_ADDRESS: target.host,
             SERVER_PORT: target.port or (443 if target.scheme == "https" else 80),
@@ -439,14 +467,27 @@ class WireCall(Intercepted):
         operation = getattr(codec, "OPERATION", None)  # chat, unless the format says otherwise
         if operation is not None:
             self.attributes[A.GEN_AI_OPERATION_NAME] = operation
+        extras = getattr(codec, "request_extras", None)  # a format's own request attributes
+        if extras is not None:
+            self.attributes.update(extras(body, self.attributes[A.GEN_AI_PROVIDER_NAME]))
         if compared_as_messages(self.model):
             try:  # the only form the recorded entry has: compare the input as messages
                 self.input = codec.messages(body)
             except ValueError:
                 pass  # not messages: compared as given, which reports the difference
+        elif (tag := served_tag(model)) is not None and tag in codec.SDK_TAGS:
+            # An earlier version's SDK patches kept the call's own arguments: compare those.
+            self.input = {k: body[k] for k in getattr(codec, "SDK_INPUT", ()) if k in body}
         if settings.capture_content:
             try:
-                self.attributes[A.GEN_AI_INPUT_MESSAGES] = content_json(codec.messages(body))
+                given = codec.messages(body)
+                system = getattr(codec, "system_instructions", None)
+                parts = system(body) if system is not None else None
+                if parts:
+                    # The conventions keep the system prompt out of the input messages.
+                    self.attributes[GEN_AI_SYSTEM_INSTRUCTIONS] = content_json(parts)
+                    given = [m for m in given if m.get("role") != "system"]
+                self.attributes[A.GEN_AI_INPUT_MESSAGES] = content_json(given)
             except Exception:
                 warn_once("http-content", "tracely: could not capture the input messages")
 
@@ -524,15 +565,21 @@ class WireCall(Intercepted):
         return response_attributes(self.codec, _response_body(self.codec, output))
 
     def rebuild(self, output_json: bytes, entry: Mapping[str, Any]) -> Any:
+        session = self.call.session if self.call is not None else None
         if entry.get("output_type") == TAG:
             output = orjson.loads(output_json)  # a fresh copy, whatever the caller changes
         else:
-            output = served_output(self.codec, entry, self.model, streamed=self.streamed)
+            try:
+                output = served_output(self.codec, entry, self.model, streamed=self.streamed)
+            except ReplayError as refused:
+                # In the report too: the case is not PASS even if the agent swallows it.
+                if session is not None:
+                    session.report.errors.append(refused)
+                raise
         cut = self.hook.cut_error(output.get("cut"), self.request)
         if cut is not None and not self.stream:
             # The client reads a whole body inside send(): a cut one fails there, as live.
             return Refused(cut)
-        session = self.call.session if self.call is not None else None
         return self.hook.served_response(self.request, output, stream=self.stream, session=session)
 
     def raise_error(self, error: Mapping[str, Any], label: str) -> NoReturn:

@@ -2,9 +2,8 @@
 
 A derived run (:mod:`tracely_sdk._faults`) fails one recorded model call. The failure is served
 where a live one arrives, at the client: the recorded entry is replaced by an exchange of the
-HTTP layer (type tag ``http.response``), so a patched SDK method lets the call through
-(:func:`~tracely_sdk.providers._patching.served_at_the_client`) and the SDK's own HTTP client
-gets the fault's status, headers and body, or its transport error. The SDK then raises what it
+HTTP layer (type tag ``http.response``), and the SDK's own HTTP client gets the fault's
+status, headers and body, or its transport error. The SDK then raises what it
 raises live (``openai.RateLimitError``, ``anthropic.InternalServerError``,
 ``openai.APITimeoutError``, its connection error for a stream cut short), after its own
 retries, and litellm or a home-made client does whatever it does.

@@ -20,7 +20,13 @@ from typing import Any
 
 from tracely_otel.genai import ChatMessage, OutputMessage
 from tracely_sdk.providers import _google_genai_codec as genai
-from tracely_sdk.providers._patching import pieces
+from tracely_sdk.providers._patching import (
+    GEN_AI_OUTPUT_TYPE,
+    Reply,
+    json_value,
+    pieces,
+    token_counts,
+)
 
 model_key = "modelVersion"
 id_key = "responseId"
@@ -108,9 +114,69 @@ def record_headers(headers: Iterable[tuple[str, str]]) -> dict[str, str]:
 # --------------------------------------------------------------------------- other recordings
 
 SDK_TAGS = ("", "")
-"""None: the google-genai SDK records its objects' JSON, not the API's, and its recordings are
-served by its own patch (an HTTP request that such an entry answers is refused, and says to
-re-record)."""
+"""None: the google-genai SDK patches of tracely-replay 0.5 and earlier recorded the SDK's
+objects' JSON, not the API's: such an entry is refused, saying which version reads it."""
+
+
+def request_extras(body: Mapping[str, Any], provider: str) -> dict[str, Any]:
+    """The output type a structured-output request asks for."""
+    config = _config(body)
+    mime = config.get("responseMimeType", config.get("response_mime_type"))
+    return {GEN_AI_OUTPUT_TYPE: "json"} if mime == "application/json" else {}
+
+
+def system_instructions(body: Mapping[str, Any]) -> list[Any] | None:
+    """The request's ``systemInstruction`` as the GenAI conventions' system instructions."""
+    system = body.get("systemInstruction", body.get("system_instruction"))
+    if isinstance(system, str):
+        return [{"type": "text", "content": system}]
+    parts = system.get("parts") if isinstance(system, Mapping) else None
+    if not isinstance(parts, list):
+        return None
+    return [
+        {"type": "text", "content": p["text"]}
+        for p in parts
+        if isinstance(p, Mapping) and isinstance(p.get("text"), str)
+    ]
+
+
+_FINISH_FROM_GENAI = {"length": "MAX_TOKENS", "content_filter": "SAFETY"}
+
+
+def reply_body(reply: Reply) -> dict[str, Any]:
+    """The response that answers ``reply`` (an entry read from another instrumentor's span)."""
+    candidates = []
+    for index, (text, calls, reason) in enumerate(reply.messages):
+        parts: list[dict[str, Any]] = []
+        if text is not None and (text or not calls):
+            parts.append({"text": text})
+        parts.extend(
+            {"functionCall": {"id": cid, "name": name, "args": json_value(arguments)}}
+            for cid, name, arguments in calls
+        )
+        candidates.append(
+            {
+                "content": {"role": "model", "parts": parts},
+                "finishReason": _FINISH_FROM_GENAI.get(reason, "STOP"),
+                "index": index,
+            }
+        )
+    body: dict[str, Any] = {
+        "candidates": candidates,
+        "modelVersion": reply.model,
+        "responseId": reply.response_id,
+    }
+    usage = token_counts(
+        reply.usage, ("promptTokenCount", "candidatesTokenCount", "totalTokenCount")
+    )
+    if usage is not None:
+        body["usageMetadata"] = usage
+    return body
+
+
+def body_events(body: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The stream a streamed request would have been sent for ``body``: that one chunk."""
+    return [{"data": dict(body)}]
 
 
 def closed_events(events: list[dict[str, Any]]) -> list[dict[str, Any]]:

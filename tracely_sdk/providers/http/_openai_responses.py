@@ -13,10 +13,16 @@ from typing import Any
 
 from tracely_otel.genai import ChatMessage, OutputMessage, input_messages
 from tracely_sdk.providers import _openai_codec
+from tracely_sdk.providers._patching import Reply
 from tracely_sdk.providers.http import _openai_chat
 
 model_key = "model"
 id_key = "id"
+
+
+UNCOMPARED = ("prompt_cache_key",)
+"""Request keys left out of the recorded input: a prompt-cache hint, which agents make per run
+(the OpenAI Agents SDK's ``agents-sdk:run:<id>``), is no part of what the model is asked."""
 
 
 def answers(method: str, path: str) -> bool:
@@ -36,6 +42,19 @@ def streamed(body: Mapping[str, Any]) -> bool:
 def request_numbers(body: Mapping[str, Any]) -> tuple[Any, Any, Any]:
     """The request's max output tokens, temperature and top-p (None where not given)."""
     return body.get("max_output_tokens"), body.get("temperature"), body.get("top_p")
+
+
+def request_extras(body: Mapping[str, Any], provider: str) -> dict[str, Any]:
+    return _openai_chat.request_extras(body, provider, "responses")
+
+
+response_extras = _openai_chat.response_extras
+
+
+def system_instructions(body: Mapping[str, Any]) -> list[dict[str, Any]] | None:
+    """The request's ``instructions`` as the GenAI conventions' system instructions."""
+    instructions = body.get("instructions")
+    return [{"type": "text", "content": instructions}] if isinstance(instructions, str) else None
 
 
 def messages(body: Mapping[str, Any]) -> list[ChatMessage]:
@@ -75,7 +94,11 @@ def record_headers(headers: Iterable[tuple[str, str]]) -> dict[str, str]:
 # --------------------------------------------------------------------------- other recordings
 
 SDK_TAGS = ("openai.response", "openai.response.events")
-"""The type tags of the OpenAI SDK's recordings of a response: plain, streamed."""
+"""The type tags of the OpenAI SDK patches' recordings of a response (tracely-replay 0.5 and
+earlier): plain, streamed."""
+
+SDK_INPUT = ("input", "instructions", "tools", "previous_response_id")
+"""The request's keys such a recording kept as its input."""
 
 
 def closed_events(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -94,3 +117,13 @@ def text_body(text: str, *, model: str, usage: tuple[int, int] | None) -> dict[s
 def text_events(text: str, *, model: str, usage: tuple[int, int] | None) -> list[dict[str, Any]]:
     """The stream events that answer ``text``, word by word."""
     return _openai_codec.response_events_from_body(text_body(text, model=model, usage=usage))
+
+
+def reply_body(reply: Reply) -> dict[str, Any]:
+    """The response body that answers ``reply`` (an entry read from another instrumentor's span)."""
+    return _openai_codec.response_body_from_reply(reply)
+
+
+def body_events(body: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The stream events a streamed request would have been sent for ``body``."""
+    return _openai_codec.response_events_from_body(body)
