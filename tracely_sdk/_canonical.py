@@ -78,9 +78,23 @@ def _normalise_parsed(value: Any, depth: int) -> Any:
 _MAY_OPEN = frozenset(("{", "[", *JSON_SPACE))
 
 
+# The whitespace ``\s`` matches in a bytes pattern.
+_QUOTED_SPACE = tuple(b'"' + bytes([c]) for c in b" \t\n\x0b\x0c\r")
+
+
+def _may_hold_json(text: bytes) -> bool:
+    """Whether ``_NESTED_JSON`` matches ``text``: the same answer, mostly from substring
+    searches, which cost a fraction of the pattern's scan."""
+    if b'"{' in text or b'"[' in text:
+        return True
+    if not any(q in text for q in _QUOTED_SPACE):
+        return False
+    return _NESTED_JSON.search(text) is not None
+
+
 def _from_text(text: bytes) -> Any:
     value = orjson.loads(text)
-    if _NESTED_JSON.search(text) is None:
+    if not _may_hold_json(text):
         return value  # parsed compact JSON without JSON inside strings is canonical already
     return _normalise_parsed(value, 0)
 
@@ -117,3 +131,100 @@ def canonical_from_json(text: bytes) -> Any:
 def canonical_json_bytes(text: bytes) -> bytes:
     """:func:`canonical_json` of the value that compact JSON ``text`` holds (one parse)."""
     return orjson.dumps(_from_text(text), option=orjson.OPT_SORT_KEYS)
+
+
+def canonical_equal_json(a: bytes, b: bytes) -> bool:
+    """Whether compact JSON texts ``a`` and ``b`` hold canonically equal values.
+
+    The answer of ``sorted_json(a) == sorted_json(b) or canonical_json_bytes(a) ==
+    canonical_json_bytes(b)``, raising where that raises, for less: a replayed call usually
+    differs from its recording only in key order, and in the key order of JSON held in a
+    string (a served tool result the agent put into its next prompt). The two parsed values
+    are compared as Python values, which runs in C; only where they differ is a string that
+    holds JSON parsed, in place; one serialisation of each side with sorted keys then tells
+    apart what Python equates (``1``, ``1.0`` and ``true``; ``0.0`` and ``-0.0``).
+    """
+    if a == b:
+        return True
+    opens = _may_hold_json(a)
+    if opens != _may_hold_json(b) or (opens and not (_shallow(a) and _shallow(b))):
+        return _canonically_equal(a, b)  # each side parses strings differently, or may raise
+    value_a, value_b = orjson.loads(a), orjson.loads(b)
+    if opens and value_a != value_b:
+        settled = _settled(value_a, value_b)
+        if settled is None:
+            return False
+        value_a, value_b = settled
+    return orjson.dumps(value_a, option=orjson.OPT_SORT_KEYS) == orjson.dumps(
+        value_b, option=orjson.OPT_SORT_KEYS
+    )
+
+
+def _canonically_equal(a: bytes, b: bytes) -> bool:
+    """What :func:`canonical_equal_json` answers, from the canonical forms."""
+    return sorted_json(a) == sorted_json(b) or canonical_json_bytes(a) == canonical_json_bytes(b)
+
+
+_NOT_JSON: Any = object()
+
+
+def _opened(text: str) -> Any:
+    """What the canonical form makes of string ``text``: the value it holds, or _NOT_JSON."""
+    if text[:1] not in _MAY_OPEN:
+        return _NOT_JSON
+    stripped = text.strip(JSON_SPACE)
+    if stripped[:1] in ("{", "[") and stripped[-1:] in ("}", "]"):
+        try:
+            return orjson.loads(stripped)
+        except orjson.JSONDecodeError:
+            return _NOT_JSON
+    return _NOT_JSON
+
+
+def _settled(a: Any, b: Any) -> tuple[Any, Any] | None:
+    """Parsed values ``a`` and ``b`` (unequal as Python values) with the strings that hold JSON
+    parsed where the two differ, so that they are equal as Python values; None when their
+    canonical forms certainly differ. Containers are changed in place (they were just parsed)."""
+    kind = type(a)
+    if kind is str or type(b) is str:
+        held_a = _opened(a) if kind is str else a
+        held_b = _opened(b) if type(b) is str else b
+        held_a = a if held_a is _NOT_JSON else held_a
+        held_b = b if held_b is _NOT_JSON else held_b
+        if held_a is a and held_b is b:
+            return None  # strings (or a string and a value) that hold no JSON and differ
+        if held_a == held_b:
+            return held_a, held_b
+        return _settled(held_a, held_b)
+    if kind is not type(b):
+        return None
+    if kind is dict:
+        if a.keys() != b.keys():
+            return None
+        for key, item in a.items():
+            other = b[key]
+            if item != other:
+                pair = _settled(item, other)
+                if pair is None:
+                    return None
+                a[key], b[key] = pair
+        return a, b
+    if kind is list:
+        if len(a) != len(b):
+            return None
+        for i, (item, other) in enumerate(zip(a, b, strict=True)):
+            if item != other:
+                pair = _settled(item, other)
+                if pair is None:
+                    return None
+                a[i], b[i] = pair
+        return a, b
+    return None  # scalars that differ as Python values differ as JSON
+
+
+def _shallow(text: bytes) -> bool:
+    """Whether the canonical form of ``text``, which parses strings that hold JSON, certainly
+    nests within the limit: too few brackets are written in it to nest deeper (a string that
+    holds JSON is a level of its own beside its container's; ``\\u`` could hide a bracket in a
+    string held by a string)."""
+    return b"\\u" not in text and 2 * (text.count(b"{") + text.count(b"[")) <= _MAX_DEPTH

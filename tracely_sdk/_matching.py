@@ -24,6 +24,7 @@ import orjson
 from tracely_otel import Bundle, RecordedError
 from tracely_sdk._canonical import (
     canonical,
+    canonical_equal_json,
     canonical_from_json,
     canonical_json_bytes,
     sorted_json,
@@ -90,10 +91,10 @@ class CallKey:
 
     def matches(self, recorded: CallKey) -> bool:
         """Whether this call's value equals the ``recorded`` one, both under this key's masks."""
+        if self.masks is None:
+            return canonical_equal_json(self.text, recorded.text)
         if self.text == recorded.text or self.sorted_text() == recorded.sorted_text():
             return True  # equal values, masked or not
-        if self.masks is None:
-            return self.canonical() == recorded.canonical()
         return self.canonical() == recorded.masked(self.masks)[0]
 
     def applied(self, recorded: CallKey) -> tuple[str, ...]:

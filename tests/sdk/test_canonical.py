@@ -6,10 +6,20 @@ import random
 from typing import Any
 
 import orjson
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tracely_sdk._canonical import canonical, canonical_equal, canonical_json, canonical_json_bytes
+from tracely_sdk._canonical import (
+    _NESTED_JSON,
+    _may_hold_json,
+    canonical,
+    canonical_equal,
+    canonical_equal_json,
+    canonical_json,
+    canonical_json_bytes,
+    sorted_json,
+)
 
 scalars = (
     st.none()
@@ -107,3 +117,89 @@ def test_non_json_values_compare_as_they_are_recorded() -> None:
 def test_canonical_json_bytes_agrees_with_canonical_json(value: Any) -> None:
     for v in (value, containers_as_json_strings(value)):
         assert canonical_json_bytes(orjson.dumps(v)) == canonical_json(v)
+
+
+# -- canonical_equal_json: the fast comparison agrees with the canonical forms ----------------
+
+
+def _outcome(compare: Any, a: bytes, b: bytes) -> Any:
+    """What ``compare(a, b)`` returns, or the type of what it raises."""
+    try:
+        return compare(a, b)
+    except Exception as exc:
+        return type(exc)
+
+
+def _by_canonical_forms(a: bytes, b: bytes) -> bool:
+    return sorted_json(a) == sorted_json(b) or canonical_json_bytes(a) == canonical_json_bytes(b)
+
+
+def _variant(value: Any, rnd: random.Random) -> Any:
+    """``value`` changed the ways a replayed call differs from its recording, or does not:
+    key order, containers written as JSON text (padded with JSON whitespace), numbers of
+    another JSON type, -0.0, an edited string."""
+    choice = rnd.random()
+    if isinstance(value, dict):
+        items = list(value.items())
+        rnd.shuffle(items)
+        out: Any = {k: _variant(v, rnd) for k, v in items}
+    elif isinstance(value, list):
+        out = [_variant(v, rnd) for v in value]
+    elif isinstance(value, bool):
+        out = int(value) if choice < 0.2 else value
+    elif isinstance(value, int):
+        out = float(value) if choice < 0.2 else (value == 1) if choice < 0.3 else value
+    elif isinstance(value, float):
+        out = -value if value == 0.0 and choice < 0.5 else value
+    elif isinstance(value, str):
+        out = value + "x" if choice < 0.1 else value
+    else:
+        out = value
+    if isinstance(out, (dict, list)) and rnd.random() < 0.4:
+        pad = rnd.choice(["", " ", "\n", "\t ", "\r\n"])
+        return pad + orjson.dumps(out).decode() + rnd.choice(["", " ", "\n"])
+    return out
+
+
+@given(json_values, st.randoms(use_true_random=False))
+def test_equal_json_agrees_with_the_canonical_forms(value: Any, rnd: random.Random) -> None:
+    recorded = orjson.dumps(_variant(value, rnd), option=orjson.OPT_SORT_KEYS)
+    called = orjson.dumps(_variant(value, rnd))
+    assert _outcome(canonical_equal_json, called, recorded) == _outcome(
+        _by_canonical_forms, called, recorded
+    )
+    assert canonical_equal_json(recorded, recorded)
+
+
+@given(json_values, json_values)
+def test_equal_json_agrees_on_unrelated_values(a: Any, b: Any) -> None:
+    texts = [orjson.dumps(v) for v in (a, b, containers_as_json_strings(a))]
+    for x in texts:
+        for y in texts:
+            assert _outcome(canonical_equal_json, x, y) == _outcome(_by_canonical_forms, x, y)
+
+
+@pytest.mark.parametrize("levels", [20, 40, 62, 64, 66, 80])
+@pytest.mark.parametrize("as_text", [False, True])
+def test_equal_json_raises_where_the_canonical_forms_raise(levels: int, as_text: bool) -> None:
+    deep: Any = 1
+    for _ in range(levels):
+        deep = [deep]
+    held = orjson.dumps(deep).decode()
+    for a, b in [
+        ([held, "{}"], ["  " + held, "{}"]),  # held JSON, parsed on both sides
+        ([held, '{"a":1,"b":2}'], [held, '{"b":2,"a":1}']),  # equal held JSON, other JSON differs
+        ([deep, "{}"], [deep, "[]"]),
+        ({"a": held, "b": "[1]"}, {"a": "\n" + held, "b": "[1.0]"}),
+        ([deep], ["[" + held + "]"] if as_text else [[deep]]),
+    ]:
+        x, y = orjson.dumps(a), orjson.dumps(b)
+        assert _outcome(canonical_equal_json, x, y) == _outcome(_by_canonical_forms, x, y)
+        assert _outcome(canonical_equal_json, y, x) == _outcome(_by_canonical_forms, y, x)
+
+
+@given(
+    st.binary(max_size=40) | json_values.map(lambda v: orjson.dumps(containers_as_json_strings(v)))
+)
+def test_may_hold_json_is_the_pattern(text: bytes) -> None:
+    assert _may_hold_json(text) is (_NESTED_JSON.search(text) is not None)
