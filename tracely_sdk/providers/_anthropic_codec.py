@@ -37,22 +37,6 @@ def record_headers(headers: Mapping[str, str] | Iterable[tuple[str, str]]) -> di
     return _wire.kept_headers(headers, SAFE_HEADERS, "anthropic-ratelimit-")
 
 
-# --------------------------------------------------------------------------------------------- rebuilding
-
-
-# --------------------------------------------------------------------------------------------- wire bodies
-
-
-# --------------------------------------------------------------------------------------------- raw responses
-
-
-# --------------------------------------------------------------------------------------------- errors
-
-
-# The status codes that this SDK has a class of its own for, whatever the body says. Each is a subclass of
-# the class the shared table (or `>= 500`) gives, so `except InternalServerError` still catches 529.
-
-
 # --------------------------------------------------------------------------------------------- plain text
 
 
@@ -63,7 +47,7 @@ def recording_from_text(
     usage: tuple[int, int] | None = None,
     message_id: str = "replay",
 ) -> dict[str, Any]:
-    """The recording of a message whose one text block is ``text`` (``record_response``'s shape),
+    """The recording of a message whose one text block is ``text``,
     ending its turn: what a hand-written entry (``{"output": "Hello", "usage": [812, 96]}``) that
     holds no SDK body is served as."""
     prompt, completion = usage or (0, 0)
@@ -87,7 +71,7 @@ def chunks_from_text(
     usage: tuple[int, int] | None = None,
     message_id: str = "replay",
 ) -> list[dict[str, Any]]:
-    """Recorded events (``record_chunk``'s shape) that stream ``text`` word by word, for an entry that holds
+    """Recorded events that stream ``text`` word by word, for an entry that holds
     only the answer's text."""
     prompt, completion = usage or (0, 0)
     message = recording_from_text("", model=model, usage=(prompt, 0), message_id=message_id)["body"]
@@ -218,7 +202,7 @@ _STOP_FROM_GENAI = {
 
 
 def message_body_from_reply(reply: Reply) -> dict[str, Any]:
-    """A message body (``record_response``'s ``body``) answering ``reply``."""
+    """A message body answering ``reply``."""
     body: dict[str, Any] = recording_from_text(
         "", model=reply.model, usage=reply.usage or (0, 0), message_id=reply.response_id
     )["body"]
@@ -238,7 +222,7 @@ def message_body_from_reply(reply: Reply) -> dict[str, Any]:
 
 
 def events_from_body(body: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The events (``record_chunk``'s shape) a streamed call would have sent for ``body``."""
+    """The events a streamed call would have sent for ``body``."""
     usage = dict(body.get("usage") or {})
     start = {
         **body,

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
@@ -133,19 +132,3 @@ def wrapper_of(owner: type, attribute: str) -> Any:
     """Tracely's wrapper object on ``owner.attribute`` (None when not installed)."""
     record = _installed.get((owner, attribute))
     return None if record is None else record.wrapper
-
-
-# The JSON bodies the SDK made objects of during the live run of a patched call (or the making
-# of a streamed item), with the objects made, so that the call records the body as the server
-# sent it instead of dumping the SDK's object back to JSON (which was the largest part of
-# recording a call, and of each item of a stream).
-bodies: ContextVar[list[tuple[Any, Any]] | None] = ContextVar("tracely_bodies", default=None)
-
-
-def made_of(item: Any, seen: list[tuple[Any, Any]]) -> dict[str, Any] | None:
-    """The JSON data that a parse hook saw the SDK make ``item`` of (by identity: the
-    chunks of one stream share their id)."""
-    for data, made in seen:
-        if made is item and type(data) is dict:
-            return data
-    return None

@@ -46,21 +46,6 @@ def record_headers(headers: Mapping[str, str] | Iterable[tuple[str, str]]) -> di
     return _wire.kept_headers(headers, SAFE_HEADERS, "x-ratelimit-")
 
 
-# --------------------------------------------------------------------------------------------- rebuilding
-
-
-# The body check of each kind, made once: rebuilding runs on every served call.
-
-
-# --------------------------------------------------------------------------------------------- wire bodies
-
-
-# --------------------------------------------------------------------------------------------- raw responses
-
-
-# --------------------------------------------------------------------------------------------- errors
-
-
 # --------------------------------------------------------------------------------------------- plain text
 
 
@@ -73,7 +58,7 @@ def recording_from_text(
     response_id: str = "replay",
 ) -> dict[str, Any]:
     """The recording of a chat completion (``kind="chat.completion"``) or a Responses API
-    response (``"response"``) whose one message says ``text`` (``record_response``'s shape): what a
+    response (``"response"``) whose one message says ``text``: what a
     hand-written entry (``{"output": "Hello", "usage": [812, 96]}``) is served as."""
     prompt, completion = usage or (0, 0)
     if kind == "chat.completion":
@@ -138,7 +123,7 @@ def chunks_from_text(
     usage: tuple[int, int] | None = None,
     response_id: str = "replay",
 ) -> list[dict[str, Any]]:
-    """Recorded chat chunks (``record_chunk``'s shape) that stream ``text`` word by word, for an entry that
+    """Recorded chat chunks that stream ``text`` word by word, for an entry that
     holds only the answer's text; with ``usage`` the last chunk is the ``include_usage`` one."""
     if kind != "chat.completion":
         raise ValueError("chunks_from_text makes chat completion chunks only")
@@ -332,7 +317,7 @@ def genai_responses_output(body: Mapping[str, Any]) -> list[OutputMessage]:
 
 
 def response_events_from_body(body: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The Responses API events (``record_chunk``'s shape) a streamed call would have sent."""
+    """The Responses API events a streamed call would have sent."""
     events: list[dict[str, Any]] = []
 
     def add(event: dict[str, Any]) -> None:
@@ -471,7 +456,7 @@ _FINISH_FROM_GENAI = {
 
 
 def chat_body_from_reply(reply: Reply) -> dict[str, Any]:
-    """A chat completion body (``record_response``'s ``body``) answering ``reply``."""
+    """A chat completion body answering ``reply``."""
     choices = []
     for index, (text, calls, finish) in enumerate(reply.messages):
         message: dict[str, Any] = {"role": "assistant", "content": text, "refusal": None}
@@ -540,7 +525,7 @@ def response_body_from_reply(reply: Reply) -> dict[str, Any]:
 
 
 def chat_chunks_from_body(body: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The chunks (``record_chunk``'s shape) a streamed call would have sent for ``body``."""
+    """The chunks a streamed call would have sent for ``body``."""
     base = {
         "id": body.get("id"),
         "object": "chat.completion.chunk",
@@ -578,6 +563,3 @@ def chat_chunks_from_body(body: Mapping[str, Any]) -> list[dict[str, Any]]:
     if body.get("usage") is not None:
         chunks.append({"event": None, "data": {**base, "choices": [], "usage": body["usage"]}})
     return chunks
-
-
-# --------------------------------------------------------------------------- one call

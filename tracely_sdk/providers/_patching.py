@@ -16,8 +16,8 @@ Running (``intercept`` / ``aintercept``)
     SDK's own type by the provider module (the response attributes of the entry expected to
     answer it go into the span's starting attributes, so a served span is started once); live, the SDK's method runs with the call's span
     current (so the SDK's own spans are its children) and its result is recorded. A live
-    stream is returned to the caller as the SDK's own stream object, teed in place (see
-    ``_streams``, which also closes the replayed streams a block leaves unread).
+    body read in pieces is teed as it is read (see ``_streams``, which also closes the
+    replayed streams a block leaves unread).
 
 Settings and the once-only warnings are in ``_settings``; both are re-exported here for the
 provider modules.
@@ -44,7 +44,6 @@ from tracely_sdk._matching import LLM
 from tracely_sdk._seam import Call, enter_call_body, error_status, leave_call_body
 from tracely_sdk._types import dumps
 from tracely_sdk.providers._install import (
-    bodies,
     in_chain,
     install,
     is_installed,
@@ -57,8 +56,6 @@ from tracely_sdk.providers._streams import (
     release,
     served_stream,
     succeed,
-    tee,
-    tee_iterator,
 )
 
 # GenAI semantic-convention names not (yet) in tracely_otel._attributes.
@@ -297,18 +294,10 @@ class CapturedResult:
 
 @dataclass(slots=True)
 class TeeStream:
-    """A live result whose stream must be teed; ``headers`` are the response's kept headers.
+    """A live result whose body is recorded as it is read: ``tee`` starts that, given the call
+    and when the request was sent (an HTTP response's body, see ``providers.http``)."""
 
-    ``replace``: the stream is a plain (async) generator, which cannot be teed in place; the
-    caller gets a teeing generator instead (:func:`tee_iterator`). ``tee``: the stream tees
-    itself, given the call and when the request was sent (an HTTP response's body, see
-    ``providers.http``).
-    """
-
-    stream: Any
-    headers: Mapping[str, str] | None = None
-    replace: bool = False
-    tee: Callable[[Call, float], None] | None = None
+    tee: Callable[[Call, float], None]
 
 
 @dataclass(slots=True)
@@ -357,9 +346,8 @@ class InterceptedCall(Protocol):
     async def arecordable(self, result: Any) -> CapturedResult | TeeStream:
         """:meth:`recordable` for async results (an async raw response parses with await)."""
 
-    def record_item(self, item: Any, wire: dict[str, Any] | None) -> dict[str, Any]:
-        """The recording of one item of a live stream, made as it passes; ``wire`` is the JSON
-        data the SDK made it of, when a parse hook saw it."""
+    def record_item(self, item: Any) -> dict[str, Any]:
+        """The recording of one item of a live stream, made as it passes."""
 
     def record_stream(
         self, chunks: list[dict[str, Any]], headers: Mapping[str, str] | None
@@ -441,7 +429,7 @@ class _LiveCall:
     ``run.outcome``), awaiting both when async; this object does the rest as each block ends.
     """
 
-    __slots__ = ("body", "call", "kept", "outcome", "spec", "started", "token")
+    __slots__ = ("body", "call", "outcome", "spec", "started", "token")
 
     def __init__(self, call: Call, spec: InterceptedCall) -> None:
         self.call = call
@@ -451,7 +439,6 @@ class _LiveCall:
         self.token: Token[Context] | None = otel_context.attach(
             trace.set_span_in_context(call.span)
         )
-        self.kept = bodies.set([])  # what a parse hook saw: until the result is recorded
         # The HTTP request the SDK makes is this call's: the HTTP layer must not record it again.
         self.body: Token[Any] | None = enter_call_body()
         self.started = time.perf_counter()
@@ -462,7 +449,7 @@ class _LiveCall:
         return self
 
     def recording(self) -> _LiveCall:
-        """For the block that makes the result recordable, with the parsed bodies kept."""
+        """For the block that makes the result recordable."""
         return self
 
     def __enter__(self) -> None:
@@ -478,14 +465,10 @@ class _LiveCall:
                 leave_call_body(self.body)
                 self.body = None
             if exc is not None:
-                try:
-                    _fail(self.call, self.spec, exc)
-                    release(self.call, self.spec)
-                finally:
-                    bodies.reset(self.kept)
+                _fail(self.call, self.spec, exc)
+                release(self.call, self.spec)
             return False
         # Its result was made recordable, or could not be.
-        bodies.reset(self.kept)
         if isinstance(exc, Exception):
             warn_once(
                 "recordable",
@@ -506,12 +489,8 @@ class _LiveCall:
         if isinstance(outcome, CapturedResult):
             succeed(call, outcome)
             release(call, spec)
-        elif outcome.tee is not None:
+        else:
             outcome.tee(call, self.started)
-        elif outcome.replace:
-            return tee_iterator(outcome.stream, call, spec, self.started)
-        elif not tee(outcome.stream, call, spec, outcome.headers, self.started):
-            release(call, spec)
         return result
 
 
@@ -569,8 +548,6 @@ __all__ = [
     "served_tag",
     "served_stream",
     "settings",
-    "tee",
-    "tee_iterator",
     "uninstall",
     "warn_once",
     "wrapper_of",

@@ -1,10 +1,10 @@
-"""Live streams teed in place, and replayed streams closed when their block ends.
+"""Live response bodies teed as they are read, and replayed streams closed when their block
+ends.
 
-A live stream is returned to the caller as the SDK's own stream object, its iterator replaced
-by a tee: each item is recorded as it passes, and the call is recorded, and its span ended,
-when the stream is exhausted, closed, fails, or is dropped unread. One
-:class:`_StreamRecorder` does that work for sync and async streams alike; the two tees only
-pull the next item and close the SDK's iterator, which is all that differs between them.
+A live body read in pieces (``providers.http``) is teed: each piece is recorded as it passes,
+and the call is recorded, and its span ended, when the body is exhausted, closed, or fails.
+One :class:`_StreamRecorder` does that work for sync and async bodies alike; the two tees only
+pull the next piece and close the inner iterator, which is all that differs between them.
 
 A replayed stream the agent never reads is closed when its ``fixtures()`` block ends (when
 the block's session is released), or at the latest when the next block starts.
@@ -16,12 +16,10 @@ import threading
 import time
 import weakref
 from collections.abc import AsyncIterator, Iterator, Mapping
-from contextvars import Token
 from typing import TYPE_CHECKING, Any
 
 from tracely_otel import attributes as A
 from tracely_sdk._seam import Call
-from tracely_sdk.providers._install import bodies, made_of
 from tracely_sdk.providers._settings import warn_once
 
 if TYPE_CHECKING:
@@ -45,9 +43,8 @@ class _StreamRecorder:
     """The items of one live stream, each recorded as it passes; the stream is recorded on the
     call when it is done.
 
-    Each pull of the SDK's next item runs inside ``with recorder:``: the item's JSON data, as
-    the server sent it, is kept while the SDK parses it (by a parse hook), and the end of
-    the stream or its failure is recorded as it leaves the pull.
+    Each pull of the next item runs inside ``with recorder:``: the end of the stream or its
+    failure is recorded as it leaves the pull.
     """
 
     __slots__ = (
@@ -59,10 +56,8 @@ class _StreamRecorder:
         "first_chunk",
         "headers",
         "last",
-        "seen",
         "spec",
         "started",
-        "token",
     )
 
     def __init__(
@@ -77,26 +72,19 @@ class _StreamRecorder:
         self.spec = spec
         self.headers = headers
         self.started = started  # perf_counter() when the request was sent
-        self.last = last  # what the SDK's iterator raises when it is exhausted
+        self.last = last  # what the inner iterator raises when it is exhausted
         self.first_chunk: float | None = None  # seconds from the request to the first item
         # None once an item could not be recorded: the stream is then not recorded at all, as
         # a recording missing an item would be served as if it were whole.
         self.chunks: list[dict[str, Any]] | None = []
-        self.active = False  # inside the SDK's own next(): its closing is its end, not a cut
+        self.active = False  # inside the inner next(): its closing is its end, not a cut
         self.done = False
         self.exhausted = False
-        self.seen: list[tuple[Any, Any]] = []
-        self.token: Token[list[tuple[Any, Any]] | None] | None = None
 
     def __enter__(self) -> None:
         self.active = True
-        self.seen = []
-        self.token = bodies.set(self.seen)
 
     def __exit__(self, kind: object, exc: BaseException | None, traceback: object) -> bool:
-        if self.token is not None:
-            bodies.reset(self.token)
-            self.token = None
         self.active = False
         if exc is None:
             return False
@@ -109,15 +97,14 @@ class _StreamRecorder:
         return False
 
     def add(self, item: Any) -> Any:
-        """Record ``item`` before the agent has it: the agent may change it in place, and the
-        SDK's object need not be kept until the stream ends."""
+        """Record ``item`` before the caller has it: the caller may reuse its buffer."""
         if self.first_chunk is None:
             self.first_chunk = time.perf_counter() - self.started
         chunks = self.chunks
         if chunks is None:
             return item
         try:
-            chunks.append(self.spec.record_item(item, made_of(item, self.seen)))
+            chunks.append(self.spec.record_item(item))
         except Exception:
             self.chunks = None
             self._unrecorded()
@@ -162,7 +149,7 @@ class _StreamRecorder:
             self.finish()
 
     def close(self, inner: Any) -> None:
-        """Closed early: closing the SDK's generator closes the response (and ends the call)."""
+        """Closed early: closing the inner iterator closes the response (and ends the call)."""
         close = getattr(inner, "close", None)
         if close is not None:
             close()
@@ -197,85 +184,6 @@ async def _async_tee(inner: AsyncIterator[Any], recorder: _StreamRecorder) -> As
             yield recorder.add(item)
     finally:
         await recorder.aclose(inner)
-
-
-def _hook_close(response: Any, recorder: _StreamRecorder, is_async: bool) -> None:
-    """Finish the recording when the stream's HTTP response is closed, by whatever path.
-
-    The SDK's stream, its helpers (``ChatCompletionStream``, ``MessageStream``) and the SDK's
-    own generator at exhaustion all close the stream by closing this response. The hook holds
-    the response weakly so that a dropped stream is still freed at once.
-    """
-    ref = weakref.ref(response)
-    cls = type(response)
-    if is_async:
-        original_aclose = cls.aclose
-
-        async def aclose() -> None:
-            target = ref()
-            try:
-                if target is not None:
-                    await original_aclose(target)
-            finally:
-                recorder.closed()
-
-        response.aclose = aclose
-    else:
-        original_close = cls.close
-
-        def close() -> None:
-            target = ref()
-            try:
-                if target is not None:
-                    original_close(target)
-            finally:
-                recorder.closed()
-
-        response.close = close
-
-
-def tee(
-    stream: Any,
-    call: Call,
-    spec: InterceptedCall,
-    headers: Mapping[str, str] | None,
-    started: float,
-) -> bool:
-    """Record ``stream``'s items as they pass, in place: the caller keeps the SDK's object.
-
-    Returns False when the stream cannot be teed (an SDK without the stream internals this
-    relies on); the call then ends unrecorded and the stream is untouched.
-    """
-    try:
-        inner = stream._iterator
-        response = stream.response
-        is_async = hasattr(inner, "__anext__")
-    except Exception:
-        warn_once("tee", "tracely: cannot record %s streams of this SDK", type(stream).__name__)
-        return False
-    last = StopAsyncIteration if is_async else StopIteration
-    recorder = _StreamRecorder(call, spec, headers, started, last)
-    stream._iterator = _async_tee(inner, recorder) if is_async else _sync_tee(inner, recorder)
-    try:
-        _hook_close(response, recorder, is_async)
-    except Exception:
-        warn_once("tee-close", "tracely: cannot observe the closing of %s", type(stream).__name__)
-    # Dropped unread and never closed: record what was read when the stream is freed.
-    weakref.finalize(stream, recorder.finish)
-    return True
-
-
-def tee_iterator(iterator: Any, call: Call, spec: InterceptedCall, started: float) -> Any:
-    """Record a live stream that is a plain generator or async generator (an SDK without a
-    stream object of its own): the caller gets, in its place, a generator of the same kind
-    that yields the same items, each recorded as it passes."""
-    is_async = hasattr(iterator, "__anext__")
-    last = StopAsyncIteration if is_async else StopIteration
-    recorder = _StreamRecorder(call, spec, None, started, last)
-    teed = _async_tee(iterator, recorder) if is_async else _sync_tee(iterator, recorder)
-    # Dropped before its first item (a generator never started runs no `finally`).
-    weakref.finalize(teed, recorder.finish)
-    return teed
 
 
 # --------------------------------------------------------------------------- replayed streams

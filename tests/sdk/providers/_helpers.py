@@ -1,12 +1,11 @@
-"""What the OpenAI and Anthropic provider tests share: a structured-output model, message and
-JSON helpers, comparisons of replayed with live values, a port nothing listens on, and
-tracely's patches stacked with another instrumentor's."""
+"""What the OpenAI and Anthropic provider tests share: a structured-output model, a message
+helper, a comparison of replayed with live values, a port nothing listens on, and tracely's
+patches stacked with another instrumentor's."""
 
 from __future__ import annotations
 
 import asyncio
 import inspect
-import json
 import socket
 import sys
 from collections.abc import Iterator
@@ -24,43 +23,6 @@ class Weather(BaseModel):
     temperature: int
 
 
-def plain(value: Any) -> Any:
-    """``value`` as a recording keeps it: plain JSON, nothing else."""
-    return json.loads(json.dumps(value))
-
-
-FORMS = ["mapping", "json"]
-
-
-def given(recording: Any, form: str) -> Any:
-    """A response recording as a codec is given it: the mapping, or its JSON text (what a
-    served call passes)."""
-    return json.dumps(recording).encode() if form == "json" else recording
-
-
-def rebuilt_alike(codec: Any, kind: str, recorded: dict[str, Any]) -> None:
-    """``recorded`` rebuilds into the same object from its mapping and from its JSON text."""
-    from_mapping = codec.rebuild_response(kind, json.loads(json.dumps(recorded)))
-    from_text = codec.rebuild_response(kind, json.dumps(recorded).encode())
-    assert type(from_text) is type(from_mapping)
-    assert from_text.model_dump(warnings=False) == from_mapping.model_dump(warnings=False)
-    assert from_text._request_id == from_mapping._request_id
-
-
-def wires_seen(monkeypatch: Any, codec: Any, function: str = "record_response") -> list[Any]:
-    """The wire data ``codec.<function>`` (``record_response`` or ``record_chunk``) is given from
-    now on (it still records)."""
-    seen: list[Any] = []
-    recorder = getattr(codec, function)
-
-    def spy(obj: Any, wire: Any = None) -> Any:
-        seen.append(wire)
-        return recorder(obj, wire)
-
-    monkeypatch.setattr(codec, function, spy)
-    return seen
-
-
 def user(text: str) -> list[Any]:
     return [{"role": "user", "content": text}]
 
@@ -69,13 +31,6 @@ def same(replayed: Any, live: Any) -> None:
     """The replayed value is the live one's type and dumps the same."""
     assert type(replayed) is type(live)
     assert replayed.model_dump(warnings=False) == live.model_dump(warnings=False)
-
-
-def same_model(rebuilt: Any, live: Any) -> None:
-    """:func:`same`, and equal by every other means the SDK offers too."""
-    same(rebuilt, live)
-    assert rebuilt.to_dict(warnings=False) == live.to_dict(warnings=False)
-    assert rebuilt == live
 
 
 def closed_url(path: str = "") -> str:

@@ -134,6 +134,33 @@ def test_a_chat_completion_is_recorded_as_the_wire_carried_it_and_served_as_a_cl
     assert PROVIDER in rep.providers
 
 
+def test_a_served_body_has_the_length_of_its_own_bytes_and_no_recorded_encoding(
+    capture: Any, instrumented: None
+) -> None:
+    async def scenario(base: str) -> tuple[Any, bytes]:
+        async with (
+            aiohttp.ClientSession() as session,
+            session.post(f"{base}/v1/chat/completions", json=chat("Hello there")) as response,
+        ):
+            return response.headers, await response.read()
+
+    live = record(capture, scenario)
+    del live.bundle["checksum"]  # edited by hand
+    (entry,) = live.bundle["llm"][MODEL]
+    # A recording that kept the framing of the wire it came from (a server that indented its
+    # JSON and compressed it): the body is served compact and uncompressed.
+    entry["output"]["headers"].update(
+        {
+            "content-length": str(len(json.dumps(entry["output"]["body"], indent=2))),
+            "content-encoding": "gzip",
+        }
+    )
+    (headers, data), rep = replay(live.bundle, scenario)
+    assert json.loads(data) == json.loads(live.value[1]) and rep.clean
+    assert headers["content-length"] == str(len(data))
+    assert "content-encoding" not in headers
+
+
 def test_a_stream_is_recorded_as_it_arrives_and_served_to_every_way_of_reading_content(
     capture: Any, instrumented: None
 ) -> None:

@@ -181,6 +181,49 @@ def test_a_streamed_chat_completion_keeps_its_usage_chunk_and_done(
     assert rep.clean
 
 
+@pytest.mark.parametrize("http", LIBRARIES, ids=lambda m: m.__name__)
+def test_a_served_body_has_the_length_of_its_own_bytes_and_no_recorded_encoding(
+    capture: Any, instrumented: None, http: ModuleType
+) -> None:
+    def scenario(base: str) -> Any:
+        with http.Client() as client:
+            return client.post(f"{base}/v1/chat/completions", json=chat("Hello there"))
+
+    live = record(capture, scenario)
+    del live.bundle["checksum"]  # edited by hand
+    (entry,) = live.bundle["llm"][MODEL]
+    # A recording that kept the framing of the wire it came from (a server that indented its
+    # JSON and compressed it): the body is served compact and uncompressed.
+    entry["output"]["headers"].update(
+        {
+            "content-length": str(len(json.dumps(entry["output"]["body"], indent=2))),
+            "content-encoding": "gzip",
+            "transfer-encoding": "chunked",
+        }
+    )
+    replayed, rep = replay(live.bundle, scenario)
+    assert replayed.json() == live.value.json() and rep.clean
+    assert replayed.headers["content-length"] == str(len(replayed.content))
+    assert "content-encoding" not in replayed.headers
+    assert "transfer-encoding" not in replayed.headers
+
+
+def test_a_served_stream_has_no_recorded_length(capture: Any, instrumented: None) -> None:
+    def scenario(base: str) -> tuple[Any, list[str]]:
+        with httpx.Client() as client:
+            body = chat("Hi", stream=True)
+            with client.stream("POST", f"{base}/v1/chat/completions", json=body) as response:
+                return response.headers, list(response.iter_lines())
+
+    live = record(capture, scenario)
+    del live.bundle["checksum"]  # edited by hand
+    (entry,) = live.bundle["llm"][MODEL]
+    entry["output"]["headers"]["content-length"] = "3"
+    (headers, lines), rep = replay(live.bundle, scenario)
+    assert sse_data(lines) == sse_data(live.value[1]) and rep.clean
+    assert "content-length" not in headers
+
+
 def test_an_async_plain_call_is_served_with_the_recorded_status_and_body(
     capture: Any, instrumented: None
 ) -> None:

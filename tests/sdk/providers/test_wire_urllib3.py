@@ -124,6 +124,33 @@ def test_a_requests_post_is_recorded_as_the_wire_carried_it_and_served_as_a_urll
     assert PROVIDER in rep.providers
 
 
+@pytest.mark.parametrize("kept", ["content-length", "content-encoding"])
+def test_a_served_body_has_the_length_of_its_own_bytes_and_no_recorded_encoding(
+    capture: Any, instrumented: None, kept: str
+) -> None:
+    def scenario(base: str) -> tuple[dict[str, str], bytes]:
+        # urllib3 checks the bytes it reads against the content-length it was given.
+        response = urllib3.request(
+            "POST", f"{base}/v1/chat/completions", json=chat("Hello there"), retries=False
+        )
+        return dict(response.headers), response.data
+
+    live = record(capture, scenario)
+    del live.bundle["checksum"]  # edited by hand
+    (entry,) = live.bundle["llm"][GPT]
+    # A hand-edited recording that kept the framing of the wire it came from (a server that
+    # indented its JSON, or compressed it): the body is served compact and uncompressed.
+    framing = {
+        "content-length": str(len(json.dumps(entry["output"]["body"], indent=2))),
+        "content-encoding": "gzip",
+    }
+    entry["output"]["headers"][kept] = framing[kept]
+    (headers, data), rep = replay(live.bundle, scenario)
+    assert json.loads(data) == json.loads(live.value[1]) and rep.clean
+    assert headers["content-length"] == str(len(data))
+    assert "content-encoding" not in headers
+
+
 def test_a_streamed_requests_call_is_recorded_event_by_event_as_it_is_read(
     capture: Any, instrumented: None
 ) -> None:

@@ -183,6 +183,24 @@ def served_status(output: Mapping[str, Any]) -> int:
     return status
 
 
+# What frames a body on the wire: a served body is the recorded one decoded and serialised
+# afresh, so the recorded values would not describe the bytes served.
+_FRAMING = frozenset({"content-length", "content-encoding", "transfer-encoding"})
+
+
+def served_headers(output: Mapping[str, Any], length: int | None) -> list[tuple[str, str]]:
+    """A recorded exchange's headers as they are served with a body of ``length`` bytes (None
+    for a body served as a stream, which then has no length), unencoded."""
+    headers = [
+        (str(k), str(v))
+        for k, v in (output.get("headers") or {}).items()
+        if str(k).lower() not in _FRAMING
+    ]
+    if length is not None:
+        headers.append(("content-length", str(length)))
+    return headers
+
+
 class HTTPLibrary(ClientHook):
     """The hook on an httpx-style library."""
 
@@ -313,19 +331,19 @@ class HTTPLibrary(ClientHook):
     ) -> Any:
         http = self.module
         status = served_status(output)
-        headers = [(str(k), str(v)) for k, v in (output.get("headers") or {}).items()]
         pieces = served_pieces(output)
         if stream:
             replayed = self._stream_classes()[2]
             cut = self.cut_error(output.get("cut"), request)
+            headers = served_headers(output, None)
             response = http.Response(
                 status, headers=headers, stream=replayed(pieces, cut), request=request
             )
             served_stream(session, response)
         else:
-            response = http.Response(
-                status, headers=headers, content=b"".join(pieces), request=request
-            )
+            content = b"".join(pieces)
+            headers = served_headers(output, len(content))
+            response = http.Response(status, headers=headers, content=content, request=request)
         response.elapsed = timedelta(0)
         return response
 

@@ -506,9 +506,7 @@ class WireCall(Intercepted):
         headers = self._look(result)
         content = None if self.stream else self.hook.read_body(result, self.encoding)
         if content is None:
-            return TeeStream(
-                result, headers, tee=lambda call, started: self._tee(result, call, headers, started)
-            )
+            return TeeStream(lambda call, started: self._tee(result, call, headers, started))
         return self._recording(content, headers)
 
     async def arecordable(self, result: Any) -> CapturedResult | TeeStream:
@@ -518,7 +516,7 @@ class WireCall(Intercepted):
         recorder = body_recorder(call, self, headers, started, is_async=self.is_async)
         self.hook.tee_body(response, recorder, self.is_async)
 
-    def record_item(self, item: Any, wire: dict[str, Any] | None) -> dict[str, Any]:
+    def record_item(self, item: Any) -> dict[str, Any]:
         return {"piece": bytes(item)}
 
     def record_stream(

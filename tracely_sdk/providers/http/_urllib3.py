@@ -30,7 +30,7 @@ from typing import Any
 
 from tracely_sdk.providers._patching import intercept
 from tracely_sdk.providers._streams import teed_body
-from tracely_sdk.providers.http._client import ClientHook, served_status
+from tracely_sdk.providers.http._client import ClientHook, served_headers, served_status
 from tracely_sdk.providers.http._exchange import Target, WireCall, served_pieces
 
 # urlopen(method, url, body, headers, retries, redirect, assert_same_host, timeout,
@@ -239,10 +239,10 @@ class URLLib3(ClientHook):
         self, request: Any, output: Mapping[str, Any], *, stream: bool, session: Any
     ) -> Any:
         status = served_status(output)
-        headers = {str(k): str(v) for k, v in (output.get("headers") or {}).items()}
+        content = b"".join(served_pieces(output))
         return self.module.HTTPResponse(
-            body=io.BytesIO(b"".join(served_pieces(output))),
-            headers=headers,
+            body=io.BytesIO(content),
+            headers=dict(served_headers(output, len(content))),
             status=status,
             version=11,
             reason=http.client.responses.get(status, ""),

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tracely_sdk.providers._patching import aintercept, warn_once
-from tracely_sdk.providers.http._client import ClientHook, served_status
+from tracely_sdk.providers.http._client import ClientHook, served_headers, served_status
 from tracely_sdk.providers.http._exchange import Target, WireCall, served_pieces
 
 # aiohttp's exceptions a recorded failure may be raised as again, looked up only in this set:
@@ -194,10 +194,10 @@ class AiohttpLibrary(ClientHook):
 
         status = served_status(output)
         loop = asyncio.get_running_loop()
-        headers = CIMultiDictProxy(
-            CIMultiDict((str(k), str(v)) for k, v in (output.get("headers") or {}).items())
-        )
         pieces = served_pieces(output)
+        headers = CIMultiDictProxy(
+            CIMultiDict(served_headers(output, sum(len(piece) for piece in pieces)))
+        )
         owner = request.session
         sent = CIMultiDictProxy(owner._prepare_headers(request.headers))
         response = owner._response_class(
