@@ -169,10 +169,13 @@ def request_attributes(
 
 class ResponseReader(Protocol):
     """What :func:`response_attributes` reads a response body with (a provider call, or an
-    HTTP wire format's codec module)."""
+    HTTP wire format's codec)."""
 
-    model_key: str
-    id_key: str
+    @property
+    def model_key(self) -> str: ...
+
+    @property
+    def id_key(self) -> str: ...
 
     def reasons(self, body: Mapping[str, Any]) -> list[str]: ...
 

@@ -10,6 +10,7 @@ replay the network guard raises ReplayError before it even tries).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from collections.abc import Callable
 from typing import Any
@@ -39,7 +40,7 @@ from tests.sdk.providers._helpers import (
 from tracely_otel.diagnostics import RAISE_INTERNAL_ERRORS
 from tracely_sdk import providers
 from tracely_sdk.providers import _patching, _settings
-from tracely_sdk.providers.http import _openai_chat
+from tracely_sdk.providers.http import _exchange, _openai_chat
 
 MODEL = "gpt-4o"
 WEATHER_TOOL: Any = {
@@ -379,7 +380,8 @@ def test_a_result_that_cannot_be_recorded_still_reaches_the_agent(
     def unrecordable(body: Any) -> Any:
         raise TypeError("not a response this codec knows")
 
-    monkeypatch.setattr(_openai_chat, "usage", unrecordable)
+    codec = dataclasses.replace(_openai_chat.CODEC, usage=unrecordable)
+    monkeypatch.setattr(_exchange, "FORMATS", (codec, *_exchange.FORMATS))
     monkeypatch.delenv(RAISE_INTERNAL_ERRORS)  # the failure is the test's: logged, as in production
     _settings.warn_once.forget()
     live = record(

@@ -179,8 +179,8 @@ def test_a_family_not_read_as_anthropic_still_gives_its_usage_from_bedrocks_metr
         ),
     ]
     body = _bedrock_invoke_stream.body_from_events(titan)
-    assert _bedrock_invoke_stream.usage(body) == (7, 9)
-    assert _bedrock_invoke_stream.reasons(body) == []
+    assert _bedrock_invoke_stream.CODEC.usage(body) == (7, 9)
+    assert _bedrock_invoke_stream.CODEC.reasons(body) == []
 
 
 def test_chunks_that_cannot_be_read_are_left_out_and_a_stream_of_none_has_no_body() -> None:

@@ -13,6 +13,7 @@ from typing import Any
 from tracely_otel.genai import ChatMessage, OutputMessage, content_parts, input_messages
 from tracely_sdk.providers import _anthropic_codec
 from tracely_sdk.providers._patching import GEN_AI_OUTPUT_TYPE, Reply
+from tracely_sdk.providers.http._codec import Codec
 
 model_key = "model"
 id_key = "id"
@@ -120,3 +121,6 @@ def reply_body(reply: Reply) -> dict[str, Any]:
 def body_events(body: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The stream events a streamed request would have been sent for ``body``."""
     return _anthropic_codec.events_from_body(body)
+
+
+CODEC = Codec.of("anthropic_messages", globals())

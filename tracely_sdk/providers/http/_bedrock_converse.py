@@ -8,55 +8,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from tracely_sdk.providers.http._bedrock import (
-    SDK_TAGS,
-    STREAM_CONTENT_TYPE,
-    asks_for_tools,
-    body_from_events,
-    closed_events,
-    id_key,
-    messages,
-    model_key,
-    operation,
-    output_messages,
-    path_model,
-    provider,
-    reasons,
-    record_headers,
-    request_numbers,
-    text_body,
-    text_events,
-    usage,
-)
+from tracely_sdk.providers.http import _bedrock
+from tracely_sdk.providers.http._codec import Codec
 
 
 def answers(method: str, path: str) -> bool:
     """Whether a request is a model call of this format."""
-    return operation(method, path) == "converse"
+    return _bedrock.operation(method, path) == "converse"
 
 
 def streamed(body: Mapping[str, Any]) -> bool:
     return False
 
 
-__all__ = [
-    "SDK_TAGS",
-    "STREAM_CONTENT_TYPE",
-    "answers",
-    "asks_for_tools",
-    "body_from_events",
-    "closed_events",
-    "id_key",
-    "messages",
-    "model_key",
-    "output_messages",
-    "path_model",
-    "provider",
-    "reasons",
-    "record_headers",
-    "request_numbers",
-    "streamed",
-    "text_body",
-    "text_events",
-    "usage",
-]
+CODEC = Codec.of("bedrock_converse", vars(_bedrock), answers=answers, streamed=streamed)

@@ -8,58 +8,36 @@ served all the same, with no messages or usage read from them.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from tracely_sdk.providers.http._anthropic_messages import (
-    asks_for_tools,
-    body_from_events,
-    closed_events,
-    id_key,
-    messages,
-    model_key,
-    output_messages,
-    reasons,
-    request_numbers,
-    text_body,
-    text_events,
-    usage,
-)
-from tracely_sdk.providers.http._bedrock import (
-    SDK_TAGS,
-    operation,
-    path_model,
-    provider,
-    record_headers,
-)
+from tracely_sdk.providers.http import _anthropic_messages, _bedrock
 
 
 def answers(method: str, path: str) -> bool:
     """Whether a request is a model call of this format."""
-    return operation(method, path) == "invoke"
+    return _bedrock.operation(method, path) == "invoke"
 
 
 def streamed(body: Mapping[str, Any]) -> bool:
     return False  # InvokeModelWithResponseStream is another path
 
 
-__all__ = [
-    "SDK_TAGS",
-    "answers",
-    "asks_for_tools",
-    "body_from_events",
-    "closed_events",
-    "id_key",
-    "messages",
-    "model_key",
-    "output_messages",
-    "path_model",
-    "provider",
-    "reasons",
-    "record_headers",
-    "request_numbers",
-    "streamed",
-    "text_body",
-    "text_events",
-    "usage",
-]
+# Anthropic's bodies at Bedrock's paths and headers; what reads the Anthropic API's own
+# request (its SDK's recordings, system prompt, extra attributes) is not Bedrock's.
+CODEC = dataclasses.replace(
+    _anthropic_messages.CODEC,
+    name="bedrock_invoke",
+    answers=answers,
+    streamed=streamed,
+    provider=_bedrock.provider,
+    record_headers=_bedrock.record_headers,
+    path_model=_bedrock.path_model,
+    SDK_TAGS=_bedrock.SDK_TAGS,
+    SDK_INPUT=(),
+    request_extras=None,
+    system_instructions=None,
+    reply_body=None,
+    body_events=None,
+)

@@ -18,39 +18,20 @@ that cannot be read is left out of the span, never a reason to fail the call.
 from __future__ import annotations
 
 import base64
+import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import orjson
 
-from tracely_sdk.providers.http import _anthropic_messages
-from tracely_sdk.providers.http._anthropic_messages import (
-    asks_for_tools,
-    closed_events,
-    id_key,
-    messages,
-    model_key,
-    output_messages,
-    reasons,
-    request_numbers,
-    text_body,
-    usage,
-)
-from tracely_sdk.providers.http._bedrock import (
-    SDK_TAGS,
-    STREAM_CONTENT_TYPE,
-    operation,
-    path_model,
-    provider,
-    record_headers,
-)
+from tracely_sdk.providers.http import _anthropic_messages, _bedrock, _bedrock_invoke
 
 _METRICS = "amazon-bedrock-invocationMetrics"
 
 
 def answers(method: str, path: str) -> bool:
     """Whether a request is a model call of this format."""
-    return operation(method, path) == "invoke-with-response-stream"
+    return _bedrock.operation(method, path) == "invoke-with-response-stream"
 
 
 def streamed(body: Mapping[str, Any]) -> bool:
@@ -93,7 +74,7 @@ def body_from_events(events: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     decoded = model_events(events)
     if any(event.get("type") == "message_start" for event in decoded):
         body = _anthropic_messages.body_from_events([{"data": event} for event in decoded])
-        if usage(body) is not None:
+        if _anthropic_messages.usage(body) is not None:
             return body
     else:
         body = {}
@@ -120,25 +101,12 @@ def text_events(text: str, *, model: str, usage: tuple[int, int] | None) -> list
     return [_chunk(event["data"]) for event in events]
 
 
-__all__ = [
-    "SDK_TAGS",
-    "STREAM_CONTENT_TYPE",
-    "answers",
-    "asks_for_tools",
-    "body_from_events",
-    "closed_events",
-    "id_key",
-    "messages",
-    "model_events",
-    "model_key",
-    "output_messages",
-    "path_model",
-    "provider",
-    "reasons",
-    "record_headers",
-    "request_numbers",
-    "streamed",
-    "text_body",
-    "text_events",
-    "usage",
-]
+CODEC = dataclasses.replace(
+    _bedrock_invoke.CODEC,
+    name="bedrock_invoke_stream",
+    answers=answers,
+    streamed=streamed,
+    body_from_events=body_from_events,
+    text_events=text_events,
+    STREAM_CONTENT_TYPE=_bedrock.STREAM_CONTENT_TYPE,
+)

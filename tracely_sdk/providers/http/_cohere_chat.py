@@ -24,6 +24,7 @@ from tracely_otel.genai import (
     tool_call_part,
 )
 from tracely_sdk.providers import _wire
+from tracely_sdk.providers.http._codec import Codec
 
 model_key = "model"
 id_key = "id"
@@ -214,3 +215,6 @@ def text_events(text: str, *, model: str, usage: tuple[int, int] | None) -> list
         {"type": "message-end", "delta": {"finish_reason": "COMPLETE", "usage": _usage(usage)}},
     ]
     return [{"event": event["type"], "data": event} for event in data]
+
+
+CODEC = Codec.of("cohere_chat", globals())

@@ -27,7 +27,6 @@ import base64
 import urllib.parse
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from types import ModuleType
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import orjson
@@ -70,6 +69,7 @@ from tracely_sdk.providers.http import (
     _openai_embeddings,
     _openai_responses,
 )
+from tracely_sdk.providers.http._codec import Codec
 
 if TYPE_CHECKING:
     from tracely_sdk._seam import Call
@@ -78,25 +78,25 @@ if TYPE_CHECKING:
 TAG = WIRE_TAG
 GENAI_TAG = "gen_ai.messages"  # an entry read from another instrumentor's span
 
-FORMATS: tuple[ModuleType, ...] = (
-    _openai_chat,
-    _anthropic_messages,
-    _openai_responses,
-    _openai_embeddings,
-    _cohere_chat,
-    _ollama_chat,
-    _ollama_generate,
-    _bedrock_converse,
-    _bedrock_converse_stream,
-    _bedrock_invoke,
-    _bedrock_invoke_stream,
-    _gemini,
-    _gemini_stream,
+FORMATS: tuple[Codec, ...] = (
+    _openai_chat.CODEC,
+    _anthropic_messages.CODEC,
+    _openai_responses.CODEC,
+    _openai_embeddings.CODEC,
+    _cohere_chat.CODEC,
+    _ollama_chat.CODEC,
+    _ollama_generate.CODEC,
+    _bedrock_converse.CODEC,
+    _bedrock_converse_stream.CODEC,
+    _bedrock_invoke.CODEC,
+    _bedrock_invoke_stream.CODEC,
+    _gemini.CODEC,
+    _gemini_stream.CODEC,
 )
-"""The wire formats whose requests are model calls, each a codec module."""
+"""The wire formats whose requests are model calls, each a codec."""
 
 
-def format_for(method: str, path: str) -> ModuleType | None:
+def format_for(method: str, path: str) -> Codec | None:
     """The codec of the wire format a request to ``path`` is a model call of, or None."""
     method = method.upper()
     for codec in FORMATS:
@@ -105,9 +105,7 @@ def format_for(method: str, path: str) -> ModuleType | None:
     return None
 
 
-def model_call(
-    method: str, path: str, content: Any
-) -> tuple[ModuleType, dict[str, Any], str] | None:
+def model_call(method: str, path: str, content: Any) -> tuple[Codec, dict[str, Any], str] | None:
     """The codec, JSON body and model of a request that is a model call, or None.
 
     The model is the body's ``model``, or for a format that names it in the path (Bedrock's),
@@ -123,8 +121,7 @@ def model_call(
         return None
     if not isinstance(body, dict):
         return None
-    from_path = getattr(codec, "path_model", None)
-    model = from_path(path) if from_path is not None else body.get("model")
+    model = codec.path_model(path) if codec.path_model is not None else body.get("model")
     return (codec, body, model) if isinstance(model, str) and model else None
 
 
@@ -233,7 +230,7 @@ def _media_type(content_type: str) -> str:
 _NDJSON = frozenset({"application/x-ndjson", "application/ndjson", "application/jsonl"})
 
 
-def _streamed_output(codec: ModuleType, events: list[dict[str, Any]]) -> dict[str, Any]:
+def _streamed_output(codec: Codec, events: list[dict[str, Any]]) -> dict[str, Any]:
     """A stream of ``events`` as the format's wire frames it: SSE, an AWS event stream, or
     NDJSON lines."""
     content_type = _stream_content_type(codec)
@@ -290,15 +287,15 @@ def served_pieces(output: Mapping[str, Any]) -> list[bytes]:
     return sse_pieces(events)
 
 
-def _response_body(codec: ModuleType, output: Mapping[str, Any]) -> Mapping[str, Any]:
+def _response_body(codec: Codec, output: Mapping[str, Any]) -> Mapping[str, Any]:
     """The response body a recorded exchange answers with (a stream's, added up)."""
     events = output.get("events", output.get("lines"))
     if isinstance(events, Sequence):
         try:
-            body = codec.body_from_events(events)
+            added = codec.body_from_events(events)
         except ValueError:
             return {}  # a stream cut short before its first event
-        return body if isinstance(body, Mapping) else {}
+        return added if isinstance(added, Mapping) else {}
     body = output.get("body")
     if isinstance(body, list):  # a stream sent as one JSON array of its chunks (Gemini's)
         try:
@@ -308,12 +305,12 @@ def _response_body(codec: ModuleType, output: Mapping[str, Any]) -> Mapping[str,
     return body if isinstance(body, Mapping) else {}
 
 
-def _stream_content_type(codec: ModuleType) -> str:
-    return str(getattr(codec, "STREAM_CONTENT_TYPE", "text/event-stream"))
+def _stream_content_type(codec: Codec) -> str:
+    return codec.STREAM_CONTENT_TYPE
 
 
 def served_output(
-    codec: ModuleType, entry: Mapping[str, Any], model: str, *, streamed: bool
+    codec: Codec, entry: Mapping[str, Any], model: str, *, streamed: bool
 ) -> Mapping[str, Any]:
     """The exchange a recorded entry is served as: its own when recorded at the client; made
     of the body or events when the format's SDK recorded it (streamed as the request is);
@@ -339,7 +336,7 @@ def served_output(
         served = _streamed_output(codec, codec.closed_events(events))
         served["headers"] = {**headers, **served["headers"]}
         return served
-    if tag == GENAI_TAG and isinstance(output, Mapping) and hasattr(codec, "reply_body"):
+    if tag == GENAI_TAG and isinstance(output, Mapping) and codec.reply_body is not None:
         reply = reply_from_genai(output, model=model, usage=entry_usage(entry))
         return _answered(codec, codec.reply_body(reply), streamed=streamed)
     if tag is None and output is not None:
@@ -357,9 +354,7 @@ def served_output(
             if answer is not None:
                 headers = {"content-type": "application/json"}
                 return {"status": 200, "headers": headers, "body": answer}
-    shape = (
-        f"{'a streamed' if streamed else 'a plain'} {codec.__name__.rsplit('.', 1)[-1].lstrip('_')}"
-    )
+    shape = f"{'a streamed' if streamed else 'a plain'} {codec.name}"
     if tag is not None and tag != GENAI_TAG:
         # Recorded by the SDK patches of tracely-replay 0.5 and earlier, in a form served here
         # only as the same shape of call of the same API (see the codecs' SDK_TAGS).
@@ -378,9 +373,9 @@ def served_output(
     )
 
 
-def _answered(codec: ModuleType, body: Mapping[str, Any], *, streamed: bool) -> dict[str, Any]:
+def _answered(codec: Codec, body: Mapping[str, Any], *, streamed: bool) -> dict[str, Any]:
     """The exchange that answers ``body``, streamed as the request asks."""
-    if streamed:
+    if streamed and codec.body_events is not None:  # a codec with reply_body has body_events
         return _streamed_output(codec, codec.body_events(body))
     return {"status": 200, "headers": {"content-type": "application/json"}, "body": body}
 
@@ -425,7 +420,7 @@ class WireCall(Intercepted):
 
     def __init__(
         self,
-        codec: ModuleType,
+        codec: Codec,
         hook: ClientHook,
         request: Any,
         target: Target,
@@ -448,7 +443,7 @@ class WireCall(Intercepted):
         self.status = 0
         self.content_type = ""
         self.encoding: str | None = None
-        hints = getattr(codec, "UNCOMPARED", ())  # request keys that are no part of the prompt
+        hints = codec.UNCOMPARED  # request keys that are no part of the prompt
         kept = {k: v for k, v in body.items() if k not in hints} if hints else body
         self.input: Any = {"method": target.method, "path": target.path, "body": kept}
         server = {
@@ -464,10 +459,10 @@ class WireCall(Intercepted):
             temperature=temperature,
             top_p=top_p,
         )
-        operation = getattr(codec, "OPERATION", None)  # chat, unless the format says otherwise
+        operation = codec.OPERATION  # chat, unless the format says otherwise
         if operation is not None:
             self.attributes[A.GEN_AI_OPERATION_NAME] = operation
-        extras = getattr(codec, "request_extras", None)  # a format's own request attributes
+        extras = codec.request_extras  # a format's own request attributes
         if extras is not None:
             self.attributes.update(extras(body, self.attributes[A.GEN_AI_PROVIDER_NAME]))
         if compared_as_messages(self.model):
@@ -477,11 +472,11 @@ class WireCall(Intercepted):
                 pass  # not messages: compared as given, which reports the difference
         elif (tag := served_tag(model)) is not None and tag in codec.SDK_TAGS:
             # An earlier version's SDK patches kept the call's own arguments: compare those.
-            self.input = {k: body[k] for k in getattr(codec, "SDK_INPUT", ()) if k in body}
+            self.input = {k: body[k] for k in codec.SDK_INPUT if k in body}
         if settings.capture_content:
             try:
                 given = codec.messages(body)
-                system = getattr(codec, "system_instructions", None)
+                system = codec.system_instructions
                 parts = system(body) if system is not None else None
                 if parts:
                     # The conventions keep the system prompt out of the input messages.

@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
-from types import ModuleType
 from typing import Any
 
 from tracely_sdk.providers._patching import WIRE_TAG
@@ -48,6 +47,7 @@ from tracely_sdk.providers.http import (
     _openai_embeddings,
     _openai_responses,
 )
+from tracely_sdk.providers.http._codec import Codec
 from tracely_sdk.providers.http._exchange import (
     FORMATS,
     _response_body,
@@ -62,8 +62,8 @@ MODEL_KINDS = ("rate_limit", "server_error", "timeout", "stream_cut", "refusal")
 _RETRY_NOW = {"retry-after": "0", "retry-after-ms": "1"}
 
 # Per wire format: the status, headers and body of each HTTP error, as the provider sends it.
-_ERRORS: dict[ModuleType, dict[str, tuple[int, dict[str, str], dict[str, Any]]]] = {
-    _openai_chat: {
+_ERRORS: dict[Codec, dict[str, tuple[int, dict[str, str], dict[str, Any]]]] = {
+    _openai_chat.CODEC: {
         "rate_limit": (
             429,
             {**_RETRY_NOW, "x-ratelimit-remaining-requests": "0"},
@@ -90,7 +90,7 @@ _ERRORS: dict[ModuleType, dict[str, tuple[int, dict[str, str], dict[str, Any]]]]
             },
         ),
     },
-    _anthropic_messages: {
+    _anthropic_messages.CODEC: {
         "rate_limit": (
             429,
             dict(_RETRY_NOW),
@@ -118,10 +118,10 @@ _ERRORS: dict[ModuleType, dict[str, tuple[int, dict[str, str], dict[str, Any]]]]
 }
 
 # OpenAI's other APIs answer with the same errors.
-_ERRORS[_openai_responses] = _ERRORS[_openai_embeddings] = _ERRORS[_openai_chat]
+_ERRORS[_openai_responses.CODEC] = _ERRORS[_openai_embeddings.CODEC] = _ERRORS[_openai_chat.CODEC]
 
 # The finish reason a refusal ends with, and where each format's answer keeps it.
-_REFUSAL = {_openai_chat: "content_filter", _anthropic_messages: "refusal"}
+_REFUSAL = {_openai_chat.CODEC: "content_filter", _anthropic_messages.CODEC: "refusal"}
 
 # A read timeout as each client library raises it: httpx and httpx2 (which the SDKs use), or
 # urllib3 (requests, botocore), for a call recorded there.
@@ -139,7 +139,7 @@ def _on_urllib3(entry: Mapping[str, Any]) -> bool:
     return str(entry.get("provider") or "").startswith("urllib3.")
 
 
-def format_of(entry: Mapping[str, Any]) -> ModuleType | None:
+def format_of(entry: Mapping[str, Any]) -> Codec | None:
     """The wire format whose codec serves ``entry`` at the client, or None."""
     tag = entry.get("output_type")
     if tag == WIRE_TAG:
@@ -148,12 +148,12 @@ def format_of(entry: Mapping[str, Any]) -> ModuleType | None:
             return format_for(str(given.get("method") or "POST"), given["path"])
         return None
     for codec in FORMATS:
-        if tag and tag in getattr(codec, "SDK_TAGS", ()):
+        if tag and tag in codec.SDK_TAGS:
             return codec
     return None
 
 
-def served_input(codec: ModuleType, entry: Mapping[str, Any]) -> Any:
+def served_input(codec: Codec, entry: Mapping[str, Any]) -> Any:
     """The recorded input as the HTTP layer compares it: an SDK's arguments (``{"messages",
     ...}``) as the GenAI conventions' messages, which a call seen at the client is compared
     with; a request recorded at the client as it is."""
@@ -171,7 +171,7 @@ def _stream_key(output: Mapping[str, Any]) -> str | None:
     return next((k for k in ("events", "lines") if isinstance(output.get(k), list)), None)
 
 
-def _streamed(codec: ModuleType, entry: Mapping[str, Any]) -> bool:
+def _streamed(codec: Codec, entry: Mapping[str, Any]) -> bool:
     output = entry.get("output")
     if entry.get("output_type") == WIRE_TAG:
         return isinstance(output, Mapping) and _stream_key(output) is not None
@@ -198,7 +198,7 @@ def fault_entry(
     recorded_error = entry.get("error")
     if kind in ("rate_limit", "server_error"):
         if kind not in _ERRORS.get(codec, {}):
-            return None, f"tracely has no {kind} error body of this API ({_name(codec)})"
+            return None, f"tracely has no {kind} error body of this API ({codec.name})"
         status, headers, body = _ERRORS[codec][kind]
         recorded = entry.get("output")
         if (
@@ -242,17 +242,13 @@ def fault_entry(
         return {**kept, "output": cut}, ""
     if kind == "refusal":
         if codec not in _REFUSAL:
-            return None, f"tracely serves no refusal of this API ({_name(codec)})"
+            return None, f"tracely serves no refusal of this API ({codec.name})"
         return _refusal(codec, exchange, kept, model, streamed)
     raise ValueError(f"unknown model fault kind {kind!r}; use {', '.join(MODEL_KINDS)}")
 
 
-def _name(codec: ModuleType) -> str:
-    return codec.__name__.rsplit(".", 1)[-1].lstrip("_")
-
-
 def _refusal(
-    codec: ModuleType,
+    codec: Codec,
     exchange: Mapping[str, Any],
     kept: dict[str, Any],
     model: str,

@@ -27,6 +27,7 @@ from tracely_sdk.providers._patching import (
     pieces,
     token_counts,
 )
+from tracely_sdk.providers.http._codec import Codec
 
 model_key = "modelVersion"
 id_key = "responseId"
@@ -220,3 +221,6 @@ def text_events(text: str, *, model: str, usage: tuple[int, int] | None) -> list
         {"data": _chunk(word, model=model, usage=usage, finished=i == len(words) - 1)}
         for i, word in enumerate(words)
     ]
+
+
+CODEC = Codec.of("gemini", globals())

@@ -23,6 +23,7 @@ from tracely_otel.genai import (
     tool_call_part,
 )
 from tracely_sdk.providers import _wire
+from tracely_sdk.providers.http._codec import Codec
 
 STREAM_CONTENT_TYPE = "application/x-ndjson"
 """How this format streams: one JSON object per line."""
@@ -187,3 +188,6 @@ def text_events(text: str, *, model: str, usage: tuple[int, int] | None) -> list
     ]
     last = text_body("", model=model, usage=usage)
     return [*lines, {"data": last}]
+
+
+CODEC = Codec.of("ollama_chat", globals())

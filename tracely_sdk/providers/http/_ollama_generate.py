@@ -8,51 +8,21 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tracely_otel.genai import ChatMessage, OutputMessage, input_messages
 from tracely_sdk.providers import _wire
+from tracely_sdk.providers.http import _ollama_chat
 from tracely_sdk.providers.http._ollama_chat import (
     CREATED,
-    SDK_TAGS,
-    STREAM_CONTENT_TYPE,
-    closed_events,
     counts,
     finish_reason,
-    id_key,
     joined,
     last_line,
-    model_key,
-    provider,
-    reasons,
-    record_headers,
     reply_parts,
-    request_numbers,
-    streamed,
-    usage,
 )
-
-__all__ = [
-    "SDK_TAGS",
-    "STREAM_CONTENT_TYPE",
-    "answers",
-    "asks_for_tools",
-    "body_from_events",
-    "closed_events",
-    "id_key",
-    "messages",
-    "model_key",
-    "output_messages",
-    "provider",
-    "reasons",
-    "record_headers",
-    "request_numbers",
-    "streamed",
-    "text_body",
-    "text_events",
-    "usage",
-]
 
 
 def answers(method: str, path: str) -> bool:
@@ -106,3 +76,16 @@ def text_events(text: str, *, model: str, usage: tuple[int, int] | None) -> list
         for piece in _wire.word_pieces(text)
     ]
     return [*lines, {"data": text_body("", model=model, usage=usage)}]
+
+
+CODEC = dataclasses.replace(
+    _ollama_chat.CODEC,
+    name="ollama_generate",
+    answers=answers,
+    messages=messages,
+    output_messages=output_messages,
+    asks_for_tools=asks_for_tools,
+    body_from_events=body_from_events,
+    text_body=text_body,
+    text_events=text_events,
+)

@@ -14,6 +14,7 @@ from tracely_otel import attributes as A
 from tracely_otel.genai import ChatMessage, OutputMessage, input_messages
 from tracely_sdk.providers import _openai_codec
 from tracely_sdk.providers._patching import GEN_AI_OUTPUT_TYPE, Reply
+from tracely_sdk.providers.http._codec import Codec
 
 model_key = "model"
 id_key = "id"
@@ -155,3 +156,6 @@ def reply_body(reply: Reply) -> dict[str, Any]:
 def body_events(body: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The stream events a streamed request would have been sent for ``body``."""
     return closed_events([{"data": c["data"]} for c in _openai_codec.chat_chunks_from_body(body)])
+
+
+CODEC = Codec.of("openai_chat", globals())

@@ -15,6 +15,7 @@ from typing import Any
 from tracely_otel.genai import ChatMessage, OutputMessage
 from tracely_sdk.providers import _openai_codec
 from tracely_sdk.providers.http import _openai_chat
+from tracely_sdk.providers.http._codec import Codec
 
 OPERATION = "embeddings"
 """The GenAI conventions' operation name of this format's calls."""
@@ -94,3 +95,6 @@ def text_body(text: str, *, model: str, usage: tuple[int, int] | None) -> None:
 
 def text_events(text: str, *, model: str, usage: tuple[int, int] | None) -> None:
     return None
+
+
+CODEC = Codec.of("openai_embeddings", globals())

@@ -15,6 +15,7 @@ from tracely_otel.genai import ChatMessage, OutputMessage, input_messages
 from tracely_sdk.providers import _openai_codec
 from tracely_sdk.providers._patching import Reply
 from tracely_sdk.providers.http import _openai_chat
+from tracely_sdk.providers.http._codec import Codec
 
 model_key = "model"
 id_key = "id"
@@ -127,3 +128,6 @@ def reply_body(reply: Reply) -> dict[str, Any]:
 def body_events(body: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The stream events a streamed request would have been sent for ``body``."""
     return _openai_codec.response_events_from_body(body)
+
+
+CODEC = Codec.of("openai_responses", globals())
