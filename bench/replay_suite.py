@@ -248,7 +248,7 @@ def child(variant: str, n: int, reps: int) -> int:
     return 0
 
 
-def counted(variant: str, n: int, reps: int) -> int:
+def _child_instructions(variant: str, n: int, reps: int) -> int:
     """The instructions a child running ``variant`` ``reps`` times executes, in all."""
     command = [sys.executable, __file__, "--child", variant, "--cases", str(n), "--reps", str(reps)]
     count, out = instructions(command, variant)
@@ -263,7 +263,7 @@ def by_instructions(n: int) -> None:
     print(f"  {'':44s} {'instructions':>14s} {'per case':>10s} {'x floor':>8s}")
     counted: dict[str, int] = {}
     for variant in COUNTED:
-        once, twice = (counted(variant, n, reps) for reps in (1, 2))
+        once, twice = (_child_instructions(variant, n, reps) for reps in (1, 2))
         counted[variant] = twice - once
     for variant in COUNTED:
         ratio = counted[variant] / counted["floor"]
