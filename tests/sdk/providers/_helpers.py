@@ -223,6 +223,18 @@ def fails_naming(
     assert any(reason in r for r in case["reasons"]), case
 
 
+def agent_project(project: Path, monkeypatch: Any, agent: str, source: str) -> None:
+    """``project`` the working directory, on the path, with ``agent`` written in it as
+    ``source``; every provider's key set to one the stand-in takes."""
+    from tracely_sdk import _entrypoints
+
+    monkeypatch.syspath_prepend(str(project))
+    monkeypatch.chdir(project)  # the project: its own modules may be replayed
+    agent_module(project, monkeypatch, agent, source)
+    for name in _entrypoints.API_KEY_VARIABLES:
+        monkeypatch.setenv(name, "test-key")
+
+
 def llm_spans(capture: Any) -> list[Any]:
     """The captured spans of LLM calls."""
     return [s for s in capture.spans if s.attributes.get("tracely.kind") == "llm"]

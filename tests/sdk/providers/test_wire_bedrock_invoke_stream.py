@@ -20,7 +20,7 @@ import tracely_sdk as tracely
 from examples.llm_server import serve
 from tests.sdk.cli._helpers import CLI, record
 from tests.sdk.providers._helpers import (
-    agent_module,
+    agent_project,
     bedrock,
     capturing_content,
     closed_url,
@@ -225,16 +225,12 @@ def test_tracely_replay_passes_a_streamed_invoke_model_agent_with_no_server_and_
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.chdir(tmp_path)  # the project: its own modules may be replayed
     monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-aws-config"))
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-aws-credentials"))
     for name in AWS_SETTINGS:
         monkeypatch.delenv(name, raising=False)
-    for name in _entrypoints.API_KEY_VARIABLES:
-        monkeypatch.setenv(name, "test-key")
+    agent_project(tmp_path, monkeypatch, "stream_agent", AGENT)
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
-    agent_module(tmp_path, monkeypatch, "stream_agent", AGENT)
     with serve() as (server, _):
         monkeypatch.setenv("STREAM_AGENT_BASE", server.base_url)
         import stream_agent  # type: ignore[import-not-found]

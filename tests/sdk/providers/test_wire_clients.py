@@ -16,7 +16,7 @@ import pytest
 from examples.llm_server import serve
 from tests.sdk.cli._helpers import CLI, record
 from tests.sdk.providers._helpers import (
-    agent_module,
+    agent_project,
     fails_naming,
     instrumented_fixture,
     replayed_offline,
@@ -70,11 +70,7 @@ def test_groq_mistral_cohere_and_ollama_replay_with_no_server_and_no_key_and_nev
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.chdir(tmp_path)  # the project: its own modules may be replayed
-    agent_module(tmp_path, monkeypatch, "clients_agent", AGENT)
-    for name in _entrypoints.API_KEY_VARIABLES:
-        monkeypatch.setenv(name, "test-key")
+    agent_project(tmp_path, monkeypatch, "clients_agent", AGENT)
     with serve() as (server, _):
         monkeypatch.setenv("CLIENTS_AGENT_BASE", server.base_url)
         import clients_agent  # type: ignore[import-not-found]

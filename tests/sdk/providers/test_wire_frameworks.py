@@ -20,7 +20,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no fetch of pri
 from examples.llm_server import serve
 from tests.sdk.cli._helpers import CLI, record
 from tests.sdk.providers._helpers import (
-    agent_module,
+    agent_project,
     fails_naming,
     instrumented_fixture,
     replayed_offline,
@@ -160,12 +160,8 @@ def test_the_framework_records_live_replays_with_no_server_and_no_key_and_never_
 ) -> None:
     pytest.importorskip(package)
     monkeypatch.setenv("DSPY_CACHEDIR", str(tmp_path / "dspy-cache"))
-    monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.chdir(tmp_path)  # the project: its own modules may be replayed
     agent = HEADER + model + RUN
-    agent_module(tmp_path, monkeypatch, "framework_agent", agent)
-    for name in _entrypoints.API_KEY_VARIABLES:
-        monkeypatch.setenv(name, "test-key")
+    agent_project(tmp_path, monkeypatch, "framework_agent", agent)
     with serve() as (server, _):
         monkeypatch.setenv("FRAMEWORK_AGENT_BASE", server.base_url)
         import framework_agent  # type: ignore[import-not-found]
@@ -214,12 +210,8 @@ def test_dspy_default_engine_is_not_recorded_and_strict_replay_refuses_its_conne
 ) -> None:
     pytest.importorskip("dspy")
     monkeypatch.setenv("DSPY_CACHEDIR", str(tmp_path / "dspy-cache"))
-    monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.chdir(tmp_path)
     agent = HEADER + DSPY_DEFAULT_ENGINE + RUN
-    agent_module(tmp_path, monkeypatch, "framework_agent", agent)
-    for name in _entrypoints.API_KEY_VARIABLES:
-        monkeypatch.setenv(name, "test-key")
+    agent_project(tmp_path, monkeypatch, "framework_agent", agent)
     with serve() as (server, _):
         monkeypatch.setenv("FRAMEWORK_AGENT_BASE", server.base_url)
         import framework_agent  # type: ignore[import-not-found]

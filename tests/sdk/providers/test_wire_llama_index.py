@@ -20,12 +20,11 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no fetch of pri
 from examples.llm_server import serve
 from tests.sdk.cli._helpers import CLI, record
 from tests.sdk.providers._helpers import (
-    agent_module,
+    agent_project,
     fails_naming,
     instrumented_fixture,
     replayed_offline,
 )
-from tracely_sdk import _entrypoints
 
 AGENT = """
 import asyncio
@@ -84,11 +83,7 @@ def test_a_llama_index_agent_records_live_replays_with_no_server_and_no_key_and_
 ) -> None:
     pytest.importorskip("llama_index.llms.ollama")
     pytest.importorskip("llama_index.llms.litellm")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.chdir(tmp_path)  # the project: its own modules may be replayed
-    agent_module(tmp_path, monkeypatch, "llama_agent", AGENT)
-    for name in _entrypoints.API_KEY_VARIABLES:
-        monkeypatch.setenv(name, "test-key")
+    agent_project(tmp_path, monkeypatch, "llama_agent", AGENT)
     with serve() as (server, _):
         monkeypatch.setenv("LLAMA_AGENT_BASE", server.base_url)
         import llama_agent  # type: ignore[import-not-found]
