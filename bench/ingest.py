@@ -65,6 +65,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from _callgrind import instructions
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
@@ -324,18 +326,8 @@ def _stage_child(stage: str, directory: str, count: int) -> None:
 
 
 def _instructions(stage: str, directory: str, count: int) -> int:
-    valgrind = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null"]
     child = [sys.executable, __file__, "--stage-child", stage, directory, str(count)]
-    out = subprocess.run(
-        valgrind + child,
-        check=True,
-        capture_output=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
-    for line in out.stderr.decode().splitlines():
-        if "Collected :" in line:
-            return int(line.rsplit(":", 1)[1].strip())
-    raise RuntimeError(f"callgrind printed no instruction count for {stage}")
+    return instructions(child, stage)[0]
 
 
 def by_instructions(payloads: int) -> None:

@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import base64
 import importlib.util
-import os
 import subprocess
 import sys
 import time
@@ -36,6 +35,7 @@ from types import ModuleType
 from typing import Any
 
 import orjson
+from _callgrind import instructions
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -136,21 +136,12 @@ def _child(which: str, against: str, spans: int, decodes: int) -> None:
 
 def _instructions(which: str, opts: argparse.Namespace, decodes: int) -> int:
     command = [
-        "valgrind",
-        "--tool=callgrind",
-        "--callgrind-out-file=/dev/null",
         sys.executable,
         __file__,
         *("--child", which, "--against", opts.against),
         *("--spans", str(opts.spans), "--decodes", str(decodes)),
     ]
-    out = subprocess.run(
-        command, check=True, capture_output=True, env={**os.environ, "PYTHONPATH": str(ROOT)}
-    )
-    for line in out.stderr.decode().splitlines():
-        if "Collected :" in line:
-            return int(line.rsplit(":", 1)[1].strip())
-    raise RuntimeError(f"callgrind printed no instruction count for {which}")
+    return instructions(command, which)[0]
 
 
 def _by_instructions(opts: argparse.Namespace) -> None:

@@ -58,6 +58,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from _callgrind import instructions
+
 ROOT = Path(__file__).resolve().parent.parent
 
 MODEL = "gpt-4o"
@@ -203,17 +205,7 @@ def _spawn(variant: str, base_url: str, calls: int) -> dict[str, float]:
 
 def _instructions(variant: str, base_url: str, calls: int) -> int:
     """The instructions a child of ``variant`` making ``calls`` calls executes, in all."""
-    valgrind = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null"]
-    out = subprocess.run(
-        valgrind + _child_command(variant, base_url, calls),
-        check=True,
-        capture_output=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
-    for line in out.stderr.decode().splitlines():
-        if "Collected :" in line:
-            return int(line.rsplit(":", 1)[1].strip())
-    raise RuntimeError(f"callgrind printed no instruction count for {variant}")
+    return instructions(_child_command(variant, base_url, calls), variant)[0]
 
 
 def _by_instructions(chosen: list[str], base_url: str, calls: int) -> None:

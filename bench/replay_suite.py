@@ -41,7 +41,6 @@ import os
 import resource
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -50,6 +49,8 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
+
+from _callgrind import instructions
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -247,23 +248,14 @@ def child(variant: str, n: int, reps: int) -> int:
     return 0
 
 
-def instructions(variant: str, n: int, reps: int) -> int:
+def _child_instructions(variant: str, n: int, reps: int) -> int:
     """The instructions a child running ``variant`` ``reps`` times executes, in all."""
-    valgrind = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null"]
     command = [sys.executable, __file__, "--child", variant, "--cases", str(n), "--reps", str(reps)]
-    out = subprocess.run(
-        valgrind + command,
-        check=True,
-        capture_output=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
-    verdicts = json.loads(out.stdout.decode().strip().splitlines()[-1] or "{}")
+    count, out = instructions(command, variant)
+    verdicts = json.loads(out.decode().strip().splitlines()[-1] or "{}")
     if verdicts and set(verdicts) != {"PASS"}:
         print(f"  note: {variant} verdicts were {verdicts}")
-    for line in out.stderr.decode().splitlines():
-        if "Collected :" in line:
-            return int(line.rsplit(":", 1)[1].strip())
-    raise RuntimeError(f"callgrind printed no instruction count for {variant}")
+    return count
 
 
 def by_instructions(n: int) -> None:
@@ -271,7 +263,7 @@ def by_instructions(n: int) -> None:
     print(f"  {'':44s} {'instructions':>14s} {'per case':>10s} {'x floor':>8s}")
     counted: dict[str, int] = {}
     for variant in COUNTED:
-        once, twice = (instructions(variant, n, reps) for reps in (1, 2))
+        once, twice = (_child_instructions(variant, n, reps) for reps in (1, 2))
         counted[variant] = twice - once
     for variant in COUNTED:
         ratio = counted[variant] / counted["floor"]

@@ -9,7 +9,7 @@ looks like a scalar (``"42"``) stays a string, so ``{"id": "42"}`` never matches
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import orjson
@@ -201,25 +201,21 @@ def _settled(a: Any, b: Any) -> tuple[Any, Any] | None:
     if kind is dict:
         if a.keys() != b.keys():
             return None
-        for key, item in a.items():
-            other = b[key]
-            if item != other:
-                pair = _settled(item, other)
-                if pair is None:
-                    return None
-                a[key], b[key] = pair
-        return a, b
-    if kind is list:
+        places: Iterable[Any] = a.keys()
+    elif kind is list:
         if len(a) != len(b):
             return None
-        for i, (item, other) in enumerate(zip(a, b, strict=True)):
-            if item != other:
-                pair = _settled(item, other)
-                if pair is None:
-                    return None
-                a[i], b[i] = pair
-        return a, b
-    return None  # scalars that differ as Python values differ as JSON
+        places = range(len(a))
+    else:
+        return None  # scalars that differ as Python values differ as JSON
+    for place in places:  # assigns only to places that exist: a dict's keys stay as they are
+        item, other = a[place], b[place]
+        if item != other:
+            pair = _settled(item, other)
+            if pair is None:
+                return None
+            a[place], b[place] = pair
+    return a, b
 
 
 def _shallow(text: bytes) -> bool:

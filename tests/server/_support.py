@@ -339,6 +339,24 @@ class ServerProcess:
             offset += 1000
 
 
+def case_document(case_id: str, **change: Any) -> dict[str, Any]:
+    """A case as the API writes it (PUT /api/cases/{id}), every field present, with ``change``."""
+    return {
+        "id": case_id,
+        "name": "n",
+        "entrypoint": None,
+        "input": {"args": [], "kwargs": {}},
+        "expected_output": None,
+        "bundle": {},
+        "source_trace_id": None,
+        "version": 1,
+        "tags": [],
+        "created_at": 1,
+        "updated_at": 1,
+        **change,
+    }
+
+
 def wait_for(predicate: Callable[[], Any], timeout: float = 15.0, what: str = "it") -> Any:
     deadline = time.monotonic() + timeout
     while True:

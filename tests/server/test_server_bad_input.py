@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 
-from server._support import ServerProcess, wait_for
+from server._support import ServerProcess, case_document, wait_for
 
 
 def gzip_bomb(size: int) -> bytes:
@@ -409,19 +409,7 @@ def test_recording_fields_of_the_wrong_type_are_400(
 @pytest.mark.parametrize("where", ["case", "history"])
 @pytest.mark.parametrize("field", ["version", "created_at"])
 def test_case_integers_past_64_bits_are_400(server: ServerProcess, where: str, field: str) -> None:
-    case = {
-        "id": "big-numbers",
-        "name": "n",
-        "entrypoint": None,
-        "input": {},
-        "expected_output": None,
-        "bundle": {},
-        "source_trace_id": None,
-        "version": 1,
-        "tags": [],
-        "created_at": 1,
-        "updated_at": 1,
-    }
+    case = case_document("big-numbers", input={})
     version = {"version": 1, "input": {}, "bundle": {}, "created_at": 1}
     if where == "case":
         case[field] = 2**63

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from server._support import ServerProcess
+from server._support import ServerProcess, case_document
 from tests.sdk.store._helpers import make_run
 from tracely_sdk.server import _models as m
 from tracely_sdk.server._app import ROUTES
@@ -28,20 +28,7 @@ def _run(**change: Any) -> dict[str, Any]:
 
 
 def _case(**change: Any) -> dict[str, Any]:
-    return {
-        "id": "shape-case",
-        "name": "n",
-        "entrypoint": None,
-        "input": {"args": [], "kwargs": {}},
-        "expected_output": None,
-        "bundle": {},
-        "source_trace_id": None,
-        "version": 1,
-        "tags": [],
-        "created_at": 1,
-        "updated_at": 1,
-        **change,
-    }
+    return case_document("shape-case", **change)
 
 
 _VERSION = {"version": 1, "input": {"args": [], "kwargs": {}}, "bundle": {}, "created_at": 1}

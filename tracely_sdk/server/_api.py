@@ -13,7 +13,6 @@ from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, Final
 
 from tracely_otel import BundleFormatError, validate_bundle
-from tracely_sdk.errors import StoreError
 from tracely_sdk.server import _models as m
 from tracely_sdk.server._auth import INGEST, READ, WRITE
 from tracely_sdk.server._http import HTTPError, json_response, response
@@ -202,16 +201,8 @@ def _recapture(app: App, params: dict[str, str], query: None, body: m.RecaptureR
 
 def _input_difference(app: App, case_id: str, trace_id: str) -> dict[str, Any] | None:
     """Both inputs, when a recapture was refused because they differ."""
-    try:
-        case = app.store.get_case(case_id)
-        recording = app.store.get_recording(trace_id)
-    except StoreError:
-        return None
-    from tracely_sdk._canonical import canonical_equal
-
-    if recording.input is None or canonical_equal(case.input, recording.input):
-        return None
-    return {"case_input": case.input, "trace_input": recording.input}
+    found = app.recapture_inputs(case_id, trace_id)
+    return None if found is None else {"case_input": found[0], "trace_input": found[1]}
 
 
 def _update_case(

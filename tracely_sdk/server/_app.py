@@ -401,6 +401,20 @@ class App:
         except (ValueError, TypeError) as exc:
             raise HTTPError(400, self._clean(str(exc)), code="invalid") from None
 
+    def recapture_inputs(self, case_id: str, trace_id: str) -> tuple[Any, Any] | None:
+        """The case's input and the trace's, when a recapture was refused because they differ
+        (None when they do not, or either cannot be read)."""
+        from tracely_sdk._canonical import canonical_equal
+
+        try:
+            case = self.store.get_case(case_id)
+            recording = self.store.get_recording(trace_id)
+        except StoreError:
+            return None
+        if recording.input is None or canonical_equal(case.input, recording.input):
+            return None
+        return case.input, recording.input
+
     # bodies -----------------------------------------------------------------------------
 
     def _body(self, request: Request) -> tuple[bytes, bytes]:

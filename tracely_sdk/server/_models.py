@@ -243,6 +243,14 @@ class Whole(Shape):
     model_config = ConfigDict(json_schema_serialization_defaults_required=True)
 
 
+class Query(Shape):
+    """A request's query parameters; a refusal of them is a bad request, not invalid data."""
+
+    noun: ClassVar[str] = "the query"
+    member: ClassVar[str] = "query parameter"
+    refused_as: ClassVar[str] = "bad_request"
+
+
 # --------------------------------------------------------------------------------------------
 # bundles (documented here; tracely_otel.validate_bundle checks them)
 
@@ -345,11 +353,7 @@ class TraceList(Shape):
     traces: list[RecordingSummary]
 
 
-class TraceQuery(Shape):
-    noun: ClassVar[str] = "the query"
-    member: ClassVar[str] = "query parameter"
-    refused_as: ClassVar[str] = "bad_request"
-
+class TraceQuery(Query):
     limit: PageSize = Field(50, description="at most this many")
     offset: Offset = Field(0, description="skip this many")
     service: str | None = Field(None, description="only this service")
@@ -402,11 +406,7 @@ class VersionList(Shape):
     versions: list[CaseVersion]
 
 
-class CaseQuery(Shape):
-    noun: ClassVar[str] = "the query"
-    member: ClassVar[str] = "query parameter"
-    refused_as: ClassVar[str] = "bad_request"
-
+class CaseQuery(Query):
     tag: Tag | None = Field(None, description="only cases with this tag")
 
 
@@ -571,11 +571,7 @@ class RunSaved(Shape):
     id: RunId
 
 
-class RunQuery(Shape):
-    noun: ClassVar[str] = "the query"
-    member: ClassVar[str] = "query parameter"
-    refused_as: ClassVar[str] = "bad_request"
-
+class RunQuery(Query):
     limit: PageSize = Field(20, description="at most this many")
     offset: Offset = Field(0, description="skip this many")
     trace_id: TraceId | None = Field(

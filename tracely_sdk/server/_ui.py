@@ -489,7 +489,7 @@ def _recapture(app: Any, request: Request, params: dict[str, str]) -> Response:
     try:
         app.store.recapture(case_id, trace_id, note=note)
     except Conflict as exc:
-        conflict = _inputs(app, case_id, trace_id)
+        conflict = app.recapture_inputs(case_id, trace_id)
         message = _clean(app, str(exc))
 
         def refused(viewer: Viewer) -> str:
@@ -515,20 +515,6 @@ def _failed(visit: _Visit, exc: StoreError) -> Response:
     status = 404 if isinstance(exc, NotFound) else 503
     message = _clean(visit.app, str(exc))
     return _html(status, visit.pages.error(status, message, visit.viewer()))
-
-
-def _inputs(app: Any, case_id: str, trace_id: str) -> tuple[Any, Any] | None:
-    """The case's input and the trace's, when a recapture was refused because they differ."""
-    from tracely_sdk._canonical import canonical_equal
-
-    try:
-        case = app.store.get_case(case_id)
-        recording = app.store.get_recording(trace_id)
-    except StoreError:
-        return None
-    if recording.input is None or canonical_equal(case.input, recording.input):
-        return None
-    return case.input, recording.input
 
 
 UI_ROUTES: tuple[tuple[str, str, Handler], ...] = (

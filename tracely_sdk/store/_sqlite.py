@@ -126,6 +126,21 @@ def _recording(row: Sequence[Any]) -> Recording:
         raise _corrupt(f"recording {row[0]}", exc) from exc
 
 
+def _whole_summary(row: Sequence[Any]) -> RecordingSummary:
+    """A summary from the columns the whole-summary and head queries read, in their order."""
+    return RecordingSummary(
+        trace_id=row[0],
+        service=row[1],
+        agent_name=row[2],
+        started_at=int(row[3]),
+        status=row[4],
+        input=_d(row[5]),
+        output=_d(row[6]),
+        replay_mode=row[7],
+        received_at=int(row[8]),
+    )
+
+
 def _recording_of(row: Sequence[Any]) -> Recording:
     return Recording(
         trace_id=row[0],
@@ -397,13 +412,11 @@ class SQLStore(Store):
             raise NotFound(f"no recording of trace {trace_id!r} in {self.url}")
         return _recording(row)
 
-    def list_recordings(
-        self,
-        limit: int = 50,
-        offset: int = 0,
-        service: str | None = None,
-        agent: str | None = None,
-    ) -> list[Recording]:
+    def _page(
+        self, select: str, limit: int, offset: int, service: str | None, agent: str | None
+    ) -> list[Any]:
+        """The rows of ``select`` newest first, one page of them, of one service or agent if
+        given; ``select`` names its columns and leaves the WHERE to this."""
         _check_page(limit, offset)
         where, params = [], []
         if service is not None:
@@ -412,12 +425,21 @@ class SQLStore(Store):
         if agent is not None:
             where.append("agent_name = ?")
             params.append(agent)
-        sql = f"SELECT {REC_COLUMNS} FROM recordings"
+        sql = select
         if where:
             sql += " WHERE " + " AND ".join(where)
         sql += " ORDER BY started_at DESC, trace_id DESC LIMIT ? OFFSET ?"
         with self._read() as conn:
-            rows = conn.execute(self._q(sql), (*params, limit, offset)).fetchall()
+            return list(conn.execute(self._q(sql), (*params, limit, offset)).fetchall())
+
+    def list_recordings(
+        self,
+        limit: int = 50,
+        offset: int = 0,
+        service: str | None = None,
+        agent: str | None = None,
+    ) -> list[Recording]:
+        rows = self._page(f"SELECT {REC_COLUMNS} FROM recordings", limit, offset, service, agent)
         return [_recording(r) for r in rows]
 
     def recording_summaries(
@@ -429,36 +451,11 @@ class SQLStore(Store):
         *,
         cut: bool = True,
     ) -> list[RecordingSummary]:
-        _check_page(limit, offset)
-        where, params = [], []
-        if service is not None:
-            where.append("service = ?")
-            params.append(service)
-        if agent is not None:
-            where.append("agent_name = ?")
-            params.append(agent)
         sql = _outline.SUMMARIES_SQL if cut else _outline.WHOLE_SUMMARIES_SQL
-        if where:
-            sql += " WHERE " + " AND ".join(where)
-        sql += " ORDER BY started_at DESC, trace_id DESC LIMIT ? OFFSET ?"
-        with self._read() as conn:
-            rows = conn.execute(self._q(sql), (*params, limit, offset)).fetchall()
+        rows = self._page(sql, limit, offset, service, agent)
         try:
             if not cut:
-                return [
-                    RecordingSummary(
-                        trace_id=row[0],
-                        service=row[1],
-                        agent_name=row[2],
-                        started_at=int(row[3]),
-                        status=row[4],
-                        input=_d(row[5]),
-                        output=_d(row[6]),
-                        replay_mode=row[7],
-                        received_at=int(row[8]),
-                    )
-                    for row in rows
-                ]
+                return [_whole_summary(row) for row in rows]
             return [
                 RecordingSummary(
                     trace_id=row[0],
@@ -498,18 +495,7 @@ class SQLStore(Store):
                 found = self._entries_of(conn, trace_id, outline[offset : offset + limit])
                 row = conn.execute(_outline.ENDED_SQL[engine], (trace_id,)).fetchone()
                 ended = _d(row[0]) if row is not None else None
-        summary = RecordingSummary(
-            trace_id=head[0],
-            service=head[1],
-            agent_name=head[2],
-            started_at=int(head[3]),
-            status=head[4],
-            input=_d(head[5]),
-            output=_d(head[6]),
-            replay_mode=head[7],
-            received_at=int(head[8]),
-            ended_at=ended,
-        )
+        summary = dataclasses.replace(_whole_summary(head), ended_at=ended)
         return RecordedCalls(summary, outline, offset, found)
 
     def _entries_at(

@@ -128,6 +128,68 @@ def agent_module(project: Path, monkeypatch: Any, name: str, source: str) -> Non
     monkeypatch.delitem(sys.modules, name, raising=False)
 
 
+def bedrock(base: str) -> Any:
+    """A bedrock-runtime client of the stand-in, with keys that no server checks."""
+    import boto3
+    import botocore.config
+
+    return boto3.client(
+        "bedrock-runtime",
+        endpoint_url=base,
+        region_name="us-east-1",
+        aws_access_key_id="test-key",
+        aws_secret_access_key="test-secret",
+        config=botocore.config.Config(retries={"total_max_attempts": 1}),
+    )
+
+
+def replayed_offline(
+    cli: Any, monkeypatch: Any, project: Path, trace_id: str, agent: str, source: str
+) -> dict[str, Any]:
+    """Promote ``trace_id`` as the case of ``agent``'s ``run`` and replay it with no key and no
+    server (``AGENT_BASE`` a closed port), ``agent`` written again so that its clients are built
+    again at import. The case, which passed."""
+    from tests.sdk.cli._helpers import replayed
+    from tracely_sdk import _entrypoints
+
+    status, _, err = cli(
+        "cases", "promote", trace_id, "--name", agent, "--entrypoint", f"{agent}:run"
+    )
+    assert status == 0, err
+    for name in _entrypoints.API_KEY_VARIABLES:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv(f"{agent.upper()}_BASE", closed_url())
+    agent_module(project, monkeypatch, agent, source)
+    case = replayed(cli, project / "report.json")
+    assert case["verdict"] == "PASS", case
+    return case
+
+
+def fails_naming(
+    cli: Any, monkeypatch: Any, project: Path, agent: str, source: str, reason: str
+) -> None:
+    """With ``agent`` written as ``source``, the promoted case's replay is not PASS and one of
+    its reasons says ``reason``."""
+    from tests.sdk.cli._helpers import replayed
+
+    agent_module(project, monkeypatch, agent, source)
+    case = replayed(cli, project / "report.json")
+    assert case["verdict"] != "PASS"
+    assert any(reason in r for r in case["reasons"]), case
+
+
+def agent_project(project: Path, monkeypatch: Any, agent: str, source: str) -> None:
+    """``project`` the working directory, on the path, with ``agent`` written in it as
+    ``source``; every provider's key set to one the stand-in takes."""
+    from tracely_sdk import _entrypoints
+
+    monkeypatch.syspath_prepend(str(project))
+    monkeypatch.chdir(project)  # the project: its own modules may be replayed
+    agent_module(project, monkeypatch, agent, source)
+    for name in _entrypoints.API_KEY_VARIABLES:
+        monkeypatch.setenv(name, "test-key")
+
+
 def llm_spans(capture: Any) -> list[Any]:
     """The captured spans of LLM calls."""
     return [s for s in capture.spans if s.attributes.get("tracely.kind") == "llm"]

@@ -14,18 +14,19 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import boto3
-import botocore.config
 import pytest
 
 import tracely_sdk as tracely
 from examples.llm_server import serve
-from tests.sdk.cli._helpers import CLI, record, replayed
+from tests.sdk.cli._helpers import CLI, record
 from tests.sdk.providers._helpers import (
-    agent_module,
+    agent_project,
+    bedrock,
     capturing_content,
     closed_url,
+    fails_naming,
     llm_spans,
+    replayed_offline,
 )
 from tracely_sdk import _entrypoints, providers
 from tracely_sdk.providers.http import _bedrock_invoke_stream
@@ -40,17 +41,6 @@ def instrumented() -> Iterator[None]:
     assert PROVIDER in providers.instrument("urllib3")
     yield
     providers.uninstrument("urllib3")
-
-
-def bedrock(base: str) -> Any:
-    return boto3.client(
-        "bedrock-runtime",
-        endpoint_url=base,
-        region_name="us-east-1",
-        aws_access_key_id="test-key",
-        aws_secret_access_key="test-secret",
-        config=botocore.config.Config(retries={"total_max_attempts": 1}),
-    )
 
 
 TOOLS = [
@@ -235,16 +225,12 @@ def test_tracely_replay_passes_a_streamed_invoke_model_agent_with_no_server_and_
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.chdir(tmp_path)  # the project: its own modules may be replayed
     monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-aws-config"))
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-aws-credentials"))
     for name in AWS_SETTINGS:
         monkeypatch.delenv(name, raising=False)
-    for name in _entrypoints.API_KEY_VARIABLES:
-        monkeypatch.setenv(name, "test-key")
+    agent_project(tmp_path, monkeypatch, "stream_agent", AGENT)
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
-    agent_module(tmp_path, monkeypatch, "stream_agent", AGENT)
     with serve() as (server, _):
         monkeypatch.setenv("STREAM_AGENT_BASE", server.base_url)
         import stream_agent  # type: ignore[import-not-found]
@@ -252,19 +238,8 @@ def test_tracely_replay_passes_a_streamed_invoke_model_agent_with_no_server_and_
         trace_id = record(capture, cli, stream_agent.run, "Paris")
         assert server.paths() == [PATH.replace(":", "%3A")]  # as botocore sends it
     assert [e["provider"] for e in capture.last_bundle["llm"][CLAUDE]] == [PROVIDER]
-    status, _, err = cli(
-        "cases", "promote", trace_id, "--name", "stream", "--entrypoint", "stream_agent:run"
-    )
-    assert status == 0, err
-
     # No credentials, no region, no server: the client is built again at import.
-    for name in _entrypoints.API_KEY_VARIABLES:
-        monkeypatch.delenv(name)
-    monkeypatch.setenv("STREAM_AGENT_BASE", closed_url())
-    agent_module(tmp_path, monkeypatch, "stream_agent", AGENT)
-    report = tmp_path / "report.json"
-    case = replayed(cli, report)
-    assert case["verdict"] == "PASS", case
+    case = replayed_offline(cli, monkeypatch, tmp_path, trace_id, "stream_agent", AGENT)
     assert case["served"] == [f"llm:{CLAUDE}"] and case["unused"] == []
     assert case["output"] == "You said: Weather in Paris?"
     credentials = sys.modules["stream_agent"].client._request_signer._credentials
@@ -277,10 +252,8 @@ def test_tracely_replay_passes_a_streamed_invoke_model_agent_with_no_server_and_
             "        return agent_run.output",
             "        ask('once more')\n        return agent_run.output",
         )
-        agent_module(tmp_path, monkeypatch, "stream_agent", twice)
-        case = replayed(cli, report)
-        assert case["verdict"] != "PASS"
-        assert any(f"no recorded call for llm:{CLAUDE}" in r for r in case["reasons"]), case
+        missing = f"no recorded call for llm:{CLAUDE}"
+        fails_naming(cli, monkeypatch, tmp_path, "stream_agent", twice, missing)
         # Any other Bedrock request: no model call, its connection refused by the guard.
         guarded = AGENT.replace(
             "        return agent_run.output",
@@ -288,9 +261,6 @@ def test_tracely_replay_passes_a_streamed_invoke_model_agent_with_no_server_and_
             "                               source='INPUT', content=[{'text': {'text': city}}])\n"
             "        return agent_run.output",
         )
-        agent_module(tmp_path, monkeypatch, "stream_agent", guarded)
-        case = replayed(cli, report)
-        assert case["verdict"] != "PASS"
         refused = f"strict replay refused a connection to 127.0.0.1:{server.port}"
-        assert any(refused in r for r in case["reasons"]), case
+        fails_naming(cli, monkeypatch, tmp_path, "stream_agent", guarded, refused)
         assert server.requests == []  # nothing reached the live server

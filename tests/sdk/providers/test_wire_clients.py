@@ -14,8 +14,13 @@ from typing import Any
 import pytest
 
 from examples.llm_server import serve
-from tests.sdk.cli._helpers import CLI, record, replayed
-from tests.sdk.providers._helpers import agent_module, closed_url, instrumented_fixture
+from tests.sdk.cli._helpers import CLI, record
+from tests.sdk.providers._helpers import (
+    agent_project,
+    fails_naming,
+    instrumented_fixture,
+    replayed_offline,
+)
 from tracely_sdk import _entrypoints
 
 AGENT = """
@@ -65,11 +70,7 @@ def test_groq_mistral_cohere_and_ollama_replay_with_no_server_and_no_key_and_nev
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.chdir(tmp_path)  # the project: its own modules may be replayed
-    agent_module(tmp_path, monkeypatch, "clients_agent", AGENT)
-    for name in _entrypoints.API_KEY_VARIABLES:
-        monkeypatch.setenv(name, "test-key")
+    agent_project(tmp_path, monkeypatch, "clients_agent", AGENT)
     with serve() as (server, _):
         monkeypatch.setenv("CLIENTS_AGENT_BASE", server.base_url)
         import clients_agent  # type: ignore[import-not-found]
@@ -84,19 +85,8 @@ def test_groq_mistral_cohere_and_ollama_replay_with_no_server_and_no_key_and_nev
         "command-a-03-2025": ["httpx.Client.send"],
         "llama3.2": ["httpx.Client.send"],
     }
-    status, _, err = cli(
-        "cases", "promote", trace_id, "--name", "clients", "--entrypoint", "clients_agent:run"
-    )
-    assert status == 0, err
-
     # No key, no server: the clients are built again at import with placeholder keys.
-    for name in _entrypoints.API_KEY_VARIABLES:
-        monkeypatch.delenv(name)
-    monkeypatch.setenv("CLIENTS_AGENT_BASE", closed_url())
-    agent_module(tmp_path, monkeypatch, "clients_agent", AGENT)
-    report = tmp_path / "report.json"
-    case = replayed(cli, report)
-    assert case["verdict"] == "PASS", case
+    replayed_offline(cli, monkeypatch, tmp_path, trace_id, "clients_agent", AGENT)
     assert sys.modules["clients_agent"].groq_client.api_key == _entrypoints.PLACEHOLDER_API_KEY
 
     with serve() as (server, _):
@@ -107,18 +97,13 @@ def test_groq_mistral_cohere_and_ollama_replay_with_no_server_and_no_key_and_nev
             "        groq_client.chat.completions.create(model='llama-3.3-70b', messages=question)\n"
             "        return agent_run.output",
         )
-        agent_module(tmp_path, monkeypatch, "clients_agent", twice)
-        case = replayed(cli, report)
-        assert case["verdict"] != "PASS"
-        assert any("no recorded call for llm:llama-3.3-70b" in r for r in case["reasons"]), case
+        refused = "no recorded call for llm:llama-3.3-70b"
+        fails_naming(cli, monkeypatch, tmp_path, "clients_agent", twice, refused)
         # Any other request the recording cannot answer: its connection refused by the guard.
         listing = AGENT.replace(
             "        return agent_run.output",
             "        groq_client.models.list()\n        return agent_run.output",
         )
-        agent_module(tmp_path, monkeypatch, "clients_agent", listing)
-        case = replayed(cli, report)
-        assert case["verdict"] != "PASS"
         refused = f"strict replay refused a connection to 127.0.0.1:{server.port}"
-        assert any(refused in r for r in case["reasons"]), case
+        fails_naming(cli, monkeypatch, tmp_path, "clients_agent", listing, refused)
         assert server.requests == []  # nothing reached the live server

@@ -18,8 +18,13 @@ import pytest
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no fetch of prices at import
 
 from examples.llm_server import serve
-from tests.sdk.cli._helpers import CLI, record, replayed
-from tests.sdk.providers._helpers import agent_module, closed_url, instrumented_fixture
+from tests.sdk.cli._helpers import CLI, record
+from tests.sdk.providers._helpers import (
+    agent_project,
+    fails_naming,
+    instrumented_fixture,
+    replayed_offline,
+)
 from tracely_sdk import _entrypoints
 
 HEADER = """
@@ -155,12 +160,8 @@ def test_the_framework_records_live_replays_with_no_server_and_no_key_and_never_
 ) -> None:
     pytest.importorskip(package)
     monkeypatch.setenv("DSPY_CACHEDIR", str(tmp_path / "dspy-cache"))
-    monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.chdir(tmp_path)  # the project: its own modules may be replayed
     agent = HEADER + model + RUN
-    agent_module(tmp_path, monkeypatch, "framework_agent", agent)
-    for name in _entrypoints.API_KEY_VARIABLES:
-        monkeypatch.setenv(name, "test-key")
+    agent_project(tmp_path, monkeypatch, "framework_agent", agent)
     with serve() as (server, _):
         monkeypatch.setenv("FRAMEWORK_AGENT_BASE", server.base_url)
         import framework_agent  # type: ignore[import-not-found]
@@ -171,19 +172,8 @@ def test_the_framework_records_live_replays_with_no_server_and_no_key_and_never_
     assert {name: [e["provider"] for e in entries] for name, entries in recorded.items()} == {
         label: [provider]
     }
-    status, _, err = cli(
-        "cases", "promote", trace_id, "--name", "framework", "--entrypoint", "framework_agent:run"
-    )
-    assert status == 0, err
-
     # No key, no server: the model is built again at import with a placeholder key.
-    for name in _entrypoints.API_KEY_VARIABLES:
-        monkeypatch.delenv(name)
-    monkeypatch.setenv("FRAMEWORK_AGENT_BASE", closed_url())
-    agent_module(tmp_path, monkeypatch, "framework_agent", agent)
-    report = tmp_path / "report.json"
-    case = replayed(cli, report)
-    assert case["verdict"] == "PASS", case
+    case = replayed_offline(cli, monkeypatch, tmp_path, trace_id, "framework_agent", agent)
     assert case["served"] == [f"llm:{label}"] and case["unused"] == []
     assert case["output"] == "You said: Weather in Paris?"  # the stand-in's answer, replayed
 
@@ -194,11 +184,8 @@ def test_the_framework_records_live_replays_with_no_server_and_no_key_and_never_
             "        return agent_run.output",
             "        ask('once more')\n        return agent_run.output",
         )
-        agent_module(tmp_path, monkeypatch, "framework_agent", twice)
-        case = replayed(cli, report)
-        assert case["verdict"] != "PASS"
-        refused = refusal.format(label=label)
-        assert any(refused in reason for reason in case["reasons"]), case
+        missing = refusal.format(label=label)
+        fails_naming(cli, monkeypatch, tmp_path, "framework_agent", twice, missing)
         assert server.requests == []  # nothing reached the live server
 
 
@@ -223,12 +210,8 @@ def test_dspy_default_engine_is_not_recorded_and_strict_replay_refuses_its_conne
 ) -> None:
     pytest.importorskip("dspy")
     monkeypatch.setenv("DSPY_CACHEDIR", str(tmp_path / "dspy-cache"))
-    monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.chdir(tmp_path)
     agent = HEADER + DSPY_DEFAULT_ENGINE + RUN
-    agent_module(tmp_path, monkeypatch, "framework_agent", agent)
-    for name in _entrypoints.API_KEY_VARIABLES:
-        monkeypatch.setenv(name, "test-key")
+    agent_project(tmp_path, monkeypatch, "framework_agent", agent)
     with serve() as (server, _):
         monkeypatch.setenv("FRAMEWORK_AGENT_BASE", server.base_url)
         import framework_agent  # type: ignore[import-not-found]
@@ -245,9 +228,6 @@ def test_dspy_default_engine_is_not_recorded_and_strict_replay_refuses_its_conne
         monkeypatch.delenv(name)
     with serve() as (server, _):
         monkeypatch.setenv("FRAMEWORK_AGENT_BASE", server.base_url)
-        agent_module(tmp_path, monkeypatch, "framework_agent", agent)
-        case = replayed(cli, tmp_path / "report.json")
-        assert case["verdict"] != "PASS"
         refused = f"strict replay refused a connection to 127.0.0.1:{server.port}"
-        assert any(refused in reason for reason in case["reasons"]), case
+        fails_naming(cli, monkeypatch, tmp_path, "framework_agent", agent, refused)
         assert server.requests == []

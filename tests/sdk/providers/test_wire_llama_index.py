@@ -18,9 +18,13 @@ import pytest
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no fetch of prices at import
 
 from examples.llm_server import serve
-from tests.sdk.cli._helpers import CLI, record, replayed
-from tests.sdk.providers._helpers import agent_module, closed_url, instrumented_fixture
-from tracely_sdk import _entrypoints
+from tests.sdk.cli._helpers import CLI, record
+from tests.sdk.providers._helpers import (
+    agent_project,
+    fails_naming,
+    instrumented_fixture,
+    replayed_offline,
+)
 
 AGENT = """
 import asyncio
@@ -79,11 +83,7 @@ def test_a_llama_index_agent_records_live_replays_with_no_server_and_no_key_and_
 ) -> None:
     pytest.importorskip("llama_index.llms.ollama")
     pytest.importorskip("llama_index.llms.litellm")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.chdir(tmp_path)  # the project: its own modules may be replayed
-    agent_module(tmp_path, monkeypatch, "llama_agent", AGENT)
-    for name in _entrypoints.API_KEY_VARIABLES:
-        monkeypatch.setenv(name, "test-key")
+    agent_project(tmp_path, monkeypatch, "llama_agent", AGENT)
     with serve() as (server, _):
         monkeypatch.setenv("LLAMA_AGENT_BASE", server.base_url)
         import llama_agent  # type: ignore[import-not-found]
@@ -95,19 +95,8 @@ def test_a_llama_index_agent_records_live_replays_with_no_server_and_no_key_and_
         OLLAMA: ["httpx.AsyncClient.send"] * 2,  # the tool call asked for, then the answer
         CLAUDE: ["httpx.Client.send"],
     }
-    status, _, err = cli(
-        "cases", "promote", trace_id, "--name", "llama", "--entrypoint", "llama_agent:run"
-    )
-    assert status == 0, err
-
     # No key, no server: the models are built again at import.
-    for name in _entrypoints.API_KEY_VARIABLES:
-        monkeypatch.delenv(name)
-    monkeypatch.setenv("LLAMA_AGENT_BASE", closed_url())
-    agent_module(tmp_path, monkeypatch, "llama_agent", AGENT)
-    report = tmp_path / "report.json"
-    case = replayed(cli, report)
-    assert case["verdict"] == "PASS", case
+    case = replayed_offline(cli, monkeypatch, tmp_path, trace_id, "llama_agent", AGENT)
     assert case["served"] == [f"llm:{OLLAMA}", f"llm:{OLLAMA}", f"llm:{CLAUDE}"]
     assert case["unused"] == []
     assert case["output"] == [  # the stand-in's answers, replayed
@@ -122,15 +111,10 @@ def test_a_llama_index_agent_records_live_replays_with_no_server_and_no_key_and_
             "        return agent_run.output",
             "        summarise('once more')\n        return agent_run.output",
         )
-        agent_module(tmp_path, monkeypatch, "llama_agent", twice)
-        case = replayed(cli, report)
-        assert case["verdict"] != "PASS"
-        assert any(f"no recorded call for llm:{CLAUDE}" in r for r in case["reasons"]), case
+        missing = f"no recorded call for llm:{CLAUDE}"
+        fails_naming(cli, monkeypatch, tmp_path, "llama_agent", twice, missing)
         # Any other request the recording cannot answer: its connection refused by the guard.
         asks = AGENT.replace("context_window=8192", "context_window=-1")
-        agent_module(tmp_path, monkeypatch, "llama_agent", asks)
-        case = replayed(cli, report)
-        assert case["verdict"] != "PASS"
         refused = f"strict replay refused a connection to 127.0.0.1:{server.port}"
-        assert any(refused in r for r in case["reasons"]), case
+        fails_naming(cli, monkeypatch, tmp_path, "llama_agent", asks, refused)
         assert server.requests == []  # nothing reached the live server

@@ -15,7 +15,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import boto3
 import botocore.exceptions
 import pytest
 import requests
@@ -24,6 +23,7 @@ import urllib3
 import tracely_sdk as tracely
 from examples.llm_server import serve
 from tests.sdk.providers._helpers import (
+    bedrock,
     capturing_content,
     closed_url,
     llm_spans,
@@ -43,18 +43,6 @@ def instrumented() -> Iterator[None]:
     assert PROVIDER in providers.instrument("urllib3")
     yield
     providers.uninstrument("urllib3")
-
-
-def bedrock(base: str) -> Any:
-    """A bedrock-runtime client of the stand-in, with keys that no server checks."""
-    return boto3.client(
-        "bedrock-runtime",
-        endpoint_url=base,
-        region_name="us-east-1",
-        aws_access_key_id="test-key",
-        aws_secret_access_key="test-secret",
-        config=botocore.config.Config(retries={"total_max_attempts": 1}),
-    )
 
 
 def user(text: str) -> list[dict[str, Any]]:
