@@ -1,21 +1,24 @@
-"""What the OpenAI and Anthropic provider tests share: a structured-output model, a message
-helper, a comparison of replayed with live values, a port nothing listens on, and tracely's
-patches stacked with another instrumentor's."""
+"""What the provider tests share: a structured-output model, a message helper, a tool, a
+comparison of replayed with live values, a port nothing listens on, a scenario recorded against
+the local stand-in and replayed, and tracely's hooks stacked with another instrumentor's."""
 
 from __future__ import annotations
 
 import asyncio
 import inspect
+import json
 import socket
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
 
-from tracely_sdk import providers
+import tracely_sdk as tracely
+from examples.llm_server import serve
+from tracely_sdk import ReplayReport, providers
 
 
 class Weather(BaseModel):
@@ -39,6 +42,32 @@ def closed_url(path: str = "") -> str:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     return f"http://127.0.0.1:{port}{path}"
+
+
+WEATHER = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "The weather in a city.",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+    },
+}
+"""A tool in the chat-completions form, as the OpenAI-compatible clients send it."""
+
+
+def record(capture: Any, scenario: Callable[[str], Any]) -> tuple[Any, dict[str, Any]]:
+    """``scenario(base_url)`` run live against the local stand-in, in an agent span: its value
+    and the recording made of it (through JSON, as a store would give it back)."""
+    with serve() as (server, _), tracely.agent("agent", input="q"):
+        value = scenario(server.base_url)
+    return value, json.loads(json.dumps(capture.last_bundle))
+
+
+def replay(bundle: Any, scenario: Callable[[str], Any]) -> tuple[Any, ReplayReport]:
+    """``scenario`` replayed from ``bundle`` against a URL where nothing listens."""
+    with tracely.fixtures(bundle) as rep, tracely.agent("agent", input="q"):
+        value = scenario(closed_url())
+    return value, rep
 
 
 def run(value: Any) -> Any:

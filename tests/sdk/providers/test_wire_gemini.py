@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable
 from typing import Any
 
 import aiohttp
@@ -14,12 +13,13 @@ import httpx
 import pytest
 
 import tracely_sdk as tracely
-from examples.llm_server import serve
 from tests.sdk.providers._helpers import (
     capturing_content,
     closed_url,
     instrumented_fixture,
     llm_spans,
+    record,
+    replay,
 )
 from tracely_sdk.providers.http import answers
 
@@ -35,18 +35,6 @@ def content(text: str, **extra: Any) -> dict[str, Any]:
 
 def sse_chunks(text: str) -> list[Any]:
     return [json.loads(line[6:]) for line in text.splitlines() if line.startswith("data: ")]
-
-
-def record(capture: Any, scenario: Callable[[str], Any]) -> tuple[Any, dict[str, Any]]:
-    with serve() as (server, _), tracely.agent("agent", input="q"):
-        value = scenario(server.base_url)
-    return value, json.loads(json.dumps(capture.last_bundle))
-
-
-def replay(bundle: Any, scenario: Callable[[str], Any]) -> tuple[Any, tracely.ReplayReport]:
-    with tracely.fixtures(bundle) as rep, tracely.agent("agent", input="q"):
-        value = scenario(closed_url())
-    return value, rep
 
 
 @pytest.mark.parametrize("version", ["v1", "v1beta"])

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -14,42 +13,21 @@ import ollama
 import pytest
 
 import tracely_sdk as tracely
-from examples.llm_server import serve
 from tests.sdk.providers._helpers import (
+    WEATHER,
     capturing_content,
     closed_url,
     instrumented_fixture,
     llm_spans,
+    record,
+    replay,
+    user,
 )
 
 MODEL = "llama3.2"
-WEATHER = {
-    "type": "function",
-    "function": {
-        "name": "get_weather",
-        "description": "The weather in a city.",
-        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
-    },
-}
 
 
 instrumented = instrumented_fixture("httpx")
-
-
-def user(text: str) -> list[dict[str, Any]]:
-    return [{"role": "user", "content": text}]
-
-
-def record(capture: Any, scenario: Callable[[str], Any]) -> tuple[Any, dict[str, Any]]:
-    with serve() as (server, _), tracely.agent("agent", input="q"):
-        value = scenario(server.base_url)
-    return value, json.loads(json.dumps(capture.last_bundle))
-
-
-def replay(bundle: Any, scenario: Callable[[str], Any]) -> tuple[Any, tracely.ReplayReport]:
-    with tracely.fixtures(bundle) as rep, tracely.agent("agent", input="q"):
-        value = scenario(closed_url())
-    return value, rep
 
 
 def test_a_chat_streamed_as_ndjson_is_recorded_line_by_line_and_served_as_the_same_bytes(
