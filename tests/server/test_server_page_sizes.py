@@ -116,10 +116,8 @@ def big_agent(calls: int) -> None:
         run.output = "done"
 
 
-def test_a_trace_of_hundreds_of_big_calls_is_shown_a_page_at_a_time(
-    served: Callable[..., ServerProcess], capture: Any
-) -> None:
-    server = served("--quiet-seconds", "0.2")
+def exported_big_trace(server: ServerProcess, capture: Any) -> str:
+    """The id of a trace of :data:`CALLS` big calls, run here and exported to ``server``."""
     before = len(capture.spans)
     big_agent(CALLS)
     spans = capture.spans[before:]
@@ -128,7 +126,14 @@ def test_a_trace_of_hundreds_of_big_calls_is_shown_a_page_at_a_time(
         assert send.export(spans) is SpanExportResult.SUCCESS
     finally:
         send.shutdown()
-    trace_id = format(spans[0].context.trace_id, "032x")
+    return format(spans[0].context.trace_id, "032x")
+
+
+def test_a_trace_of_hundreds_of_big_calls_is_shown_a_page_at_a_time(
+    served: Callable[..., ServerProcess], capture: Any
+) -> None:
+    server = served("--quiet-seconds", "0.2")
+    trace_id = exported_big_trace(server, capture)
     wait_for(lambda: server.recording(trace_id), what="the recording")
     reader = Reader(server)
 
@@ -161,15 +166,7 @@ def test_each_value_of_a_call_is_cut_with_a_link_to_the_whole_of_it(
     served: Callable[..., ServerProcess], capture: Any, tmp_path: Path
 ) -> None:
     server = served("--quiet-seconds", "0.2")
-    before = len(capture.spans)
-    big_agent(CALLS)
-    spans = capture.spans[before:]
-    send = exporter(server, token=server.tokens.ingest, timeout=60)
-    try:
-        assert send.export(spans) is SpanExportResult.SUCCESS
-    finally:
-        send.shutdown()
-    trace_id = format(spans[0].context.trace_id, "032x")
+    trace_id = exported_big_trace(server, capture)
     entries = recorded(server, trace_id)
     reader = Reader(server)
 
