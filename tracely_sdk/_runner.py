@@ -361,7 +361,9 @@ def _select(
     make = functools.partial(ReplayCase, validated=validates)
 
     def read(**which: Any) -> list[ReplayCase]:
-        return [ReplayCase.of(c, validated=validates) for c in store.cases_for_replay(make, **which)]
+        return [
+            ReplayCase.of(c, validated=validates) for c in store.cases_for_replay(make, **which)
+        ]
 
     if case_ids:
         selected = [read(case_id=cid)[0] for cid in dict.fromkeys(case_ids)]
