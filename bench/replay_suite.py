@@ -10,7 +10,8 @@ Measured side by side in one run, each the median of interleaved rounds:
 - the same with the cases already in memory; with every span sampled, as when an exporter is
   configured (the recorder attached, exporting nowhere: the cost of the spans themselves); and
   with spans to a bare SDK provider;
-- the gate with ``-j 2`` (two spawned worker processes, start-up included).
+- the gate with ``-j 2`` (two spawned worker processes, start-up included);
+- the gate's loading alone: every case read from the store (``load_cases``).
 
 Printed as cases per second and as a ratio to the floor: the ratio of the medians, and the
 paired ratio (the median of each round's own ratio; the two ran back to back, so load that
@@ -70,7 +71,7 @@ ENTRYPOINT = "examples.weather_agent:run"
 GOAL = 2.0  # the in-process gate (no exporter) at most this many times the floor
 CITIES = ("Paris", "Lisbon", "Oslo", "Tokyo")
 # The variants --instructions counts (the -j ones spawn processes callgrind would not follow).
-COUNTED = ("floor", "gate", "gate_loaded", "gate_sampled", "fixtures_loop")
+COUNTED = ("floor", "gate", "gate_loaded", "gate_sampled", "fixtures_loop", "load")
 
 
 @contextlib.contextmanager
@@ -110,6 +111,15 @@ def gate(path: Path, jobs: int = 1) -> list[CaseResult]:
     finally:
         store.close()
     return run_cases(cases, ENTRYPOINT, jobs=jobs, initializer=init_tracing if jobs > 1 else None)
+
+
+def load(path: Path) -> list[Any]:
+    """The gate's loading alone: every case read from the store for replay."""
+    store = SQLiteStore(path)
+    try:
+        return load_cases(store=store)
+    finally:
+        store.close()
 
 
 def floor(count: int) -> None:
@@ -203,6 +213,7 @@ def variants_of(
         "gate_sampled": (pipes.sampled, lambda: run_cases(loaded, ENTRYPOINT)),
         "gate_bare": (pipes.bare, lambda: run_cases(loaded, ENTRYPOINT)),
         "fixtures_loop": (pipes.replay, lambda: fixtures_loop(loaded)),
+        "load": (pipes.replay, lambda: len(load(big))),
         "gate_j": (pipes.replay, lambda: gate(big, jobs=jobs)),
         # the fixed cost of -j: spawning the workers, importing and setting up tracing in each
         "j_startup": (
@@ -219,6 +230,7 @@ LABELS = {
     "gate_sampled": "  ... every span sampled (an exporter set)",
     "gate_bare": "  ... spans to a bare SDK provider",
     "fixtures_loop": "  fixtures() + run() in a loop, no runner",
+    "load": "  loading alone (load_cases from the store)",
     "gate_j": "gate -j {jobs} (worker start-up included)",
     "j_startup": "  -j {jobs} start-up alone ({jobs} cases)",
 }

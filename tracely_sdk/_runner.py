@@ -356,12 +356,17 @@ def _select(
         raise ValueError("load_cases needs a store or a cases directory")
 
     validates = bool(getattr(store, "validates_bundles", False))
+    # A store that proves a case sound from its row builds the ReplayCase itself; the others
+    # give Cases, copied here.
+    make = functools.partial(ReplayCase, validated=validates)
 
-    def loaded(case: Any) -> ReplayCase:
-        return ReplayCase.of(case, validated=validates)
+    def read(**which: Any) -> list[ReplayCase]:
+        return [
+            ReplayCase.of(c, validated=validates) for c in store.cases_for_replay(make, **which)
+        ]
 
     if case_ids:
-        selected = [loaded(store.get_case(cid)) for cid in dict.fromkeys(case_ids)]
+        selected = [read(case_id=cid)[0] for cid in dict.fromkeys(case_ids)]
         if tags:
             wanted = set(tags)
             selected = [c for c in selected if wanted & set(c.tags)]
@@ -369,10 +374,10 @@ def _select(
     if tags:
         tagged: dict[str, ReplayCase] = {}
         for tag in dict.fromkeys(tags):
-            for case in store.list_cases(tag=tag):
-                tagged.setdefault(case.id, loaded(case))
+            for case in read(tag=tag):
+                tagged.setdefault(case.id, case)
         return list(tagged.values())
-    return [loaded(c) for c in store.list_cases()]
+    return read()
 
 
 # -- entrypoints ---------------------------------------------------------------------------

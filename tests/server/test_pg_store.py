@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 
 from tests.sdk.store import test_outline as outline
+from tests.sdk.store import test_replay_read as replay_read
 from tests.sdk.store import test_sqlite as shared
 from tests.sdk.store._helpers import make_bundle, make_recording, trace_id
 from tracely_sdk.errors import ConfigError, Conflict, MissingDependency, NotFound, StoreError
@@ -700,3 +701,29 @@ test_a_large_version_whose_seal_does_not_hold_is_not_compared = (
     outline.test_a_large_version_whose_seal_does_not_hold_is_not_compared
 )
 test_whole_summaries_read_no_calls = outline.test_whole_summaries_read_no_calls
+
+
+# --- the read of cases for replay (tests/sdk/store/test_replay_read.py) -------------------------
+
+test_a_sound_row_is_built_straight_into_the_case_replay_runs_equal_to_the_case_read_whole = replay_read.test_a_sound_row_is_built_straight_into_the_case_replay_runs_equal_to_the_case_read_whole
+test_cases_for_replay_selects_by_tag_and_by_id_as_list_cases_and_get_case_do = (
+    replay_read.test_cases_for_replay_selects_by_tag_and_by_id_as_list_cases_and_get_case_do
+)
+test_a_changed_sealed_column_is_not_read_on_the_fast_path_but_as_get_case_reads_it = (
+    replay_read.test_a_changed_sealed_column_is_not_read_on_the_fast_path_but_as_get_case_reads_it
+)
+test_a_hand_edited_seal_is_not_read_on_the_fast_path = (
+    replay_read.test_a_hand_edited_seal_is_not_read_on_the_fast_path
+)
+test_the_same_value_written_as_other_json_text_is_still_the_case = (
+    replay_read.test_the_same_value_written_as_other_json_text_is_still_the_case
+)
+test_an_unsealed_column_a_case_refuses_is_refused_with_the_error_list_cases_raises = (
+    replay_read.test_an_unsealed_column_a_case_refuses_is_refused_with_the_error_list_cases_raises
+)
+test_a_sound_row_is_sealed_and_each_sealed_field_and_the_seal_count = (
+    replay_read.test_a_sound_row_is_sealed_and_each_sealed_field_and_the_seal_count
+)
+test_the_fast_read_keeps_the_case_problem_as_the_runner_reports_it = (
+    replay_read.test_the_fast_read_keeps_the_case_problem_as_the_runner_reports_it
+)

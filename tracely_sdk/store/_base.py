@@ -12,7 +12,7 @@ import abc
 import dataclasses
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 from tracely_otel import Bundle, BundleFormatError, validate_bundle
 from tracely_sdk._canonical import canonical_equal
@@ -53,6 +53,8 @@ __all__ = [
     "plan_recapture",
     "unreplayable_calls",
 ]
+
+_Made = TypeVar("_Made")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -220,6 +222,22 @@ class Store(abc.ABC):
         self, tag: str | None = None, *, limit: int | None = None, offset: int = 0
     ) -> list[Case]:
         """Every case (or every case with ``tag``), by id; ``limit`` of them from ``offset``."""
+
+    def cases_for_replay(
+        self, make: Callable[..., _Made], *, tag: str | None = None, case_id: str | None = None
+    ) -> list[_Made | Case]:
+        """The cases replay runs: the case ``case_id`` (NotFound if there is none), else every
+        case (or every case with ``tag``), by id.
+
+        A backend that can prove a stored case sound from its row alone builds the runner's
+        case itself: ``make(id=, name=, version=, entrypoint=, input=, expected_output=,
+        bundle=, tags=, source_trace_id=)``, the fields as a :class:`Case` would hold them.
+        Every other case is the :class:`Case` that :meth:`get_case` reads (with its
+        ``problem``, or the error it raises). This reads them all as Cases.
+        """
+        if case_id is not None:
+            return [self.get_case(case_id)]
+        return list(self.list_cases(tag=tag))
 
     @abc.abstractmethod
     def case_history(self, case_id: str) -> list[CaseVersion]:

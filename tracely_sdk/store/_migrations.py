@@ -62,6 +62,7 @@ class Dialect:
     begin_read: str = "BEGIN"
     has_table: str = ""
     migration_lock: str | None = None
+    utf8: str = "CAST({} AS BLOB)"  # a text column as its UTF-8 bytes
 
     def sql(self, statement: str) -> str:
         """``statement`` (written with ``?`` placeholders) in this engine's parameter style."""
@@ -87,6 +88,7 @@ POSTGRES = Dialect(
     "AND table_name = %s",
     # Two servers starting at once: the second waits, then finds nothing left to do.
     migration_lock="SELECT pg_advisory_xact_lock(7347216569)",
+    utf8="convert_to({}, 'UTF8')",
 )
 
 Step = Union[str, Callable[[Connection, Dialect], None]]

@@ -33,6 +33,7 @@ __all__ = [
     "Run",
     "bound_json",
     "bundle_weight",
+    "check_case",
     "readable_case_result",
     "new_run_id",
     "dumps_json",
@@ -366,22 +367,51 @@ class Case:
     problem: str | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
-        validate_case_id(self.id)
-        _check_name(self.name)
-        validate_entrypoint(self.entrypoint)
-        object.__setattr__(self, "tags", normalise_tags(self.tags))
-        if self.input is None:
-            raise InvalidCase(f"case {self.id} has no input: a case replays a recorded agent input")
-        if not isinstance(self.bundle, dict):
-            raise InvalidCase(f"case {self.id}: the bundle must be a JSON object")
-        _check_version(self.id, self.version)
-        _check_ns("created_at", self.created_at)
-        _check_ns("updated_at", self.updated_at)
+        tags = check_case(
+            self.id,
+            self.name,
+            self.entrypoint,
+            self.input,
+            self.bundle,
+            self.version,
+            self.tags,
+            self.created_at,
+            self.updated_at,
+        )
+        object.__setattr__(self, "tags", tags)
 
     def to_dict(self) -> dict[str, Any]:
         data = _values(self, "problem")
         data["tags"] = list(self.tags)
         return data | ({"problem": self.problem} if self.problem is not None else {})
+
+
+def check_case(
+    case_id: Any,
+    name: Any,
+    entrypoint: Any,
+    input: Any,
+    bundle: Any,
+    version: Any,
+    tags: Iterable[str],
+    created_at: Any,
+    updated_at: Any,
+) -> tuple[str, ...]:
+    """What :class:`Case` requires of its fields, and its tags normalised: InvalidCase (or
+    ValueError, for a time) naming the first field that is wrong. A reader that builds a case
+    of its own from a stored row checks it here, so it accepts what a Case accepts."""
+    validate_case_id(case_id)
+    _check_name(name)
+    validate_entrypoint(entrypoint)
+    normalised = normalise_tags(tags)
+    if input is None:
+        raise InvalidCase(f"case {case_id} has no input: a case replays a recorded agent input")
+    if not isinstance(bundle, dict):
+        raise InvalidCase(f"case {case_id}: the bundle must be a JSON object")
+    _check_version(case_id, version)
+    _check_ns("created_at", created_at)
+    _check_ns("updated_at", updated_at)
+    return normalised
 
 
 def new_run_id() -> str:

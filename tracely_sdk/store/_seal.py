@@ -7,7 +7,8 @@ changed and lets ``tracely cases reseal`` say what a hand edit changed.
 - A stored case row is sealed over ``id``, ``entrypoint``, ``version``, ``input``,
   ``expected_output`` and ``bundle``; a stored version row over ``case_id``, ``version``,
   ``input``, ``expected_output`` and ``bundle``. The store seals on every write and checks on
-  every read.
+  every read; a read for replay compares the stored seal with the seal of the row's texts
+  (``seals_texts``) and checks field by field only when the two differ.
 - A case file is sealed (its ``checksum`` object) over ``id``, ``entrypoint``, ``version`` and
   each history entry's ``version``, ``input``, ``expected_output`` and ``bundle``, named by path
   (``history[0].input``). Reading a file without a checksum, or with one that does not match,
@@ -21,13 +22,14 @@ import hashlib
 from collections.abc import Mapping
 from typing import Any
 
-from tracely_sdk.store._model import dumps_json_bytes
+from tracely_sdk.store._model import dumps_json, dumps_json_bytes
 
 __all__ = [
     "broken_fields",
     "case_file_fields",
     "case_row_fields",
     "seal",
+    "seals_texts",
     "version_row_fields",
 ]
 
@@ -88,12 +90,33 @@ def broken_fields(
     return broken
 
 
+def seals_texts(checksum: Any, texts: Mapping[str, str | bytes]) -> bool:
+    """Whether ``checksum`` (a stored seal, as the store wrote it) is, byte for byte, the seal
+    of fields whose JSON texts are ``texts``: one comparison over the row as read, nothing
+    decoded. True proves each field holds the text its digest was taken over. False decides
+    nothing (a field was changed, or the seal was written in another form, by hand or by an
+    older tracely): the reader then checks the row field by field, with ``broken_fields``,
+    which says what is wrong.
+    """
+    if not isinstance(checksum, str):
+        return False
+    digests = {}
+    for name, text in texts.items():
+        if isinstance(text, str):
+            digests[name] = _text_digest(text)
+        elif isinstance(text, bytes):
+            digests[name] = _digest_of(text)
+        else:
+            return False
+    return dumps_json(digests) == checksum
+
+
 def _text_digest(text: str) -> str:
     return _digest_of(text.encode("utf-8", "surrogatepass"))
 
 
 def case_row_fields(
-    case_id: str, entrypoint: Any, version: Any, input: Any, expected_output: Any, bundle: Any
+    case_id: Any, entrypoint: Any, version: Any, input: Any, expected_output: Any, bundle: Any
 ) -> dict[str, Any]:
     """What a stored case row is sealed over."""
     return {

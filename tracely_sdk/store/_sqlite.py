@@ -21,10 +21,10 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 
@@ -54,7 +54,9 @@ from tracely_sdk.store._model import (
     Recording,
     Run,
     bundle_weight,
+    check_case,
     dumps_json,
+    dumps_json_bytes,
     normalise_tags,
     now_ns,
     redact_url,
@@ -67,9 +69,24 @@ from tracely_sdk.store._outline import (
     RecordingSummary,
     VersionSummary,
 )
-from tracely_sdk.store._seal import broken_fields, case_row_fields, seal, version_row_fields
+from tracely_sdk.store._seal import (
+    broken_fields,
+    case_row_fields,
+    seal,
+    seals_texts,
+    version_row_fields,
+)
 
-__all__ = ["CASE_COLUMNS", "REC_COLUMNS", "SQLStore", "SQLiteStore", "case_from_row"]
+__all__ = [
+    "CASE_COLUMNS",
+    "REC_COLUMNS",
+    "SQLStore",
+    "SQLiteStore",
+    "case_from_row",
+    "sealed_case",
+]
+
+_Made = TypeVar("_Made")
 
 # The column lists and row reader every SQL backend of the package shares.
 REC_COLUMNS = (
@@ -80,6 +97,8 @@ CASE_COLUMNS = (
     "id, name, entrypoint, input, expected_output, bundle, source_trace_id, version, tags, "
     "created_at, updated_at, checksum"
 )
+_CASE_COLUMNS = ", ".join(f"c.{c.strip()}" for c in CASE_COLUMNS.split(","))
+_SEALED_TEXTS = "c.input, c.expected_output, c.bundle"
 _VERSION_COLUMNS = (
     "case_id, version, input, expected_output, bundle, source_trace_id, created_at, note, checksum"
 )
@@ -165,6 +184,65 @@ def case_from_row(row: Sequence[Any]) -> Case:
     texts = {"input": row[3], "expected_output": row[4], "bundle": row[5]}
     problem = _seal_problem(f"case {case.id}", row[11], _case_fields(case), texts)
     return case if problem is None else dataclasses.replace(case, problem=problem)
+
+
+def sealed_case(row: Sequence[Any], make: Callable[..., _Made]) -> _Made | None:
+    """``make`` of the fields of a row of CASE_COLUMNS whose stored seal is, byte for byte, the
+    seal of the row's texts (``seals_texts``), each JSON column decoded once and the fields
+    checked as a :class:`Case` checks them (``check_case``); None for any other row (changed,
+    damaged, of another type, or sealed in another form), which :func:`case_from_row` reads
+    and says what is wrong with.
+
+    ``input``, ``expected_output`` and ``bundle`` may be read as the UTF-8 bytes the seal was
+    taken over, so that they are hashed and decoded with no text made of them."""
+    try:
+        return _sealed_case(row, make)
+    except (ValueError, TypeError):
+        return None
+
+
+def _sealed_case(row: Sequence[Any], make: Callable[..., _Made]) -> _Made | None:
+    (case_id, name, entrypoint, input_text, expected_text, bundle_text) = row[:6]
+    source_trace_id, version, tags_text, created_at, updated_at, checksum = row[6:12]
+    if type(version) is not int:
+        return None
+    texts = case_row_fields(
+        dumps_json_bytes(case_id),
+        dumps_json_bytes(entrypoint),
+        dumps_json_bytes(version),
+        input_text,
+        _NULL if expected_text is None else expected_text,
+        bundle_text,
+    )
+    if not seals_texts(checksum, texts):
+        return None
+    input = orjson.loads(input_text)
+    bundle = orjson.loads(bundle_text)
+    tags = check_case(
+        case_id,
+        name,
+        entrypoint,
+        input,
+        bundle,
+        version,
+        orjson.loads(tags_text) or (),
+        created_at,
+        updated_at,
+    )
+    return make(
+        id=case_id,
+        name=name,
+        version=version,
+        entrypoint=entrypoint,
+        input=input,
+        expected_output=None if expected_text is None else orjson.loads(expected_text),
+        bundle=bundle,
+        tags=tags,
+        source_trace_id=source_trace_id,
+    )
+
+
+_NULL = dumps_json_bytes(None)  # what an expected output stored as NULL is sealed over
 
 
 def _case_fields(case: Case) -> dict[str, Any]:
@@ -598,12 +676,15 @@ class SQLStore(Store):
         return _recording(row)
 
     def _load_case(self, conn: Any, case_id: str) -> Case:
+        return case_from_row(self._case_row(conn, case_id))
+
+    def _case_row(self, conn: Any, case_id: str) -> Sequence[Any]:
         row = conn.execute(
             self._q(f"SELECT {CASE_COLUMNS} FROM cases WHERE id = ?"), (case_id,)
         ).fetchone()
         if row is None:
             raise NotFound(f"no case {case_id!r} in {self.url}")
-        return case_from_row(row)
+        return row  # type: ignore[no-any-return]
 
     def _case_exists(self, conn: Any, case_id: str) -> bool:
         row = conn.execute(self._q("SELECT 1 FROM cases WHERE id = ?"), (case_id,)).fetchone()
@@ -841,24 +922,52 @@ class SQLStore(Store):
     def list_cases(
         self, tag: str | None = None, *, limit: int | None = None, offset: int = 0
     ) -> list[Case]:
-        cols = ", ".join(f"c.{c.strip()}" for c in CASE_COLUMNS.split(","))
+        with self._read() as conn:
+            rows = self._case_rows(conn, _CASE_COLUMNS, tag, limit, offset)
+        return [case_from_row(r) for r in rows]
+
+    def cases_for_replay(
+        self, make: Callable[..., _Made], *, tag: str | None = None, case_id: str | None = None
+    ) -> list[_Made | Case]:
+        """:meth:`Store.cases_for_replay`: a row whose stored seal is the seal of its texts
+        (read as the bytes that were sealed) is built straight into ``make`` by
+        :func:`sealed_case`; any other row is read again as :meth:`get_case` reads it, in the
+        same transaction, which says what is wrong."""
+        columns = _CASE_COLUMNS.replace(
+            _SEALED_TEXTS, ", ".join(self.dialect.utf8.format(c) for c in _SEALED_TEXTS.split(", "))
+        )
+        with self._read() as conn:
+            if case_id is None:
+                rows = self._case_rows(conn, columns, tag, None, 0)
+            else:
+                rows = conn.execute(
+                    self._q(f"SELECT {columns} FROM cases c WHERE c.id = ?"), (case_id,)
+                ).fetchall()
+                if not rows:
+                    raise NotFound(f"no case {case_id!r} in {self.url}")
+            cases: list[_Made | Case] = []
+            for row in rows:
+                made = sealed_case(row, make)
+                cases.append(self._load_case(conn, row[0]) if made is None else made)
+            return cases
+
+    def _case_rows(
+        self, conn: Any, columns: str, tag: str | None, limit: int | None, offset: int
+    ) -> list[Any]:
         # LIMIT -1 is SQLite's "no limit"; PostgreSQL's is LIMIT ALL, written as NULL.
         page = (-1 if self.dialect is SQLITE else None) if limit is None else max(0, int(limit))
         window = (page, max(0, int(offset)))
-        with self._read() as conn:
-            if tag is None:
-                rows = conn.execute(
-                    self._q(f"SELECT {cols} FROM cases c ORDER BY c.id LIMIT ? OFFSET ?"), window
-                ).fetchall()
-            else:
-                rows = conn.execute(
-                    self._q(
-                        f"SELECT {cols} FROM cases c JOIN case_tags t ON t.case_id = c.id "
-                        "WHERE t.tag = ? ORDER BY c.id LIMIT ? OFFSET ?"
-                    ),
-                    (tag, *window),
-                ).fetchall()
-        return [case_from_row(r) for r in rows]
+        if tag is None:
+            return conn.execute(  # type: ignore[no-any-return]
+                self._q(f"SELECT {columns} FROM cases c ORDER BY c.id LIMIT ? OFFSET ?"), window
+            ).fetchall()
+        return conn.execute(  # type: ignore[no-any-return]
+            self._q(
+                f"SELECT {columns} FROM cases c JOIN case_tags t ON t.case_id = c.id "
+                "WHERE t.tag = ? ORDER BY c.id LIMIT ? OFFSET ?"
+            ),
+            (tag, *window),
+        ).fetchall()
 
     def case_history(self, case_id: str) -> list[CaseVersion]:
         with self._read() as conn:
