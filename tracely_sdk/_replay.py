@@ -223,7 +223,8 @@ class ReplaySession:
 
     ``max_calls`` (robustness runs) stops the run with :class:`CallBudgetExceeded` at the call
     past it; ``retry`` answers a call the recording cannot (a retry of a faulted call) with an
-    entry of its own, or None to let it miss.
+    entry of its own, or None to let it miss. ``json_data``: the bundle was read from JSON
+    text (see :class:`~tracely_sdk._matching.ServedEntries`).
     """
 
     def __init__(
@@ -236,8 +237,9 @@ class ReplaySession:
         live: tuple[str, ...] = (),
         max_calls: int | None = None,
         retry: RetryAnswer | None = None,
+        json_data: bool = False,
     ) -> None:
-        self.recording = ServedEntries(bundle)
+        self.recording = ServedEntries(bundle, json_data=json_data)
         self.max_calls = max_calls
         self.retry = retry
         self.calls = 0  # calls decided, answered or not
@@ -598,6 +600,7 @@ def replay_session(
         live=patterns,
         max_calls=max_calls,
         retry=retry,
+        json_data=validated or isinstance(bundle, (str, bytes)),
     )
     patched: list[str] = []
     for hook in _activation_hooks:
@@ -664,8 +667,11 @@ def fixture(kind: str, name: str) -> Any:
         return None
     if entry.error is not None:
         return dict(entry.error)
+    text = entry.output_json
     try:
-        return rebuild(entry.raw.get("output"), type_tag=entry.raw.get("output_type"))
+        # A fresh copy, as a served call gets: the caller may change what it is given.
+        output = None if text is None else orjson.loads(text)
+        return rebuild(output, type_tag=entry.raw.get("output_type"))
     except Exception as exc:
         raise unrebuildable(entry.label, exc) from exc
 
