@@ -179,7 +179,7 @@ class Entry:
             field = "args" if self.kind == TOOLS else "input"
             raw = self.raw
             key = self._key = call_key(raw[field]) if field in raw else None
-        return cast("CallKey | None", key)
+        return key
 
     @property
     def output_json(self) -> bytes | None:
@@ -187,7 +187,7 @@ class Entry:
         output = self._output_json
         if output is _UNMADE:
             output = self._output_json = _output_text(self)
-        return cast("bytes | None", output)
+        return output
 
     @property
     def label(self) -> str:
