@@ -40,6 +40,8 @@ _NON_STR_KEYS = orjson.OPT_NON_STR_KEYS
 _SORT_KEYS = orjson.OPT_SORT_KEYS
 _MAX_DIFFERENCES = 5
 _MISS_WIDTH = 60  # a miss's message lists several entries on one line
+_UNMADE: Any = object()  # an Entry's key or output text not made yet
+_ABSENT: Any = object()
 
 
 class CallKey:
@@ -127,21 +129,65 @@ class CallKey:
         return f"CallKey({self.text!r})"
 
 
-@dataclass(slots=True)
 class Entry:
-    """One recorded call, with what matching and serving need precomputed."""
+    """One recorded call, with what matching and serving need made when they first need it.
 
-    kind: str
-    name: str
-    index: int  # position among the entries of this name
-    seq: int  # place in the trace's order of calls
-    raw: Mapping[str, Any]  # a ToolEntry or an LLMEntry, read by field name
-    key: CallKey | None  # args (tools) / input (llm); None when not recorded
-    output_json: bytes | None  # the recorded output, serialised once
-    used: bool = False
-    # LLM: the input is the GenAI conventions' messages (read from another instrumentor's
-    # span, or written by hand in that shape), not a provider's own arguments.
-    messages_input: bool = False
+    A case's calls are served from its entries one by one, and most of a recording is
+    never compared or served twice: the key (``args``/``input`` as the matcher compares it)
+    and the output's JSON text are made on first use, so a call nobody makes costs nothing.
+    """
+
+    __slots__ = (
+        "_key",
+        "_output_json",
+        "index",
+        "kind",
+        "messages_input",
+        "name",
+        "raw",
+        "seq",
+        "used",
+    )
+
+    def __init__(
+        self,
+        kind: str,
+        name: str,
+        index: int,  # position among the entries of this name
+        seq: int,  # place in the trace's order of calls
+        raw: Mapping[str, Any],  # a ToolEntry or an LLMEntry, read by field name
+        key: CallKey | None = _UNMADE,  # given: the key; else made from ``raw`` on first use
+        output_json: bytes | None = _UNMADE,  # likewise the recorded output's JSON text
+    ) -> None:
+        self.kind = kind
+        self.name = name
+        self.index = index
+        self.seq = seq
+        self.raw = raw
+        self._key = key
+        self._output_json = output_json
+        self.used = False
+        # LLM: the input is the GenAI conventions' messages (read from another instrumentor's
+        # span, or written by hand in that shape), not a provider's own arguments.
+        self.messages_input = False
+
+    @property
+    def key(self) -> CallKey | None:
+        """The recorded args (tools) or input (LLM) as compared; None when not recorded."""
+        key = self._key
+        if key is _UNMADE:
+            field = "args" if self.kind == TOOLS else "input"
+            raw = self.raw
+            key = self._key = call_key(raw[field]) if field in raw else None
+        return key
+
+    @property
+    def output_json(self) -> bytes | None:
+        """The recorded output as JSON text (None: the entry records an error)."""
+        output = self._output_json
+        if output is _UNMADE:
+            output = self._output_json = _output_text(self)
+        return output
 
     @property
     def label(self) -> str:
@@ -155,6 +201,37 @@ class Entry:
 
     def describe(self) -> str:
         return f"{self.label} #{self.index + 1} (seq {self.seq})"
+
+    def __repr__(self) -> str:
+        return f"Entry({self.describe()}, used={self.used})"
+
+
+def _seq(entry: Entry) -> int:
+    return entry.seq
+
+
+def _is_json_data(section: Mapping[str, Any]) -> bool:
+    """Whether a bundle's section encodes as JSON as a whole (one pass, in C)."""
+    try:
+        orjson.dumps(section, option=_NON_STR_KEYS)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def _output_text(entry: Entry) -> bytes | None:
+    """``entry``'s recorded output as JSON text, or None when it has none; BundleError when
+    it is not JSON data (a bundle built in code)."""
+    output = entry.raw.get("output", _ABSENT)
+    if output is _ABSENT:
+        return None
+    try:
+        return orjson.dumps(output, option=_NON_STR_KEYS)
+    except (TypeError, ValueError) as exc:
+        raise BundleError(
+            f"invalid fixture bundle: {entry.kind}:{entry.name}[{entry.index}]: "
+            f"not JSON data ({exc})"
+        ) from exc
 
 
 @dataclass(slots=True)
@@ -207,9 +284,14 @@ def call_key(value: Any) -> CallKey:
 
 
 class ServedEntries:
-    """The entries of one bundle and which of them have been served."""
+    """The entries of one bundle and which of them have been served.
 
-    def __init__(self, bundle: Bundle) -> None:
+    ``json_data``: the bundle was read from JSON text (a stored case, a case file), so every
+    output is JSON data. Otherwise (a bundle built in code) that is checked here, so that a
+    bundle that cannot be served fails when its block starts, not halfway through a run.
+    """
+
+    def __init__(self, bundle: Bundle, *, json_data: bool = False) -> None:
         self._queues: dict[tuple[str, str], _Queue] = {}
         self._llm_all = _Queue()
         self.incomplete: dict[str, list[str]] = {}
@@ -219,40 +301,35 @@ class ServedEntries:
         self.tagged_outputs = False
         entries: list[Entry] = []
         order = 0
-        sections: tuple[tuple[str, str, Mapping[str, Sequence[Mapping[str, Any]]]], ...] = (
-            (TOOLS, "args", bundle.get("tools") or {}),
-            (LLM, "input", bundle.get("llm") or {}),
+        sections: tuple[tuple[str, Mapping[str, Sequence[Mapping[str, Any]]]], ...] = (
+            (TOOLS, bundle.get("tools") or {}),
+            (LLM, bundle.get("llm") or {}),
         )
-        for kind, field, section in sections:
+        for kind, section in sections:
+            llm = kind == LLM
             for name, raws in section.items():
                 queue = self._queues.setdefault((kind, name), _Queue())
                 for index, raw in enumerate(raws):
                     order += 1
-                    output = raw.get("output", _ABSENT)
                     try:
-                        entry = Entry(
-                            kind,
-                            name,
-                            index,
-                            int(raw.get("seq", order)),
-                            raw,
-                            call_key(raw[field]) if field in raw else None,
-                            None
-                            if output is _ABSENT
-                            else orjson.dumps(output, option=_NON_STR_KEYS),
-                        )
+                        entry = Entry(kind, name, index, int(raw.get("seq", order)), raw)
                     except (TypeError, ValueError) as exc:  # in a bundle built in code
                         raise BundleError(
                             f"invalid fixture bundle: {kind}:{name}[{index}]: not JSON data ({exc})"
                         ) from exc
-                    if kind == LLM and is_messages(raw.get("input")):
-                        entry.messages_input = self.messages_inputs = True
-                    if kind == LLM and raw.get("output_type") not in (None, "http.response"):
-                        self.tagged_outputs = True
+                    if llm:
+                        if is_messages(raw.get("input")):
+                            entry.messages_input = self.messages_inputs = True
+                        if raw.get("output_type") not in (None, "http.response"):
+                            self.tagged_outputs = True
                     queue.entries.append(entry)
                     entries.append(entry)
+            if not json_data and not _is_json_data(section):
+                for entry in entries:
+                    if entry.kind == kind:
+                        entry.output_json  # noqa: B018 - raises BundleError naming the entry
         # Hand-written bundles have no seq: they keep the order they were written in.
-        self._entries = sorted(entries, key=lambda e: e.seq)
+        self._entries = sorted(entries, key=_seq)
         self._llm_all.entries = [e for e in self._entries if e.kind == LLM]
         for item in bundle.get("incomplete") or ():
             self.incomplete.setdefault(item["label"], []).append(item["reason"])
@@ -376,9 +453,6 @@ def _compared(entry: Entry, key: CallKey | None) -> Any:
     if key is None:
         return canonical(entry.raw.get("args"))
     return key.recorded_view(entry.key)
-
-
-_ABSENT: Any = object()
 
 
 def _name_difference(recorded_label: str, called_label: str) -> Difference:

@@ -18,7 +18,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, TypedDict, cast
+from typing import Any, Generic, Literal, Protocol, TypedDict, TypeVar, cast, overload
 
 import orjson
 
@@ -123,6 +123,49 @@ class LiveCheck(TypedDict):
     omitted: int  # differences beyond those listed
 
 
+_V = TypeVar("_V")
+_UNREAD: Any = object()  # a MadeOnRead field neither given nor read yet
+
+
+class MadeOnRead(Generic[_V]):
+    """A dataclass field that, unless given, is made from its instance (``make(obj)``) when it
+    is first read: a report's parts that only a report reads cost a passing case nothing.
+
+    Set (as ``__init__`` does, the default being "not given"), it holds what it was set to.
+    """
+
+    def __init__(self, make: Callable[[Any], _V]) -> None:
+        self._make = make
+        self._name = ""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self._name = f"_{name}_value"
+
+    @overload
+    def __get__(self, obj: None, owner: type | None = None) -> Any: ...
+
+    @overload
+    def __get__(self, obj: object, owner: type | None = None) -> _V: ...
+
+    def __get__(self, obj: object | None, owner: type | None = None) -> Any:
+        if obj is None:
+            return _UNREAD  # the dataclass field's default
+        held = obj.__dict__
+        value = held.get(self._name, _UNREAD)
+        if value is _UNREAD:
+            value = held[self._name] = self._make(obj)
+        return value
+
+    def __set__(self, obj: object, value: _V) -> None:
+        obj.__dict__[self._name] = value
+
+
+def _timeline_of(report: ReplayReport) -> list[Step]:
+    """A finished block's timeline, from the recorded entries and the calls it kept."""
+    source = report.__dict__.pop("_timeline_source", None)
+    return [] if source is None else timeline(*source)
+
+
 @dataclass
 class ReplayReport:
     """What a ``fixtures()`` block did. Filled in while the block runs, final when it exits."""
@@ -138,8 +181,9 @@ class ReplayReport:
     live: list[str] = field(default_factory=list)  # lenient fall-throughs that ran live
     # label -> the masks that applied to its calls (where recorded and actual values differed)
     masked: dict[str, list[str]] = field(default_factory=dict)
-    # Every recorded call and every call made, in the recording's order (final on exit).
-    timeline: list[Step] = field(default_factory=list)
+    # Every recorded call and every call made, in the recording's order (final on exit; made
+    # when first read).
+    timeline: MadeOnRead[list[Step]] = MadeOnRead(_timeline_of)
     case_id: str | None = None
     case_version: int | None = None
     # fixtures(live=...): the label patterns run live, and each such call's comparison
@@ -223,7 +267,8 @@ class ReplaySession:
 
     ``max_calls`` (robustness runs) stops the run with :class:`CallBudgetExceeded` at the call
     past it; ``retry`` answers a call the recording cannot (a retry of a faulted call) with an
-    entry of its own, or None to let it miss.
+    entry of its own, or None to let it miss. ``json_data``: the bundle was read from JSON
+    text (see :class:`~tracely_sdk._matching.ServedEntries`).
     """
 
     def __init__(
@@ -236,8 +281,9 @@ class ReplaySession:
         live: tuple[str, ...] = (),
         max_calls: int | None = None,
         retry: RetryAnswer | None = None,
+        json_data: bool = False,
     ) -> None:
-        self.recording = ServedEntries(bundle)
+        self.recording = ServedEntries(bundle, json_data=json_data)
         self.max_calls = max_calls
         self.retry = retry
         self.calls = 0  # calls decided, answered or not
@@ -384,7 +430,9 @@ class ReplaySession:
     def finish(self) -> None:
         with self._lock:
             self.report.unused = [e.label for e in self.recording.unused()]
-            self.report.timeline = timeline(self.recording.entries(), self._calls)
+            # Kept as it is now, and made into the timeline when a report reads it.
+            self.report.__dict__["_timeline_source"] = (self.recording.entries(), list(self._calls))
+            self.report.__dict__.pop("_timeline_value", None)
             callbacks, self._on_end = self._on_end, []
         for callback in callbacks:
             callback()
@@ -598,6 +646,7 @@ def replay_session(
         live=patterns,
         max_calls=max_calls,
         retry=retry,
+        json_data=validated or isinstance(bundle, (str, bytes)),
     )
     patched: list[str] = []
     for hook in _activation_hooks:
@@ -664,8 +713,11 @@ def fixture(kind: str, name: str) -> Any:
         return None
     if entry.error is not None:
         return dict(entry.error)
+    text = entry.output_json
     try:
-        return rebuild(entry.raw.get("output"), type_tag=entry.raw.get("output_type"))
+        # A fresh copy, as a served call gets: the caller may change what it is given.
+        output = None if text is None else orjson.loads(text)
+        return rebuild(output, type_tag=entry.raw.get("output_type"))
     except Exception as exc:
         raise unrebuildable(entry.label, exc) from exc
 
@@ -681,6 +733,7 @@ def unrebuildable(label: str, exc: Exception) -> ReplayError:
 
 __all__ = [
     "CallBudgetExceeded",
+    "MadeOnRead",
     "Divergence",
     "ReplayReport",
     "ReplaySession",

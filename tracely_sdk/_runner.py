@@ -58,6 +58,7 @@ from tracely_sdk._diff import Difference, diff_values, render
 from tracely_sdk._entrypoints import EntrypointPolicy, ensure_cwd_on_path
 from tracely_sdk._redact import redact_text
 from tracely_sdk._replay import (
+    MadeOnRead,
     ReplayReport,
     RunSettings,
     current_session,
@@ -476,6 +477,10 @@ def _shorten(text: str, limit: int = 200) -> str:
 # -- results -------------------------------------------------------------------------------
 
 
+def _report_of(result: CaseResult) -> dict[str, Any] | None:
+    return None if result.replay is None else result.replay.to_dict()
+
+
 @dataclass
 class CaseResult:
     """The verdict on one case, with everything needed to report it; plain data throughout.
@@ -492,7 +497,8 @@ class CaseResult:
     output: Any = None
     expected_output: Any = None
     diff: str | None = None
-    report: dict[str, Any] | None = None
+    # ``replay.to_dict()`` when the case ran here, made when first read (see MadeOnRead).
+    report: MadeOnRead[dict[str, Any] | None] = MadeOnRead(_report_of)  # noqa: RUF009 - a descriptor
     duration: float = 0.0
     trace_id: str | None = None
     entrypoint: str | None = None
@@ -942,7 +948,6 @@ def _run_case(
         name=case.name,
         verdict=PASS,
         expected_output=_plain(case.expected_output),
-        report=report.to_dict(),
         trace_id=trace_id,
         entrypoint=entrypoint,
         replay=report,

@@ -5,6 +5,8 @@ from __future__ import annotations
 import random
 from typing import Any
 
+import orjson
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -16,6 +18,7 @@ from tests.sdk.test_canonical import (
 )
 from tracely_sdk._canonical import canonical_equal
 from tracely_sdk._matching import ServedEntries, call_key
+from tracely_sdk.errors import BundleError
 
 names = st.sampled_from(["a", "b", "c"])
 args = st.dictionaries(st.sampled_from(["x", "y"]), st.integers(0, 3), max_size=2)
@@ -120,3 +123,90 @@ def test_call_keys_are_equal_exactly_when_canonically_equal(
     for x in variants:
         for y in variants:
             assert (call_key(x) == call_key(y)) is canonical_equal(x, y)
+
+
+def _eager(bundle: dict[str, Any]) -> ServedEntries:
+    """The entries with every key and output text made up front, as a block once made them."""
+    recording = ServedEntries(bundle)
+    for entry in recording.entries():
+        field = "args" if entry.kind == "tools" else "input"
+        entry._key = call_key(entry.raw[field]) if field in entry.raw else None
+        output = entry.raw.get("output", _NO_OUTPUT)
+        entry._output_json = None if output is _NO_OUTPUT else orjson.dumps(output)
+    return recording
+
+
+_NO_OUTPUT = object()
+
+
+@st.composite
+def mixed_recordings(draw: Any) -> dict[str, Any]:
+    def entries(field: str) -> list[dict[str, Any]]:
+        made = []
+        for value, output in draw(st.lists(st.tuples(json_values, json_values), max_size=4)):
+            entry: dict[str, Any] = {}
+            if draw(st.booleans()):
+                entry[field] = value
+            if draw(st.booleans()):
+                entry["output"] = output
+            else:
+                entry["error"] = {"type": "E", "message": "no"}
+            made.append(entry)
+        return made
+
+    return {
+        "tools": {name: entries("args") for name in draw(st.lists(names, max_size=2, unique=True))},
+        "llm": {m: entries("input") for m in draw(st.lists(names, max_size=2, unique=True))},
+    }
+
+
+@given(
+    mixed_recordings(),
+    st.lists(st.tuples(st.booleans(), names, json_values, st.booleans()), max_size=10),
+    st.booleans(),
+)
+def test_entries_made_on_first_use_match_and_serve_as_entries_made_up_front(
+    bundle: dict[str, Any], calls: list[tuple[bool, str, Any, bool]], json_data: bool
+) -> None:
+    lazy, eager = ServedEntries(bundle, json_data=json_data), _eager(bundle)
+    for tool, name, value, strict in calls:
+        key = call_key(value)
+        if tool:
+            got, want = (
+                lazy.match_tool(name, key, strict=strict),
+                eager.match_tool(name, key, strict=strict),
+            )
+        else:
+            got, want = lazy.match_llm(name, key), eager.match_llm(name, key)
+        assert (got is None) == (want is None)
+        if got is not None and want is not None:
+            assert got.entry.describe() == want.entry.describe()
+            assert (got.diverged, got.fallback, got.masked) == (
+                want.diverged,
+                want.fallback,
+                want.masked,
+            )
+            assert got.entry.output_json == want.entry.output_json
+    assert [e.describe() for e in lazy.unused()] == [e.describe() for e in eager.unused()]
+    for got_entry, want_entry in zip(lazy.entries(), eager.entries(), strict=True):
+        assert got_entry.output_json == want_entry.output_json
+        assert (got_entry.key is None) == (want_entry.key is None)
+        if got_entry.key is not None and want_entry.key is not None:
+            assert got_entry.key.text == want_entry.key.text
+
+
+def test_an_entry_no_call_asks_for_is_never_encoded() -> None:
+    # Read from JSON text, a recording is JSON data: only what a call asks for is encoded, so
+    # an entry no call reaches is never looked at (one that cannot be encoded shows it).
+    bundle = {"tools": {"t": [{"args": {"q": 1}, "output": "ok"}, {"output": {1, 2}}]}}
+    recording = ServedEntries(bundle, json_data=True)
+    match = recording.match_tool("t", call_key({"q": 1}), strict=True)
+    assert match is not None and match.entry.output_json == b'"ok"'
+    with pytest.raises(BundleError, match=r"tools:t\[1\]: not JSON data"):
+        recording.match_tool("t", None, strict=True).entry.output_json  # type: ignore[union-attr]  # noqa: B018
+
+
+def test_a_bundle_built_in_code_is_checked_for_json_data_when_its_entries_are_made() -> None:
+    bundle = {"tools": {"t": [{"output": "ok"}]}, "llm": {"m": [{"input": [1], "output": {1}}]}}
+    with pytest.raises(BundleError, match=r"llm:m\[0\]: not JSON data"):
+        ServedEntries(bundle)

@@ -795,3 +795,49 @@ def test_a_run_resolves_its_settings_once_and_each_run_anew(capture: Any, monkey
     monkeypatch.setenv("TRACELY_IGNORE", "$$$")
     with pytest.raises(tracely.ConfigError, match="TRACELY_IGNORE"):
         run_cases(cases, f"{WEATHER}:run")
+
+
+def test_a_case_that_nobody_reports_on_never_builds_its_timeline_or_report_copy(
+    capture: Any, monkeypatch: Any
+) -> None:
+    from tracely_sdk import _replay
+
+    cases = _mixed_cases(capture)
+    built = _counting(monkeypatch, _replay, "timeline")
+    results = run_cases(cases)
+    assert [r.verdict for r in results] == [PASS, INCOMPLETE, FAIL, ERRORED]
+    assert built == []  # the verdicts need neither
+    report = results[0].report
+    assert report is not None and len(built) == 1
+    assert [s["outcome"] for s in report["timeline"]] == ["served", "served", "served"]
+    assert results[0].report is report and results[0].timeline == report["timeline"]
+    assert len(built) == 1  # made once
+
+
+def test_every_report_read_after_the_run_is_the_one_read_as_each_case_ended(
+    capture: Any, tmp_path: Path
+) -> None:
+    from tracely_sdk._html import report_document
+    from tracely_sdk._reports import json_report, junit_xml, run_of
+
+    fixed = record(capture, weather_agent.run, "Paris")
+    # The first model call recorded with another prompt (and the seal taken off): served, diverged.
+    llm = {m: [{**e, "input": "other"} for e in es] for m, es in fixed["llm"].items()}
+    changed = {k: v for k, v in fixed.items() if k != "checksum"} | {"llm": llm}
+    cases = [*_mixed_cases(capture), case_of(changed, "e-diverged")]
+
+    def outputs(results: list[CaseResult]) -> list[bytes]:
+        for r in results:
+            r.duration, r.trace_id = 0.5, "f" * 32
+        report = json_report(results, 1.0)
+        return [
+            orjson.dumps(report),
+            junit_xml(results, elapsed=1.0),
+            report_document(report, store="s", tracely_version="v").encode(),
+            orjson.dumps(run_of(results, started_at=1, elapsed=1.0).cases),
+        ]
+
+    at_once = run_cases(cases, progress=lambda r: (r.report, r.replay and r.replay.timeline))
+    later = run_cases(cases)
+    assert "served despite a different input" in later[-1].reasons[0]
+    assert outputs(later) == outputs(at_once)

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import operator
 import sys
 import threading
 from collections.abc import Iterable
@@ -202,7 +203,7 @@ def _activate(run: object | None = None) -> list[str]:
         if (
             values == last[1]
             and len(objects) == len(last[2])
-            and all(a is b for a, b in zip(objects, last[2], strict=True))
+            and all(map(operator.is_, objects, last[2]))  # in C: this runs for every case
         ):
             return list(last[3])
     _patching.refresh_settings()
