@@ -319,7 +319,7 @@ def _outline_of(data: bytes, bundle: Mapping[str, Any]) -> str:
             continue
         found = _find(data, piece, at)
         if found < 0:
-            found = _find(data, piece, 0)
+            found, at = _find(data, piece, 0), 0
         if found < 0:
             continue
         places[(kind, name, index)] = (found, len(piece))

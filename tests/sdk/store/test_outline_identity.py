@@ -104,3 +104,10 @@ def test_an_entry_json_cannot_hold_has_no_place() -> None:
     text = '{"tools":{"t":[{"output":"x"},{"output":"é","seq":2}]}}'
     assert _outline.stored_outline(text, bundle) == reference_outline(text, bundle)
     assert '"t",1,2,null,null,null,' in _outline.stored_outline(text, bundle)
+
+
+def test_after_a_piece_found_nowhere_the_next_is_looked_for_from_the_start() -> None:
+    bundle = {"tools": {"t": [{"output": 1}, {"output": 2}, {"output": 1}]}}
+    text = '{"a":[{"output":1},{"output":1}]}'
+    assert _outline.stored_outline(text, bundle) == reference_outline(text, bundle)
+    assert '["tools","t",2,3,null,null,null,6,12]' in _outline.stored_outline(text, bundle)
