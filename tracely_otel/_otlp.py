@@ -71,6 +71,7 @@ SPAN_FLAGS_CONTEXT_IS_REMOTE_MASK: Final = 0x200
 _REMOTE_BITS: Final = SPAN_FLAGS_CONTEXT_HAS_IS_REMOTE_MASK | SPAN_FLAGS_CONTEXT_IS_REMOTE_MASK
 
 _KINDS: Final = ("INTERNAL", "INTERNAL", "SERVER", "CLIENT", "PRODUCER", "CONSUMER")
+_KIND_COUNT: Final = len(_KINDS)
 _KIND_NUMBERS: Final = {name: number for number, name in enumerate(_KINDS) if number}
 _KIND_BY_NAME: Final = {
     "SPAN_KIND_UNSPECIFIED": 0,
@@ -78,6 +79,7 @@ _KIND_BY_NAME: Final = {
     **_KIND_NUMBERS,
 }
 _STATUSES: Final = ("UNSET", "OK", "ERROR")
+_STATUS_COUNT: Final = len(_STATUSES)
 _STATUS_NUMBERS: Final = {name: number for number, name in enumerate(_STATUSES)}
 _STATUS_BY_NAME: Final = {
     **{f"STATUS_CODE_{name}": number for name, number in _STATUS_NUMBERS.items()},
@@ -370,6 +372,8 @@ def _pb_span(
 ) -> SpanRecord:
     """One span; ``resource`` is shared by the spans of one ResourceSpans (read-only), and
     ``trace_ids`` holds the trace ids of the request already checked, as text."""
+    # Each field read from a protobuf message is a lookup by name in C: every field is read
+    # once, the optional ones (flags, events) only when they can matter.
     raw_trace_id = span.trace_id
     trace_id = trace_ids.get(raw_trace_id)
     if trace_id is None:
@@ -381,18 +385,20 @@ def _pb_span(
         raise _pb_id_error(span_id, 8, "span id", "spanId")
     parent = span.parent_span_id
     parent_id: str | None = None
+    remote = False
     if parent and parent != _ZERO_SPAN_ID:
         if len(parent) != 8:
             raise OTLPDecodeError(
                 f"parent span id has {len(parent)} bytes, expected 8", "parentSpanId"
             )
         parent_id = parent.hex()
+        remote = span.flags & _REMOTE_BITS == _REMOTE_BITS
     kind = span.kind
-    if not 0 <= kind < len(_KINDS):
+    if not 0 <= kind < _KIND_COUNT:
         raise OTLPDecodeError(f"unknown span kind {kind}", "kind")
     status = span.status
     code = status.code
-    if not 0 <= code < len(_STATUSES):
+    if not 0 <= code < _STATUS_COUNT:
         raise OTLPDecodeError(f"unknown status code {code}", "status.code")
     events: tuple[SpanEvent, ...] = ()
     pb_events = span.events
@@ -405,23 +411,27 @@ def _pb_span(
                 raise error._within(f"events[{index}]") from None
             converted.append(SpanEvent(event.name, event.time_unix_nano, attrs))
         events = tuple(converted)
+    trace_state = span.trace_state
+    # positional, in SpanRecord's field order: keywords cost a name match per field
     return SpanRecord(
-        trace_id=trace_id,
-        span_id=span_id.hex(),
-        parent_span_id=parent_id,
-        name=span.name,
-        start_time_unix_nano=span.start_time_unix_nano,
-        end_time_unix_nano=span.end_time_unix_nano,
-        attributes=_pb_attributes(span.attributes),
-        status_code=_STATUSES[code],
-        status_message=status.message,
-        events=events,
-        dropped_attributes_count=span.dropped_attributes_count,
-        resource=resource,
-        scope_name=scope,
-        parent_is_remote=parent_id is not None and span.flags & _REMOTE_BITS == _REMOTE_BITS,
-        kind=_KINDS[kind],
-        trace_state=span.trace_state[:_MAX_TRACE_STATE],
+        trace_id,
+        span_id.hex(),
+        parent_id,
+        span.name,
+        span.start_time_unix_nano,
+        span.end_time_unix_nano,
+        _pb_attributes(span.attributes),
+        _STATUSES[code],
+        status.message,
+        events,
+        span.dropped_attributes_count,
+        resource,
+        scope,
+        remote,
+        _KINDS[kind],
+        False,  # in_process
+        False,  # intact
+        trace_state[:_MAX_TRACE_STATE] if trace_state else "",
     )
 
 

@@ -25,11 +25,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import Any
 
 import orjson
 
-from tracely_sdk.store._model import Case, CaseVersion, Recording, dumps_json
+from tracely_sdk.store._model import Case, CaseVersion, Recording, dumps_json, dumps_json_bytes
 
 __all__ = [
     "SUMMARY_TEXT",
@@ -298,50 +299,71 @@ def stored_outline(text: str, bundle: Mapping[str, Any]) -> str:
     its entry's JSON text lies in ``text`` (start and length in UTF-8 bytes; nulls when it is
     not there as the store writes it). Computed once, when the recording is written, so that
     a page reads its calls' facts, and the text of the calls it shows only."""
+    return _outline_of(text.encode("utf-8"), bundle)
+
+
+def _outline_of(data: bytes, bundle: Mapping[str, Any]) -> str:
+    """:func:`stored_outline` of the text's UTF-8 bytes. Searched as bytes, a piece's place
+    is its place in UTF-8 bytes as found, with no text encoded again to count them (each
+    piece starts with an ASCII bracket, so a match in the bytes starts at a character)."""
     rows = _rows(bundle)
     places: dict[tuple[str, str, int], tuple[int, int]] = {}
-    at = 0  # where the last piece ended, in characters and in UTF-8 bytes
-    at_byte = 0
+    at = 0  # where the last piece ended
     # In the text's order as the store writes it (sorted keys), so each search goes on from
     # where the last one ended; a piece not found there is looked for from the start. A piece
     # is the entry's own text, so wherever it is found, it reads back as that entry.
     for kind, name, index, *_ in sorted(rows, key=lambda r: (r[0], str(r[1]), r[2])):
         try:
-            piece = dumps_json(bundle[kind][name][index])
+            piece = dumps_json_bytes(bundle[kind][name][index])
         except ValueError:
             continue
-        found = _find(text, piece, at)
+        found = _find(data, piece, at)
         if found < 0:
-            found, at, at_byte = _find(text, piece, 0), 0, 0
+            found, at = _find(data, piece, 0), 0
         if found < 0:
             continue
-        start = at_byte + len(text[at:found].encode("utf-8"))
-        size = len(piece.encode("utf-8"))
-        places[(kind, name, index)] = (start, size)
-        at, at_byte = found + len(piece), start + size
-    calls = []
-    for c in in_order(rows):
-        place: tuple[int | None, int | None] = places.get((c.kind, c.name, c.index), (None, None))
-        calls.append([c.kind, c.name, c.index, c.seq, c.started_at, c.ended_at, c.usage, *place])
+        places[(kind, name, index)] = (found, len(piece))
+        at = found + len(piece)
+    # As in_order sorts them (the rows are section by section already), without an object
+    # per call: the number a call without a seq takes is its place among all the calls.
+    nowhere = (None, None)
+    calls = [
+        [
+            kind,
+            name,
+            index,
+            seq if type(seq) is int else number,
+            started,
+            ended,
+            usage,
+            *places.get((kind, name, index), nowhere),
+        ]
+        for number, (kind, name, index, seq, started, ended, usage) in enumerate(rows, 1)
+    ]
+    calls.sort(key=_SEQ)  # stable: calls of one seq keep the bundle's order
     agent = bundle.get("agent")
     ended = agent.get("ended_at") if isinstance(agent, Mapping) else None
     return dumps_json({"calls": calls, "ended_at": ended})
 
 
-def _find(text: str, piece: str, at: int) -> int:
-    """Where ``piece`` is in ``text`` from ``at`` (-1: nowhere): found by its first characters,
-    which lie a few characters on (the next entry), then compared whole."""
+_SEQ = itemgetter(3)
+
+
+def _find(data: bytes, piece: bytes, at: int) -> int:
+    """Where ``piece`` is in ``data`` from ``at`` (-1: nowhere): found by its first bytes,
+    which lie a few bytes on (the next entry), then compared whole; a long needle given to
+    ``find`` whole costs a pass over it before the search starts."""
     head = piece[:64]
-    found = text.find(head, at)
-    while found >= 0 and not text.startswith(piece, found):
-        found = text.find(head, found + 1)
+    found = data.find(head, at)
+    while found >= 0 and not data.startswith(piece, found):
+        found = data.find(head, found + 1)
     return found
 
 
 def stored_text(bundle: Mapping[str, Any]) -> tuple[str, str]:
     """A bundle's text as a SQL store writes it, and its outline (:func:`stored_outline`)."""
-    text = dumps_json(bundle)
-    return text, stored_outline(text, bundle)
+    data = dumps_json_bytes(bundle)
+    return data.decode(), _outline_of(data, bundle)
 
 
 def read_outline(text: str) -> tuple[list[CallOutline], list[tuple[int, int] | None], Any]:
