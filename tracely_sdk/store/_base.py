@@ -325,18 +325,11 @@ class Store(abc.ABC):
 # the shared rules -------------------------------------------------------------------------
 
 
-def recording_content(recording: Recording) -> tuple[Any, ...]:
-    """What makes two recordings of a trace the same recording (everything but ``received_at``)."""
-    return (
-        recording.service,
-        recording.agent_name,
-        recording.started_at,
-        recording.status,
-        dumps_json(recording.input),
-        dumps_json(recording.output),
-        dumps_json(recording.bundle),
-        recording.replay_mode,
-    )
+def check_page(limit: int, offset: int) -> None:
+    """ValueError unless ``limit`` and ``offset`` are whole numbers from 0, as a page needs."""
+    for what, n in (("limit", limit), ("offset", offset)):
+        if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+            raise ValueError(f"{what} must be a non-negative integer, got {n!r}")
 
 
 def check_recorded(

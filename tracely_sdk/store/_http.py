@@ -31,7 +31,7 @@ import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar
 
 import orjson
 import urllib3
@@ -56,7 +56,13 @@ from tracely_sdk.store import (
     redact_url,
     validate_case_id,
 )
-from tracely_sdk.store._base import Promotion, StatedRun, check_call_input, check_history
+from tracely_sdk.store._base import (
+    Promotion,
+    StatedRun,
+    check_call_input,
+    check_history,
+    check_page,
+)
 from tracely_sdk.store._model import RUN_ID_PATTERN, normalise_tags, validate_entrypoint
 
 __all__ = ["HTTPStore", "TOKEN_ENV"]
@@ -170,12 +176,37 @@ def _q(segment: str) -> str:
     return urllib.parse.quote(segment, safe="")
 
 
-def _valid_case_id(case_id: str) -> bool:
-    try:
-        validate_case_id(case_id)
-    except InvalidCase:
-        return False
-    return True
+_T = TypeVar("_T")
+
+
+def _case_of(data: dict[str, Any]) -> Case:
+    return Case(
+        id=data["id"],
+        name=data["name"],
+        entrypoint=data.get("entrypoint"),
+        input=data["input"],
+        expected_output=data.get("expected_output"),
+        bundle=data["bundle"],
+        source_trace_id=data.get("source_trace_id"),
+        version=data["version"],
+        tags=tuple(data.get("tags") or ()),
+        created_at=data["created_at"],
+        updated_at=data["updated_at"],
+        problem=data.get("problem"),
+    )
+
+
+def _version_of(case_id: str, data: dict[str, Any]) -> CaseVersion:
+    return CaseVersion(
+        case_id=case_id,
+        version=data["version"],
+        input=data["input"],
+        expected_output=data.get("expected_output"),
+        bundle=data["bundle"],
+        source_trace_id=data.get("source_trace_id"),
+        created_at=data["created_at"],
+        note=data.get("note"),
+    )
 
 
 class _Answer:
@@ -405,71 +436,53 @@ class HTTPStore(Store):
     def _malformed(self, what: str, exc: Exception) -> StoreError:
         return StoreError(f"{self.url} answered with a malformed {what}: {exc}")
 
-    def _recording(self, data: Any) -> Recording:
-        if not isinstance(data, dict):
-            raise self._malformed("recording", TypeError("not a JSON object"))
+    def _decoded(self, what: str, build: Callable[[dict[str, Any]], _T], data: Any) -> _T:
+        """``build(data)``, or a StoreError saying what of the answer is malformed."""
         try:
-            return Recording.from_dict(data)
+            if not isinstance(data, dict):
+                raise TypeError("not a JSON object")
+            return build(data)
+        except KeyError as exc:
+            raise self._malformed(what, ValueError(f"it has no {exc.args[0]!r}")) from None
         except (ValueError, TypeError) as exc:
-            raise self._malformed("recording", exc) from None
+            raise self._malformed(what, exc) from None
+
+    def _recording(self, data: Any) -> Recording:
+        return self._decoded("recording", Recording.from_dict, data)
 
     def _case(self, data: Any) -> Case:
-        try:
-            if not isinstance(data, dict):
-                raise TypeError("not a JSON object")
-            return Case(
-                id=data["id"],
-                name=data["name"],
-                entrypoint=data.get("entrypoint"),
-                input=data["input"],
-                expected_output=data.get("expected_output"),
-                bundle=data["bundle"],
-                source_trace_id=data.get("source_trace_id"),
-                version=data["version"],
-                tags=tuple(data.get("tags") or ()),
-                created_at=data["created_at"],
-                updated_at=data["updated_at"],
-                problem=data.get("problem"),
-            )
-        except KeyError as exc:
-            raise self._malformed("case", ValueError(f"it has no {exc.args[0]!r}")) from None
-        except (ValueError, TypeError) as exc:
-            raise self._malformed("case", exc) from None
+        return self._decoded("case", _case_of, data)
 
     def _version(self, case_id: str, data: Any) -> CaseVersion:
-        try:
-            if not isinstance(data, dict):
-                raise TypeError("not a JSON object")
-            return CaseVersion(
-                case_id=case_id,
-                version=data["version"],
-                input=data["input"],
-                expected_output=data.get("expected_output"),
-                bundle=data["bundle"],
-                source_trace_id=data.get("source_trace_id"),
-                created_at=data["created_at"],
-                note=data.get("note"),
-            )
-        except KeyError as exc:
-            raise self._malformed(
-                "case version", ValueError(f"it has no {exc.args[0]!r}")
-            ) from None
-        except (ValueError, TypeError) as exc:
-            raise self._malformed("case version", exc) from None
+        return self._decoded("case version", lambda d: _version_of(case_id, d), data)
 
     def _field(self, doc: Any, key: str) -> Any:
         if not isinstance(doc, dict) or key not in doc:
             raise self._malformed("answer", ValueError(f"it has no {key!r}"))
         return doc[key]
 
-    def _no_trace(self, trace_id: str) -> NotFound:
-        return NotFound(
-            f"no recording of trace {trace_id!r} on {self.url} (the server holds only "
-            "32-hex-digit trace ids)"
-        )
+    def _items(self, doc: Any, key: str, what: str) -> list[Any]:
+        items = self._field(doc, key)
+        if not isinstance(items, list):
+            raise self._malformed(what, TypeError(f"{key} is not a list"))
+        return items
 
-    def _no_case(self, case_id: str) -> NotFound:
-        return NotFound(f"no case {case_id!r} on {self.url}")
+    def _trace_id(self, trace_id: Any) -> str:
+        """``trace_id``, or NotFound when the server could hold no such trace (nothing sent)."""
+        if not isinstance(trace_id, str) or not _TRACE_ID_RE.fullmatch(trace_id):
+            raise NotFound(
+                f"no recording of trace {trace_id!r} on {self.url} (the server holds only "
+                "32-hex-digit trace ids)"
+            )
+        return trace_id
+
+    def _case_path(self, case_id: Any) -> str:
+        """``/api/cases/{case_id}``, or NotFound when it is no case id (nothing is sent)."""
+        try:
+            validate_case_id(case_id if isinstance(case_id, str) else "")
+        except InvalidCase:
+            raise NotFound(f"no case {case_id!r} on {self.url}") from None
+        return f"/api/cases/{_q(case_id)}"
 
     # recordings ---------------------------------------------------------------------------
 
@@ -480,9 +493,8 @@ class HTTPStore(Store):
         return bool(self._field(doc, "stored"))
 
     def get_recording(self, trace_id: str) -> Recording:
-        if not isinstance(trace_id, str) or not _TRACE_ID_RE.fullmatch(trace_id):
-            raise self._no_trace(trace_id)
-        doc = self._request("GET", f"/api/traces/{_q(trace_id)}", what=f"trace {trace_id}")
+        path = f"/api/traces/{_q(self._trace_id(trace_id))}"
+        doc = self._request("GET", path, what=f"trace {trace_id}")
         return self._recording(doc)
 
     def list_recordings(
@@ -492,9 +504,7 @@ class HTTPStore(Store):
         service: str | None = None,
         agent: str | None = None,
     ) -> list[Recording]:
-        for name, n in (("limit", limit), ("offset", offset)):
-            if not isinstance(n, int) or isinstance(n, bool) or n < 0:
-                raise ValueError(f"{name} must be a non-negative integer, got {n!r}")
+        check_page(limit, offset)
         summaries: list[Any] = []
         while len(summaries) < limit:
             page = min(MAX_PAGE, limit - len(summaries))
@@ -509,9 +519,7 @@ class HTTPStore(Store):
                 },
                 what="traces",
             )
-            items = self._field(doc, "traces")
-            if not isinstance(items, list):
-                raise self._malformed("trace list", TypeError("traces is not a list"))
+            items = self._items(doc, "traces", "trace list")
             summaries.extend(items)
             if len(items) < page:
                 break
@@ -551,9 +559,8 @@ class HTTPStore(Store):
         tag_list = list(normalise_tags(p.tags))
         if p.case_id is not None:
             validate_case_id(p.case_id)
-        if not isinstance(p.trace_id, str) or not _TRACE_ID_RE.fullmatch(p.trace_id):
-            raise self._no_trace(p.trace_id)
-        body: dict[str, Any] = {"trace_id": p.trace_id, "name": p.name, "tags": tag_list}
+        body: dict[str, Any] = {"trace_id": self._trace_id(p.trace_id), "name": p.name}
+        body["tags"] = tag_list
         if p.case_id is not None:
             body["id"] = p.case_id
         if p.entrypoint is not None:
@@ -581,9 +588,7 @@ class HTTPStore(Store):
         return [self._case(item) for item in items]
 
     def get_case(self, case_id: str) -> Case:
-        if not isinstance(case_id, str) or not _valid_case_id(case_id):
-            raise self._no_case(case_id)
-        return self._case(self._request("GET", f"/api/cases/{_q(case_id)}", what=f"case {case_id}"))
+        return self._case(self._request("GET", self._case_path(case_id), what=f"case {case_id}"))
 
     def list_cases(
         self, tag: str | None = None, *, limit: int | None = None, offset: int = 0
@@ -599,18 +604,11 @@ class HTTPStore(Store):
             except InvalidCase:
                 return []  # no case can carry such a tag
         doc = self._request("GET", "/api/cases", query={"tag": tag}, what="cases")
-        items = self._field(doc, "cases")
-        if not isinstance(items, list):
-            raise self._malformed("case list", TypeError("cases is not a list"))
-        return [self._case(c) for c in items]
+        return [self._case(c) for c in self._items(doc, "cases", "case list")]
 
     def case_history(self, case_id: str) -> list[CaseVersion]:
-        if not isinstance(case_id, str) or not _valid_case_id(case_id):
-            raise self._no_case(case_id)
-        doc = self._request("GET", f"/api/cases/{_q(case_id)}/versions", what=f"case {case_id}")
-        items = self._field(doc, "versions")
-        if not isinstance(items, list):
-            raise self._malformed("version list", TypeError("versions is not a list"))
+        doc = self._request("GET", self._case_path(case_id) + "/versions", what=f"case {case_id}")
+        items = self._items(doc, "versions", "version list")
         return sorted((self._version(case_id, v) for v in items), key=lambda v: v.version)
 
     def recapture(self, case_id: str, trace_id: str, *, note: str | None = None) -> Case:
@@ -618,16 +616,11 @@ class HTTPStore(Store):
         the case already holds changes nothing, so a lost answer is retried."""
         if note is not None and not isinstance(note, str):
             raise ValueError("note must be a string")
-        if not isinstance(case_id, str) or not _valid_case_id(case_id):
-            raise self._no_case(case_id)
-        if not isinstance(trace_id, str) or not _TRACE_ID_RE.fullmatch(trace_id):
-            raise self._no_trace(trace_id)
-        body: dict[str, Any] = {"trace_id": trace_id}
+        path = self._case_path(case_id) + "/recapture"
+        body: dict[str, Any] = {"trace_id": self._trace_id(trace_id)}
         if note is not None:
             body["note"] = note
-        doc = self._request(
-            "POST", f"/api/cases/{_q(case_id)}/recapture", body, what=f"case {case_id}"
-        )
+        doc = self._request("POST", path, body, what=f"case {case_id}")
         return self._case(doc)
 
     def update_case(
@@ -646,15 +639,11 @@ class HTTPStore(Store):
         if entrypoint is not None:
             validate_entrypoint(entrypoint or None)
             body["entrypoint"] = entrypoint
-        if not isinstance(case_id, str) or not _valid_case_id(case_id):
-            raise self._no_case(case_id)
-        doc = self._request("PATCH", f"/api/cases/{_q(case_id)}", body, what=f"case {case_id}")
+        doc = self._request("PATCH", self._case_path(case_id), body, what=f"case {case_id}")
         return self._case(doc)
 
     def delete_case(self, case_id: str) -> None:
-        if not isinstance(case_id, str) or not _valid_case_id(case_id):
-            raise self._no_case(case_id)
-        self._request("DELETE", f"/api/cases/{_q(case_id)}", what=f"case {case_id}")
+        self._request("DELETE", self._case_path(case_id), what=f"case {case_id}")
 
     def put_case(self, case: Case, history: Sequence[CaseVersion]) -> Case:
         ordered = check_history(case, history)  # the case ids of the versions are not sent
@@ -665,10 +654,7 @@ class HTTPStore(Store):
     # replay runs --------------------------------------------------------------------------
 
     def _run(self, data: Any) -> Run:
-        try:
-            return Run.from_dict(data)
-        except (ValueError, TypeError) as exc:
-            raise self._malformed("run", exc) from None
+        return self._decoded("run", Run.from_dict, data)
 
     def save_run(self, run: Run) -> None:
         """Keep ``run`` on the server. Retried when the answer is lost, which is safe: the
@@ -681,9 +667,7 @@ class HTTPStore(Store):
         return self._run(self._request("GET", f"/api/runs/{_q(run_id)}", what=f"run {run_id}"))
 
     def list_runs(self, limit: int = 20, offset: int = 0, trace_id: str | None = None) -> list[Run]:
-        for name, n in (("limit", limit), ("offset", offset)):
-            if not isinstance(n, int) or isinstance(n, bool) or n < 0:
-                raise ValueError(f"{name} must be a non-negative integer, got {n!r}")
+        check_page(limit, offset)
         if trace_id is not None and not _TRACE_ID_RE.fullmatch(trace_id):
             return []  # no replay trace has such an id
         runs: list[Run] = []
@@ -695,9 +679,7 @@ class HTTPStore(Store):
                 query={"limit": page, "offset": offset + len(runs), "trace_id": trace_id},
                 what="runs",
             )
-            items = self._field(doc, "runs")
-            if not isinstance(items, list):
-                raise self._malformed("run list", TypeError("runs is not a list"))
+            items = self._items(doc, "runs", "run list")
             runs.extend(self._run(item) for item in items)
             if len(items) < page:
                 break

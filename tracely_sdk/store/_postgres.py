@@ -45,7 +45,7 @@ from typing import Any, TypeVar
 
 from tracely_sdk.errors import ConfigError, MissingDependency, NotFound, StoreError
 from tracely_sdk.store import Case, CaseVersion, Recording, SQLStore, redact_url
-from tracely_sdk.store._base import Promotion, StatedRun
+from tracely_sdk.store._base import Promotion
 from tracely_sdk.store._migrations import POSTGRES, migrate
 from tracely_sdk.store._model import bundle_weight, dumps_json
 from tracely_sdk.store._outline import stored_text
@@ -531,30 +531,8 @@ class PostgresStore(SQLStore):
                 results[i] = items[i].trace_id in changed
         return results
 
-    def promote(
-        self,
-        trace_id: str,
-        *,
-        case_id: str | None = None,
-        name: str,
-        entrypoint: str | None = None,
-        tags: Iterable[str] = (),
-        stated: StatedRun | None = None,
-    ) -> Case:
-        tags = tuple(tags) if not isinstance(tags, (str, bytes)) else tags
-        return self._retrying(
-            lambda: SQLStore.promote(
-                self,
-                trace_id,
-                case_id=case_id,
-                name=name,
-                entrypoint=entrypoint,
-                tags=tags,
-                stated=stated,
-            )
-        )
-
     def promote_many(self, promotions: Sequence[Promotion]) -> list[Case]:
+        # SQLStore.promote is one promotion through this, so it is retried here too.
         promotions = list(promotions)
         return self._retrying(lambda: SQLStore.promote_many(self, promotions))
 

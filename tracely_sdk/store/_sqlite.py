@@ -35,6 +35,7 @@ from tracely_sdk.store._base import (
     StatedRun,
     Store,
     check_history,
+    check_page,
     plan_edit,
     plan_promotion,
     plan_recapture,
@@ -334,12 +335,6 @@ def _run(run_id: str, header: Any, cases: Any) -> Run:
         ) from exc
 
 
-def _check_page(limit: int, offset: int) -> None:
-    for what, n in (("limit", limit), ("offset", offset)):
-        if not isinstance(n, int) or isinstance(n, bool) or n < 0:
-            raise ValueError(f"{what} must be a non-negative integer, got {n!r}")
-
-
 class SQLStore(Store):
     """Every store operation in portable SQL; a subclass supplies the connection.
 
@@ -495,7 +490,7 @@ class SQLStore(Store):
     ) -> list[Any]:
         """The rows of ``select`` newest first, one page of them, of one service or agent if
         given; ``select`` names its columns and leaves the WHERE to this."""
-        _check_page(limit, offset)
+        check_page(limit, offset)
         where, params = [], []
         if service is not None:
             where.append("service = ?")
@@ -552,7 +547,7 @@ class SQLStore(Store):
             raise _corrupt("a recording", _CorruptRow(str(exc))) from exc
 
     def recording_calls(self, trace_id: str, offset: int = 0, limit: int = 20) -> RecordedCalls:
-        _check_page(limit, offset)
+        check_page(limit, offset)
         try:
             return self._recording_calls(trace_id, offset, limit)
         except _CorruptRow as exc:
@@ -759,8 +754,7 @@ class SQLStore(Store):
     ) -> Case:
         tags = tuple(tags) if not isinstance(tags, (str, bytes)) else tags
         promotion = Promotion(trace_id, name, case_id, entrypoint, tags, stated)  # type: ignore[arg-type]
-        # Not self.promote_many: a subclass that retries both must not retry within a retry.
-        return SQLStore.promote_many(self, [promotion])[0]
+        return self.promote_many([promotion])[0]
 
     def promote_many(self, promotions: Sequence[Promotion]) -> list[Case]:
         cases = []
@@ -800,7 +794,7 @@ class SQLStore(Store):
         against the text of its row (which is hashed, not decoded); a case whose seal does not
         hold, or whose outline does not, is read whole (as :meth:`get_case`, which says what
         is wrong)."""
-        _check_page(limit, offset)
+        check_page(limit, offset)
         with self._read() as conn:
             row = conn.execute(
                 self._q(
@@ -1109,7 +1103,7 @@ class SQLStore(Store):
         return _run(run_id, row[0], row[1])
 
     def list_runs(self, limit: int = 20, offset: int = 0, trace_id: str | None = None) -> list[Run]:
-        _check_page(limit, offset)
+        check_page(limit, offset)
         sql = "SELECT id, header FROM runs"
         params: list[Any] = []
         if trace_id is not None:
