@@ -38,7 +38,7 @@ import orjson
 from tracely_sdk.errors import StoreError
 from tracely_sdk.store._base import Store
 from tracely_sdk.store._files import tracely_dir
-from tracely_sdk.store._model import Recording
+from tracely_sdk.store._model import Recording, json_bytes
 from tracely_sdk.store._wal import Damage, Lines, SharedLog
 
 __all__ = ["BackgroundWriter", "Spool"]
@@ -63,7 +63,10 @@ class Spool(SharedLog):
     @staticmethod
     def line(recording: Recording) -> bytes:
         """A recording as one JSON object (what a rejected recording is kept as)."""
-        return orjson.dumps(recording.to_dict(), option=orjson.OPT_NON_STR_KEYS)
+        try:
+            return json_bytes(recording.to_dict())
+        except ValueError as exc:  # what the writer's callers catch for a value JSON cannot hold
+            raise TypeError(str(exc)) from exc
 
     @staticmethod
     def encode(recordings: Iterable[Recording]) -> bytes:
