@@ -45,8 +45,9 @@ starts, as they have for an agent whose model calls take longer than their 50 an
 gathering windows: each trace is a batch of its own; they gather until that flush, so their
 work starts at the same point in every run), the exporter's batch thread exports only when
 its batch is full or flushed (no timer), threads switch only when one waits (no switch
-interval), and hashing and the ids of spans are seeded. Needs ``valgrind``; each variant
-takes a few minutes.
+interval), what the process made before the measured calls is left out of garbage
+collection (``gc.freeze()``), and hashing and the ids of spans are seeded. Needs
+``valgrind``; each variant takes a few minutes.
 
     python bench/peers.py [--calls N] [--rounds R] [--variants a,b,...] [--instructions]
 """
@@ -194,6 +195,13 @@ def _child(variant: str, base_url: str, calls: int, settle: bool = False) -> dic
     for _ in range(WARMUP):
         client.chat.completions.create(model=MODEL, messages=MESSAGES)  # type: ignore[arg-type]
     flush()
+    if settle:
+        import gc
+
+        # What was made up to here is never collected again: the collector goes through the
+        # objects the calls make, not, at whichever call it happens to, the whole heap.
+        gc.collect()
+        gc.freeze()
     threads = _thread_cpu(THREADS) if hasattr(time, "pthread_getcpuclockid") else {}
     cpu, wall = time.process_time(), time.perf_counter()
     with run():
@@ -206,10 +214,8 @@ def _child(variant: str, base_url: str, calls: int, settle: bool = False) -> dic
     result: dict[str, Any] = {"wall": wall / max(calls, 1) * 1e6, "cpu": cpu / max(calls, 1) * 1e6}
     import threading
 
-    # The threads in the order they started (Linux numbers them so): callgrind's order.
-    result["threads"] = [
-        t.name for t in sorted(threading.enumerate(), key=lambda t: t.native_id or 0)
-    ]
+    # The threads in the order they started (threading keeps them so): callgrind's order.
+    result["threads"] = [t.name for t in threading.enumerate()]
     if threads:
         after = _thread_cpu(THREADS)
         result.update({k: (after[k] - threads[k]) / calls * 1e6 for k in THREADS})
