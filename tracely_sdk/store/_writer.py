@@ -139,6 +139,7 @@ class BackgroundWriter:
         self._flushers = 0  # threads waiting in flush(): the writer does not gather for them
         self._failures = 0
         self._next_try = 0.0
+        self._ended = False  # the thread has left its loop (set before it wakes the flushers)
         self._store: Store | None = None
         self.spool.attach()
         self._thread = threading.Thread(target=self._run, name="tracely-store-writer", daemon=True)
@@ -233,12 +234,13 @@ class BackgroundWriter:
             self._cond.notify_all()
             try:
                 while not self._drained():
-                    if not self._thread.is_alive():
+                    if self._ended or not self._thread.is_alive():
                         return False
                     remaining = None if deadline is None else deadline - time.monotonic()
                     if remaining is not None and remaining <= 0:
                         return False
-                    self._cond.wait(0.1 if remaining is None else min(remaining, 0.1))
+                    # Woken when the writer ends a step or stops: no polling.
+                    self._cond.wait(remaining)
                 return True
             finally:
                 self._hurry = False
@@ -320,6 +322,8 @@ class BackgroundWriter:
                     self._inflight = len(batch)
                     hurry, self._hurry = self._hurry, False
                 self._step(batch, hurry)
+                with self._cond:
+                    self._cond.notify_all()  # a flush waits for the end of each step
         except BaseException as exc:  # pragma: no cover - a bug; keep what we hold on disk
             self._once("thread", "tracely store writer stopped: %s", exc, level=logging.ERROR)
             with self._cond:
@@ -329,6 +333,7 @@ class BackgroundWriter:
         finally:
             with self._cond:
                 self._inflight = 0
+                self._ended = True
                 self._cond.notify_all()
 
     def _gather(self) -> None:
