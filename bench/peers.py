@@ -115,10 +115,19 @@ def _child(variant: str, base_url: str, calls: int, settle: bool = False) -> dic
     """Runs in the variant's own process: set up, warm up, time ``calls`` calls. ``settle``:
     nothing done depends on timing (for ``--instructions``; see the module docstring)."""
     sys.path.insert(0, str(ROOT))
+    started = ["MainThread"]  # the threads in the order they were made: callgrind's order
     if settle:
         import random
+        import threading
 
         random.seed(0)  # OpenTelemetry's span and trace ids
+        start = threading.Thread.start
+
+        def start_named(thread: threading.Thread) -> None:
+            started.append(thread.name)
+            start(thread)
+
+        threading.Thread.start = start_named  # type: ignore[method-assign]
         # A thread gives up the interpreter when it waits, never on a timer: the threads take
         # turns at the same points in every run.
         sys.setswitchinterval(1e3)
@@ -212,10 +221,7 @@ def _child(variant: str, base_url: str, calls: int, settle: bool = False) -> dic
     flush()
     cpu = time.process_time() - cpu
     result: dict[str, Any] = {"wall": wall / max(calls, 1) * 1e6, "cpu": cpu / max(calls, 1) * 1e6}
-    import threading
-
-    # The threads in the order they started (threading keeps them so): callgrind's order.
-    result["threads"] = [t.name for t in threading.enumerate()]
+    result["threads"] = started
     if threads:
         after = _thread_cpu(THREADS)
         result.update({k: (after[k] - threads[k]) / calls * 1e6 for k in THREADS})
