@@ -46,7 +46,8 @@ gathering windows: each trace is a batch of its own; they gather until that flus
 work starts at the same point in every run), the exporter's batch thread exports only when
 its batch is full or flushed (no timer), threads switch only when one waits (no switch
 interval), what the process made before the measured calls is left out of garbage
-collection (``gc.freeze()``), and hashing and the ids of spans are seeded. Needs
+collection (``gc.freeze()``), the client keeps its one connection however long a call takes,
+and hashing and the ids of spans are seeded. Needs
 ``valgrind``; each variant takes a few minutes.
 
     python bench/peers.py [--calls N] [--rounds R] [--variants a,b,...] [--instructions]
@@ -207,7 +208,17 @@ def _child(variant: str, base_url: str, calls: int, settle: bool = False) -> dic
 
         if variant == "tracely-agent":
             run = lambda: tracely.agent("bench")  # noqa: E731
-    client = openai.OpenAI(api_key="bench-key", base_url=base_url, max_retries=0)
+    extra: dict[str, Any] = {}
+    if settle:
+        from openai._constants import DEFAULT_CONNECTION_LIMITS
+
+        # One connection for the whole run: the SDK's pool closes one idle for 5 s, and how
+        # long a call takes under callgrind depends on the machine's load.
+        limits = DEFAULT_CONNECTION_LIMITS.__class__(
+            max_connections=1000, max_keepalive_connections=100, keepalive_expiry=None
+        )
+        extra["http_client"] = openai.DefaultHttpxClient(limits=limits)
+    client = openai.OpenAI(api_key="bench-key", base_url=base_url, max_retries=0, **extra)
     for _ in range(WARMUP):
         client.chat.completions.create(model=MODEL, messages=MESSAGES)  # type: ignore[arg-type]
     flush()
