@@ -35,9 +35,20 @@ per call than the cheapest peer (stretch: <= 0.5x); recorded at the wire, at mos
 With ``--instructions`` each variant instead runs once under valgrind's callgrind, with 1 call
 and with 1 + ``--calls`` calls, and the difference of the two instruction counts (every thread
 of the process, user space only: the kernel's side of a write or an fsync is not in it) is its
-cost per call. A count does not depend on what else the machine is doing, so this settles a
-ratio that process CPU on a shared machine cannot (seen: the same code's process-CPU ratio
-ranged from 0.5x to 6.8x between runs). Needs ``valgrind``; each variant takes a few minutes.
+cost per call, printed whole and per thread (the calling thread, tracely's recorder and store
+writer, the exporter's batch thread). A count does not depend on what else the machine is
+doing, so this settles a ratio that process CPU on a shared machine cannot (seen: the same
+code's process-CPU ratio ranged from 0.5x to 6.8x between runs). So that nothing in the count
+depends on timing either, each measured call there is followed by ``tracely.flush()`` (the
+recorder and the store writer have delivered and stored its trace before the next call
+starts, as they have for an agent whose model calls take longer than their 50 and 100 ms
+gathering windows: each trace is a batch of its own; they gather until that flush, so their
+work starts at the same point in every run), the exporter's batch thread exports only when
+its batch is full or flushed (no timer), threads switch only when one waits (no switch
+interval), what the process made before the measured calls is left out of garbage
+collection (``gc.freeze()``), the client keeps its one connection however long a call takes,
+and hashing and the ids of spans are seeded. Needs
+``valgrind``; each variant takes a few minutes.
 
     python bench/peers.py [--calls N] [--rounds R] [--variants a,b,...] [--instructions]
 """
@@ -58,7 +69,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from _callgrind import instructions
+from _callgrind import instructions_by_thread
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -80,6 +91,12 @@ AGAINST_PEERS = {
 GOALS = {"tracely": "target < 1.0x, stretch <= 0.5x", "tracely-wire": "goal <= 1.0x"}
 # tracely's own threads, by name: the recorder (extraction) and the store writer
 THREADS = {"recorder": "tracely-fixture-recorder", "writer": "tracely-store-writer"}
+# every thread a child has, by name, as the instruction counts show them
+SHOWN_THREADS = {"MainThread": "calling", **{v: k for k, v in THREADS.items()}}
+EXPORTER_THREAD = "OtelBatchSpanRecordProcessor"
+SHOWN_THREADS[EXPORTER_THREAD] = "exporter"
+# what makes a child's instruction count the same from run to run (see the docstring)
+SETTLED_ENV = {"PYTHONHASHSEED": "0"}
 
 
 def _thread_cpu(names: dict[str, str]) -> dict[str, float]:
@@ -95,9 +112,33 @@ def _thread_cpu(names: dict[str, str]) -> dict[str, float]:
     return out
 
 
-def _child(variant: str, base_url: str, calls: int) -> dict[str, float]:
-    """Runs in the variant's own process: set up, warm up, time ``calls`` calls."""
+def _child(variant: str, base_url: str, calls: int, settle: bool = False) -> dict[str, Any]:
+    """Runs in the variant's own process: set up, warm up, time ``calls`` calls. ``settle``:
+    nothing done depends on timing (for ``--instructions``; see the module docstring)."""
     sys.path.insert(0, str(ROOT))
+    # Callgrind numbers a thread by the lowest slot free when it is made (slot 0 here: the
+    # main thread); a slot whose thread ended is taken again, and the counts of both are one.
+    slots: list[list[Any]] = [["MainThread", None]]  # [names, the thread holding it]
+    if settle:
+        import random
+        import threading
+
+        random.seed(0)  # OpenTelemetry's span and trace ids
+        start = threading.Thread.start
+
+        def start_named(thread: threading.Thread) -> None:
+            free = [s for s in slots[1:] if not s[1].is_alive()]
+            if free:
+                free[0][0] += "+" + thread.name
+                free[0][1] = thread
+            else:
+                slots.append([thread.name, thread])
+            start(thread)
+
+        threading.Thread.start = start_named  # type: ignore[method-assign]
+        # A thread gives up the interpreter when it waits, never on a timer: the threads take
+        # turns at the same points in every run.
+        sys.setswitchinterval(1e3)
     # span_only, not "true": the GenAI utility beneath openai-v2 reads "true" as NO_CONTENT
     os.environ["OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"] = "span_only"
     os.environ["TRACELOOP_TRACE_CONTENT"] = "true"
@@ -120,10 +161,15 @@ def _child(variant: str, base_url: str, calls: int) -> dict[str, float]:
             pass
 
     provider = TracerProvider()
-    provider.add_span_processor(BatchSpanProcessor(NoOpExporter(), max_queue_size=1 << 20))
+    # settled: a batch goes when it is full or flushed, never on the timer
+    delay = {"schedule_delay_millis": 1e9} if settle else {}
+    provider.add_span_processor(
+        BatchSpanProcessor(NoOpExporter(), max_queue_size=1 << 20, **delay)  # type: ignore[arg-type]
+    )
     trace.set_tracer_provider(provider)
     flush = provider.force_flush
     run: Any = contextlib.nullcontext
+    drain: Any = lambda: None  # noqa: E731
     if variant == "openai-v2":
         from opentelemetry.instrumentation.openai_v2 import OpenAIInstrumentor
 
@@ -150,21 +196,50 @@ def _child(variant: str, base_url: str, calls: int) -> dict[str, float]:
             provider.force_flush()
             return tracely.flush(timeout=60)
 
+        if settle and variant != "tracely-spans":
+            from tracely_otel import _processor
+            from tracely_sdk.store import _writer
+
+            # The recorder and the store writer gather until the flush after each call (a
+            # flush ends a gathering at once): their work is done at the same point every run,
+            # whatever the time a call takes under callgrind.
+            _processor._GATHER_SECONDS = _writer._GATHER_SECONDS = 1e3
+            drain = lambda: tracely.flush(timeout=60)  # noqa: E731
+
         if variant == "tracely-agent":
             run = lambda: tracely.agent("bench")  # noqa: E731
-    client = openai.OpenAI(api_key="bench-key", base_url=base_url, max_retries=0)
+    extra: dict[str, Any] = {}
+    if settle:
+        from openai._constants import DEFAULT_CONNECTION_LIMITS
+
+        # One connection for the whole run: the SDK's pool closes one idle for 5 s, and how
+        # long a call takes under callgrind depends on the machine's load.
+        limits = DEFAULT_CONNECTION_LIMITS.__class__(
+            max_connections=1000, max_keepalive_connections=100, keepalive_expiry=None
+        )
+        extra["http_client"] = openai.DefaultHttpxClient(limits=limits)
+    client = openai.OpenAI(api_key="bench-key", base_url=base_url, max_retries=0, **extra)
     for _ in range(WARMUP):
         client.chat.completions.create(model=MODEL, messages=MESSAGES)  # type: ignore[arg-type]
     flush()
+    if settle:
+        import gc
+
+        # What was made up to here is never collected again: the collector goes through the
+        # objects the calls make, not, at whichever call it happens to, the whole heap.
+        gc.collect()
+        gc.freeze()
     threads = _thread_cpu(THREADS) if hasattr(time, "pthread_getcpuclockid") else {}
     cpu, wall = time.process_time(), time.perf_counter()
     with run():
         for _ in range(calls):
             client.chat.completions.create(model=MODEL, messages=MESSAGES)  # type: ignore[arg-type]
+            drain()
     wall = time.perf_counter() - wall
     flush()
     cpu = time.process_time() - cpu
-    result = {"wall": wall / max(calls, 1) * 1e6, "cpu": cpu / max(calls, 1) * 1e6}
+    result: dict[str, Any] = {"wall": wall / max(calls, 1) * 1e6, "cpu": cpu / max(calls, 1) * 1e6}
+    result["threads"] = [slot[0] for slot in slots]
     if threads:
         after = _thread_cpu(THREADS)
         result.update({k: (after[k] - threads[k]) / calls * 1e6 for k in THREADS})
@@ -187,9 +262,9 @@ def _server() -> tuple[subprocess.Popen[bytes], str]:
     return process, f"http://127.0.0.1:{port}/v1"
 
 
-def _child_command(variant: str, base_url: str, calls: int) -> list[str]:
+def _child_command(variant: str, base_url: str, calls: int, settle: bool = False) -> list[str]:
     child = ["--child", variant, "--base-url", base_url, "--calls", str(calls)]
-    return [sys.executable, __file__, *child]
+    return [sys.executable, __file__, *child, *(["--settle"] if settle else [])]
 
 
 def _spawn(variant: str, base_url: str, calls: int) -> dict[str, float]:
@@ -199,25 +274,56 @@ def _spawn(variant: str, base_url: str, calls: int) -> dict[str, float]:
         capture_output=True,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
-    result: dict[str, float] = json.loads(out.stdout.decode().strip().splitlines()[-1])
+    result: dict[str, Any] = json.loads(out.stdout.decode().strip().splitlines()[-1])
+    result.pop("threads", None)
     return result
 
 
-def _instructions(variant: str, base_url: str, calls: int) -> int:
-    """The instructions a child of ``variant`` making ``calls`` calls executes, in all."""
-    return instructions(_child_command(variant, base_url, calls), variant)[0]
+def _instructions(variant: str, base_url: str, calls: int) -> dict[str, int]:
+    """The instructions a child of ``variant`` making ``calls`` calls executes, by thread
+    (named as :data:`SHOWN_THREADS` shows them; ``other`` for any other thread)."""
+    command = _child_command(variant, base_url, calls, settle=True)
+    counts, stdout = instructions_by_thread(command, variant, SETTLED_ENV)
+    names = json.loads(stdout.decode().strip().splitlines()[-1])["threads"]
+    if len(names) != len(counts):  # a thread ended before the child did: not named
+        names = ["MainThread"] + ["?"] * (len(counts) - 1)
+    out: dict[str, int] = {}
+    for name, count in zip(names, counts, strict=True):
+        # a slot two threads held in turn: shown as the last one (the first ended early)
+        shown = SHOWN_THREADS.get(name.rsplit("+", 1)[-1], "other")
+        out[shown] = out.get(shown, 0) + count
+    return out
 
 
 def _by_instructions(chosen: list[str], base_url: str, calls: int) -> None:
     per_call: dict[str, float] = {}
+    by_thread: dict[str, dict[str, float]] = {}
     for variant in chosen:
         one, more = (_instructions(variant, base_url, n) for n in (1, 1 + calls))
-        per_call[variant] = (more - one) / calls
+        by_thread[variant] = {k: (more.get(k, 0) - one.get(k, 0)) / calls for k in {*one, *more}}
+        per_call[variant] = sum(by_thread[variant].values())
     base = per_call["uninstrumented"]
-    print(f"instructions per call of chat.completions.create (callgrind, {calls} calls)")
+    shown = [*dict.fromkeys(SHOWN_THREADS.values()), "other"]
+    print(
+        f"instructions per call of chat.completions.create (callgrind, {calls} calls; "
+        "by thread: " + ", ".join(shown) + ")"
+    )
     print(f"  {'uninstrumented':16s} {base / 1e6:8.3f} M")
+
+    def threads(v: str) -> str:
+        base_of = by_thread["uninstrumented"]
+        parts = [
+            f"{k} {(by_thread[v].get(k, 0) - base_of.get(k, 0)) / 1e3:,.0f} K"
+            for k in shown
+            if by_thread[v].get(k, 0) or base_of.get(k, 0)
+        ]
+        return ", ".join(parts)
+
     for v in chosen[1:]:
-        print(f"  {v:16s} {per_call[v] / 1e6:8.3f} M   added {(per_call[v] - base) / 1e6:7.3f} M")
+        print(
+            f"  {v:16s} {per_call[v] / 1e6:8.3f} M   added {(per_call[v] - base) / 1e6:7.3f} M"
+            f"  ({threads(v)})"
+        )
     peers = [p for p in PEERS if p in chosen]
     if peers:
         cheapest = min(per_call[p] - base for p in peers)
@@ -247,9 +353,10 @@ def main() -> int:
     )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--base-url", help=argparse.SUPPRESS)
+    parser.add_argument("--settle", action="store_true", help=argparse.SUPPRESS)
     opts = parser.parse_args()
     if opts.child:
-        print(json.dumps(_child(opts.child, opts.base_url, opts.calls)))
+        print(json.dumps(_child(opts.child, opts.base_url, opts.calls, opts.settle)))
         return 0
     chosen = [v for v in opts.variants.split(",") if v]
     unknown = set(chosen) - set(VARIANTS)

@@ -93,6 +93,7 @@ def _fsync_dir(directory: Path) -> None:
 
 _writev = getattr(os, "writev", None)  # not on Windows
 _O_BINARY: Final = getattr(os, "O_BINARY", 0)  # Windows would translate newlines without it
+_CREATE_NEW: Final = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_BINARY  # as open(path, "xb")
 
 
 def _write_all(fd: int, parts: Sequence[bytes]) -> None:
@@ -624,13 +625,18 @@ class SharedLog:
 
     def write_ahead(self, data: bytes) -> Path:
         """A new claimed file holding framed ``data`` (fsync'd): the batch about to be stored."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         target = self._claimed_name()
-        with open(target, "xb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        _fsync_dir(self.path.parent)
+        try:
+            fd = os.open(target, _CREATE_NEW, 0o666)
+        except FileNotFoundError:  # the directory is made when a first file needs it
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(target, _CREATE_NEW, 0o666)
+        try:
+            _write_all(fd, (data,))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        _fsync_dir(target.parent)
         return target
 
     def claim(self) -> Path | None:

@@ -38,7 +38,7 @@ import orjson
 from tracely_sdk.errors import StoreError
 from tracely_sdk.store._base import Store
 from tracely_sdk.store._files import tracely_dir
-from tracely_sdk.store._model import Recording
+from tracely_sdk.store._model import Recording, json_bytes
 from tracely_sdk.store._wal import Damage, Lines, SharedLog
 
 __all__ = ["BackgroundWriter", "Spool"]
@@ -63,7 +63,10 @@ class Spool(SharedLog):
     @staticmethod
     def line(recording: Recording) -> bytes:
         """A recording as one JSON object (what a rejected recording is kept as)."""
-        return orjson.dumps(recording.to_dict(), option=orjson.OPT_NON_STR_KEYS)
+        try:
+            return json_bytes(recording.to_dict())
+        except ValueError as exc:  # what the writer's callers catch for a value JSON cannot hold
+            raise TypeError(str(exc)) from exc
 
     @staticmethod
     def encode(recordings: Iterable[Recording]) -> bytes:
@@ -136,6 +139,7 @@ class BackgroundWriter:
         self._flushers = 0  # threads waiting in flush(): the writer does not gather for them
         self._failures = 0
         self._next_try = 0.0
+        self._ended = False  # the thread has left its loop (set before it wakes the flushers)
         self._store: Store | None = None
         self.spool.attach()
         self._thread = threading.Thread(target=self._run, name="tracely-store-writer", daemon=True)
@@ -230,12 +234,13 @@ class BackgroundWriter:
             self._cond.notify_all()
             try:
                 while not self._drained():
-                    if not self._thread.is_alive():
+                    if self._ended or not self._thread.is_alive():
                         return False
                     remaining = None if deadline is None else deadline - time.monotonic()
                     if remaining is not None and remaining <= 0:
                         return False
-                    self._cond.wait(0.1 if remaining is None else min(remaining, 0.1))
+                    # Woken when the writer ends a step or stops: no polling.
+                    self._cond.wait(remaining)
                 return True
             finally:
                 self._hurry = False
@@ -317,6 +322,8 @@ class BackgroundWriter:
                     self._inflight = len(batch)
                     hurry, self._hurry = self._hurry, False
                 self._step(batch, hurry)
+                with self._cond:
+                    self._cond.notify_all()  # a flush waits for the end of each step
         except BaseException as exc:  # pragma: no cover - a bug; keep what we hold on disk
             self._once("thread", "tracely store writer stopped: %s", exc, level=logging.ERROR)
             with self._cond:
@@ -326,6 +333,7 @@ class BackgroundWriter:
         finally:
             with self._cond:
                 self._inflight = 0
+                self._ended = True
                 self._cond.notify_all()
 
     def _gather(self) -> None:

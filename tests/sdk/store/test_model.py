@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 
+import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tracely_sdk.store import CaseVersion, InvalidCase, redact_url
-from tracely_sdk.store._model import MAX_STORED_INT
+from tracely_sdk.store._model import MAX_STORED_INT, dumps_json_bytes, json_bytes
 
 from ._helpers import make_bundle, make_recording, trace_id
 
@@ -62,3 +65,36 @@ def test_integers_past_64_bits_are_refused_by_the_model_not_by_the_database() ->
             source_trace_id=None,
             created_at=0,
         )
+
+
+_KEYS = st.one_of(st.text(max_size=6), st.integers(-5, 5), st.booleans(), st.none())
+_JSONISH = st.recursive(
+    st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(-(2**70), 2**70),
+        st.floats(allow_nan=False, allow_infinity=False),
+        st.text(max_size=8),
+    ),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4),
+        st.dictionaries(st.text(max_size=6), inner, max_size=4),
+        st.dictionaries(_KEYS, inner, max_size=4),
+    ),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_JSONISH)
+def test_stored_json_is_the_text_non_string_keys_would_give(value: object) -> None:
+    """The store writes keys that are not strings as strings; it tries without that option
+    first (faster), and the text is the same either way, as are the values it refuses."""
+    for option, ours in ((orjson.OPT_SORT_KEYS, dumps_json_bytes), (0, json_bytes)):
+        try:
+            expected = orjson.dumps(value, option=option | orjson.OPT_NON_STR_KEYS)
+        except TypeError:
+            with pytest.raises(ValueError, match="cannot be stored as JSON"):
+                ours(value)
+            continue
+        assert ours(value) == expected
