@@ -53,7 +53,7 @@ from tracely_otel._reads import ExtractedCall, NotReplayable
 from tracely_otel._redact import redact_value
 from tracely_otel._spans import SpanRecord
 
-__all__ = ["SOURCES", "conversation_of", "read_call", "user_text"]
+__all__ = ["SOURCES", "call_of", "conversation_of", "read_call", "user_text"]
 
 SOURCES: Final = ("tracely", "otel-genai", "openinference", "openllmetry", "anthropic-sdk")
 """Who made a span a call is read from, as a trace summary names them."""
@@ -231,6 +231,14 @@ def read_call(
     "result": ..., "error": "TimeoutError"}``; an LLM call has ``usage`` (``[input, output]``
     tokens) and ``input`` where recorded, an agent run its ``input``. Never raises.
     """
+    return call_of(span, read, conversation_of(span))
+
+
+def call_of(
+    span: SpanRecord, read: ExtractedCall | NotReplayable | None, conversation: str | None
+) -> dict[str, Any] | None:
+    """:func:`read_call`, given the span's :func:`conversation_of`: the extractor reads it
+    once for the call and for the trace's conversation."""
     try:
         found = _kind_and_source(span)
         if found is None:
@@ -250,7 +258,6 @@ def read_call(
         error = _error(span)
         if error is not None:
             call["error"] = error
-        conversation = conversation_of(span)
         if conversation is not None:
             call["conversation"] = conversation
         call["span_id"] = span.span_id
