@@ -403,6 +403,7 @@ def bundle_from_spans(spans: Iterable[Any]) -> Bundle | None:
     errored = summary.errored
     services = summary.services
     resource: Any = None
+    foreign_read = False
     for record in order:
         span_id = record.span_id
         conversation = conversation_of(record)
@@ -424,6 +425,7 @@ def bundle_from_spans(spans: Iterable[Any]) -> Bundle | None:
             result = _read(record)
             if result is not None:
                 reads[span_id] = result
+                foreign_read = foreign_read or result.foreign
         call = call_of(record, result, conversation)
         if call is not None:
             observed[span_id] = call
@@ -431,7 +433,7 @@ def bundle_from_spans(spans: Iterable[Any]) -> Bundle | None:
                 summary.foreign = True
 
     shadowed: set[str] = set()
-    if any(res.foreign for res in reads.values()):
+    if foreign_read:
         # Another instrumentor's span around tracely's own span of the same call is the same
         # call.
         shadowed = {

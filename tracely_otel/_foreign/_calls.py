@@ -202,15 +202,15 @@ def _llm(
     else:
         request, response = _model_names(attrs)
         call["name"] = _opt_str(request) or _opt_str(response) or span.name
-    if source == "openinference":
+    if isinstance(read, ExtractedCall) and isinstance(read.entry.get("usage"), list):
+        usage = tuple(read.entry["usage"])
+    elif source == "openinference":
         usage = (
             _tokens(attrs, ("llm.token_count.prompt",)),
             _tokens(attrs, ("llm.token_count.completion",)),
         )
     else:
         usage = (_tokens(attrs, _USAGE_IN), _tokens(attrs, _USAGE_OUT))
-    if isinstance(read, ExtractedCall) and isinstance(read.entry.get("usage"), list):
-        usage = tuple(read.entry["usage"])
     if usage[0] is not None and usage[1] is not None:
         call["usage"] = [usage[0], usage[1]]
     if isinstance(read, ExtractedCall) or source == "tracely":
