@@ -306,12 +306,13 @@ def _agent_section(span: SpanRecord, problems: list[IncompleteItem]) -> AgentSec
 _START_END = attrgetter("start_time_unix_nano", "end_time_unix_nano")
 
 
-def _as_records(spans: Iterable[Any]) -> list[SpanRecord]:
+def _by_span_id(spans: Iterable[Any]) -> dict[str, SpanRecord]:
+    """The spans as records, by span id, in the order they came."""
     records: dict[str, SpanRecord] = {}
     for span in spans:
         record = span if isinstance(span, SpanRecord) else record_from_readable(span)
         records[record.span_id] = record  # a duplicate delivery of a span is the same span
-    return list(records.values())
+    return records
 
 
 class _Nearest:
@@ -384,7 +385,8 @@ def bundle_from_spans(spans: Iterable[Any]) -> Bundle | None:
     to be recorded (a ``tracely`` tracestate member). Raises ``ValueError`` for spans of
     several traces.
     """
-    records = _as_records(spans)
+    by_id = _by_span_id(spans)
+    records = list(by_id.values())
     if not records:
         return None
     trace_ids = {r.trace_id for r in records}
@@ -392,7 +394,6 @@ def bundle_from_spans(spans: Iterable[Any]) -> Bundle | None:
         raise ValueError(
             f"bundle_from_spans() takes the spans of one trace; got {len(trace_ids)} traces"
         )
-    by_id = {r.span_id: r for r in records}
     order = sorted(records, key=_START_END)
 
     # One pass reads each span for the bundle and for the trace summary alike.
@@ -588,7 +589,11 @@ def _summary(
             if "usage" in entry:
                 call["usage"] = entry["usage"]
         calls.append(call)
-    summary: TraceSummary = {"spans": len(records), "calls": calls, "errored": sorted(parts.errored)}
+    summary: TraceSummary = {
+        "spans": len(records),
+        "calls": calls,
+        "errored": sorted(parts.errored),
+    }
     if parts.services:
         summary["services"] = sorted(parts.services)
     if parts.conversation is not None:

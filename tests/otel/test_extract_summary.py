@@ -18,7 +18,7 @@ from tracely_otel import _extract, bundle_from_spans
 from tracely_otel._extract import (
     _START_END,
     _ancestors_of,
-    _as_records,
+    _by_span_id,
     _Inside,
     _Nearest,
     _read,
@@ -32,8 +32,8 @@ _TRACE = "0" * 31 + "7"
 
 def _two_pass_summary(spans: list[SpanRecord]) -> dict[str, Any]:
     """The summary as the extractor computed it in a second pass over the spans."""
-    records = _as_records(spans)
-    by_id = {r.span_id: r for r in records}
+    by_id = _by_span_id(spans)
+    records = list(by_id.values())
     order = sorted(records, key=_START_END)
     reads: dict[str, ExtractedCall | NotReplayable] = {}
     for record in order:
@@ -273,7 +273,9 @@ def test_a_foreign_call_around_tracely_s_own_is_listed_once() -> None:
     tool = _tracely(A.KIND_TOOL, "get_weather", {"city": "Paris"}, False)
     outer_name, outer_scope, outer = _FOREIGN[0]
     spans = [
-        SpanRecord(_TRACE, "00000000000000a1", None, outer_name, 1, 4, outer, scope_name=outer_scope),
+        SpanRecord(
+            _TRACE, "00000000000000a1", None, outer_name, 1, 4, outer, scope_name=outer_scope
+        ),
         SpanRecord(
             _TRACE,
             "00000000000000a2",
