@@ -231,7 +231,11 @@ def read_call(
     "result": ..., "error": "TimeoutError"}``; an LLM call has ``usage`` (``[input, output]``
     tokens) and ``input`` where recorded, an agent run its ``input``. Never raises.
     """
-    return call_of(span, read, conversation_of(span))
+    try:
+        conversation = conversation_of(span)
+    except Exception:
+        return None
+    return call_of(span, read, conversation)
 
 
 def call_of(
