@@ -31,7 +31,7 @@ from tracely_otel._bundle import (
     seal,
     text_within_limits,
 )
-from tracely_otel._foreign import FOREIGN_READERS, conversation_of, read_call
+from tracely_otel._foreign import FOREIGN_READERS, call_of, conversation_of
 from tracely_otel._reads import ExtractedCall, NotReplayable, SpanReader
 from tracely_otel._spans import SpanRecord, record_from_readable
 
@@ -306,12 +306,13 @@ def _agent_section(span: SpanRecord, problems: list[IncompleteItem]) -> AgentSec
 _START_END = attrgetter("start_time_unix_nano", "end_time_unix_nano")
 
 
-def _as_records(spans: Iterable[Any]) -> list[SpanRecord]:
+def _by_span_id(spans: Iterable[Any]) -> dict[str, SpanRecord]:
+    """The spans as records, by span id, in the order they came."""
     records: dict[str, SpanRecord] = {}
     for span in spans:
         record = span if isinstance(span, SpanRecord) else record_from_readable(span)
         records[record.span_id] = record  # a duplicate delivery of a span is the same span
-    return list(records.values())
+    return records
 
 
 class _Nearest:
@@ -384,7 +385,8 @@ def bundle_from_spans(spans: Iterable[Any]) -> Bundle | None:
     to be recorded (a ``tracely`` tracestate member). Raises ``ValueError`` for spans of
     several traces.
     """
-    records = _as_records(spans)
+    by_id = _by_span_id(spans)
+    records = list(by_id.values())
     if not records:
         return None
     trace_ids = {r.trace_id for r in records}
@@ -392,21 +394,47 @@ def bundle_from_spans(spans: Iterable[Any]) -> Bundle | None:
         raise ValueError(
             f"bundle_from_spans() takes the spans of one trace; got {len(trace_ids)} traces"
         )
-    by_id = {r.span_id: r for r in records}
     order = sorted(records, key=_START_END)
 
+    # One pass reads each span for the bundle and for the trace summary alike.
     reads: dict[str, ExtractedCall | NotReplayable] = {}
     agents: list[SpanRecord] = []
+    observed: dict[str, dict[str, Any]] = {}
+    summary = _SummaryParts()
+    errored = summary.errored
+    services = summary.services
+    resource: Any = None
+    foreign_read = False
     for record in order:
+        span_id = record.span_id
+        conversation = conversation_of(record)
+        if conversation is not None and summary.conversation is None:
+            summary.conversation = conversation
+        if record.resource is not resource:  # the spans of a trace mostly share one
+            resource = record.resource
+            service = resource.get("service.name")
+            if isinstance(service, str):
+                services.add(service)
+        # A root: no parent, a remote one, or one that is not in the trace (an SDK that does
+        # not flag a remote parent).
+        if record.status_code == "ERROR" and (record.is_root or record.parent_span_id not in by_id):
+            errored.add(record.name)
+        result = None
         if record.attributes.get(A.KIND) == A.KIND_AGENT:
             agents.append(record)
-            continue
-        result = _read(record)
-        if result is not None:
-            reads[record.span_id] = result
+        else:
+            result = _read(record)
+            if result is not None:
+                reads[span_id] = result
+                foreign_read = foreign_read or result.foreign
+        call = call_of(record, result, conversation)
+        if call is not None:
+            observed[span_id] = call
+            if call["by"] != "tracely":
+                summary.foreign = True
 
     shadowed: set[str] = set()
-    if any(res.foreign for res in reads.values()):
+    if foreign_read:
         # Another instrumentor's span around tracely's own span of the same call is the same
         # call.
         shadowed = {
@@ -424,11 +452,8 @@ def bundle_from_spans(spans: Iterable[Any]) -> Bundle | None:
     agent_ids = {a.span_id for a in agents}
     in_agent = _Inside(by_id, agent_ids.__contains__)
     agent = next((a for a in agents if not in_agent(a.parent_span_id)), None)
-    observed = {
-        r.span_id: call
-        for r in order
-        if r.span_id not in shadowed and (call := read_call(r, reads.get(r.span_id))) is not None
-    }
+    if shadowed:
+        observed = {i: call for i, call in observed.items() if i not in shadowed}
     if agent is None and not reads and not observed and not _asked(records):
         return None
 
@@ -485,7 +510,7 @@ def bundle_from_spans(spans: Iterable[Any]) -> Bundle | None:
         incomplete.extend(_lost_calls(agent.attributes, tools, llm, incomplete, seq))
     if incomplete:
         bundle["incomplete"] = incomplete
-    bundle["trace"] = _summary(records, order, by_id, observed, reads, seq_of)
+    bundle["trace"] = _summary(records, order, by_id, observed, reads, seq_of, summary)
     return seal(bundle)
 
 
@@ -501,6 +526,18 @@ def _asked(records: Iterable[SpanRecord]) -> bool:
     return False
 
 
+class _SummaryParts:
+    """What the trace summary gathers from every span, gathered as the spans are read."""
+
+    __slots__ = ("conversation", "errored", "foreign", "services")
+
+    def __init__(self) -> None:
+        self.conversation: str | None = None  # the first span's in trace order that has one
+        self.errored: set[str] = set()  # names of the root spans that failed
+        self.foreign = False  # a call read from another instrumentor's span
+        self.services: set[str] = set()
+
+
 def _summary(
     records: list[SpanRecord],
     order: list[SpanRecord],
@@ -508,13 +545,14 @@ def _summary(
     observed: dict[str, dict[str, Any]],
     reads: Mapping[str, ExtractedCall | NotReplayable],
     seq_of: Mapping[str, int],
+    parts: _SummaryParts,
 ) -> TraceSummary:
     """Every call of the trace, whoever recorded it, for checks that a call happened.
 
     A call that is an entry of the bundle names it by ``seq`` instead of repeating its values;
     another instrumentor's span around tracely's own span of the same tool is that call.
     """
-    for kind in ("tool", "llm"):
+    for kind in ("tool", "llm") if parts.foreign else ():
         foreign = {i for i, c in observed.items() if c["kind"] == kind and c["by"] != "tracely"}
         if not foreign:
             continue
@@ -531,10 +569,10 @@ def _summary(
     # millisecond only, so calls made within one share it: those keep the order the spans
     # arrived in, which is the order they ended, not the order of their end times, which such
     # an SDK computes from the coarse start.
-    for record in sorted(records, key=attrgetter("start_time_unix_nano")):
-        call = observed.get(record.span_id)
-        if call is None:
-            continue
+    for record in sorted(
+        (r for r in records if r.span_id in observed), key=attrgetter("start_time_unix_nano")
+    ):
+        call = observed[record.span_id]
         result = reads.get(record.span_id)
         if record.span_id in seq_of:
             call["seq"] = seq_of[record.span_id]
@@ -554,22 +592,12 @@ def _summary(
     summary: TraceSummary = {
         "spans": len(records),
         "calls": calls,
-        # A root: no parent, a remote one, or one that is not in the trace (an SDK that does
-        # not flag a remote parent).
-        "errored": sorted(
-            {
-                r.name
-                for r in records
-                if r.status_code == "ERROR" and (r.is_root or r.parent_span_id not in by_id)
-            }
-        ),
+        "errored": sorted(parts.errored),
     }
-    services = sorted({s for r in records if isinstance(s := r.resource.get("service.name"), str)})
-    if services:
-        summary["services"] = services
-    conversation = next((c for r in order if (c := conversation_of(r)) is not None), None)
-    if conversation is not None:
-        summary["conversation"] = conversation
+    if parts.services:
+        summary["services"] = sorted(parts.services)
+    if parts.conversation is not None:
+        summary["conversation"] = parts.conversation
     return summary
 
 

@@ -66,7 +66,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from tracely_otel._foreign._calls import SOURCES, conversation_of, read_call, user_text
+from tracely_otel._foreign._calls import SOURCES, call_of, conversation_of, read_call, user_text
 from tracely_otel._foreign._common import OUTPUT_TYPE, genai_finish_reason
 from tracely_otel._foreign._genai import read_anthropic_sdk_span, read_genai_span
 from tracely_otel._foreign._messages import (
@@ -84,6 +84,7 @@ __all__ = [
     "FOREIGN_READERS",
     "OUTPUT_TYPE",
     "SOURCES",
+    "call_of",
     "conversation_of",
     "content_parts",
     "genai_finish_reason",

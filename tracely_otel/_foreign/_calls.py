@@ -53,7 +53,7 @@ from tracely_otel._reads import ExtractedCall, NotReplayable
 from tracely_otel._redact import redact_value
 from tracely_otel._spans import SpanRecord
 
-__all__ = ["SOURCES", "conversation_of", "read_call", "user_text"]
+__all__ = ["SOURCES", "call_of", "conversation_of", "read_call", "user_text"]
 
 SOURCES: Final = ("tracely", "otel-genai", "openinference", "openllmetry", "anthropic-sdk")
 """Who made a span a call is read from, as a trace summary names them."""
@@ -202,15 +202,15 @@ def _llm(
     else:
         request, response = _model_names(attrs)
         call["name"] = _opt_str(request) or _opt_str(response) or span.name
-    if source == "openinference":
+    if isinstance(read, ExtractedCall) and isinstance(read.entry.get("usage"), list):
+        usage = tuple(read.entry["usage"])
+    elif source == "openinference":
         usage = (
             _tokens(attrs, ("llm.token_count.prompt",)),
             _tokens(attrs, ("llm.token_count.completion",)),
         )
     else:
         usage = (_tokens(attrs, _USAGE_IN), _tokens(attrs, _USAGE_OUT))
-    if isinstance(read, ExtractedCall) and isinstance(read.entry.get("usage"), list):
-        usage = tuple(read.entry["usage"])
     if usage[0] is not None and usage[1] is not None:
         call["usage"] = [usage[0], usage[1]]
     if isinstance(read, ExtractedCall) or source == "tracely":
@@ -232,6 +232,18 @@ def read_call(
     tokens) and ``input`` where recorded, an agent run its ``input``. Never raises.
     """
     try:
+        conversation = conversation_of(span)
+    except Exception:
+        return None
+    return call_of(span, read, conversation)
+
+
+def call_of(
+    span: SpanRecord, read: ExtractedCall | NotReplayable | None, conversation: str | None
+) -> dict[str, Any] | None:
+    """:func:`read_call`, given the span's :func:`conversation_of`: the extractor reads it
+    once for the call and for the trace's conversation."""
+    try:
         found = _kind_and_source(span)
         if found is None:
             return None
@@ -250,7 +262,6 @@ def read_call(
         error = _error(span)
         if error is not None:
             call["error"] = error
-        conversation = conversation_of(span)
         if conversation is not None:
             call["conversation"] = conversation
         call["span_id"] = span.span_id
