@@ -134,6 +134,7 @@ class BackgroundWriter:
         self._pending: list[Path] = []
         self._ahead: dict[Path, list[Recording]] = {}  # write-ahead files still held in memory
         self._dirty = True  # the spool may hold records from before: look at it first
+        self._claiming = False  # see _drain
         self._stop = False
         self._hurry = False
         self._flushers = 0  # threads waiting in flush(): the writer does not gather for them
@@ -219,7 +220,13 @@ class BackgroundWriter:
             self._cond.notify()
 
     def _drained(self) -> bool:
-        return not self._items and self._inflight == 0 and not self._pending and not self._dirty
+        return (
+            not self._items
+            and self._inflight == 0
+            and not self._pending
+            and not self._dirty
+            and not self._claiming
+        )
 
     def flush(self, timeout: float | None = None) -> bool:
         """Wait until everything accepted so far is in the store; False if ``timeout`` ran out.
@@ -482,22 +489,28 @@ class BackgroundWriter:
     def _drain(self) -> None:
         with self._cond:
             dirty, self._dirty = self._dirty, False
+            # Between clearing `_dirty` and holding the claimed file in `_pending`, the spool's
+            # records are in neither: a flush must not take that moment for drained.
+            self._claiming = dirty
         claimed = None
-        if dirty:
-            try:
-                claimed = self.spool.claim()
-            except OSError as exc:
-                # Nothing of this writer's can be in a spool it cannot open; a later process
-                # takes over whatever an earlier one left there.
-                raise _SpoolUnreadable() from exc
-            except BaseException:
-                with self._cond:
-                    self._dirty = True
-                raise
-        with self._cond:
-            if claimed is not None:
-                self._pending.append(claimed)
-            pending = list(self._pending)
+        try:
+            if dirty:
+                try:
+                    claimed = self.spool.claim()
+                except OSError as exc:
+                    # Nothing of this writer's can be in a spool it cannot open; a later process
+                    # takes over whatever an earlier one left there.
+                    raise _SpoolUnreadable() from exc
+                except BaseException:
+                    with self._cond:
+                        self._dirty = True
+                    raise
+        finally:
+            with self._cond:
+                if claimed is not None:
+                    self._pending.append(claimed)
+                self._claiming = False
+                pending = list(self._pending)
         for path in pending:
             self._store_file(path)
             self.spool.committed(path)

@@ -348,6 +348,32 @@ def test_a_spool_left_by_the_previous_release_is_replayed(paths: tuple[Path, Pat
     writer.close()
 
 
+def test_a_flush_waits_while_the_writer_is_claiming_the_spool(
+    paths: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The spool's records are off the spool and not yet pending while the writer claims the
+    # file: a flush that took that moment for drained returned before anything was stored.
+    db, spool = paths
+    recs = [make_recording(i) for i in range(2)]
+    Spool(spool).append(Spool.encode(recs))
+    claiming, release = threading.Event(), threading.Event()
+    claim = Spool.claim
+
+    def held_claim(self: Spool) -> Path | None:
+        claiming.set()
+        assert release.wait(10)
+        return claim(self)
+
+    monkeypatch.setattr(Spool, "claim", held_claim)
+    writer = BackgroundWriter(lambda: Flaky(db), spool_path=spool)
+    assert claiming.wait(10)
+    assert not writer.flush(0.2)
+    release.set()
+    assert writer.flush(10)
+    assert sorted(_ids(db)) == sorted(r.trace_id for r in recs)
+    writer.close()
+
+
 def test_a_spooled_recording_changed_on_disk_is_set_aside_not_stored(
     paths: tuple[Path, Path],
 ) -> None:
