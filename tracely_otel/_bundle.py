@@ -240,7 +240,9 @@ def _shallow(text: bytes | None) -> bool:
     the string's opening brackets (a container, and a string in it holding JSON). Without
     ``\\u`` in the text, every bracket of every level of JSON in strings is in it as written.
     """
-    if text is None or b"\\u" in text:
+    # find, not `in`: bytes.__contains__ first tries the needle as an int, raising and
+    # clearing a TypeError on its way to the search.
+    if text is None or text.find(b"\\u") != -1:
         return False
     # With escaped backslashes and quotes gone, every quote left opens or closes a string: the
     # pieces between quotes are the structure and the strings, by turns.
@@ -287,7 +289,7 @@ def text_within_limits(text: str | bytes) -> bool:
         if 2 * (text.count("[") + text.count("{")) + 2 <= MAX_NESTING and "\\u" not in text:
             return True
         text = text.encode("utf-8", "surrogatepass")
-    elif 2 * _opening(text) + 2 <= MAX_NESTING and b"\\u" not in text:
+    elif 2 * _opening(text) + 2 <= MAX_NESTING and text.find(b"\\u") == -1:
         return True
     return _plain(text) or _shallow(text)
 
